@@ -1,0 +1,251 @@
+"""Documents with a section tree.
+
+A :class:`Document` is a title plus a tree of :class:`Section` nodes. The root (depth 0) holds text that
+comes before any heading; top-level sections have depth 1, their subsections depth 2, and so on. Every
+section holds paragraphs, and every paragraph is a list of sentences, so each :class:`Sentence` knows its
+section node, its depth and its position in document order.
+
+Tree relations follow HIBRIDS (SPEC.md section 3): for sections ``x`` and ``y``
+
+* ``PathLen(x, y)`` is the length of the shortest tree path between them, positive when ``y`` comes after
+  ``x`` in document order (pre-order), negative when before, 0 for the same node;
+* ``LvlDiff(x, y) = depth(y) - depth(x)``.
+
+The reverse pair therefore gets ``(-p, -l)``. :meth:`Document.tree_relations` computes both for all pairs
+of sections in O(S^2) (one vector operation per section), never per token pair.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from synopsis.errors import InputError
+from synopsis.text import split_paragraphs, split_sentences
+
+
+@dataclass(eq=False)
+class Section:
+    """A node of the section tree. ``paragraphs`` is a list of paragraphs, each a list of sentences."""
+
+    heading: str | None = None
+    paragraphs: list[list[str]] = field(default_factory=list)
+    children: list[Section] = field(default_factory=list)
+    number: str | None = None  # the source's own numbering ("2.1"), when it has one
+    # Set by Document when the tree is indexed; not part of the serialised form.
+    parent: Section | None = field(default=None, repr=False)
+    index: int = field(default=-1, repr=False)  # pre-order position, root = 0
+    depth: int = field(default=0, repr=False)
+    subtree_end: int = field(default=-1, repr=False)  # one past the last pre-order index of the subtree
+
+    def add(self, child: Section) -> Section:
+        self.children.append(child)
+        return child
+
+    def walk(self) -> Iterator[Section]:
+        """Pre-order traversal (document order), iterative so deep trees cannot overflow the stack."""
+        stack = [self]
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(reversed(node.children))
+
+    def is_ancestor_of(self, other: Section) -> bool:
+        return self.index < other.index < self.subtree_end
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"heading": self.heading, "paragraphs": [list(p) for p in self.paragraphs]}
+        if self.number is not None:
+            out["number"] = self.number
+        out["sections"] = [c.to_dict() for c in self.children]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: str = "section") -> Section:
+        if not isinstance(data, dict):
+            raise InputError(f"{where}: expected an object, got {type(data).__name__}")
+        paragraphs = data.get("paragraphs", [])
+        if not isinstance(paragraphs, list) or not all(
+            isinstance(p, list) and all(isinstance(s, str) for s in p) for p in paragraphs
+        ):
+            raise InputError(f"{where}.paragraphs: expected a list of lists of sentence strings")
+        heading = data.get("heading")
+        if heading is not None and not isinstance(heading, str):
+            raise InputError(f"{where}.heading: expected a string or null")
+        children = data.get("sections", [])
+        if not isinstance(children, list):
+            raise InputError(f"{where}.sections: expected a list")
+        return cls(
+            heading=heading,
+            paragraphs=[list(p) for p in paragraphs],
+            children=[cls.from_dict(c, f"{where}.sections[{i}]") for i, c in enumerate(children)],
+            number=data.get("number"),
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class Sentence:
+    text: str
+    index: int  # position among all sentences of the document
+    section: Section = field(repr=False)
+    paragraph: int  # paragraph index within its section
+
+    @property
+    def depth(self) -> int:
+        return self.section.depth
+
+
+class Document:
+    """A titled tree of sections; see the module docstring for the tree conventions."""
+
+    def __init__(
+        self,
+        root: Section | None = None,
+        title: str | None = None,
+        id: str | None = None,  # noqa: A002 - "id" is the natural field name in every corpus
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        self.root = root if root is not None else Section()
+        self.title = title
+        self.id = id
+        self.metadata = dict(metadata or {})
+        self.reindex()
+
+    # ----------------------------------------------------------------- construction
+    @classmethod
+    def from_paragraphs(cls, paragraphs: Sequence[str | Sequence[str]], **kwargs: Any) -> Document:
+        """Paragraphs given as strings are sentence-split; given as lists they are taken as sentences."""
+        split = [
+            split_sentences(p) if isinstance(p, str) else [s for s in p if s.strip()] for p in paragraphs
+        ]
+        return cls(Section(paragraphs=[p for p in split if p]), **kwargs)
+
+    @classmethod
+    def from_sentences(cls, sentences: Sequence[str], **kwargs: Any) -> Document:
+        return cls.from_paragraphs([list(sentences)], **kwargs)
+
+    @classmethod
+    def from_text(cls, text: str, **kwargs: Any) -> Document:
+        """Plain text: paragraphs are separated by blank lines, then sentence-split."""
+        return cls.from_paragraphs(split_paragraphs(text), **kwargs)
+
+    def reindex(self) -> None:
+        """Recompute parent links, depths, pre-order indices and the sentence list after edits."""
+        self.root.parent = None
+        self.root.depth = 0
+        self._sections: list[Section] = []
+        for node in self.root.walk():
+            node.index = len(self._sections)
+            self._sections.append(node)
+            for child in node.children:
+                child.parent = node
+                child.depth = node.depth + 1
+        for node in reversed(self._sections):
+            node.subtree_end = max([c.subtree_end for c in node.children], default=node.index + 1)
+        self._sentences: list[Sentence] = []
+        for node in self._sections:
+            for p, paragraph in enumerate(node.paragraphs):
+                for text in paragraph:
+                    self._sentences.append(Sentence(text, len(self._sentences), node, p))
+
+    # ----------------------------------------------------------------- views
+    @property
+    def sections(self) -> list[Section]:
+        """All section nodes in document (pre-order) order, the root first."""
+        return self._sections
+
+    @property
+    def sentences(self) -> list[Sentence]:
+        return self._sentences
+
+    @property
+    def paragraphs(self) -> list[list[str]]:
+        return [p for node in self._sections for p in node.paragraphs if p]
+
+    @property
+    def text(self) -> str:
+        """The body text: sentences joined by spaces, paragraphs by blank lines (headings excluded)."""
+        return "\n\n".join(" ".join(p) for p in self.paragraphs)
+
+    @property
+    def max_depth(self) -> int:
+        return max(node.depth for node in self._sections)
+
+    def num_words(self) -> int:
+        return sum(len(s.text.split()) for s in self._sentences)
+
+    def is_empty(self) -> bool:
+        return not any(s.text.strip() for s in self._sentences)
+
+    def __len__(self) -> int:
+        return len(self._sentences)
+
+    def __repr__(self) -> str:
+        return (
+            f"Document(id={self.id!r}, title={self.title!r}, sections={len(self._sections)}, "
+            f"sentences={len(self._sentences)})"
+        )
+
+    # ----------------------------------------------------------------- tree relations
+    def tree_relations(self) -> tuple[np.ndarray, np.ndarray]:
+        """Signed PathLen and LvlDiff for every ordered pair of sections, each an (S, S) int64 array.
+
+        ``path[x, y]`` and ``level[x, y]`` use the sections' pre-order indices. Distances are built row by
+        row: a child's row is its parent's row plus one, minus two inside the child's own subtree (a
+        contiguous pre-order range), so the whole table costs O(S^2).
+        """
+        n = len(self._sections)
+        dist = np.zeros((n, n), dtype=np.int64)
+        if n > 1:
+            dist[0] = [node.depth for node in self._sections]
+        for node in self._sections[1:]:
+            row = dist[node.parent.index] + 1
+            row[node.index : node.subtree_end] -= 2
+            dist[node.index] = row
+        order = np.arange(n)
+        sign = np.sign(order[None, :] - order[:, None])
+        depth = np.array([node.depth for node in self._sections], dtype=np.int64)
+        return dist * sign, depth[None, :] - depth[:, None]
+
+    def relation(self, x: Section | Sentence, y: Section | Sentence) -> tuple[int, int]:
+        """(PathLen, LvlDiff) between two sections (or the sections of two sentences), by walking the tree."""
+        a = x.section if isinstance(x, Sentence) else x
+        b = y.section if isinstance(y, Sentence) else y
+        ancestors = {}
+        node, steps = a, 0
+        while node is not None:
+            ancestors[node.index] = steps
+            node, steps = node.parent, steps + 1
+        node, steps = b, 0
+        while node.index not in ancestors:
+            node, steps = node.parent, steps + 1
+        length = ancestors[node.index] + steps
+        sign = (b.index > a.index) - (b.index < a.index)
+        return sign * length, b.depth - a.depth
+
+    # ----------------------------------------------------------------- serialisation
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "title": self.title}
+        out.update(self.root.to_dict())
+        del out["heading"]
+        out.pop("number", None)
+        if self.metadata:
+            out["metadata"] = self.metadata
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: str = "document") -> Document:
+        if not isinstance(data, dict):
+            raise InputError(f"{where}: expected an object, got {type(data).__name__}")
+        title = data.get("title")
+        if title is not None and not isinstance(title, str):
+            raise InputError(f"{where}.title: expected a string or null")
+        metadata = data.get("metadata", {})
+        if not isinstance(metadata, dict):
+            raise InputError(f"{where}.metadata: expected an object")
+        root = Section.from_dict({**data, "heading": None}, where)
+        doc_id = data.get("id")
+        return cls(root, title=title, id=None if doc_id is None else str(doc_id), metadata=metadata)

@@ -1,0 +1,1 @@
+"""Training utilities shared by every method: atomic checkpoints, resume, divergence guards, curves."""

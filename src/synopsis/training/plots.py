@@ -1,0 +1,36 @@
+"""Training-curve plots (PNG) for every trainer."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def plot_curves(
+    curves: Mapping[str, Sequence[tuple[float, float]]],
+    path: str | Path,
+    title: str = "",
+    ylabel: str = "loss",
+) -> Path:
+    """Plot named (step, value) series on one axis and save a PNG."""
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    for name, points in curves.items():
+        if points:
+            xs, ys = zip(*points, strict=True)
+            ax.plot(xs, ys, label=name, marker="o" if len(points) < 30 else None, markersize=3)
+    ax.set_xlabel("step")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -1,0 +1,33 @@
+"""Shared test fixtures: offline hub settings, one torch thread, and the shared real data."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+SHARED_DATA = Path(
+    os.environ.get("SYNOPSIS_SHARED_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data")
+).resolve()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _torch_threads() -> None:
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        return
+    torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """``../shared/data``; tests that need it skip with a reason where it is absent."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"shared data not found at {SHARED_DATA} (set SYNOPSIS_SHARED_DATA)")
+    return SHARED_DATA
