@@ -1,10 +1,126 @@
-"""``synopsis summarize``."""
+"""``synopsis summarize``: one document to stdout, or a whole corpus to a predictions file."""
 
 from __future__ import annotations
 
-from synopsis.errors import SynopsisError
+import json
+from pathlib import Path
+
+import typer
+
+from synopsis.errors import InputError
 
 
-def summarize() -> None:
-    """Summarize a document."""
-    raise SynopsisError("summarize is not available yet")
+def summarize(
+    inputs: list[Path] = typer.Argument(..., help="Document file(s), or one corpus file/dir with --corpus."),
+    method: str | None = typer.Option(
+        None,
+        "--method",
+        "-m",
+        help="pointer-generator (default: bundled model), seq2seq, lead-K, oracle, centrality.",
+    ),
+    model: Path | None = typer.Option(
+        None, "--model", help="Model directory (pointer-generator or Hugging Face)."
+    ),
+    instruction: str | None = typer.Option(
+        None, "--instruction", "-i", help="Query/instruction (centrality)."
+    ),
+    corpus: str | None = typer.Option(
+        None,
+        "--corpus",
+        help="Read INPUT as a corpus (synopsis, scitldr, qmsum, cnn, ...) and summarize every example.",
+    ),
+    split: str | None = typer.Option(None, "--split", help="Corpus split, where the corpus has them."),
+    input_format: str = typer.Option(
+        "auto", "--format", help="Document format (auto, text, markdown, json, ...)."
+    ),
+    output: Path | None = typer.Option(
+        None, "--output", "-o", help="Write predictions (.jsonl or one per line)."
+    ),
+    k: int = typer.Option(3, "--k", help="Sentences to extract (centrality)."),
+    num_beams: int | None = typer.Option(None, "--num-beams"),
+    min_length: int | None = typer.Option(None, "--min-length"),
+    max_length: int | None = typer.Option(None, "--max-length"),
+    length_penalty: float | None = typer.Option(None, "--length-penalty"),
+    no_repeat_ngram_size: int | None = typer.Option(None, "--no-repeat-ngram-size"),
+    hie_bart_word_heads: int | None = typer.Option(
+        None,
+        "--hie-bart-word-heads",
+        help="Run a BART checkpoint as Hie-BART with this many word-level heads.",
+    ),
+    batch_size: int = typer.Option(16, "--batch-size"),
+    max_input_mb: float = typer.Option(20.0, "--max-input-mb", help="Refuse documents larger than this."),
+    skip_bad_lines: bool = typer.Option(
+        False, "--skip-bad-lines", help="Skip malformed JSONL lines (counted)."
+    ),
+) -> None:
+    """Summarize documents. Without --output, summaries go to stdout, one block per document."""
+    from rich.console import Console
+    from rich.progress import track
+
+    from synopsis.data.io import open_for_atomic_write
+    from synopsis.data.readers import read_corpus, read_document
+    from synopsis.summarizers import load_summarizer
+    from synopsis.summarizers.extractive import OracleSummarizer
+
+    err = Console(stderr=True)
+    if corpus is not None:
+        if len(inputs) != 1:
+            raise InputError("--corpus takes exactly one input path")
+        stats: dict[str, int] = {}
+        examples = list(
+            read_corpus(corpus, inputs[0], split=split, skip_bad_lines=skip_bad_lines, stats=stats)
+        )
+        if stats.get("skipped"):
+            err.print(f"skipped {stats['skipped']} malformed line(s) in {inputs[0]}")
+        if not examples:
+            raise InputError(f"{inputs[0]}: no examples found for corpus '{corpus}'")
+        ids = [e.id for e in examples]
+        documents = [e.document for e in examples]
+        instructions = [instruction or e.instruction for e in examples]
+        references = [e.references for e in examples]
+    else:
+        documents = [read_document(path, format=input_format, max_mb=max_input_mb) for path in inputs]
+        for path, doc in zip(inputs, documents, strict=True):
+            if doc.is_empty():
+                raise InputError(f"{path}: document has no text to summarize")
+        ids = [str(p) for p in inputs]
+        instructions = [instruction] * len(documents)
+        references = None
+
+    summarizer = load_summarizer(
+        method,
+        model,
+        k=k,
+        hie_bart_word_heads=hie_bart_word_heads,
+        num_beams=num_beams,
+        min_length=min_length,
+        max_length=max_length,
+        length_penalty=length_penalty,
+        no_repeat_ngram_size=no_repeat_ngram_size,
+    )
+    batches = range(0, len(documents), batch_size)
+    if len(documents) > batch_size:
+        batches = track(batches, description="summarizing", console=err, transient=True)
+    predictions: list[str] = []
+    for start in batches:
+        end = start + batch_size
+        if isinstance(summarizer, OracleSummarizer):
+            if references is None:
+                raise InputError("--method oracle needs references: summarize a corpus with --corpus")
+            predictions += summarizer.summarize(documents[start:end], references=references[start:end])
+        else:
+            predictions += summarizer.summarize(documents[start:end], instructions[start:end])
+
+    if output is None:
+        for i, (doc_id, prediction) in enumerate(zip(ids, predictions, strict=True)):
+            if len(predictions) > 1:
+                typer.echo(f"{'' if i == 0 else chr(10)}== {doc_id}")
+            typer.echo(prediction)
+        return
+    with open_for_atomic_write(output) as handle:
+        for doc_id, prediction in zip(ids, predictions, strict=True):
+            if output.suffix == ".jsonl":
+                handle.write(json.dumps({"id": doc_id, "prediction": prediction}, ensure_ascii=False) + "\n")
+            else:  # one summary per line: sentences joined by a space
+                handle.write(" ".join(prediction.split("\n")) + "\n")
+    err.print(f"wrote {len(predictions)} summaries to {output}")

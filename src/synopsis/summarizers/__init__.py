@@ -1,0 +1,84 @@
+"""Summarizers behind ``synopsis summarize``: one interface for extractive baselines and neural models.
+
+A summarizer has ``summarize(documents, instructions=None) -> list[str]`` and works on a batch. Models are
+imported lazily so that choosing LEAD-3 never imports transformers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from synopsis.document import Document
+from synopsis.errors import SynopsisError
+
+#: Methods ``synopsis summarize --method`` accepts (``lead-K`` takes any K >= 1).
+METHODS = ("pointer-generator", "seq2seq", "lead-K", "oracle", "centrality")
+DEFAULT_METHOD = "pointer-generator"
+
+
+class Summarizer(Protocol):
+    def summarize(
+        self, documents: Sequence[Document], instructions: Sequence[str | None] | None = None
+    ) -> list[str]: ...
+
+
+def _model_family(model_dir: Path) -> str:
+    """ "seq2seq" for a Hugging Face checkpoint (its config has ``model_type``), else "pointer-generator"."""
+    config = model_dir / "config.json"
+    if not config.is_file():
+        raise SynopsisError(f"{model_dir}: no config.json; not a model directory")
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise SynopsisError(f"{config}: corrupt JSON ({err})") from None
+    return "seq2seq" if isinstance(data, dict) and "model_type" in data else "pointer-generator"
+
+
+def load_summarizer(
+    method: str | None = None,
+    model: str | Path | None = None,
+    *,
+    k: int = 3,
+    hie_bart_word_heads: int | None = None,
+    **generation: Any,
+) -> Summarizer:
+    """Build the summarizer for ``method``; with ``model`` and no method, the directory's config decides.
+
+    ``generation`` holds decoding options (num_beams, min_length, max_length, length_penalty,
+    no_repeat_ngram_size) for the neural methods; ``k`` is the number of sentences for centrality.
+    """
+    if method is None:
+        method = _model_family(Path(model)) if model is not None else DEFAULT_METHOD
+    generation = {key: value for key, value in generation.items() if value is not None}
+    if hie_bart_word_heads is not None and method != "seq2seq":
+        raise SynopsisError(
+            "--hie-bart-word-heads applies to a BART checkpoint (--model DIR), not to " + method
+        )
+    lead = re.fullmatch(r"lead-(\d+)", method)
+    if lead:
+        from synopsis.summarizers.extractive import LeadSummarizer
+
+        return LeadSummarizer(int(lead.group(1)))
+    if method == "oracle":
+        from synopsis.summarizers.extractive import OracleSummarizer
+
+        return OracleSummarizer()
+    if method == "centrality":
+        from synopsis.summarizers.extractive import CentralitySummarizer
+
+        return CentralitySummarizer(k=k)
+    if method == "pointer-generator":
+        from synopsis.summarizers.pointer_generator import PointerGeneratorSummarizer
+
+        return PointerGeneratorSummarizer.from_pretrained(model, **generation)
+    if method == "seq2seq":
+        if model is None:
+            raise SynopsisError("--method seq2seq needs --model DIR (a local Hugging Face checkpoint)")
+        from synopsis.summarizers.seq2seq import Seq2SeqSummarizer
+
+        return Seq2SeqSummarizer.from_pretrained(model, hie_bart_word_heads=hie_bart_word_heads, **generation)
+    raise SynopsisError(f"unknown method '{method}'; choose one of: {', '.join(METHODS)}")

