@@ -1,0 +1,267 @@
+"""Hie-BART: BART whose encoder self-attention has sentence-level heads (SPEC.md section 2).
+
+In every encoder self-attention layer the first ``word_heads`` heads are ordinary token-to-token heads
+and the remaining heads are *sentence-level*: their queries are the tokens, their keys and values are the
+sentence vectors ``g_m`` (the mean of the layer's input hidden states over the tokens of sentence ``m``)
+sent through the SAME key/value projections. The heads are concatenated in that order and go through the
+layer's usual output projection, so Hie-BART has exactly BART's parameters: a stock BART checkpoint loads
+unchanged, and with ``word_heads == encoder_attention_heads`` the model *is* BART.
+
+Sentence boundaries come from the input ids: every sentence starts with ``config.sentence_start_token_id``
+(an added special token, ``<sent>`` by default; its id is looked up from the tokenizer when the model is
+prepared, see :func:`synopsis.models.seq2seq.add_sentence_start_token`). A marker belongs to the sentence
+it starts. Tokens before the first marker (BART's ``<s>``) belong to the first sentence, and the final
+``</s>`` to the last one. Padding (``attention_mask == 0``) belongs to no sentence, and sentences that
+exist only in other batch rows are masked out, so the split is correct for any batch size and any
+padding side. An input with no marker at all is a single sentence; the sentence heads then attend to the
+mean of the whole input (documented behaviour, tested).
+
+The hook into ``transformers`` is minimal: :class:`HieBartAttention` replaces only the encoder layers'
+``self_attn`` (same parameter names), and :class:`HieBartEncoder` computes the sentence membership once
+per forward pass and hands it to every layer as keyword arguments. Because the membership is derived from
+``input_ids`` inside the encoder, ``generate()`` needs nothing extra and its encoder-output caching works.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from huggingface_hub.dataclasses import strict
+from torch import nn
+from torch.nn import functional as F
+from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, BartConfig
+from transformers.modeling_outputs import BaseModelOutput
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.models.bart.modeling_bart import (
+    BartAttention,
+    BartDecoder,
+    BartEncoder,
+    BartForConditionalGeneration,
+    BartModel,
+    BartPreTrainedModel,
+    BartScaledWordEmbedding,
+    eager_attention_forward,
+)
+
+DEFAULT_SENTENCE_START_TOKEN = "<sent>"
+
+
+@strict
+class HieBartConfig(BartConfig):
+    """:class:`~transformers.BartConfig` plus the number of word-level heads and the sentence-start token.
+
+    ``word_heads`` (1..encoder_attention_heads, default: all heads, i.e. stock BART) is the number of
+    word-level heads in every encoder self-attention layer; the rest are sentence-level.
+    """
+
+    model_type = "hie_bart"
+
+    word_heads: int | None = None
+    sentence_start_token: str = DEFAULT_SENTENCE_START_TOKEN
+    sentence_start_token_id: int | None = None
+
+    def __post_init__(self, **kwargs: Any) -> None:
+        super().__post_init__(**kwargs)
+        heads = self.encoder_attention_heads
+        if self.word_heads is None:
+            self.word_heads = heads
+        if not 1 <= self.word_heads <= heads:
+            raise ValueError(
+                f"word_heads must be in 1..{heads} (encoder_attention_heads), got {self.word_heads}"
+            )
+
+    @property
+    def sentence_heads(self) -> int:
+        return self.encoder_attention_heads - self.word_heads
+
+    @classmethod
+    def from_bart_config(cls, config: BartConfig, **overrides: Any) -> HieBartConfig:
+        """A Hie-BART config with every setting of ``config`` (a stock or Hie-BART config)."""
+        data = config.to_dict()
+        data.pop("model_type", None)
+        data.pop("architectures", None)
+        data.pop("transformers_version", None)
+        data.update(overrides)
+        return cls(**data)
+
+
+def sentence_membership(
+    input_ids: torch.Tensor, attention_mask: torch.Tensor | None, sentence_start_token_id: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Averaging weights ``(batch, n_sent, seq)`` and a sentence mask ``(batch, n_sent)``.
+
+    Row ``m`` of the weights is ``1/|s_m|`` on the tokens of sentence ``m`` and 0 elsewhere, so
+    ``weights @ hidden`` gives the sentence means. ``n_sent`` is the batch maximum; shorter rows have
+    masked (all-zero) sentences.
+    """
+    index = (input_ids == sentence_start_token_id).long().cumsum(-1) - 1
+    index = index.clamp(min=0)  # tokens before the first marker (BOS) belong to the first sentence
+    valid = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
+    n_sent = int(index.masked_fill(~valid, 0).max()) + 1
+    sentences = torch.arange(n_sent, device=input_ids.device)
+    members = (index[:, None, :] == sentences[None, :, None]) & valid[:, None, :]
+    counts = members.sum(-1)
+    weights = members.float() / counts.clamp(min=1)[..., None]
+    return weights, counts > 0
+
+
+class HieBartAttention(BartAttention):
+    """Encoder self-attention with ``word_heads`` token heads followed by sentence-level heads.
+
+    Same parameters as :class:`BartAttention`. Sentence heads need ``sentence_weights`` and
+    ``sentence_mask`` from :func:`sentence_membership` (passed by :class:`HieBartEncoder`).
+    """
+
+    def __init__(self, config: HieBartConfig, layer_idx: int | None = None) -> None:
+        super().__init__(
+            embed_dim=config.d_model,
+            num_heads=config.encoder_attention_heads,
+            dropout=config.attention_dropout,
+            config=config,
+            layer_idx=layer_idx,
+        )
+        self.word_heads = config.word_heads
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        sentence_weights: torch.Tensor | None = None,
+        sentence_mask: torch.Tensor | None = None,
+        **kwargs: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        batch, seq_len, _ = hidden_states.shape
+        split = self.word_heads * self.head_dim  # the first `split` projection rows belong to word heads
+        query = self.q_proj(hidden_states).view(batch, seq_len, -1, self.head_dim).transpose(1, 2)
+
+        # Word-level heads: ordinary self-attention, through the configured attention backend (eager/sdpa).
+        # Only the word heads' rows of W_K and W_V are applied to the tokens.
+        key = F.linear(hidden_states, self.k_proj.weight[:split], _rows(self.k_proj.bias, slice(None, split)))
+        value = F.linear(
+            hidden_states, self.v_proj.weight[:split], _rows(self.v_proj.bias, slice(None, split))
+        )
+        key = key.view(batch, seq_len, -1, self.head_dim).transpose(1, 2)
+        value = value.view(batch, seq_len, -1, self.head_dim).transpose(1, 2)
+        attention_interface = ALL_ATTENTION_FUNCTIONS.get_interface(
+            self.config._attn_implementation, eager_attention_forward
+        )
+        dropout = self.dropout if self.training else 0.0
+        word_output, word_weights = attention_interface(
+            self,
+            query[:, : self.word_heads],
+            key,
+            value,
+            attention_mask,
+            dropout=dropout,
+            scaling=self.scaling,
+            **kwargs,
+        )
+        outputs = [word_output]  # (batch, seq, word_heads, head_dim)
+
+        if self.word_heads < self.num_heads:
+            if sentence_weights is None or sentence_mask is None:
+                raise ValueError("Hie-BART sentence heads need sentence_weights and sentence_mask")
+            outputs.append(
+                self._sentence_attention(
+                    hidden_states,
+                    query[:, self.word_heads :],
+                    sentence_weights,
+                    sentence_mask,
+                    split,
+                    dropout,
+                )
+            )
+        output = torch.cat(outputs, dim=2).reshape(batch, seq_len, -1)
+        return self.out_proj(output), word_weights
+
+    def _sentence_attention(
+        self,
+        hidden_states: torch.Tensor,
+        query: torch.Tensor,
+        sentence_weights: torch.Tensor,
+        sentence_mask: torch.Tensor,
+        split: int,
+        dropout: float,
+    ) -> torch.Tensor:
+        """Token queries attend over sentence vectors; returns ``(batch, seq, sentence_heads, head_dim)``."""
+        batch, n_sent = sentence_mask.shape
+        sentences = sentence_weights.to(hidden_states.dtype) @ hidden_states  # g_m: (batch, n_sent, d_model)
+        rest = slice(split, None)
+        key = F.linear(sentences, self.k_proj.weight[rest], _rows(self.k_proj.bias, rest))
+        value = F.linear(sentences, self.v_proj.weight[rest], _rows(self.v_proj.bias, rest))
+        key = key.view(batch, n_sent, -1, self.head_dim).transpose(1, 2)
+        value = value.view(batch, n_sent, -1, self.head_dim).transpose(1, 2)
+        scores = torch.matmul(query, key.transpose(-1, -2)) * self.scaling  # (batch, heads, seq, n_sent)
+        scores = scores.masked_fill(~sentence_mask[:, None, None, :], torch.finfo(scores.dtype).min)
+        probs = F.dropout(scores.softmax(dim=-1), p=dropout, training=self.training)
+        return torch.matmul(probs, value).transpose(1, 2)
+
+
+def _rows(bias: torch.Tensor | None, rows: slice) -> torch.Tensor | None:
+    return None if bias is None else bias[rows]
+
+
+class HieBartEncoder(BartEncoder):
+    """BART's encoder with :class:`HieBartAttention` layers; finds the sentences once per forward pass."""
+
+    def __init__(self, config: HieBartConfig) -> None:
+        super().__init__(config)
+        for idx, layer in enumerate(self.layers):
+            layer.self_attn = HieBartAttention(config, layer_idx=idx)
+        self.post_init()  # initialises only the new attention modules (transformers skips initialised ones)
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        **kwargs: Any,
+    ) -> BaseModelOutput:
+        if self.config.sentence_heads > 0:
+            if input_ids is None:
+                raise ValueError(
+                    "Hie-BART finds sentences from input_ids; inputs_embeds alone is not supported"
+                )
+            if self.config.sentence_start_token_id is None:
+                raise ValueError(
+                    "Hie-BART config has no sentence_start_token_id; prepare the model with its tokenizer"
+                )
+            kwargs["sentence_weights"], kwargs["sentence_mask"] = sentence_membership(
+                input_ids, attention_mask, self.config.sentence_start_token_id
+            )
+        return super().forward(
+            input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, **kwargs
+        )
+
+
+class HieBartModel(BartModel):
+    config_class = HieBartConfig
+
+    def __init__(self, config: HieBartConfig) -> None:
+        # BartModel.__init__ with the Hie-BART encoder (calling it would build and discard a stock encoder).
+        BartPreTrainedModel.__init__(self, config)
+        embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+        self.shared = BartScaledWordEmbedding(
+            config.vocab_size, config.d_model, config.pad_token_id, embed_scale=embed_scale
+        )
+        self.encoder = HieBartEncoder(config)
+        self.decoder = BartDecoder(config)
+        self.post_init()
+
+
+class HieBartForConditionalGeneration(BartForConditionalGeneration):
+    config_class = HieBartConfig
+
+    def __init__(self, config: HieBartConfig) -> None:
+        BartPreTrainedModel.__init__(self, config)
+        self.model = HieBartModel(config)
+        self.final_logits_bias = nn.Buffer(torch.zeros((1, self.model.shared.num_embeddings)))
+        self.lm_head = nn.Linear(config.d_model, self.model.shared.num_embeddings, bias=False)
+        self.post_init()
+
+
+AutoConfig.register(HieBartConfig.model_type, HieBartConfig, exist_ok=True)
+AutoModel.register(HieBartConfig, HieBartModel, exist_ok=True)
+AutoModelForSeq2SeqLM.register(HieBartConfig, HieBartForConditionalGeneration, exist_ok=True)
