@@ -2,6 +2,178 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
 import typer
 
+from synopsis.errors import InputError
+
 app = typer.Typer(help="Convert corpora to synopsis JSONL and inspect them.", no_args_is_help=True)
+
+_CORPUS_HELP = (
+    "Corpus format: auto, synopsis, documents, scitldr, scisummnet, qmsum, cnn, arxiv, pubmed, jsonl, csv "
+    "(auto guesses from the files)."
+)
+
+
+def _given(**options: Any) -> dict[str, Any]:
+    """Only the reader options the user gave, so each corpus reader can reject the ones it does not take."""
+    return {key: value for key, value in options.items() if value not in (None, False, [])}
+
+
+def _with_progress(examples: Iterable[Any], description: str) -> Iterator[Any]:
+    """Show a live count on stderr while examples stream through (the total is not known in advance)."""
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    columns = (
+        SpinnerColumn(),
+        TextColumn("{task.description}: {task.completed:,} examples"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task(description, total=None)
+        for example in examples:
+            yield example
+            progress.advance(task)
+
+
+# Options shared by both commands (typer needs them spelled out per command).
+_TEXT_COLUMN = typer.Option(None, "--text-column", help="jsonl/csv: column with the document text.")
+_SUMMARY_COLUMN = typer.Option(
+    None, "--summary-column", help="jsonl/csv: column with the reference(s); repeat for several columns."
+)
+_ID_COLUMN = typer.Option(None, "--id-column", help="jsonl/csv: column with the example id.")
+_INSTRUCTION_COLUMN = typer.Option(
+    None, "--instruction-column", help="jsonl/csv: column with the instruction."
+)
+_TITLE_COLUMN = typer.Option(None, "--title-column", help="jsonl/csv: column with the document title.")
+_ATTRIBUTE_COLUMN = typer.Option(
+    None, "--attribute-column", help="jsonl/csv: column kept as an attribute (e.g. style, topic); repeatable."
+)
+_QUERIES = typer.Option(None, "--queries", help="qmsum: general, specific or all (default) queries.")
+_SPAN_ONLY = typer.Option(
+    False, "--relevant-span-only", help="qmsum: a specific query's document is only its relevant turns."
+)
+_FORMAT = typer.Option(
+    None, "--format", help="documents: text, markdown, json, scisummnet, story, arxiv, qmsum (default: auto)."
+)
+_MAX_INPUT_MB = typer.Option(
+    None, "--max-input-mb", help="documents: refuse files larger than this (default 20)."
+)
+
+
+def convert(
+    corpus: str = typer.Option("auto", "--corpus", "-c", help=_CORPUS_HELP),
+    input_path: Path = typer.Option(..., "--input", "-i", help="Corpus file or folder."),
+    output: Path = typer.Option(..., "--output", "-o", help="Our JSONL file to write (written atomically)."),
+    split: str | None = typer.Option(None, "--split", help="Split inside a corpus folder (train, dev/val)."),
+    skip_bad_lines: bool = typer.Option(
+        False, "--skip-bad-lines", help="Skip malformed lines or records and report how many."
+    ),
+    text_column: str | None = _TEXT_COLUMN,
+    summary_column: list[str] | None = _SUMMARY_COLUMN,
+    id_column: str | None = _ID_COLUMN,
+    instruction_column: str | None = _INSTRUCTION_COLUMN,
+    title_column: str | None = _TITLE_COLUMN,
+    attribute_column: list[str] | None = _ATTRIBUTE_COLUMN,
+    queries: str | None = _QUERIES,
+    relevant_span_only: bool = _SPAN_ONLY,
+    document_format: str | None = _FORMAT,
+    max_input_mb: float | None = _MAX_INPUT_MB,
+) -> None:
+    """Read a corpus and write it as synopsis JSONL (one Example per line)."""
+    from synopsis.data.example import write_examples
+    from synopsis.data.readers import read_corpus
+
+    if output.resolve() == input_path.resolve():
+        raise InputError(f"{output}: the output would overwrite the input; choose another --output")
+    options = _given(
+        text_column=text_column,
+        summary_column=summary_column,
+        id_column=id_column,
+        instruction_column=instruction_column,
+        title_column=title_column,
+        attribute_columns=attribute_column,
+        queries=queries,
+        relevant_span_only=relevant_span_only,
+        format=document_format,
+        max_mb=max_input_mb,
+    )
+    stats: dict[str, int] = {}
+    examples = iter(
+        read_corpus(corpus, input_path, split=split, skip_bad_lines=skip_bad_lines, stats=stats, **options)
+    )
+    first = next(examples, None)  # an empty corpus must not replace an existing output with nothing
+    if first is None:
+        raise InputError(f"{input_path}: no examples found (nothing written)")
+    count = write_examples(
+        _with_progress(itertools.chain([first], examples), f"reading {input_path}"), output
+    )
+    typer.echo(
+        f"wrote {count:,} examples to {output}; skipped {stats.get('skipped', 0):,} bad lines" + _extra(stats)
+    )
+
+
+def _extra(stats: dict[str, int]) -> str:
+    extra = {k: v for k, v in stats.items() if k != "skipped" and v}
+    return "".join(f"; {k.replace('_', ' ')}: {v:,}" for k, v in extra.items())
+
+
+def stats(
+    path: Path = typer.Argument(..., help="Our JSONL file, or any corpus file/folder with --corpus."),
+    corpus: str = typer.Option("auto", "--corpus", "-c", help=_CORPUS_HELP),
+    split: str | None = typer.Option(None, "--split", help="Split inside a corpus folder (train, dev/val)."),
+    skip_bad_lines: bool = typer.Option(False, "--skip-bad-lines", help="Skip malformed lines or records."),
+    json_output: Path | None = typer.Option(None, "--json", help="Also write the numbers to this JSON file."),
+    text_column: str | None = _TEXT_COLUMN,
+    summary_column: list[str] | None = _SUMMARY_COLUMN,
+    id_column: str | None = _ID_COLUMN,
+    instruction_column: str | None = _INSTRUCTION_COLUMN,
+    title_column: str | None = _TITLE_COLUMN,
+    attribute_column: list[str] | None = _ATTRIBUTE_COLUMN,
+    queries: str | None = _QUERIES,
+    relevant_span_only: bool = _SPAN_ONLY,
+    document_format: str | None = _FORMAT,
+    max_input_mb: float | None = _MAX_INPUT_MB,
+) -> None:
+    """Print counts, lengths (words, sentences), section depth and references per example."""
+    from rich.console import Console
+
+    from synopsis.data.io import write_json
+    from synopsis.data.readers import read_corpus
+    from synopsis.data.stats import corpus_stats, stats_table
+
+    options = _given(
+        text_column=text_column,
+        summary_column=summary_column,
+        id_column=id_column,
+        instruction_column=instruction_column,
+        title_column=title_column,
+        attribute_columns=attribute_column,
+        queries=queries,
+        relevant_span_only=relevant_span_only,
+        format=document_format,
+        max_mb=max_input_mb,
+    )
+    read_stats: dict[str, int] = {}
+    examples = read_corpus(
+        corpus, path, split=split, skip_bad_lines=skip_bad_lines, stats=read_stats, **options
+    )
+    numbers = corpus_stats(_with_progress(examples, f"reading {path}"))
+    if numbers["examples"] == 0:
+        raise InputError(f"{path}: no examples found")
+    numbers["skipped"] = read_stats.get("skipped", 0)
+    title = f"{path}" + (f" ({split})" if split else "")
+    Console().print(stats_table(numbers, title=title))
+    if numbers["skipped"] or _extra(read_stats):
+        typer.echo(f"skipped {numbers['skipped']:,} bad lines" + _extra(read_stats))
+    if json_output is not None:
+        write_json(json_output, {"path": str(path), "split": split, **numbers, **read_stats})
+
+
+app.command("convert")(convert)
+app.command("stats")(stats)

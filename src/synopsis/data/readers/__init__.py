@@ -1,0 +1,242 @@
+"""Readers for single documents and for every supported corpus, behind two entry points.
+
+* :func:`read_document` reads one file (text, Markdown, our Document JSON, SciSummNet XML, CNN ``.story``,
+  one arXiv/PubMed record, one QMSum meeting) into a :class:`~synopsis.document.Document`.
+* :func:`read_corpus` reads a corpus into :class:`~synopsis.data.example.Example` objects, lazily.
+
+Every problem with the input (missing, empty, binary or non-UTF-8 files, malformed records, files over
+the size limit) is an :class:`~synopsis.errors.InputError` whose one-line message names the file, line or
+field. With ``skip_bad_lines`` a corpus reader skips bad records (lines, or files in per-file corpora)
+and counts them in ``stats["skipped"]``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from synopsis.data.example import Example, read_examples
+from synopsis.data.readers.base import check_size, guarded, parse_json, read_input, resolve_split
+from synopsis.data.readers.cnn import parse_story, read_cnn
+from synopsis.data.readers.cohan import parse_cohan, read_cohan
+from synopsis.data.readers.documents import parse_json_document, parse_markdown, parse_text
+from synopsis.data.readers.qmsum import meeting_document, read_qmsum
+from synopsis.data.readers.scisummnet import parse_scisummnet, read_scisummnet
+from synopsis.data.readers.scitldr import read_scitldr
+from synopsis.data.readers.tabular import read_csv, read_jsonl
+from synopsis.document import Document
+from synopsis.errors import InputError
+
+__all__ = ["CORPORA", "DOCUMENT_FORMATS", "detect_corpus", "read_corpus", "read_document"]
+
+
+def _parse_qmsum_meeting(text: str, path: Path) -> Document:
+    return meeting_document(parse_json(text, path), str(path), path.stem)
+
+
+# name -> parser(text, path) -> Document
+DOCUMENT_FORMATS: dict[str, Callable[[str, Path], Document]] = {
+    "text": parse_text,
+    "markdown": parse_markdown,
+    "json": parse_json_document,
+    "scisummnet": parse_scisummnet,
+    "story": parse_story,
+    "arxiv": parse_cohan,
+    "qmsum": _parse_qmsum_meeting,
+}
+
+_EXTENSIONS = {
+    ".txt": "text",
+    ".text": "text",
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".xml": "scisummnet",
+    ".story": "story",
+}
+
+
+def _read_synopsis(
+    path: Path, *, split: str | None = None, skip_bad_lines: bool = False, stats: dict[str, int]
+) -> Iterator[Example]:
+    yield from read_examples(resolve_split(path, split, (".jsonl",)), skip_bad_lines, stats)
+
+
+def _read_documents(
+    path: Path,
+    *,
+    split: str | None = None,
+    skip_bad_lines: bool = False,
+    stats: dict[str, int],
+    format: str = "auto",  # noqa: A002
+    max_mb: float = 20.0,
+) -> Iterator[Example]:
+    """Document files without references (one file, or every file in a folder), e.g. to summarize them."""
+    if split is not None:
+        raise InputError(f"{path}: a folder of documents has no splits; leave out --split")
+    files = (
+        sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+        if path.is_dir()
+        else [path]
+    )
+    if not files:
+        raise InputError(f"{path}: the folder holds no files")
+
+    def parse(file: Path) -> list[Example]:
+        document = read_document(file, format, max_mb)
+        return [Example(id=document.id or file.stem, document=document)]
+
+    yield from guarded(files, parse, skip_bad_lines, stats)
+
+
+# name -> reader(path, *, split, skip_bad_lines, stats, **options) -> Iterator[Example]
+CORPORA: dict[str, Callable[..., Iterator[Example]]] = {
+    "synopsis": _read_synopsis,
+    "documents": _read_documents,
+    "scitldr": read_scitldr,
+    "scisummnet": read_scisummnet,
+    "qmsum": read_qmsum,
+    "cnn": read_cnn,
+    "arxiv": read_cohan,
+    "pubmed": read_cohan,
+    "jsonl": read_jsonl,
+    "csv": read_csv,
+}
+
+
+def read_document(path: str | Path, format: str = "auto", max_mb: float = 20.0) -> Document:  # noqa: A002
+    """Read one document; ``format="auto"`` goes by the extension, then by the content.
+
+    Files over ``max_mb`` megabytes are refused before reading. A document without any text is an error.
+    """
+    path = Path(path)
+    if format != "auto" and format not in DOCUMENT_FORMATS:
+        raise InputError(
+            f"unknown document format '{format}' (choose from auto, {', '.join(DOCUMENT_FORMATS)})"
+        )
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory, expected a document file")
+    check_size(path, max_mb)
+    text = read_input(path)
+    if format == "auto":
+        format = _sniff(path, text)  # noqa: A001
+    document = DOCUMENT_FORMATS[format](text, path)
+    if document.is_empty():
+        raise InputError(f"{path}: no text found (read as {format})")
+    return document
+
+
+def _sniff(path: Path, text: str) -> str:
+    suffix = path.suffix.lower()
+    if suffix in _EXTENSIONS:
+        return _EXTENSIONS[suffix]
+    if suffix == ".jsonl":
+        raise InputError(f"{path}: is a JSONL corpus, not one document; read it with `synopsis data convert`")
+    head = text.lstrip()[:2000]
+    if suffix == ".json" or head.startswith("{"):
+        record = parse_json(text, path)
+        if isinstance(record, dict) and "meeting_transcripts" in record:
+            return "qmsum"
+        if isinstance(record, dict) and ("section_names" in record or "article_text" in record):
+            return "arxiv"
+        return "json"
+    if head.startswith("<PAPER") or head.startswith("<?xml"):
+        return "scisummnet"
+    if "\n@highlight" in text:
+        return "story"
+    if suffix == "":
+        return "text"
+    raise InputError(
+        f"{path}: cannot tell the format from the extension '{suffix}' or the content; "
+        f"pass --format ({', '.join(DOCUMENT_FORMATS)})"
+    )
+
+
+def read_corpus(
+    name: str,
+    path: str | Path,
+    *,
+    split: str | None = None,
+    skip_bad_lines: bool = False,
+    stats: dict[str, int] | None = None,
+    **options: Any,
+) -> Iterator[Example]:
+    """Examples of corpus ``name`` at ``path`` (a file, or the corpus folder with ``split``), read lazily.
+
+    ``options`` are the reader's own keywords (QMSum ``queries``/``relevant_span_only``, the column mapping
+    of ``jsonl``/``csv``); an option the reader does not take is an error naming it. ``name="auto"`` detects
+    the corpus from the files (:func:`detect_corpus`). Names, options and the path are checked at once;
+    problems inside the files surface while iterating.
+    """
+    path = Path(path)
+    if name == "auto":
+        name = detect_corpus(path)
+    if name not in CORPORA:
+        raise InputError(f"unknown corpus '{name}' (choose from {', '.join(CORPORA)})")
+    reader = CORPORA[name]
+    accepted = inspect.signature(reader).parameters
+    for option in options:
+        if option not in accepted or option in ("path", "split", "skip_bad_lines", "stats"):
+            takes = [p for p in accepted if p not in ("path", "split", "skip_bad_lines", "stats")]
+            raise InputError(
+                f"corpus '{name}' has no option '{option}' (options: {', '.join(takes) or 'none'})"
+            )
+    if not path.exists():
+        raise InputError(f"{path}: no such file or directory")
+    stats = stats if stats is not None else {}
+    stats.setdefault("skipped", 0)
+    return reader(path, split=split, skip_bad_lines=skip_bad_lines, stats=stats, **options)
+
+
+def detect_corpus(path: str | Path) -> str:
+    """Guess the corpus of a file or folder from its layout and first record."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: no such file or directory")
+    if path.is_dir():
+        if (path / "Reference_XML").is_dir() or any(path.glob("*/Reference_XML")):
+            return "scisummnet"
+        if any(path.glob("*.story")):
+            return "cnn"
+        if any(path.glob("*.json")) or any(path.glob("*/*.json")):
+            return "qmsum"
+        if any(path.glob("*.jsonl")):
+            first = next(iter(sorted(path.glob("*.jsonl"))))
+            return _detect_jsonl(first)
+        if any(p.suffix.lower() in _EXTENSIONS for p in path.iterdir()):
+            return "documents"
+        raise InputError(f"{path}: cannot tell which corpus this folder holds; pass --corpus")
+    suffix = path.suffix.lower()
+    if suffix == ".story":
+        return "cnn"
+    if suffix in _EXTENSIONS:
+        return "documents"
+    if suffix in (".csv", ".tsv"):
+        return "csv"
+    if suffix == ".json":
+        return "qmsum"
+    return _detect_jsonl(path)
+
+
+def _detect_jsonl(path: Path) -> str:
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        first = next((line for line in handle if line.strip()), "")
+    try:
+        record = parse_json(first, path)
+    except InputError:
+        raise InputError(
+            f"{path}: cannot tell which corpus this is (first line is not JSON); pass --corpus"
+        ) from None
+    keys = set(record) if isinstance(record, dict) else set()
+    if {"id", "document"} <= keys:
+        return "synopsis"
+    if {"source", "target", "paper_id"} <= keys:
+        return "scitldr"
+    if {"abstract_text", "article_text"} & keys:
+        return "arxiv"
+    raise InputError(
+        f"{path}: cannot tell which corpus this is (keys: {', '.join(sorted(keys))}); pass --corpus"
+    )

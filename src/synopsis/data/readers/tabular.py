@@ -1,0 +1,171 @@
+"""Generic JSONL and CSV/TSV datasets with a column mapping, as in ``run_summarization.py --text_column``.
+
+The text column may hold a string (split into paragraphs at blank lines, then sentences), a list of
+strings (taken as sentences), or an object in our Document JSON. A summary column may hold a string or a
+list of strings; with several summary columns the references are collected from each in order. CSV cells
+are always strings.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from synopsis.data.example import Example
+from synopsis.data.io import iter_jsonl
+from synopsis.data.readers.base import guarded, read_input, resolve_split
+from synopsis.document import Document
+from synopsis.errors import InputError
+
+# CSV's default field limit (128 KiB) is below a long document; raise it (once, process-wide) to 2 GiB.
+_CSV_FIELD_LIMIT = 2**31 - 1
+
+
+class Columns:
+    """The column mapping, validated once, that turns one record into an Example."""
+
+    def __init__(
+        self,
+        text_column: str = "text",
+        summary_column: str | Sequence[str] | None = "summary",
+        id_column: str | None = None,
+        instruction_column: str | None = None,
+        title_column: str | None = None,
+        attribute_columns: Sequence[str] = (),
+    ) -> None:
+        self.text = text_column
+        if summary_column is None:
+            self.summaries: list[str] = []
+        elif isinstance(summary_column, str):
+            self.summaries = [summary_column]
+        else:
+            self.summaries = list(summary_column)
+        self.id = id_column
+        self.instruction = instruction_column
+        self.title = title_column
+        self.attributes = list(attribute_columns)
+
+    def example(self, record: Any, where: str, number: int, stem: str) -> Example:
+        if not isinstance(record, dict):
+            raise InputError(f"{where}: expected a JSON object, got {type(record).__name__}")
+        text = self._get(record, self.text, where, "--text-column")
+        document = _document(text, where, self.text)
+        references: list[str] = []
+        for column in self.summaries:
+            value = self._get(record, column, where, "--summary-column")
+            if isinstance(value, str):
+                value = [value]
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise InputError(f"{where}: column '{column}' must hold a string or a list of strings")
+            references.extend(v.strip() for v in value if v.strip())
+        if self.summaries and not references:
+            raise InputError(f"{where}: the summary column(s) {', '.join(self.summaries)} are empty")
+        example_id = str(self._get(record, self.id, where, "--id-column")) if self.id else f"{stem}-{number}"
+        document.id = document.id or example_id
+        if self.title:
+            document.title = self._string(record, self.title, where, "--title-column") or None
+        instruction = None
+        if self.instruction:
+            instruction = self._string(record, self.instruction, where, "--instruction-column") or None
+        attributes = {c: self._string(record, c, where, "--attribute-column") for c in self.attributes}
+        return Example(example_id, document, references, instruction, attributes)
+
+    def _get(self, record: dict[str, Any], column: str, where: str, option: str) -> Any:
+        if column not in record:
+            names = ", ".join(record) or "none"
+            raise InputError(f"{where}: no column '{column}' ({option}); the record has: {names}")
+        return record[column]
+
+    def _string(self, record: dict[str, Any], column: str, where: str, option: str) -> str:
+        value = self._get(record, column, where, option)
+        if not isinstance(value, str):
+            raise InputError(f"{where}: column '{column}' must hold a string, got {type(value).__name__}")
+        return value.strip()
+
+
+def _document(value: Any, where: str, column: str) -> Document:
+    if isinstance(value, str):
+        document = Document.from_text(value)
+    elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+        document = Document.from_sentences([" ".join(v.split()) for v in value])
+    elif isinstance(value, dict):
+        document = Document.from_dict(value, f"{where}: column '{column}'")
+    else:
+        raise InputError(
+            f"{where}: column '{column}' must hold text, a list of sentences or a document object"
+        )
+    if document.is_empty():
+        raise InputError(f"{where}: column '{column}' is empty")
+    return document
+
+
+def read_jsonl(
+    path: Path,
+    *,
+    split: str | None = None,
+    skip_bad_lines: bool = False,
+    stats: dict[str, int],
+    text_column: str = "text",
+    summary_column: str | Sequence[str] | None = "summary",
+    id_column: str | None = None,
+    instruction_column: str | None = None,
+    title_column: str | None = None,
+    attribute_columns: Sequence[str] = (),
+) -> Iterator[Example]:
+    """Any JSONL file, one example per line, mapped by the column options (see :class:`Columns`)."""
+    mapping = Columns(
+        text_column, summary_column, id_column, instruction_column, title_column, attribute_columns
+    )
+    file = resolve_split(path, split, (".jsonl", ".json"))
+
+    def parse(item: tuple[int, tuple[str, Any]]) -> list[Example]:
+        number, (where, record) = item
+        return [mapping.example(record, where, number, file.stem)]
+
+    yield from guarded(enumerate(iter_jsonl(file, skip_bad_lines, stats)), parse, skip_bad_lines, stats)
+
+
+def read_csv(
+    path: Path,
+    *,
+    split: str | None = None,
+    skip_bad_lines: bool = False,
+    stats: dict[str, int],
+    text_column: str = "text",
+    summary_column: str | Sequence[str] | None = "summary",
+    id_column: str | None = None,
+    instruction_column: str | None = None,
+    title_column: str | None = None,
+    attribute_columns: Sequence[str] = (),
+) -> Iterator[Example]:
+    """A CSV file with a header row (``.tsv``: tab-separated), mapped like :func:`read_jsonl`."""
+    mapping = Columns(
+        text_column, summary_column, id_column, instruction_column, title_column, attribute_columns
+    )
+    file = resolve_split(path, split, (".csv", ".tsv"))
+    stats.setdefault("skipped", 0)
+
+    def parse(item: tuple[list[str], list[str], str, int]) -> list[Example]:
+        header, row, where, number = item
+        if len(row) != len(header):
+            raise InputError(f"{where}: expected {len(header)} fields as in the header, found {len(row)}")
+        return [mapping.example(dict(zip(header, row, strict=True)), where, number, file.stem)]
+
+    yield from guarded(_csv_rows(file), parse, skip_bad_lines, stats)
+
+
+def _csv_rows(file: Path) -> Iterator[tuple[list[str], list[str], str, int]]:
+    """``(header, row, "file:line", row number)`` for every non-blank row after the header."""
+    csv.field_size_limit(max(csv.field_size_limit(), _CSV_FIELD_LIMIT))
+    delimiter = "\t" if file.suffix == ".tsv" else ","
+    reader = csv.reader(io.StringIO(read_input(file), newline=""), delimiter=delimiter)
+    try:
+        header = next(reader)
+        for number, row in enumerate(reader):
+            if any(cell.strip() for cell in row):
+                yield header, row, f"{file}:{reader.line_num}", number
+    except csv.Error as err:
+        raise InputError(f"{file}:{reader.line_num}: malformed CSV ({err})") from None
