@@ -1,0 +1,115 @@
+"""Tiny local Hugging Face checkpoints (random weights, real tokenizers) for the seq2seq tests.
+
+Each builder saves a complete model directory (config, safetensors weights, tokenizer) the way a user's
+fine-tuned checkpoint looks, so loading goes through the same ``from_pretrained`` path. Nothing is
+downloaded: the tokenizers come from ``../shared/data/tokenizers``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from functools import cache
+from pathlib import Path
+
+import torch
+from transformers import (
+    BartConfig,
+    BartForConditionalGeneration,
+    BartTokenizer,
+    LEDConfig,
+    LEDForConditionalGeneration,
+    PreTrainedTokenizerBase,
+    T5Config,
+    T5ForConditionalGeneration,
+    T5Tokenizer,
+)
+
+TINY = {"d_model": 32, "encoder_layers": 2, "decoder_layers": 2, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64}
+
+
+@cache
+def bart_tokenizer(tokenizers_dir: Path) -> PreTrainedTokenizerBase:
+    """GPT-2 byte-level BPE with BART's special tokens (built from vocab/merges, not the v4 file args)."""
+    vocab = json.loads((tokenizers_dir / "gpt2" / "vocab.json").read_text(encoding="utf-8"))
+    lines = (tokenizers_dir / "gpt2" / "merges.txt").read_text(encoding="utf-8").splitlines()
+    merges = [tuple(line.split()) for line in lines if line.strip() and not line.startswith("#version")]
+    tokenizer = BartTokenizer(vocab=vocab, merges=merges)
+    assert len(tokenizer) == len(vocab) + 5, len(tokenizer)  # <s> <pad> </s> <unk> <mask> added
+    return tokenizer
+
+
+@cache
+def t5_tokenizer(tokenizers_dir: Path) -> PreTrainedTokenizerBase:
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copy(tokenizers_dir / "t5" / "spiece.model", tmp)
+        tokenizer = T5Tokenizer.from_pretrained(tmp)
+    assert len(tokenizer) == 32100, len(tokenizer)  # 32,000 pieces + 100 sentinels
+    return tokenizer
+
+
+def _bart_config(tokenizer: PreTrainedTokenizerBase, **overrides: object) -> dict[str, object]:
+    return {
+        "vocab_size": len(tokenizer),
+        "pad_token_id": tokenizer.pad_token_id,
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "decoder_start_token_id": tokenizer.eos_token_id,
+        "forced_eos_token_id": tokenizer.eos_token_id,
+        **overrides,
+    }
+
+
+def save_tiny_bart(
+    directory: Path, tokenizers_dir: Path, heads: int = 4, max_positions: int = 128, seed: int = 0
+) -> Path:
+    torch.manual_seed(seed)
+    tokenizer = bart_tokenizer(tokenizers_dir)
+    config = BartConfig(
+        **TINY,
+        **_bart_config(tokenizer),
+        encoder_attention_heads=heads,
+        decoder_attention_heads=heads,
+        max_position_embeddings=max_positions,
+    )
+    BartForConditionalGeneration(config).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+def save_tiny_t5(directory: Path, tokenizers_dir: Path, seed: int = 0) -> Path:
+    torch.manual_seed(seed)
+    tokenizer = t5_tokenizer(tokenizers_dir)
+    config = T5Config(
+        vocab_size=len(tokenizer),
+        d_model=32,
+        d_kv=8,
+        d_ff=64,
+        num_layers=2,
+        num_decoder_layers=2,
+        num_heads=4,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        decoder_start_token_id=tokenizer.pad_token_id,
+    )
+    T5ForConditionalGeneration(config).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+def save_tiny_led(directory: Path, tokenizers_dir: Path, seed: int = 0) -> Path:
+    torch.manual_seed(seed)
+    tokenizer = bart_tokenizer(tokenizers_dir)
+    config = LEDConfig(
+        **TINY,
+        **_bart_config(tokenizer),
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        attention_window=[8, 8],
+        max_encoder_position_embeddings=256,
+        max_decoder_position_embeddings=64,
+    )
+    LEDForConditionalGeneration(config).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
