@@ -4,7 +4,8 @@ Words are whitespace-separated tokens (what ``Document.num_words`` counts). Docu
 Document's own sentences; a reference's sentences are counted per line with the sentence splitter, since
 multi-sentence references keep one sentence or highlight per line. Section depth is the depth of a
 document's deepest section (0 = no headings). A document shared by several examples (QMSum queries on
-one meeting) is measured once per example, so every figure is an average over examples.
+one meeting) counts once per example, so every figure is an average over examples; "distinct documents"
+counts document ids.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from synopsis.text import split_sentences
 
 
 def corpus_stats(examples: Iterable[Example]) -> dict[str, Any]:
-    """Counts and averages over ``examples`` (one pass; documents measured once per distinct object)."""
+    """Counts and averages over ``examples``, in one pass that keeps only numbers, never the examples."""
     doc_words: list[int] = []
     doc_sentences: list[int] = []
     depths: list[int] = []
@@ -30,14 +31,18 @@ def corpus_stats(examples: Iterable[Example]) -> dict[str, Any]:
     ref_sentences: list[int] = []
     refs_per_example: list[int] = []
     with_instruction = 0
-    measured: dict[int, tuple[int, int, int, int]] = {}  # id(document) -> its numbers
-    documents: set[str | int] = set()
+    # Examples sharing a document (QMSum queries) come together: measure it once. Keep the document itself,
+    # not its id(), which Python reuses once a streamed document has been freed.
+    last: tuple[Document, tuple[int, int, int, int]] | None = None
+    documents: set[str] = set()
+    anonymous = 0
     for example in examples:
-        key = id(example.document)
-        if key not in measured:
-            measured[key] = _measure(example.document)
-        words, sentences, depth, n_sections = measured[key]
-        documents.add(example.document.id if example.document.id is not None else key)
+        if last is None or last[0] is not example.document:
+            last = (example.document, _measure(example.document))
+            anonymous += example.document.id is None
+        words, sentences, depth, n_sections = last[1]
+        if example.document.id is not None:
+            documents.add(example.document.id)
         doc_words.append(words)
         doc_sentences.append(sentences)
         depths.append(depth)
@@ -50,7 +55,7 @@ def corpus_stats(examples: Iterable[Example]) -> dict[str, Any]:
     n = len(doc_words)
     return {
         "examples": n,
-        "documents": len(documents),
+        "documents": len(documents) + anonymous,
         "references": len(ref_words),
         "document_words": _summary(doc_words),
         "document_sentences": _summary(doc_sentences),
