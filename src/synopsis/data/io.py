@@ -14,6 +14,8 @@ from synopsis.errors import InputError
 
 # Larger files are read all the same; this only bounds how much we sniff for binary content.
 _SNIFF_BYTES = 8192
+_UMASK = os.umask(0)
+os.umask(_UMASK)
 
 
 def read_text(path: str | Path, allow_empty: bool = False) -> str:
@@ -65,6 +67,7 @@ def open_for_atomic_write(path: str | Path, mode: str = "w") -> Iterator[IO[Any]
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600 files; give the result the usual permissions
     try:
         with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as handle:
             yield handle

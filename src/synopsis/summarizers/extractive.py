@@ -130,7 +130,9 @@ class SentenceEncoder:
         self, model_path: str | Path | None = None, batch_size: int = 64, max_length: int = 128
     ) -> None:
         from transformers import AutoModel, AutoTokenizer
+        from transformers.utils import logging as hf_logging
 
+        hf_logging.disable_progress_bar()  # loading a 22M-parameter model needs no progress bar
         path = Path(model_path) if model_path else default_embedding_model()
         if not (path / "config.json").exists():
             raise SynopsisError(f"{path}: not a Hugging Face model directory (no config.json)")
