@@ -348,6 +348,16 @@ def test_generic_jsonl_column_mapping(tmp_path: Path) -> None:
         list(read_corpus("jsonl", path))
 
 
+def test_generic_ids_do_not_shift_when_bad_lines_are_skipped(tmp_path: Path) -> None:
+    lines = [
+        json.dumps({"text": "One.", "summary": "S."}),
+        "{broken",
+        json.dumps({"text": "Two.", "summary": "T."}),
+    ]
+    path = write(tmp_path / "g.jsonl", "\n".join(lines) + "\n")
+    assert [e.id for e in read_corpus("jsonl", path, skip_bad_lines=True)] == ["g-0", "g-2"]
+
+
 def test_generic_csv_and_tsv(tmp_path: Path) -> None:
     path = write(tmp_path / "d.csv", 'text,summary\n"Para one.\n\nPara two.",Sum\nx,y,z\nOnly text.,S2\n')
     with pytest.raises(InputError, match=r"d\.csv:5: expected 2 fields as in the header, found 3"):

@@ -103,9 +103,9 @@ def convert(
         format=document_format,
         max_mb=max_input_mb,
     )
-    stats: dict[str, int] = {}
+    counts: dict[str, int] = {}
     examples = iter(
-        read_corpus(corpus, input_path, split=split, skip_bad_lines=skip_bad_lines, stats=stats, **options)
+        read_corpus(corpus, input_path, split=split, skip_bad_lines=skip_bad_lines, stats=counts, **options)
     )
     first = next(examples, None)  # an empty corpus must not replace an existing output with nothing
     if first is None:
@@ -114,7 +114,8 @@ def convert(
         _with_progress(itertools.chain([first], examples), f"reading {input_path}"), output
     )
     typer.echo(
-        f"wrote {count:,} examples to {output}; skipped {stats.get('skipped', 0):,} bad lines" + _extra(stats)
+        f"wrote {count:,} examples to {output}; skipped {counts.get('skipped', 0):,} bad lines"
+        + _extra(counts)
     )
 
 

@@ -3,7 +3,8 @@
 The text column may hold a string (split into paragraphs at blank lines, then sentences), a list of
 strings (taken as sentences), or an object in our Document JSON. A summary column may hold a string or a
 list of strings; with several summary columns the references are collected from each in order. CSV cells
-are always strings.
+are always strings. Without an id column, ids are ``<file stem>-<n>`` with ``n`` the record's 0-based
+position in the file, which a skipped bad record does not shift.
 """
 
 from __future__ import annotations
@@ -121,11 +122,13 @@ def read_jsonl(
     )
     file = resolve_split(path, split, (".jsonl", ".json"))
 
-    def parse(item: tuple[int, tuple[str, Any]]) -> list[Example]:
-        number, (where, record) = item
+    def parse(item: tuple[str, Any]) -> list[Example]:
+        where, record = item
+        # Default ids come from the line (0-based), so they stay put when bad lines are skipped.
+        number = int(where.rsplit(":", 1)[1]) - 1
         return [mapping.example(record, where, number, file.stem)]
 
-    yield from guarded(enumerate(iter_jsonl(file, skip_bad_lines, stats)), parse, skip_bad_lines, stats)
+    yield from guarded(iter_jsonl(file, skip_bad_lines, stats), parse, skip_bad_lines, stats)
 
 
 def read_csv(
