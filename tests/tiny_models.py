@@ -7,7 +7,6 @@ downloaded: the tokenizers come from ``../shared/data/tokenizers``.
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 from functools import cache
@@ -17,7 +16,6 @@ import torch
 from transformers import (
     BartConfig,
     BartForConditionalGeneration,
-    BartTokenizer,
     LEDConfig,
     LEDForConditionalGeneration,
     PreTrainedTokenizerBase,
@@ -26,17 +24,18 @@ from transformers import (
     T5Tokenizer,
 )
 
+from synopsis.models.seq2seq import bart_tokenizer_from_files
+
 TINY = {"d_model": 32, "encoder_layers": 2, "decoder_layers": 2, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64}
 
 
 @cache
 def bart_tokenizer(tokenizers_dir: Path) -> PreTrainedTokenizerBase:
-    """GPT-2 byte-level BPE with BART's special tokens (built from vocab/merges, not the v4 file args)."""
-    vocab = json.loads((tokenizers_dir / "gpt2" / "vocab.json").read_text(encoding="utf-8"))
-    lines = (tokenizers_dir / "gpt2" / "merges.txt").read_text(encoding="utf-8").splitlines()
-    merges = [tuple(line.split()) for line in lines if line.strip() and not line.startswith("#version")]
-    tokenizer = BartTokenizer(vocab=vocab, merges=merges)
-    assert len(tokenizer) == len(vocab) + 5, len(tokenizer)  # <s> <pad> </s> <unk> <mask> added
+    """GPT-2 byte-level BPE with BART's special tokens."""
+    tokenizer = bart_tokenizer_from_files(
+        tokenizers_dir / "gpt2" / "vocab.json", tokenizers_dir / "gpt2" / "merges.txt"
+    )
+    assert len(tokenizer) == 50257 + 5, len(tokenizer)  # <s> <pad> </s> <unk> <mask> added
     return tokenizer
 
 

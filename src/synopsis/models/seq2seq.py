@@ -34,7 +34,7 @@ from transformers import (
 
 from synopsis.document import Document
 from synopsis.errors import CheckpointError, ConfigError, InputError
-from synopsis.models.hie_bart import HieBartConfig, HieBartForConditionalGeneration
+from synopsis.models.hie_bart import HieBartConfig
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +85,32 @@ def load_tokenizer(model_dir: str | Path) -> PreTrainedTokenizerBase:
     return tokenizer
 
 
+def bart_tokenizer_from_files(vocab_file: str | Path, merges_file: str | Path) -> PreTrainedTokenizerBase:
+    """A BART (byte-level BPE) tokenizer from ``vocab.json`` + ``merges.txt``, e.g. GPT-2's files.
+
+    transformers 5 silently builds an EMPTY tokenizer from the v4-style ``vocab_file=`` arguments, so the
+    files are read here and passed as data. BART's special tokens are added when the vocabulary lacks them.
+    """
+    from transformers import BartTokenizer
+
+    from synopsis.data.io import read_text
+
+    try:
+        vocab = json.loads(read_text(vocab_file))
+    except json.JSONDecodeError as err:
+        raise InputError(f"{vocab_file}: not valid JSON ({err})") from None
+    lines = read_text(merges_file).splitlines()
+    merges = [tuple(line.split()) for line in lines if line.strip() and not line.startswith("#version")]
+    if not isinstance(vocab, dict) or not vocab or any(len(m) != 2 for m in merges):
+        raise InputError(f"{vocab_file}, {merges_file}: not a byte-level BPE vocabulary and merge list")
+    tokenizer = BartTokenizer(vocab=vocab, merges=merges)
+    if len(tokenizer) < len(vocab):
+        raise InputError(
+            f"{vocab_file}: tokenizer has {len(tokenizer)} tokens for a {len(vocab)}-entry vocabulary"
+        )
+    return tokenizer
+
+
 def add_sentence_start_token(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> int:
     """Make sure the tokenizer has Hie-BART's sentence-start token and the model knows its id.
 
@@ -124,7 +150,6 @@ def load_seq2seq(
         )
     tokenizer = load_tokenizer(model_dir)
     config = AutoConfig.from_pretrained(str(model_dir), local_files_only=True)
-    model_class: Any = AutoModelForSeq2SeqLM
     if hie_bart_word_heads is not None:
         if data["model_type"] not in BART_MODEL_TYPES:
             raise CheckpointError(
@@ -138,12 +163,13 @@ def load_seq2seq(
                 f"got {hie_bart_word_heads}"
             )
         config = HieBartConfig.from_bart_config(config, word_heads=hie_bart_word_heads)
-        model_class = HieBartForConditionalGeneration
     try:
         if random_init:
-            model = model_class.from_config(config)
-        else:
-            model = model_class.from_pretrained(str(model_dir), config=config, local_files_only=True)
+            model = AutoModelForSeq2SeqLM.from_config(config)
+        else:  # the config's class decides (registered Hie-BART included)
+            model = AutoModelForSeq2SeqLM.from_pretrained(
+                str(model_dir), config=config, local_files_only=True
+            )
     except (OSError, ValueError, RuntimeError) as err:
         raise CheckpointError(
             f"{model_dir}: cannot load the model weights: {str(err).splitlines()[0]}"
