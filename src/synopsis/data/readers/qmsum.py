@@ -62,7 +62,7 @@ def meeting_document(
             intervals.append((start, -end, name))
     root = Section()
     current: Section = root
-    current_key: tuple[int, int, str] | None = None
+    current_topic: str | None = None
     seen_topic = False
     for index in turns if turns is not None else range(len(transcript)):
         if not 0 <= index < len(transcript):
@@ -76,11 +76,11 @@ def meeting_document(
         if not content:
             continue
         covering = [iv for iv in intervals if iv[0] <= index <= -iv[1]]
-        key = max(covering) if covering else None
-        if key != current_key and (key is not None or seen_topic):
-            current = root.add(Section(heading=key[2] if key else None))
+        topic = max(covering)[2] if covering else None
+        if topic != current_topic and (topic is not None or seen_topic):
+            current = root.add(Section(heading=topic))
             seen_topic = True
-        current_key = key
+        current_topic = topic
         sentences = split_sentences(content)
         sentences[0] = f"{speaker}: {sentences[0]}"
         current.paragraphs.append(sentences)
