@@ -411,6 +411,20 @@ def test_scitldr(shared_data: Path, split: str, count: int) -> None:
     assert first.references == raw["target"]
 
 
+def test_generic_jsonl_mapping_reproduces_the_scitldr_reader(shared_data: Path) -> None:
+    path = shared_data / "scitldr" / "dev.jsonl"
+    mapped = read_corpus(
+        "jsonl",
+        path,
+        text_column="source",
+        summary_column="target",
+        id_column="paper_id",
+        title_column="title",
+    )
+    direct = read_corpus("scitldr", path)
+    assert [e.to_dict() for e in mapped] == [e.to_dict() for e in direct]
+
+
 @pytest.mark.slow
 def test_scisummnet_all_papers(shared_data: Path) -> None:
     folder = shared_data / "scisummnet"

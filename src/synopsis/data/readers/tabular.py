@@ -67,7 +67,9 @@ class Columns:
         example_id = str(self._get(record, self.id, where, "--id-column")) if self.id else f"{stem}-{number}"
         document.id = document.id or example_id
         if self.title:
-            document.title = self._string(record, self.title, where, "--title-column") or None
+            document.title = (
+                " ".join(self._string(record, self.title, where, "--title-column").split()) or None
+            )
         instruction = None
         if self.instruction:
             instruction = self._string(record, self.instruction, where, "--instruction-column") or None
