@@ -24,8 +24,11 @@ def read_scitldr(
         paper_id = str(require(record, "paper_id", (str, int), where))
         source = string_list(require(record, "source", list, where), where, "source")
         targets = [t.strip() for t in string_list(require(record, "target", list, where), where, "target")]
-        title = " ".join(record["title"].split()) or None if isinstance(record.get("title"), str) else None
-        document = Document.from_sentences([" ".join(s.split()) for s in source], id=paper_id, title=title)
+        title = record.get("title")
+        title = " ".join(title.split()) if isinstance(title, str) else ""
+        document = Document.from_sentences(
+            [" ".join(s.split()) for s in source], id=paper_id, title=title or None
+        )
         if document.is_empty():
             raise InputError(f"{where}: paper {paper_id} has an empty 'source'")
         if not any(targets):
