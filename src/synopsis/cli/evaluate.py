@@ -1,10 +1,251 @@
-"""``synopsis evaluate``. (Owned by the evaluation work.)"""
+"""``synopsis evaluate``: score predictions against references (ROUGE, BLEU, METEOR, n-gram rates, lengths).
+
+Predictions: plain text, one summary per line, or JSONL whose records hold a ``prediction`` (or ``summary``)
+string. References: one file per reference set (plain lines, or JSONL records with a ``reference`` string),
+or a single JSONL of Examples (``synopsis data convert`` output) or of records with a ``references`` (or
+SciTLDR's ``target``) list. When both sides carry ``id`` fields, examples are matched by id.
+"""
 
 from __future__ import annotations
 
-from synopsis.errors import SynopsisError
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from synopsis.errors import ConfigError, InputError
+
+_FORMATS = ("auto", "lines", "jsonl")
 
 
-def evaluate() -> None:
-    """Score predictions against references."""
-    raise SynopsisError("evaluate is not available yet")
+@dataclass
+class _Records:
+    """What one input file provides, per example, with where each came from (for error messages)."""
+
+    path: Path
+    where: list[str] = field(default_factory=list)
+    ids: list[str | None] = field(default_factory=list)
+    texts: list[Any] = field(default_factory=list)  # str, or list[str] for references
+    sources: list[str | None] = field(default_factory=list)
+
+
+def _is_jsonl(path: Path, input_format: str) -> bool:
+    from synopsis.data.io import read_text
+
+    if input_format != "auto":
+        return input_format == "jsonl"
+    if path.suffix.lower() in (".jsonl", ".ndjson"):
+        return True
+    return read_text(path).lstrip().startswith("{")
+
+
+def _read_lines(path: Path) -> _Records:
+    from synopsis.data.io import read_text
+
+    records = _Records(path)
+    for number, line in enumerate(read_text(path).splitlines(), start=1):
+        records.where.append(f"{path}:{number}")
+        records.ids.append(None)
+        records.texts.append(line.strip())
+        records.sources.append(None)
+    return records
+
+
+def _string_field(record: Any, where: str, keys: tuple[str, ...]) -> str:
+    if not isinstance(record, dict):
+        raise InputError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    for key in keys:
+        if key in record:
+            if not isinstance(record[key], str):
+                raise InputError(f"{where}: field '{key}' must be a string")
+            return record[key]
+    raise InputError(f"{where}: missing field {' or '.join(repr(k) for k in keys)}")
+
+
+def _source_text(value: Any, where: str) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(s, str) for s in value):
+        return "\n".join(value)
+    raise InputError(f"{where}: field 'source' must be a string or a list of strings")
+
+
+def _read_predictions(path: Path, input_format: str) -> _Records:
+    if not _is_jsonl(path, input_format):
+        return _read_lines(path)
+    from synopsis.data.io import iter_jsonl
+
+    records = _Records(path)
+    for where, record in iter_jsonl(path):
+        records.where.append(where)
+        records.texts.append(_string_field(record, where, ("prediction", "summary")))
+        records.ids.append(str(record["id"]) if "id" in record else None)
+        records.sources.append(None)
+    return records
+
+
+def _read_references(path: Path, input_format: str) -> _Records:
+    if not _is_jsonl(path, input_format):
+        lines = _read_lines(path)
+        lines.texts = [[text] for text in lines.texts]
+        return lines
+    from synopsis.data.example import Example
+    from synopsis.data.io import iter_jsonl
+
+    records = _Records(path)
+    for where, record in iter_jsonl(path):
+        if isinstance(record, dict) and "document" in record and "id" in record:  # one of our Examples
+            example = Example.from_dict(record, where)
+            refs, source, example_id = example.references, example.document.text, example.id
+        else:
+            if isinstance(record, dict) and ("references" in record or "target" in record):
+                refs = record.get("references", record.get("target"))
+                refs = [refs] if isinstance(refs, str) else refs
+                if not isinstance(refs, list) or not all(isinstance(r, str) for r in refs):
+                    raise InputError(f"{where}: field 'references' must be a list of strings")
+            else:
+                refs = [_string_field(record, where, ("reference", "summary"))]
+            source = _source_text(record.get("source"), where)
+            example_id = str(record["id"]) if "id" in record else None
+        if not refs:
+            raise InputError(f"{where}: example has no references")
+        records.where.append(where)
+        records.ids.append(example_id)
+        records.texts.append(list(refs))
+        records.sources.append(source)
+    return records
+
+
+def _read_sources(path: Path, input_format: str) -> _Records:
+    if not _is_jsonl(path, input_format):
+        return _read_lines(path)
+    from synopsis.data.example import Example
+    from synopsis.data.io import iter_jsonl
+
+    records = _Records(path)
+    for where, record in iter_jsonl(path):
+        if isinstance(record, dict) and "document" in record and "id" in record:
+            example = Example.from_dict(record, where)
+            source, example_id = example.document.text, example.id
+        else:
+            if not isinstance(record, dict) or ("source" not in record and "text" not in record):
+                raise InputError(f"{where}: missing field 'source' or 'text'")
+            source = _source_text(record.get("source", record.get("text")), where)
+            example_id = str(record["id"]) if "id" in record else None
+        records.where.append(where)
+        records.ids.append(example_id)
+        records.texts.append(source)
+        records.sources.append(None)
+    return records
+
+
+def _align(predictions: _Records, other: _Records, what: str) -> list[int]:
+    """Index into ``other`` for each prediction: by id when both sides have ids, else by position."""
+    if len(other.texts) != len(predictions.texts) and not (all(predictions.ids) and all(other.ids)):
+        raise InputError(
+            f"{other.path}: {len(other.texts)} {what} but {predictions.path} has "
+            f"{len(predictions.texts)} predictions"
+        )
+    if all(predictions.ids) and all(other.ids):
+        position = {example_id: i for i, example_id in enumerate(other.ids)}
+        order = []
+        for where, example_id in zip(predictions.where, predictions.ids, strict=True):
+            if example_id not in position:
+                raise InputError(f"{where}: id '{example_id}' has no {what} in {other.path}")
+            order.append(position[example_id])
+        return order
+    return list(range(len(predictions.texts)))
+
+
+def evaluate(
+    predictions: Path = typer.Option(
+        ..., "--predictions", "-p", help="Predictions: one per line, or JSONL with 'prediction'/'summary'."
+    ),
+    references: list[Path] = typer.Option(
+        ...,
+        "--references",
+        "-r",
+        help="Reference file (repeat for several sets): lines, or JSONL (Examples, 'references' lists).",
+    ),
+    sources: Path | None = typer.Option(
+        None, "--sources", help="Source documents, for novel n-grams (default: from Example references)."
+    ),
+    input_format: str = typer.Option("auto", "--format", help="auto, lines or jsonl (all input files)."),
+    aggregate: str = typer.Option("max", "--aggregate", help="Several references: max or mean."),
+    mode: str = typer.Option(
+        "rouge-score", "--mode", help="ROUGE convention: rouge-score or perl (ROUGE-1.5.5)."
+    ),
+    no_stemmer: bool = typer.Option(False, "--no-stemmer", help="ROUGE without Porter stemming."),
+    split_sentences: bool = typer.Option(
+        False,
+        "--split-sentences",
+        help="rougeLsum: split summaries with Punkt (default: one sentence per line).",
+    ),
+    wordnet_exceptions: bool = typer.Option(
+        False,
+        "--wordnet-exceptions",
+        help="perl mode: look up ROUGE-1.5.5's WordNet exceptions before stemming.",
+    ),
+    metrics: str = typer.Option(
+        "rouge,bleu,meteor,novel,repeat,length", "--metrics", help="Comma-separated metrics to compute."
+    ),
+    bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples for 95% CIs (0: none)."),
+    seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
+    json_out: Path | None = typer.Option(None, "--json", help="Also write the report as JSON here."),
+) -> None:
+    """Score predictions against references; print tables with the settings and optionally write JSON."""
+    from rich.console import Console
+
+    from synopsis.data.io import write_json
+    from synopsis.evaluation import evaluate_corpus
+    from synopsis.evaluation.report import print_report
+
+    if input_format not in _FORMATS:
+        raise ConfigError(f"--format must be one of {', '.join(_FORMATS)}, got '{input_format}'")
+    if bootstrap < 0:
+        raise ConfigError(f"--bootstrap must be >= 0, got {bootstrap}")
+    if json_out is not None and json_out.is_dir():
+        raise InputError(f"{json_out}: is a directory, expected a file path for --json")
+    wanted = [name.strip() for name in metrics.split(",") if name.strip()]
+
+    preds = _read_predictions(predictions, input_format)
+    if not preds.texts:
+        raise InputError(f"{predictions}: no predictions")
+    refs_per_example: list[list[str]] = [[] for _ in preds.texts]
+    example_sources: list[str | None] = [None] * len(preds.texts)
+    for path in references:
+        refs = _read_references(path, input_format)
+        for i, j in enumerate(_align(preds, refs, "references")):
+            refs_per_example[i].extend(refs.texts[j])
+            example_sources[i] = example_sources[i] or refs.sources[j]
+    if sources is not None:
+        srcs = _read_sources(sources, input_format)
+        example_sources = [srcs.texts[j] for j in _align(preds, srcs, "sources")]
+
+    have_sources = all(s is not None for s in example_sources)
+    report = evaluate_corpus(
+        preds.texts,
+        refs_per_example,
+        example_sources if have_sources else None,
+        metrics=wanted,
+        mode=mode,
+        use_stemmer=not no_stemmer,
+        aggregate=aggregate,
+        split_summaries=split_sentences,
+        wordnet_exceptions=wordnet_exceptions,
+        bootstrap=bootstrap,
+        seed=seed,
+        progress=True,
+    )
+    report["inputs"] = {
+        "predictions": str(predictions),
+        "references": [str(p) for p in references],
+        "sources": str(sources) if sources else None,
+    }
+    print_report(report, Console())
+    if json_out is not None:
+        write_json(json_out, report)
+        Console(stderr=True).print(f"wrote {json_out}")

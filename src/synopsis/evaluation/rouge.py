@@ -332,9 +332,13 @@ class RougeScorer:
         split_summaries: bool = False,
         wordnet_exceptions: bool = False,
     ) -> None:
-        unknown = [t for t in rouge_types if t not in ("rougeL", "rougeLsum") and not re.fullmatch(r"rouge[1-9]", t)]
+        unknown = [
+            t for t in rouge_types if t not in ("rougeL", "rougeLsum") and not re.fullmatch(r"rouge[1-9]", t)
+        ]
         if unknown or not rouge_types:
-            raise ConfigError(f"unknown ROUGE type(s) {unknown or '(none)'}: use rouge1..rouge9, rougeL, rougeLsum")
+            raise ConfigError(
+                f"unknown ROUGE type(s) {unknown or '(none)'}: use rouge1..rouge9, rougeL, rougeLsum"
+            )
         if mode not in MODES:
             raise ConfigError(f"unknown ROUGE mode '{mode}': choose from {', '.join(MODES)}")
         if wordnet_exceptions and mode != "perl":
@@ -382,7 +386,9 @@ class RougeScorer:
         """Scores of ``prediction`` against one reference ``target``."""
         return self.score_multi([target], prediction)
 
-    def score_multi(self, targets: Sequence[str], prediction: str, aggregate: str = "max") -> dict[str, Score]:
+    def score_multi(
+        self, targets: Sequence[str], prediction: str, aggregate: str = "max"
+    ) -> dict[str, Score]:
         """Scores against several references.
 
         rouge-score mode: ``max`` takes, per ROUGE type, the reference with the best F (as
@@ -403,7 +409,9 @@ class RougeScorer:
             if aggregate == "max":
                 result[rouge_type] = max(scores, key=lambda s: s.fmeasure)  # first of equals, as np.argmax
             else:
-                result[rouge_type] = Score(*(sum(values) / len(scores) for values in zip(*scores, strict=True)))
+                result[rouge_type] = Score(
+                    *(sum(values) / len(scores) for values in zip(*scores, strict=True))
+                )
         return result
 
     def _counts(self, rouge_type: str, ref: _Tokenized, can: _Tokenized) -> tuple[int, int, int]:
@@ -419,7 +427,11 @@ class RougeScorer:
             return hits, len(ref.tokens), len(can.tokens)
         n = int(rouge_type[5:])
         ref_grams, can_grams = _ngram_counts(ref.tokens, n), _ngram_counts(can.tokens, n)
-        return _overlap(ref_grams, can_grams), max(len(ref.tokens) - n + 1, 0), max(len(can.tokens) - n + 1, 0)
+        return (
+            _overlap(ref_grams, can_grams),
+            max(len(ref.tokens) - n + 1, 0),
+            max(len(can.tokens) - n + 1, 0),
+        )
 
     def _pair_score(self, rouge_type: str, ref: _Tokenized, can: _Tokenized) -> Score:
         hits, ref_count, can_count = self._counts(rouge_type, ref, can)

@@ -1,0 +1,128 @@
+"""Metrics beside ROUGE: BLEU-4 (sacrebleu), METEOR (NLTK + WordNet), novel and repeated n-grams, lengths.
+
+Word-level statistics (n-gram rates, lengths) use ROUGE's words without stemming: lower-cased runs of
+``[a-z0-9]``, so punctuation never counts as a novel or repeated n-gram.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+from synopsis.evaluation.rouge import RougeScorer
+from synopsis.text import split_sentences, word_tokenize
+
+_WORDS = RougeScorer(("rouge1",), use_stemmer=False).tokenize
+NGRAM_ORDERS = (1, 2, 3, 4)
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased alphanumeric words (ROUGE's tokenisation, unstemmed)."""
+    return _WORDS(text)
+
+
+def _ngrams(tokens: Sequence[str], n: int) -> list[tuple[str, ...]]:
+    return list(zip(*(tokens[k:] for k in range(n)), strict=False))
+
+
+def novel_ngram_rate(summary: str, source: str, n: int) -> float | None:
+    """Share of the summary's n-grams (with repeats) that never occur in the source; None if it has none."""
+    grams = _ngrams(words(summary), n)
+    if not grams:
+        return None
+    source_grams = set(_ngrams(words(source), n))
+    return sum(g not in source_grams for g in grams) / len(grams)
+
+
+def repeated_ngram_rate(summary: str, n: int) -> float | None:
+    """Share of the summary's n-grams that repeat an earlier n-gram of the same summary (See et al. 2017)."""
+    grams = _ngrams(words(summary), n)
+    if not grams:
+        return None
+    return 1.0 - len(set(grams)) / len(grams)
+
+
+def sentence_count(text: str) -> int:
+    """Sentences in a summary: Punkt sentences of each newline-separated line."""
+    return sum(len(split_sentences(line)) for line in text.split("\n"))
+
+
+def corpus_bleu(predictions: Sequence[str], references: Sequence[Sequence[str]]) -> dict[str, Any]:
+    """Corpus BLEU-4, sacrebleu defaults (13a tokens, exp smoothing); the number of references may vary."""
+    from sacrebleu.metrics import BLEU
+
+    width = max(len(refs) for refs in references)
+    # sacrebleu takes one stream per reference position; None marks a missing reference.
+    streams = [[_one_line(refs[k]) if k < len(refs) else None for refs in references] for k in range(width)]
+    bleu = BLEU()
+    result = bleu.corpus_score([_one_line(p) for p in predictions], streams)
+    return {
+        "score": result.score,
+        "precisions": list(result.precisions),
+        "brevity_penalty": result.bp,
+        "length_ratio": result.sys_len / result.ref_len if result.ref_len else 0.0,
+        "signature": str(bleu.get_signature()),
+    }
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split("\n"))
+
+
+def meteor_scores(
+    predictions: Sequence[str], references: Sequence[Sequence[str]], aggregate: str = "max"
+) -> list[float]:
+    """Per-example METEOR (NLTK, WordNet 3.0 from Debian); several references by max or mean.
+
+    NLTK matches exact words, then Porter stems, then WordNet synonyms of the words left over, which it
+    looks up in their stemmed form: synonyms are found for words that are their own stem (car/auto).
+    """
+    from nltk.translate.meteor_score import meteor_score, single_meteor_score
+
+    stemmer, wordnet = _meteor_resources()
+    scores = []
+    for prediction, refs in zip(predictions, references, strict=True):
+        hypothesis = word_tokenize(prediction, lower=True)
+        ref_tokens = [word_tokenize(r, lower=True) for r in refs]
+        if aggregate == "max":
+            scores.append(meteor_score(ref_tokens, hypothesis, stemmer=stemmer, wordnet=wordnet))
+        else:
+            per_ref = [
+                single_meteor_score(r, hypothesis, stemmer=stemmer, wordnet=wordnet) for r in ref_tokens
+            ]
+            scores.append(sum(per_ref) / len(per_ref))
+    return scores
+
+
+class _Memoized:
+    """Wraps one method of an NLTK object with a cache; METEOR re-stems and re-looks-up the same words."""
+
+    def __init__(self, method_name: str, target: Any) -> None:
+        setattr(self, method_name, lru_cache(maxsize=1 << 18)(getattr(target, method_name)))
+
+
+@lru_cache(maxsize=1)
+def _meteor_resources() -> tuple[Any, Any]:
+    """(stemmer, wordnet) for NLTK's METEOR, which only calls ``stem(word)`` and ``synsets(word)`` on them."""
+    from nltk.stem.porter import PorterStemmer
+
+    from synopsis.evaluation.wordnet import load_wordnet
+
+    return _Memoized("stem", PorterStemmer()), _Memoized("synsets", load_wordnet())
+
+
+def length_stats(predictions: Sequence[str], references: Sequence[Sequence[str]]) -> dict[str, float]:
+    """Mean words and sentences of predictions and references; ratio of mean prediction to reference words."""
+    pred_words = [len(words(p)) for p in predictions]
+    ref_words = [sum(len(words(r)) for r in refs) / len(refs) for refs in references]
+    count = len(predictions)
+    mean_pred, mean_ref = sum(pred_words) / count, sum(ref_words) / count
+    return {
+        "prediction_words": mean_pred,
+        "reference_words": mean_ref,
+        "prediction_sentences": sum(map(sentence_count, predictions)) / count,
+        "reference_sentences": sum(sum(map(sentence_count, refs)) / len(refs) for refs in references) / count,
+        "length_ratio": mean_pred / mean_ref if mean_ref else 0.0,
+        "empty_predictions": sum(n == 0 for n in pred_words),
+    }
