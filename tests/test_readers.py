@@ -286,6 +286,7 @@ def test_qmsum_queries_become_instruction_examples(tmp_path: Path) -> None:
     general = list(read_corpus("qmsum", folder, split="train", queries="general"))
     assert [e.id for e in general] == ["ES0001a#general-0"]
     spans = list(read_corpus("qmsum", folder, split="train", queries="specific", relevant_span_only=True))
+    assert [e.document.id for e in spans] == ["ES0001a#specific-0", "ES0001a#specific-1"]
     assert [[s.text for s in e.document.sentences] for e in spans] == [
         ["B: Turn 4 here .", "A: Turn 5 here ."],
         ["B: Turn 8 here .", "A: Turn 9 here ."],

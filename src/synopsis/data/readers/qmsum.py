@@ -139,6 +139,7 @@ def read_qmsum(
                 spans = _spans(query.get("relevant_text_span", []), f"{where}: specific_query_list[{i}]")
                 turns = sorted({t for start, end in spans for t in range(start, end + 1)})
                 doc = meeting_document(record, where, meeting, turns, strip_markers=strip_markers)
+                doc.id = f"{meeting}#{kind}-{i}"  # a different document from the whole meeting
             examples.append(
                 Example(
                     id=f"{meeting}#{kind}-{i}",
