@@ -1,0 +1,126 @@
+"""Training throughput of the attribute-augmented LSTM LM vs a plain ``torch.nn.LSTM`` LM of the same sizes.
+
+The plain LM here is written independently of :mod:`synopsis.models.domain_lm` (embedding -> dropout ->
+nn.LSTM -> dropout -> Linear), so the ratio measures the full cost of the attribute augmentation. Every
+variant trains with the experiment's recipe (SGD, truncated BPTT, gradient clipping) on random tokens with
+a batch-constant attribute mask (two of N slots on, as for a style + topic domain); rounds alternate between
+models so that load from other processes hits all of them alike, and the median over rounds is reported.
+
+    python benchmarks/domain_lm.py                # prints a table, writes benchmarks/results/domain_lm.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from synopsis.models.domain_lm import DomainLM, DomainLMConfig
+
+
+class PlainLSTMLM(nn.Module):
+    def __init__(self, vocab_size: int, embedding_dim: int, hidden_dim: int, dropout: float) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, embedding_dim)
+        self.dropout = nn.Dropout(dropout)
+        self.lstm = nn.LSTM(embedding_dim, hidden_dim, batch_first=True)
+        self.output = nn.Linear(hidden_dim, vocab_size)
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor | None, state=None):
+        hidden, state = self.lstm(self.dropout(self.embedding(ids)), state)
+        return self.output(self.dropout(hidden)), state
+
+
+def tokens_per_second(model: nn.Module, args: argparse.Namespace, seconds: float) -> float:
+    torch.manual_seed(0)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, weight_decay=1e-6)
+    data = torch.randint(0, args.vocab, (args.batch, 64 * args.bptt + 1))
+    mask = torch.zeros(args.batch, args.slots)
+    mask[:, 0] = mask[:, args.slots // 2] = 1.0
+    model.train()
+    state, tokens, position = None, 0, 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        if position + args.bptt + 1 > data.shape[1]:
+            position, state = 0, None
+        inputs = data[:, position : position + args.bptt]
+        targets = data[:, position + 1 : position + args.bptt + 1]
+        if state is not None:
+            state = (state[0].detach(), state[1].detach())
+        logits, state = model(inputs, mask, state)
+        loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten()) * args.bptt
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+        optimizer.step()
+        tokens += inputs.numel()
+        position += args.bptt
+    return tokens / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--vocab", type=int, default=2600, help="~ the MASC experiment's vocabulary")
+    parser.add_argument("--embedding", type=int, default=100)
+    parser.add_argument("--hidden", type=int, default=100)
+    parser.add_argument("--slots", type=int, default=4, help="N attribute values (2 styles + 2 topics)")
+    parser.add_argument("--batch", type=int, default=20)
+    parser.add_argument("--bptt", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=3.0, help="per model per round")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--output", type=Path, default=Path(__file__).parent / "results" / "domain_lm.json")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+
+    slots = [f"a{i}=v" for i in range(args.slots)]
+    models: dict[str, nn.Module] = {"nn.LSTM LM": PlainLSTMLM(args.vocab, args.embedding, args.hidden, 0.5)}
+    for variant in ("baseline", "in", "out", "in_out"):
+        config = DomainLMConfig(
+            args.vocab, args.embedding, args.hidden, variant=variant, attribute_slots=slots
+        )
+        models[f"DomainLM {variant}"] = DomainLM(config)
+    for model in models.values():  # warm-up
+        tokens_per_second(model, args, 0.3)
+    samples: dict[str, list[float]] = {name: [] for name in models}
+    for _ in range(args.rounds):
+        for name, model in models.items():
+            samples[name].append(tokens_per_second(model, args, args.seconds))
+
+    plain = statistics.median(samples["nn.LSTM LM"])
+    rows = []
+    print(f"{'model':20s} {'params':>9s} {'tokens/s':>10s} {'time vs nn.LSTM':>16s}")
+    for name, model in models.items():
+        speed = statistics.median(samples[name])
+        params = sum(p.numel() for p in model.parameters())
+        rows.append(
+            {
+                "model": name,
+                "parameters": params,
+                "tokens_per_second": speed,
+                "time_ratio": plain / speed,
+                "rounds": samples[name],
+            }
+        )
+        print(f"{name:20s} {params:9d} {speed:10.0f} {plain / speed:15.2f}x")
+    result = {
+        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "torch": torch.__version__,
+        "machine": platform.processor() or platform.machine(),
+        "load_average": list(__import__("os").getloadavg()),
+        "results": rows,
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()

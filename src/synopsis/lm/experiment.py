@@ -1,0 +1,460 @@
+"""The leave-one-domain-out experiment of seed 002 and its three tables.
+
+For every domain of a full attribute grid (default: MASC, style x topic, see docs/domain_lm.md) the models
+are trained on the other domains (per domain: first 90% of lines train, last 10% dev; vocabulary = training
+words seen >= ``min_count`` times) and evaluated on the whole held-out domain:
+
+* Table 4: the plain LSTM LM vs the (in), (out) and (in, out) models, each given the target's attributes;
+* Table 5: the (in) model given every combination of attribute values (no retraining);
+* Table 6: (in) models trained and evaluated with one attribute name only (style-only, topic-only) vs all.
+
+Every trained model is saved with its result under ``output_dir/runs/<target>/<model>/``; a rerun skips
+finished models and resumes interrupted ones from their last epoch checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from itertools import product
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.progress import Progress
+
+from synopsis.config import to_dict
+from synopsis.data.io import open_for_atomic_write, write_json
+from synopsis.errors import ConfigError, InputError
+from synopsis.lm.corpus import (
+    AttributedDocument,
+    DomainSpec,
+    TokenStream,
+    Vocabulary,
+    check_grid,
+    read_corpus,
+    select_domains,
+    split_train_dev,
+)
+from synopsis.lm.training import TrainConfig, _progress, perplexity, train_language_model
+from synopsis.models.domain_lm import VARIANTS, DomainLM, DomainLMConfig, attribute_slots_from
+
+MASC_ZIP = "../shared/data/masc/masc_tagged.zip"
+
+
+def masc_grid() -> list[DomainSpec]:
+    """style (spoken / written) x topic (public / everyday) over MASC genres; see docs/domain_lm.md."""
+    return [
+        DomainSpec(
+            {"style": "spoken", "topic": "public"}, {"genre": ["court-transcript", "debate-transcript"]}
+        ),
+        DomainSpec({"style": "spoken", "topic": "everyday"}, {"genre": ["face-to-face", "telephone"]}),
+        DomainSpec({"style": "written", "topic": "public"}, {"genre": ["govt-docs", "journal"]}),
+        DomainSpec({"style": "written", "topic": "everyday"}, {"genre": ["blog"]}),
+    ]
+
+
+@dataclass
+class ModelSizes:
+    embedding_dim: int = 100
+    hidden_dim: int = 100
+    num_layers: int = 1
+    dropout: float = 0.5
+
+
+@dataclass
+class ExperimentConfig:
+    corpus: str = MASC_ZIP
+    lowercase: bool = True
+    domains: list[DomainSpec] = field(default_factory=masc_grid)
+    max_tokens_per_domain: int | None = 30000
+    dev_fraction: float = 0.1
+    min_count: int = 3
+    variants: list[str] = field(default_factory=lambda: list(VARIANTS))
+    single_attribute_models: bool = True
+    held_out: list[str] = field(default_factory=list)
+    model: ModelSizes = field(default_factory=ModelSizes)
+    # lr 0.5 and 8 epochs: see configs/domain_lm.yaml (bounded so the default run fits in < 60 min on CPU).
+    training: TrainConfig = field(default_factory=lambda: TrainConfig(learning_rate=0.5, max_epochs=8))
+
+    def __post_init__(self) -> None:
+        unknown = [v for v in self.variants if v not in VARIANTS]
+        if unknown or "in" not in self.variants:
+            raise ValueError(
+                f"variants must be among {', '.join(VARIANTS)} and include 'in'; got {self.variants}"
+            )
+        if not 0.0 < self.dev_fraction < 0.5:
+            raise ValueError(f"dev_fraction must be in (0, 0.5), got {self.dev_fraction}")
+
+
+@dataclass
+class HeldOutData:
+    """Everything one held-out domain needs: streams over a vocabulary built from its training part."""
+
+    target: str
+    vocab: Vocabulary
+    train: TokenStream
+    dev: TokenStream
+    test: TokenStream
+    test_attributes: dict[str, str]
+
+
+def build_training_data(
+    domains: dict[str, list[AttributedDocument]], exclude: str | None, dev_fraction: float, min_count: int
+) -> tuple[Vocabulary, TokenStream, TokenStream]:
+    """Vocabulary, train and dev streams from every domain but ``exclude`` (90/10 per domain by default)."""
+    train_docs: list[AttributedDocument] = []
+    dev_docs: list[AttributedDocument] = []
+    for name, docs in domains.items():
+        if name != exclude:
+            train_part, dev_part = split_train_dev(docs, dev_fraction)
+            train_docs += train_part
+            dev_docs += dev_part
+    vocab = Vocabulary.build(train_docs, min_count)
+    return vocab, TokenStream.from_documents(train_docs, vocab), TokenStream.from_documents(dev_docs, vocab)
+
+
+def build_held_out(
+    domains: dict[str, list[AttributedDocument]], target: str, dev_fraction: float, min_count: int
+) -> HeldOutData:
+    vocab, train, dev = build_training_data(domains, target, dev_fraction, min_count)
+    test_docs = domains[target]
+    return HeldOutData(
+        target, vocab, train, dev, TokenStream.from_documents(test_docs, vocab), dict(test_docs[0].attributes)
+    )
+
+
+def load_domains(config: ExperimentConfig, require_grid: bool = True) -> dict[str, list[AttributedDocument]]:
+    """The corpus's documents per domain (the config's grid, or one domain per distinct attribute set)."""
+    if config.domains:
+        check_grid(config.domains)  # fail on a bad grid before reading the corpus
+    documents = read_corpus(config.corpus, config.lowercase)
+    grid = config.domains or infer_domains(documents)
+    if require_grid:
+        check_grid(grid)
+        return select_domains(documents, grid, config.max_tokens_per_domain)
+    return select_domains(documents, grid, config.max_tokens_per_domain, check=False)
+
+
+def infer_domains(documents: Sequence[AttributedDocument]) -> list[DomainSpec]:
+    """One domain per distinct attribute set of the documents (corpora already labelled with style/topic)."""
+    seen = dict.fromkeys(tuple(sorted(d.attributes.items())) for d in documents if d.attributes)
+    if not seen:
+        raise InputError("no document has attributes; cannot define domains")
+    return [DomainSpec(dict(key)) for key in seen]
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
+
+
+def restrict(attributes: dict[str, str], names: Sequence[str]) -> dict[str, str]:
+    return {k: v for k, v in attributes.items() if k in names}
+
+
+@dataclass
+class ModelSpec:
+    variant: str
+    attribute_names: list[str]
+
+    @property
+    def name(self) -> str:
+        if self.variant == "baseline":
+            return "baseline"
+        return f"{self.variant}[{'+'.join(self.attribute_names)}]"
+
+
+def model_specs(config: ExperimentConfig, names: Sequence[str]) -> list[ModelSpec]:
+    specs = [ModelSpec(v, list(names)) for v in config.variants]
+    if config.single_attribute_models and len(names) > 1:
+        specs += [ModelSpec("in", [n]) for n in names]
+    return specs
+
+
+def run_experiment(
+    config: ExperimentConfig, output_dir: str | Path, resume: bool = True, log: Any = print
+) -> dict[str, Any]:
+    """Run every held-out domain and model; write results.json, tables.md and the Table 5 heatmap."""
+    output_dir = Path(output_dir)
+    domains = load_domains(config)
+    grid = [DomainSpec(docs[0].attributes) for docs in domains.values()]
+    names = check_grid(grid)
+    targets = config.held_out or list(domains)
+    for target in targets:
+        if target not in domains:
+            raise ConfigError(f"held_out: unknown domain {target!r}; domains: {'; '.join(domains)}")
+    values = {n: list(dict.fromkeys(spec.attributes[n] for spec in grid)) for n in names}
+    combinations = [dict(zip(names, combo, strict=True)) for combo in product(*(values[n] for n in names))]
+    specs = model_specs(config, names)
+
+    results: dict[str, Any] = {
+        "config": to_dict(config),
+        "attribute_names": names,
+        "domains": {
+            name: {"attributes": dict(docs[0].attributes), "documents": len(docs), "tokens": _tokens(docs)}
+            for name, docs in domains.items()
+        },
+        "held_out": {},
+    }
+    with _progress() as progress:
+        overall = progress.add_task("domain-lm", total=len(targets) * len(specs), info="")
+        for target in targets:
+            data = build_held_out(domains, target, config.dev_fraction, config.min_count)
+            held: dict[str, Any] = {
+                "vocab_size": len(data.vocab),
+                "train_tokens": len(data.train),
+                "dev_tokens": len(data.dev),
+                "test_tokens": len(data.test),
+                "test_oov_rate": float((data.test.ids == data.vocab.unk_id).float().mean()),
+                "models": {},
+            }
+            results["held_out"][target] = held
+            for spec in specs:
+                progress.update(overall, description=f"{target} | {spec.name}")
+                held["models"][spec.name] = _run_model(
+                    config,
+                    spec,
+                    data,
+                    combinations,
+                    output_dir / "runs" / slug(target) / slug(spec.name),
+                    resume,
+                    progress,
+                )
+                progress.advance(overall)
+                test_ppl = held["models"][spec.name]["test_perplexity"]
+                log(f"{target:40s} {spec.name:22s} test ppl {test_ppl:8.2f}")
+            # Tables over the targets finished so far, so a long run shows results as it goes.
+            results["tables"] = build_tables(results, names, combinations, specs)
+            write_outputs(results, output_dir)
+    return results
+
+
+def _tokens(docs: Sequence[AttributedDocument]) -> int:
+    return sum(d.num_tokens for d in docs)
+
+
+def _run_model(
+    config: ExperimentConfig,
+    spec: ModelSpec,
+    data: HeldOutData,
+    combinations: list[dict[str, str]],
+    run_dir: Path,
+    resume: bool,
+    progress: Progress,
+) -> dict[str, Any]:
+    result_file = run_dir / "result.json"
+    if resume and result_file.exists():
+        return json.loads(result_file.read_text(encoding="utf-8"))
+    torch.manual_seed(config.training.seed)
+    # Each model sees only the attribute names it uses (style-only models never see the topic).
+    train = _relabel(data.train, spec.attribute_names)
+    dev = _relabel(data.dev, spec.attribute_names)
+    model = DomainLM(
+        DomainLMConfig(
+            vocab_size=len(data.vocab),
+            variant=spec.variant,
+            attribute_slots=attribute_slots_from(train.attribute_sets, spec.attribute_names),
+            **asdict(config.model),
+        )
+    )
+    trained = train_language_model(
+        model,
+        train,
+        dev,
+        config.training,
+        run_dir=run_dir,
+        resume=resume,
+        progress=progress,
+        description=f"  {spec.name}",
+    )
+    given = restrict(data.test_attributes, spec.attribute_names)
+    result: dict[str, Any] = {
+        "variant": spec.variant,
+        "attribute_names": spec.attribute_names,
+        "attribute_slots": model.config.attribute_slots,
+        "parameters": model.num_parameters(),
+        "given_attributes": given,
+        "test_perplexity": perplexity(model, data.test.with_attributes(given)),
+        "best_dev_perplexity": trained.best_dev_perplexity,
+        "epochs": trained.epochs,
+        "train_seconds": trained.seconds,
+        "train_tokens_per_second": trained.train_tokens_per_second,
+        "history": trained.history,
+    }
+    if spec.variant == "in" and len(spec.attribute_names) == len(combinations[0]):
+        result["given_attribute_perplexity"] = [
+            {"attributes": combo, "perplexity": perplexity(model, data.test.with_attributes(combo))}
+            for combo in combinations
+        ]
+    model.save_pretrained(run_dir / "model", extra={"lowercase": config.lowercase})
+    data.vocab.save(run_dir / "model" / "vocab.json")
+    write_json(result_file, result)
+    # Finished: the epoch checkpoints were only needed to resume; model/ holds the best weights.
+    shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
+    shutil.rmtree(run_dir / "best", ignore_errors=True)
+    return result
+
+
+def _relabel(stream: TokenStream, names: Sequence[str]) -> TokenStream:
+    return TokenStream(stream.ids, stream.groups, [restrict(a, names) for a in stream.attribute_sets])
+
+
+# ------------------------------------------------------------------------------------------------- tables
+
+
+def _combo_name(attributes: dict[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in attributes.items())
+
+
+def build_tables(
+    results: dict[str, Any], names: Sequence[str], combinations: list[dict[str, str]], specs: list[ModelSpec]
+) -> dict[str, Any]:
+    """Tables 4-6 as {row: {target: perplexity}} plus the paper's three findings, counted per domain."""
+    held = results["held_out"]
+    targets = list(held)
+    full = [s for s in specs if len(s.attribute_names) == len(names)]
+    single = [s for s in specs if s.variant == "in" and len(s.attribute_names) == 1]
+    in_name = ModelSpec("in", list(names)).name
+    table4 = {s.name: {t: held[t]["models"][s.name]["test_perplexity"] for t in targets} for s in full}
+    table5 = {
+        _combo_name(c): {
+            t: held[t]["models"][in_name]["given_attribute_perplexity"][i]["perplexity"] for t in targets
+        }
+        for i, c in enumerate(combinations)
+    }
+    table6 = {
+        s.name: {t: held[t]["models"][s.name]["test_perplexity"] for t in targets}
+        for s in [
+            *(x for x in full if x.variant == "baseline"),
+            *single,
+            *(x for x in full if x.name == in_name),
+        ]
+    }
+    findings: dict[str, Any] = {}
+    if "baseline" in table4:
+        wins = [t for t in targets if table4[in_name][t] < table4["baseline"][t]]
+        findings["in_beats_baseline"] = {"domains": wins, "count": len(wins), "of": len(targets)}
+        for other in ("out", "in_out"):
+            other_name = ModelSpec(other, list(names)).name
+            if other_name in table4:
+                worse = [t for t in targets if table4[other_name][t] > table4["baseline"][t]]
+                findings[f"{other}_worse_than_baseline"] = {
+                    "domains": worse,
+                    "count": len(worse),
+                    "of": len(targets),
+                }
+    if single:
+        wins = [t for t in targets if all(table6[in_name][t] < table6[s.name][t] for s in single)]
+        findings["all_attributes_beat_each_single"] = {
+            "domains": wins,
+            "count": len(wins),
+            "of": len(targets),
+        }
+    correct = [
+        t
+        for t in targets
+        if min(table5, key=lambda row: table5[row][t]) == _combo_name(restrict(held_attrs(results, t), names))
+    ]
+    findings["correct_attributes_best"] = {"domains": correct, "count": len(correct), "of": len(targets)}
+    return {"table4": table4, "table5": table5, "table6": table6, "findings": findings}
+
+
+def held_attrs(results: dict[str, Any], target: str) -> dict[str, str]:
+    return results["domains"][target]["attributes"]
+
+
+def _markdown_table(
+    rows: dict[str, dict[str, float]], targets: list[str], first: str, mark: str = "min"
+) -> str:
+    lines = [f"| {first} | " + " | ".join(targets) + " |", "|---|" + "---:|" * len(targets)]
+    best = {t: min(rows[r][t] for r in rows) for t in targets}
+    for row, cells in rows.items():
+        formatted = [
+            f"**{cells[t]:.2f}**" if mark == "min" and math.isclose(cells[t], best[t]) else f"{cells[t]:.2f}"
+            for t in targets
+        ]
+        lines.append(f"| {row} | " + " | ".join(formatted) + " |")
+    return "\n".join(lines)
+
+
+def render_markdown(results: dict[str, Any]) -> str:
+    tables, held = results["tables"], results["held_out"]
+    targets = list(held)
+    out = ["# Domain-attribute LSTM LM: leave-one-domain-out test perplexity", ""]
+    out += ["Columns are the held-out (unseen) target domains; the best value per column is bold.", ""]
+    out += [
+        "| domain | documents | tokens | vocab (train) | test OOV | train / dev tokens |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for t in targets:
+        d, h = results["domains"][t], held[t]
+        out.append(
+            f"| {t} | {d['documents']} | {d['tokens']} | {h['vocab_size']} | {h['test_oov_rate']:.1%} "
+            f"| {h['train_tokens']} / {h['dev_tokens']} |"
+        )
+    out += ["", "## Table 4: baseline vs attribute-augmented models (given the target's attributes)", ""]
+    out += [_markdown_table(tables["table4"], targets, "model"), ""]
+    out += ["## Table 5: the (in) model given each attribute combination (rows) on each target (columns)", ""]
+    out += [_markdown_table(tables["table5"], targets, "given attributes"), ""]
+    out += ["## Table 6: (in) models with one attribute name vs all", ""]
+    out += [_markdown_table(tables["table6"], targets, "model"), ""]
+    out += ["## The paper's findings, counted here", ""]
+    for key, value in tables["findings"].items():
+        where = "; ".join(value["domains"]) or "none"
+        out.append(f"- {key.replace('_', ' ')}: {value['count']} of {value['of']} ({where})")
+    out += ["", "Epochs per model (best dev perplexity):", ""]
+    for t in targets:
+        cells = [f"{m} {r['epochs']} ({r['best_dev_perplexity']:.1f})" for m, r in held[t]["models"].items()]
+        out.append(f"- {t}: " + "; ".join(cells))
+    return "\n".join(out) + "\n"
+
+
+def plot_table5(table5: dict[str, dict[str, float]], path: str | Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = list(table5)
+    cols = list(next(iter(table5.values())))
+    grid = [[table5[r][c] for c in cols] for r in rows]
+    fig, ax = plt.subplots(figsize=(1.9 * len(cols) + 3, 0.7 * len(rows) + 2), dpi=110)
+    image = ax.imshow(grid, cmap="viridis_r")
+    ax.set_xticks(range(len(cols)), [c.replace(", ", "\n") for c in cols], fontsize=8)
+    ax.set_yticks(range(len(rows)), rows, fontsize=8)
+    ax.set_xlabel("target (held-out) domain")
+    ax.set_ylabel("given attributes")
+    column_best = [min(grid[i][j] for i in range(len(rows))) for j in range(len(cols))]
+    for i, row in enumerate(grid):
+        for j, value in enumerate(row):
+            is_best = math.isclose(value, column_best[j])
+            ax.text(
+                j,
+                i,
+                f"{value:.1f}",
+                ha="center",
+                va="center",
+                fontsize=8,
+                color="white" if is_best else "black",
+                fontweight="bold" if is_best else "normal",
+            )
+    ax.set_title("Table 5: (in) model test perplexity (lower is better; bold = best per target)", fontsize=9)
+    fig.colorbar(image, ax=ax, label="perplexity")
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def write_outputs(results: dict[str, Any], output_dir: str | Path) -> None:
+    output_dir = Path(output_dir)
+    write_json(output_dir / "results.json", results)
+    with open_for_atomic_write(output_dir / "tables.md") as handle:
+        handle.write(render_markdown(results))
+    plot_table5(results["tables"]["table5"], output_dir / "table5_heatmap.png")

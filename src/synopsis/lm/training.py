@@ -1,0 +1,241 @@
+"""Training and evaluation of :class:`~synopsis.models.domain_lm.DomainLM` with truncated BPTT.
+
+Recipe (seed 002, after the RNNLM toolkit of Mikolov et al.): plain SGD; the loss is the cross-entropy
+summed over the BPTT window and averaged over the batch rows (the convention of the RNNLM / Chainer / TF-PTB
+recipes that a learning rate like the paper's 0.1 refers to); dropout on the LSTM's input and output; L2 as
+weight decay; gradient-norm clipping. After every epoch the dev log-likelihood ratio r = LL(prev) / LL(now)
+(= the dev NLL ratio) decides: once r < 1.003 the learning rate is halved, and from then on halved every
+epoch, until r < 1.003 a second time, which stops training (early stopping); an epoch that makes dev worse
+is undone (the best weights are restored) first. The best model by dev perplexity is kept. A checkpoint is
+written atomically after every epoch and ``resume`` continues from the latest one exactly (weights,
+optimizer, RNG, schedule).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from torch.nn import functional as F
+
+from synopsis.errors import CheckpointError
+from synopsis.lm.corpus import TokenStream, batchify, bptt_windows, num_windows
+from synopsis.models.domain_lm import DomainLM
+from synopsis.training.checkpoint import (
+    CheckpointManager,
+    check_finite,
+    load_checkpoint,
+    rng_state,
+    set_rng_state,
+)
+
+
+@dataclass
+class TrainConfig:
+    batch_size: int = 20
+    bptt: int = 16
+    learning_rate: float = 0.1
+    halving_threshold: float = 1.003
+    max_epochs: int = 20
+    weight_decay: float = 1e-6
+    clip_norm: float = 5.0
+    eval_batch_size: int = 1
+    eval_bptt: int = 64
+    seed: int = 1
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1 or self.bptt < 1 or self.max_epochs < 1:
+            raise ValueError("batch_size, bptt and max_epochs must be positive")
+        if self.learning_rate <= 0 or self.halving_threshold < 1.0:
+            raise ValueError("learning_rate must be > 0 and halving_threshold >= 1")
+
+
+@dataclass
+class ScheduleState:
+    """What the learning-rate rule needs between epochs (JSON-able, saved in every checkpoint)."""
+
+    learning_rate: float
+    halving: bool = False
+    previous_dev_nll: float | None = None
+    best_dev_nll: float = math.inf
+    stopped: bool = False
+
+
+def update_schedule(state: ScheduleState, dev_nll: float, threshold: float) -> ScheduleState:
+    """Apply the paper's rule after an epoch with per-token dev NLL ``dev_nll``; returns the new state."""
+    new = copy.copy(state)
+    if state.previous_dev_nll is not None:
+        ratio = state.previous_dev_nll / dev_nll  # = LL(prev) / LL(now); > 1 means dev improved
+        if ratio < threshold:
+            if state.halving:
+                new.stopped = True
+            new.halving = True
+    if new.halving and not new.stopped:
+        new.learning_rate = state.learning_rate / 2
+    new.previous_dev_nll = dev_nll
+    new.best_dev_nll = min(state.best_dev_nll, dev_nll)
+    return new
+
+
+@dataclass
+class TrainResult:
+    best_dev_perplexity: float
+    epochs: int
+    history: list[dict[str, float]] = field(default_factory=list)
+    seconds: float = 0.0
+    train_tokens_per_second: float = 0.0
+
+
+@torch.no_grad()
+def evaluate(model: DomainLM, stream: TokenStream, batch_size: int = 1, bptt: int = 64) -> tuple[float, int]:
+    """Summed NLL (nats) and number of predicted tokens; the hidden state is carried across windows."""
+    was_training = model.training
+    model.eval()
+    table = stream.mask_table(model.attribute_mask)
+    ids, groups = batchify(stream, batch_size)
+    total, count, state = 0.0, 0, None
+    for inputs, targets, window_groups in bptt_windows(ids, groups, bptt):
+        logits, state = model(inputs, table[window_groups], state)
+        total += F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="sum").item()
+        count += targets.numel()
+    model.train(was_training)
+    return total, count
+
+
+def perplexity(model: DomainLM, stream: TokenStream, batch_size: int = 1, bptt: int = 64) -> float:
+    total, count = evaluate(model, stream, batch_size, bptt)
+    return math.exp(total / count)
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[info]}"),
+        TimeRemainingColumn(),
+        transient=True,
+    )
+
+
+def train_language_model(
+    model: DomainLM,
+    train: TokenStream,
+    dev: TokenStream,
+    config: TrainConfig,
+    run_dir: str | Path | None = None,
+    resume: bool = False,
+    progress: Progress | None = None,
+    description: str = "train",
+    on_batch: Callable[[int, int, float], None] | None = None,
+    extra_state: dict[str, Any] | None = None,
+) -> TrainResult:
+    """Train in place; the model ends with the best dev weights. ``run_dir`` enables checkpoints and resume.
+
+    ``on_batch(epoch, batch, loss)`` is called after every update (tests use it to compare runs).
+    """
+    torch.manual_seed(config.seed)
+    optimizer = torch.optim.SGD(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
+    schedule = ScheduleState(config.learning_rate)
+    history: list[dict[str, float]] = []
+    best_weights = copy.deepcopy(model.state_dict())
+    start_epoch = 1
+    manager = CheckpointManager(run_dir) if run_dir is not None else None
+
+    if resume and manager is not None and (latest := manager.latest()) is not None:
+        checkpoint = load_checkpoint(latest)
+        if checkpoint.optimizer_state is None:
+            raise CheckpointError(f"{latest}: no optimizer state; cannot resume")
+        model.load_state_dict(checkpoint.model_state)
+        optimizer.load_state_dict(checkpoint.optimizer_state)
+        schedule = ScheduleState(**checkpoint.state["schedule"])
+        history = checkpoint.state["history"]
+        start_epoch = checkpoint.state["epoch"] + 1
+        best_weights = load_checkpoint(Path(run_dir) / "best", with_optimizer=False).model_state
+        set_rng_state(checkpoint.state["rng"])
+
+    table = train.mask_table(model.attribute_mask)
+    ids, groups = batchify(train, config.batch_size)
+    steps = num_windows(ids, config.bptt)
+    own_progress = progress is None
+    progress = progress or _progress()
+    started = time.perf_counter()
+    trained_tokens, train_seconds = 0, 0.0
+    with progress if own_progress else contextlib.nullcontext():
+        task = progress.add_task(description, total=steps, info="")
+        for epoch in range(start_epoch, config.max_epochs + 1):
+            if schedule.stopped:
+                break
+            for group in optimizer.param_groups:
+                group["lr"] = schedule.learning_rate
+            progress.reset(task, total=steps, description=f"{description} epoch {epoch}")
+            model.train()
+            state = None
+            epoch_loss, epoch_tokens, epoch_start = 0.0, 0, time.perf_counter()
+            for batch, (inputs, targets, window_groups) in enumerate(bptt_windows(ids, groups, config.bptt)):
+                if state is not None:  # truncated BPTT: keep the state, cut the graph
+                    state = (state[0].detach(), state[1].detach())
+                logits, state = model(inputs, table[window_groups], state)
+                token_loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+                check_finite(token_loss.item(), epoch)
+                optimizer.zero_grad(set_to_none=True)
+                # Sum over the window, mean over rows: the convention the paper's lr 0.1 refers to.
+                (token_loss * targets.shape[1]).backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
+                optimizer.step()
+                epoch_loss += token_loss.item() * targets.numel()
+                epoch_tokens += targets.numel()
+                if on_batch is not None:
+                    on_batch(epoch, batch, token_loss.item())
+                progress.update(task, advance=1, info=f"ppl {math.exp(epoch_loss / epoch_tokens):8.1f}")
+            train_seconds += time.perf_counter() - epoch_start
+            trained_tokens += epoch_tokens
+            dev_total, dev_count = evaluate(model, dev, config.eval_batch_size, config.eval_bptt)
+            dev_nll = dev_total / dev_count
+            improved = dev_nll < schedule.best_dev_nll
+            if improved:
+                best_weights = copy.deepcopy(model.state_dict())
+            elif schedule.previous_dev_nll is not None and dev_nll > schedule.previous_dev_nll:
+                model.load_state_dict(best_weights)  # RNNLM toolkit: a worse epoch is undone
+            history.append(
+                {
+                    "epoch": epoch,
+                    "learning_rate": schedule.learning_rate,
+                    "train_perplexity": math.exp(epoch_loss / epoch_tokens),
+                    "dev_perplexity": math.exp(dev_nll),
+                }
+            )
+            schedule = update_schedule(schedule, dev_nll, config.halving_threshold)
+            if manager is not None:
+                manager.save(
+                    epoch,
+                    is_best=improved,
+                    model_state=model.state_dict(),
+                    config=asdict(model.config),
+                    state={
+                        "epoch": epoch,
+                        "schedule": asdict(schedule),
+                        "history": history,
+                        "rng": rng_state(),
+                        "train_config": asdict(config),
+                        **(extra_state or {}),
+                    },
+                    optimizer=optimizer,
+                )
+        progress.remove_task(task)
+    model.load_state_dict(best_weights)
+    return TrainResult(
+        best_dev_perplexity=math.exp(schedule.best_dev_nll),
+        epochs=len(history),
+        history=history,
+        seconds=time.perf_counter() - started,
+        train_tokens_per_second=trained_tokens / train_seconds if train_seconds else 0.0,
+    )

@@ -1,0 +1,143 @@
+"""DomainLM: the attribute-augmented representations, variants, fallback for unseen attributes, save/load."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+from synopsis.errors import CheckpointError
+from synopsis.models.domain_lm import DomainLM, DomainLMConfig, attribute_slots_from
+
+SLOTS = ["style=spoken", "style=written", "topic=everyday", "topic=public"]
+V, E, H = 40, 8, 12
+
+
+def make(variant: str, slots: list[str] = SLOTS, seed: int = 0) -> DomainLM:
+    torch.manual_seed(seed)
+    return DomainLM(DomainLMConfig(V, E, H, dropout=0.0, variant=variant, attribute_slots=slots)).eval()
+
+
+def baseline_with_shared_weights(model: DomainLM) -> DomainLM:
+    """A plain LSTM LM holding only the attribute-shared blocks of ``model``."""
+    base = make("baseline", seed=1)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    state["lstm.weight_ih_l0"] = state["lstm.weight_ih_l0"][:, :E]
+    state["output_weight"] = state["output_weight"][:1]
+    base.load_state_dict(state)
+    return base
+
+
+def reference_logits(model: DomainLM, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The paper's equations written out literally: concatenated p'(t) and h'(t), one big U' and V'."""
+    gate = torch.cat([torch.ones(*mask.shape[:-1], 1), mask], -1)
+    p = model.embedding(ids)
+    if model.config.augment_input:
+        p = torch.cat([gate[..., i : i + 1] * p for i in range(gate.shape[-1])], -1)
+    h, _ = model.lstm(p)
+    if model.config.augment_output:
+        h = torch.cat([gate[..., i : i + 1] * h for i in range(gate.shape[-1])], -1)
+        big_v = torch.cat(list(model.output_weight), dim=1)  # V x (N+1)H
+        return F.linear(h, big_v, model.output_bias)
+    return F.linear(h, model.output_weight[0], model.output_bias)
+
+
+@pytest.mark.parametrize("variant", ["in", "out", "in_out"])
+def test_no_active_attribute_equals_shared_part_only(variant: str) -> None:
+    model = make(variant)
+    ids = torch.randint(0, V, (3, 7))
+    zero = torch.zeros(3, len(SLOTS))
+    expected, _ = baseline_with_shared_weights(model)(ids)
+    for mask in (zero, None):
+        logits, _ = model(ids, mask)
+        torch.testing.assert_close(logits, expected)
+
+
+@pytest.mark.parametrize("variant", ["in", "out", "in_out"])
+def test_augmented_model_matches_the_papers_concatenated_equations(variant: str) -> None:
+    model = make(variant)
+    ids = torch.randint(0, V, (4, 6))
+    # Rows with different attribute sets, one with two, one with none, one changing mid-sequence.
+    mask = torch.tensor([[1, 0, 0, 1], [0, 1, 1, 0], [0, 0, 0, 0], [1, 0, 1, 0]], dtype=torch.float32)
+    per_token = mask.unsqueeze(1).repeat(1, 6, 1)
+    per_token[3, 3:] = torch.tensor([0.0, 1.0, 0.0, 1.0])
+    logits, _ = model(ids, per_token)
+    torch.testing.assert_close(logits, reference_logits(model, ids, per_token))
+    # Attributes change the prediction (otherwise the slots would be dead weight).
+    other, _ = model(ids, torch.zeros_like(per_token))
+    assert not torch.allclose(logits, other)
+
+
+def test_variant_shapes() -> None:
+    n = len(SLOTS)
+    shapes = {
+        "baseline": ((4 * H, E), (1, V, H)),
+        "in": ((4 * H, (n + 1) * E), (1, V, H)),
+        "out": ((4 * H, E), (n + 1, V, H)),
+        "in_out": ((4 * H, (n + 1) * E), (n + 1, V, H)),
+    }
+    ids = torch.randint(0, V, (2, 5))
+    for variant, (w_ih, w_out) in shapes.items():
+        model = make(variant)
+        assert tuple(model.lstm.weight_ih_l0.shape) == w_ih
+        assert tuple(model.output_weight.shape) == w_out
+        logits, (h, c) = model(ids, torch.ones(2, n))
+        assert logits.shape == (2, 5, V) and h.shape == c.shape == (1, 2, H)
+    with pytest.raises(ValueError, match="attribute_mask has shape"):
+        make("in")(ids, torch.ones(2, n + 1))
+
+
+def test_any_number_of_attributes_and_no_slots() -> None:
+    many = [f"a{i}=v" for i in range(7)]
+    model = make("in_out", many)
+    logits, _ = model(torch.randint(0, V, (2, 3)), torch.ones(2, 7))
+    assert logits.shape == (2, 3, V)
+    empty = make("in", [])
+    assert empty.config.num_slots == 0
+    assert empty(torch.randint(0, V, (1, 4)))[0].shape == (1, 4, V)
+
+
+def test_unseen_attribute_value_falls_back_to_shared_part_and_warns_once() -> None:
+    model = make("in")
+    with pytest.warns(UserWarning, match="style=sung.*not seen in training"):
+        mask = model.attribute_mask({"style": "sung", "topic": "public"})
+    assert mask.tolist() == [0.0, 0.0, 0.0, 1.0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a second warning for the same value would raise here
+        assert model.attribute_mask({"style": "sung"}).sum() == 0
+        assert model.attribute_mask({}).sum() == 0
+    ids = torch.randint(0, V, (1, 5))
+    unknown, _ = model(ids, model.attribute_mask({"style": "sung"}).unsqueeze(0))
+    shared, _ = baseline_with_shared_weights(model)(ids)
+    torch.testing.assert_close(unknown, shared)
+
+
+def test_config_validation() -> None:
+    with pytest.raises(ValueError, match="variant"):
+        DomainLMConfig(V, variant="both")
+    with pytest.raises(ValueError, match="name=value"):
+        DomainLMConfig(V, attribute_slots=["spoken"])
+    with pytest.raises(ValueError, match="duplicates"):
+        DomainLMConfig(V, attribute_slots=["a=b", "a=b"])
+
+
+def test_slots_one_per_attribute_value() -> None:
+    sets = [{"style": "s1", "topic": "t1", "id": "x"}, {"style": "s2", "topic": "t1"}]
+    assert attribute_slots_from(sets, ["style", "topic"]) == ["style=s1", "style=s2", "topic=t1"]
+    assert attribute_slots_from(sets, ["topic"]) == ["topic=t1"]
+
+
+def test_save_and_load_round_trip(tmp_path) -> None:
+    model = make("in_out")
+    ids, mask = torch.randint(0, V, (2, 4)), torch.tensor([[1.0, 0, 0, 1], [0, 1, 1, 0]])
+    model.save_pretrained(tmp_path / "m", extra={"lowercase": True})
+    loaded = DomainLM.from_pretrained(tmp_path / "m").eval()
+    assert loaded.config == model.config
+    torch.testing.assert_close(loaded(ids, mask)[0], model(ids, mask)[0])
+    (tmp_path / "m" / "model.safetensors").write_bytes(b"truncated")
+    with pytest.raises(CheckpointError, match="corrupt"):
+        DomainLM.from_pretrained(tmp_path / "m")
+    with pytest.raises(CheckpointError, match="no such checkpoint"):
+        DomainLM.from_pretrained(tmp_path / "missing")
