@@ -187,3 +187,19 @@ def test_stats_of_instruction_examples(tmp_path: Path, capsys) -> None:
     assert numbers["examples"] == 2 and numbers["documents"] == 1 and numbers["with_instruction"] == 1.0
     assert numbers["section_depth_max"] == 1 and numbers["sections_mean"] == 1.0
     assert numbers["document_sentences"]["mean"] == 2 and numbers["reference_sentences"]["max"] == 2
+
+
+def test_convert_a_folder_of_documents(tmp_path: Path, capsys) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.md").write_text("# Title\n\n## Part\n\nSome text here. More text.\n")
+    (folder / "b.txt").write_text("Plain text document.\n")
+    (folder / "c.txt").write_text("   \n")
+    out = tmp_path / "docs.jsonl"
+    code, _, err = run(capsys, "data", "convert", "-i", folder, "-o", out)
+    assert_one_line_error(code, err, "c.txt", "file is empty")
+    code, stdout, _ = run(capsys, "data", "convert", "-i", folder, "-o", out, "--skip-bad-lines")
+    assert code == 0 and "wrote 2 examples" in stdout and "skipped 1 bad lines" in stdout
+    first, second = read_examples(out)
+    assert (first.id, first.document.title, first.references) == ("a", "Title", [])
+    assert first.document.sections[1].heading == "Part" and second.document.text == "Plain text document."
