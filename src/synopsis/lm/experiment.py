@@ -53,7 +53,7 @@ def masc_grid() -> list[DomainSpec]:
             {"style": "spoken", "topic": "public"}, {"genre": ["court-transcript", "debate-transcript"]}
         ),
         DomainSpec({"style": "spoken", "topic": "everyday"}, {"genre": ["face-to-face", "telephone"]}),
-        DomainSpec({"style": "written", "topic": "public"}, {"genre": ["govt-docs", "journal"]}),
+        DomainSpec({"style": "written", "topic": "public"}, {"genre": ["govt-docs"]}),
         DomainSpec({"style": "written", "topic": "everyday"}, {"genre": ["blog"]}),
     ]
 
@@ -71,7 +71,7 @@ class ExperimentConfig:
     corpus: str = MASC_ZIP
     lowercase: bool = True
     domains: list[DomainSpec] = field(default_factory=masc_grid)
-    max_tokens_per_domain: int | None = 30000
+    max_tokens_per_domain: int | None = 29000
     dev_fraction: float = 0.1
     min_count: int = 3
     variants: list[str] = field(default_factory=lambda: list(VARIANTS))
