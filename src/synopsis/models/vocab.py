@@ -1,0 +1,146 @@
+"""Word vocabulary for the pointer-generator, with the per-article extended vocabulary (See et al., 2017).
+
+The fixed vocabulary holds the ``max_size`` most frequent training words seen at least ``min_count`` times,
+after four special tokens. Each article also gets its own OOV list: the encoder sees UNK for those words,
+but the copy distribution addresses them as ids ``len(vocab) + k`` (``k`` = position in the article's OOV
+list), so a copied OOV word comes out as the article's own word.
+
+The file format is one ``token<TAB>count`` line per entry, in id order, so ids never depend on anything but
+the file. A SHA-256 of the token list (:attr:`Vocab.fingerprint`) is stored in the model config to detect a
+vocabulary that does not belong to a checkpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from synopsis.data.io import open_for_atomic_write, read_text
+from synopsis.errors import InputError
+
+PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<s>", "</s>"
+SPECIALS = (PAD, UNK, BOS, EOS)
+
+
+@dataclass
+class SourceEncoding:
+    """An article in the two id spaces: ``ids`` (OOV -> UNK) for the encoder, ``extended_ids`` for copying."""
+
+    ids: list[int]
+    extended_ids: list[int]
+    oovs: list[str]
+
+
+class Vocab:
+    """Token <-> id mapping with special tokens first; ids are positions in :attr:`tokens`."""
+
+    def __init__(self, tokens: Sequence[str], counts: Sequence[int] | None = None) -> None:
+        if tuple(tokens[: len(SPECIALS)]) != SPECIALS:
+            raise InputError(f"vocabulary must start with the special tokens {', '.join(SPECIALS)}")
+        if len(set(tokens)) != len(tokens):
+            duplicates = sorted(t for t, n in Counter(tokens).items() if n > 1)[:5]
+            raise InputError(f"vocabulary has duplicate tokens: {', '.join(duplicates)}")
+        self.tokens = list(tokens)
+        self.counts = list(counts) if counts is not None else [0] * len(tokens)
+        self._index = {token: i for i, token in enumerate(self.tokens)}
+        self.pad_id, self.unk_id, self.bos_id, self.eos_id = (self._index[t] for t in SPECIALS)
+
+    # ------------------------------------------------------------------ construction and files
+    @classmethod
+    def build(cls, token_lists: Iterable[Sequence[str]], max_size: int, min_count: int = 1) -> Vocab:
+        """The ``max_size`` most frequent tokens (ties broken alphabetically) seen ``min_count`` times."""
+        if max_size < 1:
+            raise ValueError(f"max_size must be >= 1, got {max_size}")
+        counter: Counter[str] = Counter()
+        for tokens in token_lists:
+            counter.update(tokens)
+        for special in SPECIALS:
+            counter.pop(special, None)
+        ranked = sorted(
+            (item for item in counter.items() if item[1] >= min_count), key=lambda x: (-x[1], x[0])
+        )
+        ranked = ranked[:max_size]
+        return cls([*SPECIALS, *(t for t, _ in ranked)], [0] * len(SPECIALS) + [c for _, c in ranked])
+
+    def save(self, path: str | Path) -> None:
+        with open_for_atomic_write(path) as handle:
+            for token, count in zip(self.tokens, self.counts, strict=True):
+                handle.write(f"{token}\t{count}\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> Vocab:
+        tokens, counts = [], []
+        for number, line in enumerate(read_text(path).splitlines(), start=1):
+            token, sep, count = line.rpartition("\t")
+            if not sep or not token or not count.isdigit():
+                raise InputError(f"{path}:{number}: expected 'token<TAB>count', got {line[:40]!r}")
+            tokens.append(token)
+            counts.append(int(count))
+        try:
+            return cls(tokens, counts)
+        except InputError as err:
+            raise InputError(f"{path}: {err}") from None
+
+    # ------------------------------------------------------------------ lookups
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def __contains__(self, token: str) -> bool:
+        return token in self._index
+
+    def id(self, token: str) -> int:
+        return self._index.get(token, self.unk_id)
+
+    @property
+    def fingerprint(self) -> str:
+        return hashlib.sha256("\n".join(self.tokens).encode("utf-8")).hexdigest()[:16]
+
+    # ------------------------------------------------------------------ extended vocabulary
+    def encode_source(self, tokens: Sequence[str]) -> SourceEncoding:
+        """Encoder ids (OOV -> UNK) and extended ids (OOV -> ``len(self) + k``) plus the OOV list."""
+        ids, extended, oovs = [], [], []
+        oov_index: dict[str, int] = {}
+        for token in tokens:
+            i = self._index.get(token)
+            if i is None:
+                if token not in oov_index:
+                    oov_index[token] = len(oovs)
+                    oovs.append(token)
+                ids.append(self.unk_id)
+                extended.append(len(self.tokens) + oov_index[token])
+            else:
+                ids.append(i)
+                extended.append(i)
+        return SourceEncoding(ids, extended, oovs)
+
+    def encode_target(self, tokens: Sequence[str], oovs: Sequence[str]) -> list[int]:
+        """Target ids in the article's extended vocabulary: an OOV found in the article gets its copy id."""
+        oov_index = {token: k for k, token in enumerate(oovs)}
+        out = []
+        for token in tokens:
+            i = self._index.get(token)
+            if i is None:
+                k = oov_index.get(token)
+                i = self.unk_id if k is None else len(self.tokens) + k
+            out.append(i)
+        return out
+
+    def decode(self, ids: Iterable[int], oovs: Sequence[str] = (), skip_special: bool = True) -> list[str]:
+        """Extended ids back to words; ids past the article's OOV list (never produced by a correct model)
+        decode to UNK rather than raising."""
+        words = []
+        special_ids = {self.pad_id, self.bos_id, self.eos_id}
+        for i in ids:
+            i = int(i)
+            if skip_special and i in special_ids:
+                continue
+            if i < len(self.tokens):
+                words.append(self.tokens[i])
+            elif i - len(self.tokens) < len(oovs):
+                words.append(oovs[i - len(self.tokens)])
+            else:
+                words.append(UNK)
+        return words

@@ -1,0 +1,136 @@
+"""``synopsis summarize --method pointer-generator``: batched beam search with a pointer-generator model.
+
+Articles are lowercased and word-tokenised as in training (See et al. lowercase everything); summaries are
+detokenised lightly (no space before punctuation, first letter capitalised) and stay lowercase otherwise.
+Without a path, the model bundled in ``synopsis/resources/pointer_generator/`` is loaded (no network).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, fields
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from synopsis.document import Document
+from synopsis.errors import CheckpointError, ConfigError, InputError
+from synopsis.generation.config import GENERATION_CONFIG_FILE, GenerationConfig
+from synopsis.text import word_tokenize
+
+_NO_SPACE_BEFORE = re.compile(r" ([.,;:!?)\]}%])")
+_NO_SPACE_AFTER = re.compile(r"([(\[{]) ")
+
+
+def detokenize(tokens: Sequence[str]) -> str:
+    """Light detokenisation of lowercased word tokens (the model's output stays lowercase)."""
+    text = _NO_SPACE_AFTER.sub(r"\1", _NO_SPACE_BEFORE.sub(r"\1", " ".join(tokens)))
+    return text[:1].upper() + text[1:]
+
+
+def bundled_model_dir() -> Path:
+    return Path(str(resources.files("synopsis") / "resources" / "pointer_generator"))
+
+
+class PointerGeneratorSummarizer:
+    """Summarises a batch of documents with one batched beam search (or greedy with ``num_beams=1``)."""
+
+    def __init__(self, model: Any, vocab: Any, generation: GenerationConfig | None = None) -> None:
+        self.model = model.eval()
+        self.vocab = vocab
+        self.generation = generation or GenerationConfig()
+
+    @classmethod
+    def from_pretrained(
+        cls, path: str | Path | None = None, **generation_options: Any
+    ) -> PointerGeneratorSummarizer:
+        """Load a model directory (``None``: the bundled model); options override its generation defaults."""
+        from synopsis.config import from_dict
+        from synopsis.models.pointer_generator import PointerGenerator
+
+        directory = bundled_model_dir() if path is None else Path(path)
+        if path is None and not (directory / "model.safetensors").is_file():
+            raise CheckpointError(
+                f"{directory}: the bundled pointer-generator model is missing from this install"
+            )
+        model, vocab = PointerGenerator.from_pretrained(directory)
+        defaults: dict[str, Any] = {}
+        generation_file = directory / GENERATION_CONFIG_FILE
+        if generation_file.is_file():
+            try:
+                defaults = json.loads(generation_file.read_text(encoding="utf-8"))
+            except (json.JSONDecodeError, UnicodeDecodeError) as err:
+                raise CheckpointError(f"{generation_file}: corrupt JSON ({err})") from None
+        known = {f.name for f in fields(GenerationConfig)}
+        unknown = sorted(set(generation_options) - known)
+        if unknown:
+            raise ConfigError(
+                f"unknown generation option(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
+            )
+        options = {k: v for k, v in generation_options.items() if v is not None}
+        generation = from_dict(GenerationConfig, {**defaults, **options}, "generation options")
+        return cls(model, vocab, generation)
+
+    # ------------------------------------------------------------------ decoding
+    def generate(self, articles: Sequence[Sequence[str]]) -> list[list[str]]:
+        """Summaries as word lists for already-tokenised (lowercased) articles, all decoded in one batch."""
+        import torch
+
+        from synopsis.generation import beam_search, greedy_search
+
+        g, vocab = self.generation, self.vocab
+        encoded = [vocab.encode_source(list(a)[: g.max_source_tokens]) for a in articles]
+        width = max(len(e.ids) for e in encoded)
+        input_ids = torch.full((len(encoded), width), vocab.pad_id, dtype=torch.long)
+        extended_ids = input_ids.clone()
+        for row, e in enumerate(encoded):
+            input_ids[row, : len(e.ids)] = torch.tensor(e.ids)
+            extended_ids[row, : len(e.ids)] = torch.tensor(e.extended_ids)
+        num_oovs = max(len(e.oovs) for e in encoded)
+
+        def step(tokens: torch.Tensor, state: Any, memory: Any) -> tuple[torch.Tensor, Any]:
+            out = self.model.decode_step(tokens, state, memory)
+            return out.probs.log(), out.state  # log(0) = -inf marks ids outside this article's OOV list
+
+        with torch.inference_mode():
+            memory, state = self.model.encode(input_ids, extended_ids, num_oovs)
+            common = dict(
+                batch_size=len(encoded),
+                bos_id=vocab.bos_id,
+                eos_id=vocab.eos_id,
+                min_length=g.min_length + 1,  # + EOS: min_length counts words
+                max_length=g.max_length + 1,
+                no_repeat_ngram_size=g.no_repeat_ngram_size,
+            )
+            if g.num_beams == 1:
+                hypotheses = greedy_search(step, state, memory, **common)
+            else:
+                hypotheses = beam_search(
+                    step, state, memory, num_beams=g.num_beams, length_penalty=g.length_penalty, **common
+                )
+        return [vocab.decode(h.tokens, e.oovs) for h, e in zip(hypotheses, encoded, strict=True)]
+
+    def summarize(
+        self, documents: Sequence[Document], instructions: Sequence[str | None] | None = None
+    ) -> list[str]:
+        """One summary per document. Instructions are ignored: the pointer-generator is not controllable."""
+        if not documents:
+            return []
+        articles = []
+        for i, document in enumerate(documents):
+            name = document.id or f"document {i + 1}"
+            tokens = word_tokenize(" ".join(s.text for s in document.sentences), lower=True)
+            if not tokens:
+                raise InputError(f"{name}: document is empty; nothing to summarize")
+            if len(tokens) < self.generation.min_length:
+                raise InputError(
+                    f"{name}: document has {len(tokens)} tokens, fewer than the minimum summary length "
+                    f"{self.generation.min_length}; pass a smaller --min-length"
+                )
+            articles.append(tokens)
+        return [detokenize(words) for words in self.generate(articles)]
+
+    def generation_options(self) -> dict[str, Any]:
+        return asdict(self.generation)

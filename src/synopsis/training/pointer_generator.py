@@ -1,0 +1,505 @@
+"""Trainer for the pointer-generator network (See et al., 2017), with exact resume.
+
+Schedule, as in the paper: train without coverage until the validation loss stops improving (early
+stopping), go back to the best weights, then switch coverage on and train a short coverage phase
+(``schedule.coverage_steps``). Adagrad (lr 0.15, initial accumulator 0.1), gradient-norm clipping at 2.
+
+Resume is exact: a checkpoint holds the weights, the Adagrad accumulators, the step, the position in the
+epoch's batch order (which is a pure function of ``seed`` and the epoch number) and all RNG states, so the
+batch after a resume, and its loss, are the same as without the interruption.
+
+Run layout (``--output-dir``)::
+
+    train_config.json      the full training configuration (a resume reuses it)
+    vocab.txt              the vocabulary built from the training split
+    checkpoints/step-N/    for --resume (weights, optimizer, state, RNG)
+    best/                  best checkpoint of the current phase (by validation loss)
+    model/                 the best model so far, loadable with PointerGenerator.from_pretrained
+                           (at the end: the model after the coverage phase, if there is one)
+    model_no_coverage/     the best model of the main phase (written when the coverage phase starts)
+    training_curve.png     training and validation loss per step
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import random
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from synopsis.config import from_dict, to_dict
+from synopsis.data.example import Example
+from synopsis.errors import ConfigError, InputError
+from synopsis.generation.config import GENERATION_CONFIG_FILE, GenerationConfig
+from synopsis.models.pointer_generator import PointerGenerator, config_for_vocab
+from synopsis.models.vocab import Vocab
+from synopsis.text import word_tokenize
+from synopsis.training.checkpoint import (
+    CheckpointManager,
+    check_finite,
+    load_checkpoint,
+    rng_state,
+    set_rng_state,
+)
+from synopsis.training.plots import plot_curves
+
+TRAIN_CONFIG_FILE = "train_config.json"
+VOCAB_FILE = "vocab.txt"
+
+
+# ---------------------------------------------------------------------- configuration
+@dataclass
+class DataConfig:
+    corpus: str = "scitldr"  # a corpus name for synopsis.data.readers.read_corpus, or "jsonl" (our format)
+    path: str = "../shared/data/scitldr"
+    train_split: str = "train"
+    dev_split: str = "dev"
+    max_source_tokens: int = 400
+    max_target_tokens: int = 100
+    max_train_examples: int | None = None
+    max_dev_examples: int | None = None
+    all_references: bool = True  # one training pair per reference summary (else the first only)
+
+
+@dataclass
+class VocabConfig:
+    max_size: int = 50_000
+    min_count: int = 1
+
+
+@dataclass
+class ModelConfig:
+    embedding_dim: int = 128
+    hidden_dim: int = 256
+    pointer: bool = True
+    coverage: bool = True  # run the coverage phase after convergence
+    coverage_loss_weight: float = 1.0
+    dropout: float = 0.0
+
+
+@dataclass
+class OptimConfig:
+    learning_rate: float = 0.15
+    initial_accumulator: float = 0.1
+    max_grad_norm: float = 2.0
+    batch_size: int = 16
+
+
+@dataclass
+class ScheduleConfig:
+    max_steps: int = 100_000  # cap on the main (no-coverage) phase
+    eval_every: int = 500
+    patience: int = 5  # evaluations without a better validation loss = converged
+    coverage_steps: int = 3_000
+    save_every: int = 500
+    log_every: int = 50
+    max_minutes: float | None = None  # wall-clock budget for the main phase (the coverage phase still runs)
+
+
+@dataclass
+class TrainConfig:
+    data: DataConfig = field(default_factory=DataConfig)
+    vocab: VocabConfig = field(default_factory=VocabConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    generation: GenerationConfig = field(default_factory=GenerationConfig)  # defaults stored with the model
+    seed: int = 1
+
+    def __post_init__(self) -> None:
+        positive = {
+            "data.max_source_tokens": self.data.max_source_tokens,
+            "data.max_target_tokens": self.data.max_target_tokens,
+            "optim.batch_size": self.optim.batch_size,
+            "schedule.eval_every": self.schedule.eval_every,
+            "schedule.save_every": self.schedule.save_every,
+            "vocab.max_size": self.vocab.max_size,
+        }
+        for name, value in positive.items():
+            if value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+        if self.optim.learning_rate <= 0:
+            raise ValueError(f"optim.learning_rate must be > 0, got {self.optim.learning_rate}")
+
+
+# ---------------------------------------------------------------------- data
+@dataclass
+class Pair:
+    """One tokenised (article, summary) training pair."""
+
+    source: list[str]
+    target: list[str]
+
+
+def read_split(data: DataConfig, split: str) -> list[Example]:
+    """Examples of one split, through the project's corpus readers (or our JSONL for ``corpus: jsonl``)."""
+    if data.corpus == "jsonl":
+        from synopsis.data.example import read_examples
+
+        path = Path(data.path)
+        return list(read_examples(path / f"{split}.jsonl" if path.is_dir() else path))
+    from synopsis.data.readers import read_corpus
+
+    return list(read_corpus(data.corpus, data.path, split=split))
+
+
+def document_tokens(example_or_text: Example | str) -> list[str]:
+    """Lowercased word tokens of an article (See et al. lowercase everything)."""
+    if isinstance(example_or_text, Example):
+        text = " ".join(s.text for s in example_or_text.document.sentences)
+    else:
+        text = example_or_text
+    return word_tokenize(text, lower=True)
+
+
+def make_pairs(examples: Sequence[Example], all_references: bool, limit: int | None = None) -> list[Pair]:
+    pairs = []
+    for example in examples[:limit] if limit else examples:
+        source = document_tokens(example)
+        references = example.references if all_references else example.references[:1]
+        for reference in references:
+            target = word_tokenize(reference, lower=True)
+            if source and target:
+                pairs.append(Pair(source, target))
+    return pairs
+
+
+@dataclass
+class Batch:
+    input_ids: torch.Tensor  # (B, L) OOV -> UNK
+    extended_ids: torch.Tensor  # (B, L)
+    decoder_input_ids: torch.Tensor  # (B, T)
+    labels: torch.Tensor  # (B, T) extended ids, pad at padding
+    num_oovs: int
+    oovs: list[list[str]]
+
+
+def collate(pairs: Sequence[Pair], vocab: Vocab, max_source: int, max_target: int) -> Batch:
+    """Tensors for a batch; targets that are truncated get no EOS (as in the authors' code)."""
+    sources = [vocab.encode_source(p.source[:max_source]) for p in pairs]
+    decoder_inputs, labels = [], []
+    for pair, src in zip(pairs, sources, strict=True):
+        target = vocab.encode_target(pair.target, src.oovs)
+        decoder_inputs.append(([vocab.bos_id] + target)[:max_target])
+        labels.append((target + [vocab.eos_id])[:max_target])
+
+    def pad(rows: list[list[int]]) -> torch.Tensor:
+        width = max(1, max(len(r) for r in rows))
+        return torch.tensor([r + [vocab.pad_id] * (width - len(r)) for r in rows], dtype=torch.long)
+
+    return Batch(
+        input_ids=pad([s.ids for s in sources]),
+        extended_ids=pad([s.extended_ids for s in sources]),
+        decoder_input_ids=pad(decoder_inputs),
+        labels=pad(labels),
+        num_oovs=max(len(s.oovs) for s in sources),
+        oovs=[s.oovs for s in sources],
+    )
+
+
+def epoch_batches(
+    num_pairs: int, lengths: Sequence[int], batch_size: int, seed: int, epoch: int
+) -> list[list[int]]:
+    """The batch order of one epoch, a pure function of (seed, epoch): shuffle, sort by length within
+    chunks of 50 batches (less padding), then shuffle the batches."""
+    rng = random.Random(seed * 1_000_003 + epoch)
+    order = list(range(num_pairs))
+    rng.shuffle(order)
+    chunk = batch_size * 50
+    batches = []
+    for start in range(0, num_pairs, chunk):
+        part = sorted(order[start : start + chunk], key=lambda i: lengths[i])
+        batches += [part[i : i + batch_size] for i in range(0, len(part), batch_size)]
+    rng.shuffle(batches)
+    return batches
+
+
+# ---------------------------------------------------------------------- trainer
+def _make_optimizer(model: torch.nn.Module, optim: OptimConfig) -> torch.optim.Adagrad:
+    return torch.optim.Adagrad(
+        model.parameters(), lr=optim.learning_rate, initial_accumulator_value=optim.initial_accumulator
+    )
+
+
+@torch.no_grad()
+def evaluate_loss(model: PointerGenerator, batches: Sequence[Batch]) -> dict[str, float]:
+    """Token-averaged NLL and coverage loss over a list of batches."""
+    was_training = model.training
+    model.eval()
+    nll = cov = 0.0
+    tokens = 0
+    for b in batches:
+        out = model(b.input_ids, b.decoder_input_ids, b.labels, b.extended_ids, b.num_oovs)
+        nll += float(out.nll) * out.num_tokens
+        cov += float(out.coverage_loss) * out.num_tokens
+        tokens += out.num_tokens
+    model.train(was_training)
+    tokens = max(tokens, 1)
+    coverage_weight = model.config.coverage_loss_weight if model.config.coverage else 0.0
+    return {"nll": nll / tokens, "coverage": cov / tokens, "loss": (nll + coverage_weight * cov) / tokens}
+
+
+class Trainer:
+    """Runs the two-phase schedule; see the module docstring for files and resume semantics."""
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        output_dir: str | Path,
+        resume: bool = False,
+        progress: bool = True,
+        log: Callable[[str], None] = print,
+    ) -> None:
+        self.output_dir = Path(output_dir)
+        self.log = log
+        self.progress = progress
+        config_path = self.output_dir / TRAIN_CONFIG_FILE
+        if resume:
+            if not config_path.is_file():
+                raise InputError(f"{self.output_dir}: nothing to resume (no {TRAIN_CONFIG_FILE})")
+            saved = from_dict(
+                TrainConfig, json.loads(config_path.read_text(encoding="utf-8")), str(config_path)
+            )
+            if to_dict(saved) != to_dict(config):
+                raise ConfigError(
+                    f"{config_path}: the given config differs from the run's saved config; "
+                    "resume without --config (or with the same one), or use a new --output-dir"
+                )
+        elif self.output_dir.exists() and any(self.output_dir.iterdir()):
+            raise InputError(
+                f"{self.output_dir}: directory exists and is not empty; use --resume or a new --output-dir"
+            )
+        self.config = config
+        self.resume = resume
+
+    # -------------------------------------------------------------- setup
+    def _prepare(self) -> None:
+        cfg = self.config
+        train_examples = read_split(cfg.data, cfg.data.train_split)
+        dev_examples = read_split(cfg.data, cfg.data.dev_split)
+        self.train_pairs = make_pairs(train_examples, cfg.data.all_references, cfg.data.max_train_examples)
+        dev_pairs = make_pairs(dev_examples, True, cfg.data.max_dev_examples)
+        if not self.train_pairs:
+            raise InputError(f"{cfg.data.path}: no usable training pairs in split '{cfg.data.train_split}'")
+        if not dev_pairs:
+            raise InputError(f"{cfg.data.path}: no usable validation pairs in split '{cfg.data.dev_split}'")
+        vocab_path = self.output_dir / VOCAB_FILE
+        if self.resume:
+            self.vocab = Vocab.load(vocab_path)
+        else:
+            self.output_dir.mkdir(parents=True, exist_ok=True)
+            self.vocab = Vocab.build(
+                (p.source + p.target for p in self.train_pairs), cfg.vocab.max_size, cfg.vocab.min_count
+            )
+            self.vocab.save(vocab_path)
+            (self.output_dir / TRAIN_CONFIG_FILE).write_text(json.dumps(to_dict(cfg), indent=2) + "\n")
+        m = cfg.model
+        model_config = config_for_vocab(
+            self.vocab,
+            embedding_dim=m.embedding_dim,
+            hidden_dim=m.hidden_dim,
+            pointer=m.pointer,
+            coverage=False,  # phase 1 never uses coverage; it is switched on for phase 2
+            coverage_loss_weight=m.coverage_loss_weight,
+            dropout=m.dropout,
+        )
+        torch.manual_seed(cfg.seed)
+        self.model = PointerGenerator(model_config)
+        self.optimizer = _make_optimizer(self.model, cfg.optim)
+        d = cfg.data
+        self.dev_batches = [
+            collate(
+                dev_pairs[i : i + cfg.optim.batch_size], self.vocab, d.max_source_tokens, d.max_target_tokens
+            )
+            for i in range(0, len(dev_pairs), cfg.optim.batch_size)
+        ]
+        self.lengths = [min(len(p.source), d.max_source_tokens) for p in self.train_pairs]
+        self.manager = CheckpointManager(self.output_dir)
+        self.state: dict[str, Any] = {
+            "step": 0,
+            "epoch": 0,
+            "batch_in_epoch": 0,
+            "phase": "main",
+            "phase_start_step": 0,
+            "best_loss": math.inf,
+            "bad_evals": 0,
+            "minutes": 0.0,
+            "curves": {"train": [], "validation": []},
+        }
+        if self.resume:
+            self._load(self.manager.latest())
+
+    def _load(self, path: Path | None) -> None:
+        if path is None:
+            raise InputError(f"{self.output_dir}: no checkpoint to resume from")
+        checkpoint = load_checkpoint(path)
+        self.model.config.coverage = checkpoint.config["coverage"]
+        self.model.load_state_dict(checkpoint.model_state)
+        if checkpoint.optimizer_state is not None:
+            self.optimizer.load_state_dict(checkpoint.optimizer_state)
+        rng = checkpoint.state.pop("rng", None)
+        self.state.update(checkpoint.state)
+        if rng is not None:
+            set_rng_state(rng)
+        self.log(f"resumed from {path} at step {self.state['step']} ({self.state['phase']} phase)")
+
+    def _save(self, is_best: bool) -> None:
+        self.manager.save(
+            self.state["step"],
+            is_best=is_best,
+            model_state=self.model.state_dict(),
+            config=dataclasses.asdict(self.model.config),
+            state={**self.state, "rng": rng_state()},
+            optimizer=self.optimizer,
+        )
+        if is_best:
+            self._export("model")
+
+    def _export(self, name: str) -> None:
+        """A loadable model directory: weights, config, vocabulary and decoding defaults."""
+        from synopsis.data.io import write_json
+
+        self.model.save_pretrained(self.output_dir / name, self.vocab)
+        write_json(self.output_dir / name / GENERATION_CONFIG_FILE, to_dict(self.config.generation))
+
+    # -------------------------------------------------------------- loop
+    def _batches(self) -> Iterator[Batch]:
+        """Endless batches, starting at the saved position inside the saved epoch."""
+        cfg = self.config
+        while True:
+            order = epoch_batches(
+                len(self.train_pairs), self.lengths, cfg.optim.batch_size, cfg.seed, self.state["epoch"]
+            )
+            while self.state["batch_in_epoch"] < len(order):
+                indices = order[self.state["batch_in_epoch"]]
+                self.state["batch_in_epoch"] += 1
+                yield collate(
+                    [self.train_pairs[i] for i in indices],
+                    self.vocab,
+                    cfg.data.max_source_tokens,
+                    cfg.data.max_target_tokens,
+                )
+            self.state["epoch"] += 1
+            self.state["batch_in_epoch"] = 0
+
+    def train_step(self, batch: Batch) -> float:
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        out = self.model(
+            batch.input_ids, batch.decoder_input_ids, batch.labels, batch.extended_ids, batch.num_oovs
+        )
+        check_finite(out.loss.detach(), self.state["step"])
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.optim.max_grad_norm)
+        self.optimizer.step()
+        return float(out.loss.detach())
+
+    def _phase_limit(self) -> int:
+        s = self.config.schedule
+        if self.state["phase"] == "main":
+            return s.max_steps
+        return self.state["phase_start_step"] + s.coverage_steps
+
+    def _start_coverage_phase(self) -> None:
+        """Back to the best no-coverage weights and optimizer state, then switch coverage on."""
+        self.log(
+            f"main phase done at step {self.state['step']}; starting the coverage phase from the best model"
+        )
+        best = load_checkpoint(self.output_dir / "best")
+        self.model.load_state_dict(best.model_state)
+        if best.optimizer_state is not None:
+            self.optimizer.load_state_dict(best.optimizer_state)
+        self._export("model_no_coverage")
+        self.model.config.coverage = True
+        self.state.update(
+            phase="coverage", phase_start_step=self.state["step"], best_loss=math.inf, bad_evals=0
+        )
+
+    def run(self, stop_at_step: int | None = None) -> dict[str, Any]:
+        """Train to the end of the schedule. ``stop_at_step`` stops abruptly (no final save), like a kill."""
+        import time
+
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._prepare()
+        cfg, s = self.config, self.config.schedule
+        batches = self._batches()
+        running: list[float] = []
+        started = time.monotonic() - 60.0 * self.state["minutes"]
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[info]}"),
+            TimeElapsedColumn(),
+            disable=not self.progress,
+            transient=True,
+        ) as bar:
+            task = bar.add_task(
+                self.state["phase"], total=self._phase_limit(), completed=self.state["step"], info=""
+            )
+            while True:
+                if stop_at_step is not None and self.state["step"] >= stop_at_step:
+                    return self.state
+                phase_over = self.state["step"] >= self._phase_limit() or (
+                    self.state["phase"] == "main" and self.state["bad_evals"] >= s.patience
+                )
+                if self.state["phase"] == "main" and s.max_minutes is not None:
+                    phase_over = phase_over or self.state["minutes"] >= s.max_minutes
+                if phase_over:
+                    if self.state["phase"] == "main" and cfg.model.coverage:
+                        self._start_coverage_phase()
+                        bar.update(task, description="coverage", total=self._phase_limit())
+                        continue
+                    if self.state["phase"] == "coverage":
+                        # The paper keeps the model at the end of its short coverage phase.
+                        self._save(is_best=False)
+                        self._export("model")
+                    break
+                loss = self.train_step(next(batches))
+                self.state["step"] += 1
+                self.state["minutes"] = (time.monotonic() - started) / 60.0
+                running.append(loss)
+                step = self.state["step"]
+                if step % s.log_every == 0:
+                    avg = sum(running) / len(running)
+                    self.state["curves"]["train"].append((step, avg))
+                    running.clear()
+                    bar.update(task, info=f"loss {avg:.3f}")
+                is_best = False
+                if step % s.eval_every == 0:
+                    metrics = evaluate_loss(self.model, self.dev_batches)
+                    self.state["curves"]["validation"].append((step, metrics["loss"]))
+                    is_best = metrics["loss"] < self.state["best_loss"]
+                    if is_best:
+                        self.state["best_loss"], self.state["bad_evals"] = metrics["loss"], 0
+                    else:
+                        self.state["bad_evals"] += 1
+                    self.log(
+                        f"step {step} [{self.state['phase']}] validation nll {metrics['nll']:.4f} "
+                        f"coverage {metrics['coverage']:.4f}{' (best)' if is_best else ''}"
+                    )
+                    self._plot()
+                if is_best or step % s.save_every == 0:
+                    self._save(is_best)
+                bar.update(task, completed=step)
+        self._plot()
+        self.log(f"done at step {self.state['step']}; best validation loss {self.state['best_loss']:.4f}")
+        return self.state
+
+    def _plot(self) -> None:
+        curves = {name: [tuple(p) for p in points] for name, points in self.state["curves"].items()}
+        plot_curves(curves, self.output_dir / "training_curve.png", title="pointer-generator")
+
+
+def train(
+    config: TrainConfig, output_dir: str | Path, resume: bool = False, progress: bool = True
+) -> dict[str, Any]:
+    """Train (or resume) a pointer-generator run; returns the final trainer state."""
+    return Trainer(config, output_dir, resume=resume, progress=progress).run()

@@ -1,0 +1,184 @@
+"""Decoding strategies on toy step functions whose best sequences can be found by brute force."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from synopsis.generation import beam_search, greedy_search, length_normalize
+from synopsis.generation.penalties import block_repeated_ngrams
+
+BOS, EOS = 0, 1
+
+
+@dataclass
+class ToyState:
+    last: torch.Tensor  # (N,) previous token
+    total: (
+        torch.Tensor
+    )  # (N,) sum of tokens so far: the distribution depends on history, so reordering matters
+
+
+def make_step(tables: torch.Tensor):
+    """``tables[b]`` (V, V) of logits: row = previous token. The running token sum shifts the logits, so a
+    decoder that forgets to reorder its state gets different scores than brute force."""
+
+    def step(tokens: torch.Tensor, state: ToyState, memory: torch.Tensor):
+        total = state.total + tokens
+        vocab = torch.arange(memory.size(-1), dtype=torch.float)
+        logits = memory[torch.arange(tokens.size(0)), tokens] + 0.3 * torch.cos(
+            total.float().unsqueeze(-1) * vocab
+        )
+        return torch.log_softmax(logits, dim=-1), ToyState(tokens, total)
+
+    return step
+
+
+def initial_state(batch: int) -> ToyState:
+    return ToyState(torch.zeros(batch, dtype=torch.long), torch.zeros(batch, dtype=torch.long))
+
+
+def brute_force(
+    table: torch.Tensor, max_length: int, min_length: int, alpha: float
+) -> tuple[list[int], float]:
+    """Best EOS-terminated sequence over all sequences up to ``max_length`` tokens (EOS included)."""
+    step = make_step(table.unsqueeze(0))
+    vocab = table.size(0)
+    best: tuple[list[int], float] = ([], -math.inf)
+    for length in range(max(min_length, 1), max_length + 1):
+        for body in itertools.product([t for t in range(vocab) if t != EOS], repeat=length - 1):
+            seq = [*body, EOS]
+            state, prev, total = initial_state(1), torch.tensor([BOS]), 0.0
+            for token in seq:
+                log_probs, state = step(prev, state, table.unsqueeze(0))
+                total += float(log_probs[0, token])
+                prev = torch.tensor([token])
+            score = length_normalize(total, length, alpha)
+            if score > best[1]:
+                best = (list(body), score)
+    return best
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+def test_beam_search_with_enough_beams_is_exact(alpha: float) -> None:
+    # 100 beams exceed the 84 possible EOS-terminated sequences, so no hypothesis is ever pruned.
+    torch.manual_seed(0)
+    tables = torch.randn(3, 5, 5) * 2
+    hyps = beam_search(
+        make_step(tables), initial_state(3), tables, batch_size=3, bos_id=BOS, eos_id=EOS,
+        num_beams=100, max_length=4, min_length=2, length_penalty=alpha,
+    )  # fmt: skip
+    for b in range(3):
+        tokens, score = brute_force(tables[b], max_length=4, min_length=2, alpha=alpha)
+        assert hyps[b].tokens == tokens
+        assert hyps[b].score == pytest.approx(score, abs=1e-5)
+
+
+def test_batched_beam_search_equals_one_document_at_a_time() -> None:
+    torch.manual_seed(1)
+    tables = torch.randn(4, 9, 9) * 3
+    options = dict(bos_id=BOS, eos_id=EOS, num_beams=3, max_length=12, min_length=3, no_repeat_ngram_size=2)
+    batched = beam_search(make_step(tables), initial_state(4), tables, batch_size=4, **options)
+    for b in range(4):
+        single = beam_search(
+            make_step(tables[b : b + 1]), initial_state(1), tables[b : b + 1], batch_size=1, **options
+        )
+        assert batched[b].tokens == single[0].tokens
+        assert batched[b].score == pytest.approx(single[0].score, abs=1e-5)
+
+
+def test_single_beam_equals_greedy() -> None:
+    torch.manual_seed(2)
+    tables = torch.randn(5, 7, 7) * 2
+    beam = beam_search(make_step(tables), initial_state(5), tables, batch_size=5, bos_id=BOS, eos_id=EOS,
+                       num_beams=1, max_length=10, min_length=2)  # fmt: skip
+    greedy = greedy_search(make_step(tables), initial_state(5), tables, batch_size=5, bos_id=BOS, eos_id=EOS,
+                           max_length=10, min_length=2)  # fmt: skip
+    assert [h.tokens for h in beam] == [h.tokens for h in greedy]
+
+
+def test_beam_beats_greedy_on_a_garden_path() -> None:
+    # Token 2 looks best first but is followed by a near-uniform mess; token 3 leads to a certain EOS.
+    table = torch.full((5, 5), -10.0)
+    table[BOS, 2], table[BOS, 3] = 0.0, -0.3
+    table[2, 2:] = 0.0
+    table[3, EOS] = 10.0
+    table[4, EOS] = 10.0
+    tables = table.unsqueeze(0)
+    step = make_step(tables)
+    greedy = greedy_search(step, initial_state(1), tables, batch_size=1, bos_id=BOS, eos_id=EOS, max_length=6)
+    beam = beam_search(
+        step, initial_state(1), tables, batch_size=1, bos_id=BOS, eos_id=EOS, num_beams=2, max_length=6
+    )
+    assert greedy[0].tokens[0] == 2
+    assert beam[0].tokens == [3]
+    assert beam[0].log_prob > greedy[0].log_prob
+
+
+def test_min_and_max_length() -> None:
+    torch.manual_seed(3)
+    tables = torch.randn(2, 6, 6)
+    tables[:, :, EOS] += 5.0  # EOS is very likely at every step
+    for search in ("beam", "greedy"):
+        kwargs = dict(batch_size=2, bos_id=BOS, eos_id=EOS, min_length=5, max_length=8)
+        if search == "beam":
+            hyps = beam_search(make_step(tables), initial_state(2), tables, num_beams=3, **kwargs)
+        else:
+            hyps = greedy_search(make_step(tables), initial_state(2), tables, **kwargs)
+        assert all(len(h.tokens) == 4 and h.finished for h in hyps)  # 4 words + EOS = min_length
+    tables[:, :, EOS] = -1e4  # EOS never wins: stops at max_length with live hypotheses
+    hyps = beam_search(make_step(tables), initial_state(2), tables, batch_size=2, bos_id=BOS, eos_id=EOS,
+                       num_beams=2, max_length=7)  # fmt: skip
+    assert all(len(h.tokens) == 7 and not h.finished for h in hyps)
+
+
+def test_no_repeat_ngram_blocking() -> None:
+    table = torch.full((6, 6), -5.0)
+    table[BOS, 2] = 0.0
+    table[2, 3] = 0.0  # 2 3 2 3 2 3 ... repeats bigrams and trigrams
+    table[3, 2] = 0.0
+    tables = table.unsqueeze(0)
+    free = beam_search(make_step(tables), initial_state(1), tables, batch_size=1, bos_id=BOS, eos_id=EOS,
+                       num_beams=2, max_length=10, min_length=10)  # fmt: skip
+    blocked = beam_search(make_step(tables), initial_state(1), tables, batch_size=1, bos_id=BOS, eos_id=EOS,
+                          num_beams=2, max_length=10, min_length=10, no_repeat_ngram_size=3)  # fmt: skip
+    assert free[0].tokens[:4] == [2, 3, 2, 3]
+    trigrams = [tuple(blocked[0].tokens[i : i + 3]) for i in range(len(blocked[0].tokens) - 2)]
+    assert len(trigrams) == len(set(trigrams))
+
+
+def test_ngram_blocking_never_kills_a_hypothesis() -> None:
+    # Vocabulary of 2 tokens and unigram blocking: after one step everything is blocked.
+    log_probs = torch.log_softmax(torch.randn(2, 2), dim=-1)
+    out = block_repeated_ngrams(log_probs, [[0, 1], [1]], n=1)
+    assert torch.equal(out[0], log_probs[0])  # all blocked -> unblocked scores kept
+    assert torch.isinf(out[1, 1]) and torch.isfinite(out[1, 0])
+    tables = torch.zeros(1, 3, 3)
+    hyps = beam_search(make_step(tables), initial_state(1), tables, batch_size=1, bos_id=BOS, eos_id=EOS,
+                       num_beams=2, max_length=6, min_length=6, no_repeat_ngram_size=1)  # fmt: skip
+    assert len(hyps[0].tokens) == 5 and math.isfinite(hyps[0].score)
+
+
+def test_average_log_probability_ranking() -> None:
+    # Finished hypotheses: "2 EOS" (total -1.5, average -0.75) and "3 4 EOS" (total -2.0, average -0.67).
+    table = torch.full((5, 5), -30.0)
+    table[BOS, 2], table[BOS, 3] = 0.0, 0.0  # -0.69 each
+    table[2, EOS], table[2, 2] = 0.0, 0.22  # P(EOS | 2) = 0.445 -> -0.81
+    table[3, 4] = 0.0  # certain
+    table[4, EOS], table[4, 4] = 0.0, math.log(math.exp(1.31) - 1)  # P(EOS | 4) -> -1.31
+    tables = table.unsqueeze(0)
+
+    def no_state(tokens, state, memory):
+        return torch.log_softmax(memory[torch.arange(tokens.size(0)), tokens], dim=-1), state
+
+    kwargs = dict(batch_size=1, bos_id=BOS, eos_id=EOS, num_beams=3, max_length=6)
+    average = beam_search(no_state, initial_state(1), tables, length_penalty=1.0, **kwargs)[0]
+    total = beam_search(no_state, initial_state(1), tables, length_penalty=0.0, **kwargs)[0]
+    assert total.tokens == [2]
+    assert average.tokens == [3, 4]
+    assert total.log_prob > average.log_prob
+    assert average.score == pytest.approx(average.log_prob / 3)

@@ -1,0 +1,227 @@
+"""Pointer-generator model and vocabulary: the final distribution, losses, numerics and files."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+import torch
+
+from synopsis.errors import CheckpointError, InputError
+from synopsis.models.pointer_generator import PointerGenerator, config_for_vocab
+from synopsis.models.vocab import UNK, Vocab
+
+WORDS = "the model copies rare words from the article into the summary".split()
+
+
+def tiny_vocab() -> Vocab:
+    return Vocab.build([WORDS], max_size=50)
+
+
+def tiny_model(pointer: bool = True, coverage: bool = True, seed: int = 0) -> tuple[PointerGenerator, Vocab]:
+    torch.manual_seed(seed)
+    vocab = tiny_vocab()
+    config = config_for_vocab(vocab, embedding_dim=8, hidden_dim=12, pointer=pointer, coverage=coverage)
+    return PointerGenerator(config).eval(), vocab
+
+
+def batch(vocab: Vocab, articles: list[list[str]], summaries: list[list[str]]):
+    sources = [vocab.encode_source(a) for a in articles]
+    width = max(len(a) for a in articles)
+    ids = torch.tensor([s.ids + [vocab.pad_id] * (width - len(s.ids)) for s in sources])
+    ext = torch.tensor([s.extended_ids + [vocab.pad_id] * (width - len(s.ids)) for s in sources])
+    targets = [vocab.encode_target(t, s.oovs) for t, s in zip(summaries, sources, strict=True)]
+    t_width = max(len(t) for t in targets) + 1
+    labels = torch.tensor([t + [vocab.eos_id] + [vocab.pad_id] * (t_width - len(t) - 1) for t in targets])
+    dec_in = torch.tensor([[vocab.bos_id] + t + [vocab.pad_id] * (t_width - len(t) - 1) for t in targets])
+    return ids, ext, dec_in, labels, max(len(s.oovs) for s in sources), sources
+
+
+ARTICLES = [
+    "the zyzzyva model copies the zyzzyva wombat words".split(),
+    "rare words from the quokka article".split(),
+]
+SUMMARIES = [["zyzzyva", "copies", "the", "words"], ["quokka", "words", "unseen"]]
+
+
+# ---------------------------------------------------------------------- vocabulary
+def test_vocab_extended_ids_and_decoding() -> None:
+    vocab = tiny_vocab()
+    src = vocab.encode_source("the zyzzyva model zyzzyva quokka".split())
+    assert src.oovs == ["zyzzyva", "quokka"]
+    v = len(vocab)
+    assert src.ids[1] == vocab.unk_id and src.extended_ids[1] == v and src.extended_ids[3] == v
+    assert src.extended_ids[4] == v + 1
+    target = vocab.encode_target("quokka model unseen".split(), src.oovs)
+    assert target == [v + 1, vocab.id("model"), vocab.unk_id]  # OOV not in the article -> UNK
+    assert vocab.decode(target, src.oovs) == ["quokka", "model", UNK]
+    assert vocab.decode([v + 7], src.oovs) == [UNK]  # out of range: UNK, never an IndexError
+
+
+def test_vocab_build_limits_and_roundtrip(tmp_path) -> None:
+    vocab = Vocab.build([["a", "a", "b", "b", "c"], ["a", "d"]], max_size=2, min_count=2)
+    assert vocab.tokens[4:] == ["a", "b"]
+    vocab.save(tmp_path / "v.txt")
+    loaded = Vocab.load(tmp_path / "v.txt")
+    assert loaded.tokens == vocab.tokens and loaded.fingerprint == vocab.fingerprint
+    (tmp_path / "bad.txt").write_text("<pad>\t0\nno-tab-here\n")
+    with pytest.raises(InputError, match="bad.txt:2"):
+        Vocab.load(tmp_path / "bad.txt")
+
+
+# ---------------------------------------------------------------------- final distribution
+def test_final_distribution_scatter_adds_duplicate_source_tokens() -> None:
+    model, vocab = tiny_model(coverage=False)
+    ids, ext, dec_in, _, num_oovs, _ = batch(vocab, ARTICLES, SUMMARIES)
+    with torch.no_grad():
+        encoder, state = model.encode(ids, ext, num_oovs)
+        out = model.decode_step(dec_in[:, 0], state, encoder)
+        features, attention, p_gen, _ = model._recurrent_step(dec_in[:, 0], state, encoder)
+        vocab_probs = torch.softmax(model._vocab_logits(features), dim=-1)
+    assert out.probs.shape == (2, len(vocab) + num_oovs)
+    assert torch.allclose(out.probs.sum(-1), torch.ones(2), atol=1e-5)
+    # "zyzzyva" sits at positions 1 and 5 of article 0: its copy probability is the sum of both weights.
+    zyzzyva = len(vocab)
+    expected = (1 - p_gen[0]) * (attention[0, 1] + attention[0, 5])
+    assert torch.allclose(out.probs[0, zyzzyva], expected, atol=1e-6)
+    # "the" (in vocabulary) appears at positions 0 and 4: generation + both copy weights.
+    the = vocab.id("the")
+    expected = p_gen[0] * vocab_probs[0, the] + (1 - p_gen[0]) * (attention[0, 0] + attention[0, 4])
+    assert torch.allclose(out.probs[0, the], expected, atol=1e-6)
+    # Article 1 has one OOV ("quokka"); the batch's second OOV slot belongs to article 0 only.
+    assert out.probs[1, len(vocab) + 1] == 0
+
+
+def test_teacher_forced_loss_equals_step_by_step_distribution() -> None:
+    model, vocab = tiny_model(coverage=True)
+    ids, ext, dec_in, labels, num_oovs, _ = batch(vocab, ARTICLES, SUMMARIES)
+    with torch.no_grad():
+        out = model(ids, dec_in, labels, ext, num_oovs)
+        encoder, state = model.encode(ids, ext, num_oovs)
+        nll, cov, count = 0.0, 0.0, 0
+        for t in range(labels.size(1)):
+            step = model.decode_step(dec_in[:, t], state, encoder)
+            state = step.state
+            for b in range(2):
+                if labels[b, t] != vocab.pad_id:
+                    nll -= float(torch.log(step.probs[b, labels[b, t]]))
+                    # coverage loss by hand: sum_i min(a_i^t, c_i^t) with c^t = sum of earlier attentions
+                    cov += float(torch.minimum(step.attention[b], step.coverage[b]).sum())
+                    count += 1
+    assert out.num_tokens == count
+    assert float(out.nll) == pytest.approx(nll / count, rel=1e-5)
+    assert float(out.coverage_loss) == pytest.approx(cov / count, rel=1e-5)
+    assert float(out.coverage_loss) > 0
+    assert float(out.loss) == pytest.approx(nll / count + cov / count, rel=1e-5)
+
+
+def test_coverage_vector_is_the_sum_of_previous_attention() -> None:
+    model, vocab = tiny_model(coverage=True)
+    ids, ext, dec_in, _, num_oovs, _ = batch(vocab, ARTICLES, SUMMARIES)
+    with torch.no_grad():
+        encoder, state = model.encode(ids, ext, num_oovs)
+        total = torch.zeros_like(state.coverage)
+        for t in range(dec_in.size(1)):
+            step = model.decode_step(dec_in[:, t], state, encoder)
+            assert torch.allclose(step.coverage, total, atol=1e-6)
+            total = total + step.attention
+            state = step.state
+    assert torch.all(step.attention[1, len(ARTICLES[1]) :] == 0)  # padding gets no attention
+
+
+def test_pointer_off_is_plain_attention_seq2seq() -> None:
+    model, vocab = tiny_model(pointer=False, coverage=False)
+    ids, ext, dec_in, labels, num_oovs, _ = batch(vocab, ARTICLES, SUMMARIES)
+    out = model(ids, dec_in, labels, ext, num_oovs)
+    out.loss.backward()
+    assert model.p_gen_linear.weight.grad is None  # p_gen is not part of the computation
+    with torch.no_grad():
+        encoder, state = model.encode(ids, ext, num_oovs)
+        step = model.decode_step(dec_in[:, 0], state, encoder)
+        features, *_ = model._recurrent_step(dec_in[:, 0], state, encoder)
+    assert step.probs.shape == (2, len(vocab))  # no extended vocabulary
+    assert torch.allclose(step.probs, torch.softmax(model._vocab_logits(features), -1))
+    # an OOV target is scored as UNK
+    masked = labels.masked_fill(labels >= len(vocab), vocab.unk_id)
+    assert float(model(ids, dec_in, masked, ext, num_oovs).loss.detach()) == pytest.approx(
+        float(out.loss.detach()), rel=1e-6
+    )
+
+
+def test_decoder_reads_extended_ids_as_unk() -> None:
+    model, vocab = tiny_model()
+    ids, ext, _, _, num_oovs, _ = batch(vocab, ARTICLES, SUMMARIES)
+    with torch.no_grad():
+        encoder, state = model.encode(ids, ext, num_oovs)
+        copied = model.decode_step(torch.tensor([len(vocab), len(vocab) + 1]), state, encoder)
+        unk = model.decode_step(torch.full((2,), vocab.unk_id), state, encoder)
+    assert torch.equal(copied.probs, unk.probs)
+
+
+# ---------------------------------------------------------------------- numerics
+@pytest.mark.parametrize("bias", [100.0, -100.0])
+def test_saturated_p_gen_gives_finite_loss_and_gradients(bias: float) -> None:
+    model, vocab = tiny_model(coverage=True)
+    with torch.no_grad():
+        model.p_gen_linear.weight.zero_()
+        model.p_gen_linear.bias.fill_(bias)  # p_gen exactly 1 (never copy) or 0 (only copy)
+    # Targets include an OOV that can only be copied and a word that can only be generated.
+    ids, ext, dec_in, labels, num_oovs, _ = batch(
+        vocab, ARTICLES, [["zyzzyva", "summary"], ["into", "quokka"]]
+    )
+    out = model.train()(ids, dec_in, labels, ext, num_oovs)
+    out.loss.backward()
+    assert torch.isfinite(out.loss) and float(out.loss) > 10  # the impossible tokens cost ~ -log(1e-12)
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+def test_empty_target_and_empty_article_are_defined() -> None:
+    model, vocab = tiny_model(coverage=True)
+    ids, ext, dec_in, labels, num_oovs, _ = batch(vocab, ARTICLES, SUMMARIES)
+    out = model(ids, dec_in, torch.full_like(labels, vocab.pad_id), ext, num_oovs)
+    out.loss.backward()
+    assert out.num_tokens == 0 and float(out.loss) == 0.0
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+    empty = torch.full((1, 3), vocab.pad_id)
+    out = model(empty, dec_in[:1], labels[:1], empty, 0)
+    assert torch.isfinite(out.loss)
+
+
+# ---------------------------------------------------------------------- files
+def test_save_and_load_roundtrip(tmp_path) -> None:
+    model, vocab = tiny_model()
+    model.save_pretrained(tmp_path / "m", vocab)
+    loaded, loaded_vocab = PointerGenerator.from_pretrained(tmp_path / "m")
+    assert loaded_vocab.tokens == vocab.tokens
+    assert dataclasses.asdict(loaded.config) == dataclasses.asdict(model.config)
+    for key, value in model.state_dict().items():
+        assert torch.equal(value, loaded.state_dict()[key])
+
+
+def test_bad_model_directories_raise_clear_errors(tmp_path) -> None:
+    model, vocab = tiny_model()
+    good = tmp_path / "m"
+    model.save_pretrained(good, vocab)
+    # a vocabulary that does not belong to the checkpoint
+    other = Vocab.build([WORDS + ["extra"]], max_size=50)
+    other.save(good / "vocab.txt")
+    with pytest.raises(CheckpointError, match="does not match the checkpoint"):
+        PointerGenerator.from_pretrained(good)
+    vocab.save(good / "vocab.txt")
+    # truncated weights
+    weights = (good / "model.safetensors").read_bytes()
+    (good / "model.safetensors").write_bytes(weights[: len(weights) // 2])
+    with pytest.raises(CheckpointError, match="truncated or corrupt"):
+        PointerGenerator.from_pretrained(good)
+    # unknown key / wrong type in config.json
+    model.save_pretrained(good, vocab)
+    config = json.loads((good / "config.json").read_text())
+    (good / "config.json").write_text(json.dumps({**config, "hiden_dim": 3}))
+    with pytest.raises(CheckpointError, match="hiden_dim"):
+        PointerGenerator.from_pretrained(good)
+    (good / "config.json").write_text(json.dumps({**config, "hidden_dim": "twelve"}))
+    with pytest.raises(CheckpointError, match="hidden_dim"):
+        PointerGenerator.from_pretrained(good)
+    with pytest.raises(CheckpointError, match="no such model directory"):
+        PointerGenerator.from_pretrained(tmp_path / "missing")
