@@ -58,8 +58,9 @@ VOCAB_FILE = "vocab.txt"
 class DataConfig:
     corpus: str = "scitldr"  # a corpus name for synopsis.data.readers.read_corpus, or "jsonl" (our format)
     path: str = "../shared/data/scitldr"
-    train_split: str = "train"
-    dev_split: str = "dev"
+    train_split: str | None = "train"  # None for corpora without splits (a folder of .story files)
+    dev_split: str | None = "dev"
+    dev_path: str | None = None  # validation data somewhere else than ``path`` (e.g. a CNN/DM val folder)
     max_source_tokens: int = 400
     max_target_tokens: int = 100
     max_train_examples: int | None = None
@@ -137,16 +138,17 @@ class Pair:
     target: list[str]
 
 
-def read_split(data: DataConfig, split: str) -> list[Example]:
+def read_split(data: DataConfig, split: str | None, path: str | None = None) -> list[Example]:
     """Examples of one split, through the project's corpus readers (or our JSONL for ``corpus: jsonl``)."""
+    path = path or data.path
     if data.corpus == "jsonl":
         from synopsis.data.example import read_examples
 
-        path = Path(data.path)
-        return list(read_examples(path / f"{split}.jsonl" if path.is_dir() else path))
+        folder = Path(path)
+        return list(read_examples(folder / f"{split}.jsonl" if folder.is_dir() and split else folder))
     from synopsis.data.readers import read_corpus
 
-    return list(read_corpus(data.corpus, data.path, split=split))
+    return list(read_corpus(data.corpus, path, split=split))
 
 
 def document_tokens(example_or_text: Example | str) -> list[str]:
@@ -282,7 +284,7 @@ class Trainer:
     def _prepare(self) -> None:
         cfg = self.config
         train_examples = read_split(cfg.data, cfg.data.train_split)
-        dev_examples = read_split(cfg.data, cfg.data.dev_split)
+        dev_examples = read_split(cfg.data, cfg.data.dev_split, cfg.data.dev_path)
         self.train_pairs = make_pairs(train_examples, cfg.data.all_references, cfg.data.max_train_examples)
         dev_pairs = make_pairs(dev_examples, True, cfg.data.max_dev_examples)
         if not self.train_pairs:

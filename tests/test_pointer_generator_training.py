@@ -1,0 +1,190 @@
+"""Training, exact resume, the coverage phase, decoding and the CLI on tiny models with real SciTLDR data."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from synopsis.cli import main
+from synopsis.config import from_dict
+from synopsis.document import Document
+from synopsis.errors import ConfigError, InputError
+from synopsis.models.pointer_generator import PointerGenerator
+from synopsis.summarizers.pointer_generator import PointerGeneratorSummarizer
+from synopsis.training.pointer_generator import TrainConfig, Trainer
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tiny_config(shared_data: Path, **schedule) -> TrainConfig:
+    return from_dict(
+        TrainConfig,
+        {
+            "data": {
+                "corpus": "scitldr",
+                "path": str(shared_data / "scitldr"),
+                "max_source_tokens": 48,
+                "max_target_tokens": 12,
+                "max_train_examples": 40,
+                "max_dev_examples": 4,
+            },
+            "vocab": {"max_size": 300, "min_count": 1},
+            "model": {"embedding_dim": 12, "hidden_dim": 16, "dropout": 0.3},  # dropout: RNG must resume too
+            "optim": {"batch_size": 4},
+            "schedule": {
+                "max_steps": 8,
+                "eval_every": 4,
+                "save_every": 3,
+                "coverage_steps": 3,
+                "log_every": 2,
+            }
+            | schedule,
+            "generation": {"min_length": 3, "max_length": 10, "max_source_tokens": 48},
+        },
+    )
+
+
+class RecordingTrainer(Trainer):
+    """Records the loss of every training step."""
+
+    def train_step(self, batch) -> float:
+        loss = super().train_step(batch)
+        self.losses[self.state["step"] + 1] = loss
+        return loss
+
+    losses: dict[int, float]
+
+
+def run(config: TrainConfig, out: Path, resume: bool = False, stop: int | None = None) -> RecordingTrainer:
+    trainer = RecordingTrainer(config, out, resume=resume, progress=False, log=lambda _: None)
+    trainer.losses = {}
+    trainer.run(stop_at_step=stop)
+    return trainer
+
+
+def test_resume_after_a_kill_gives_identical_losses(shared_data: Path, tmp_path: Path) -> None:
+    config = tiny_config(shared_data, eval_every=7)  # checkpoints at steps 3 and 6 (save_every), 7 (best)
+    full = run(config, tmp_path / "full")
+    # "Kill" after step 5: the last checkpoint is step 3, so steps 4 and 5 are redone after the resume.
+    run(config, tmp_path / "killed", stop=5)
+    resumed = run(config, tmp_path / "killed", resume=True)
+    assert min(resumed.losses) == 4
+    for step, loss in resumed.losses.items():
+        assert loss == pytest.approx(full.losses[step], abs=1e-6), step
+    final_a = PointerGenerator.from_pretrained(tmp_path / "full" / "model")[0].state_dict()
+    final_b = PointerGenerator.from_pretrained(tmp_path / "killed" / "model")[0].state_dict()
+    assert all(torch.allclose(final_a[k], final_b[k], atol=1e-6) for k in final_a)
+
+
+def test_two_phase_schedule_and_outputs(shared_data: Path, tmp_path: Path) -> None:
+    trainer = run(tiny_config(shared_data), tmp_path / "run")
+    out = tmp_path / "run"
+    assert trainer.state["phase"] == "coverage" and trainer.state["step"] == 8 + 3
+    assert json.loads((out / "model" / "config.json").read_text())["coverage"] is True
+    assert json.loads((out / "model_no_coverage" / "config.json").read_text())["coverage"] is False
+    assert (out / "training_curve.png").stat().st_size > 1000
+    assert trainer.state["curves"]["validation"]
+    # The exported model summarises real documents (batched), OOV words come out as words.
+    summarizer = PointerGeneratorSummarizer.from_pretrained(out / "model", num_beams=3)
+    docs = [Document.from_text("zyzzyva " * 30 + "is a quokka."), Document.from_text("the model " * 20)]
+    summaries = summarizer.summarize(docs)
+    assert len(summaries) == 2 and all(s.strip() for s in summaries)
+    assert "<unk>" not in summaries[0]
+
+
+def test_early_stopping_ends_the_main_phase(shared_data: Path, tmp_path: Path) -> None:
+    config = tiny_config(shared_data, max_steps=1000, eval_every=1, patience=1, coverage_steps=0)
+    trainer = run(config, tmp_path / "run")
+    assert trainer.state["step"] < 1000  # stopped by patience, not by max_steps
+
+
+def test_refuses_to_overwrite_or_resume_wrongly(shared_data: Path, tmp_path: Path) -> None:
+    config = tiny_config(shared_data)
+    run(config, tmp_path / "run", stop=3)
+    before = {p: p.stat().st_mtime_ns for p in (tmp_path / "run").rglob("*") if p.is_file()}
+    with pytest.raises(InputError, match="not empty"):
+        Trainer(config, tmp_path / "run")
+    changed = tiny_config(shared_data, max_steps=9)
+    with pytest.raises(ConfigError, match="differs"):
+        Trainer(changed, tmp_path / "run", resume=True)
+    with pytest.raises(InputError, match="nothing to resume"):
+        Trainer(config, tmp_path / "empty", resume=True)
+    after = {p: p.stat().st_mtime_ns for p in (tmp_path / "run").rglob("*") if p.is_file()}
+    assert before == after
+
+
+def test_cli_errors_are_one_line(shared_data: Path, tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("optim:\n  learning_rat: 0.1\n")
+    assert (
+        main(["train", "pointer-generator", "--config", str(bad), "--output-dir", str(tmp_path / "o")]) == 2
+    )
+    err = capsys.readouterr().err.strip()
+    assert "learning_rat" in err and len(err.splitlines()) == 1
+    bad.write_text("optim:\n  batch_size: sixteen\n")
+    assert (
+        main(["train", "pointer-generator", "--config", str(bad), "--output-dir", str(tmp_path / "o")]) == 2
+    )
+    assert "batch_size" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_summarizer_rejects_empty_and_too_short_documents(shared_data: Path, tmp_path: Path) -> None:
+    config = tiny_config(shared_data, max_steps=2, eval_every=2, coverage_steps=0)
+    run(config, tmp_path / "run")
+    summarizer = PointerGeneratorSummarizer.from_pretrained(tmp_path / "run" / "model", min_length=5)
+    with pytest.raises(InputError, match="empty"):
+        summarizer.summarize([Document.from_text("long enough text " * 5), Document.from_text("")])
+    with pytest.raises(InputError, match="minimum summary length"):
+        summarizer.summarize([Document.from_text("too short")])
+    with pytest.raises(ConfigError, match="num_beam"):
+        PointerGeneratorSummarizer.from_pretrained(tmp_path / "run" / "model", num_beam=2)
+
+
+def test_paper_config_runs_on_cnn_stories(shared_data: Path, tmp_path: Path) -> None:
+    """configs/pointer_generator_cnndm.yaml as shipped, on the 20 shared CNN stories, for a few steps."""
+    import yaml
+
+    from synopsis.cli.pointer_generator import _merge, _parse_overrides
+
+    data = yaml.safe_load((ROOT / "configs" / "pointer_generator_cnndm.yaml").read_text())
+    paper = from_dict(TrainConfig, data)
+    assert (paper.model.hidden_dim, paper.model.embedding_dim, paper.vocab.max_size) == (256, 128, 50_000)
+    assert (paper.optim.learning_rate, paper.optim.initial_accumulator, paper.optim.max_grad_norm) == (
+        0.15,
+        0.1,
+        2.0,
+    )
+    assert (paper.data.max_source_tokens, paper.data.max_target_tokens, paper.optim.batch_size) == (
+        400,
+        100,
+        16,
+    )
+    assert (paper.generation.num_beams, paper.generation.min_length, paper.generation.max_length) == (
+        4,
+        35,
+        120,
+    )
+    overrides = _parse_overrides(
+        [
+            f"data.path={shared_data / 'cnndm_stories'}",
+            "data.train_split=null",
+            "data.dev_split=null",
+            f"data.dev_path={shared_data / 'cnndm_stories'}",
+            "model.hidden_dim=16",
+            "model.embedding_dim=8",
+            "schedule.max_steps=2",
+            "schedule.eval_every=2",
+            "schedule.coverage_steps=1",
+        ]
+    )
+    config = from_dict(TrainConfig, _merge(data, overrides))
+    trainer = run(config, tmp_path / "cnn")
+    assert trainer.state["step"] == 3
+    summarizer = PointerGeneratorSummarizer.from_pretrained(
+        tmp_path / "cnn" / "model", min_length=3, max_length=8
+    )
+    assert summarizer.generation.num_beams == 4
