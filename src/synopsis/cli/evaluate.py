@@ -44,7 +44,10 @@ def _read_lines(path: Path) -> _Records:
     from synopsis.data.io import read_text
 
     records = _Records(path)
-    for number, line in enumerate(read_text(path).splitlines(), start=1):
+    text = read_text(path)
+    # Only "\n" ends a line (str.splitlines would also split on U+2028, form feeds, ...).
+    lines = text[:-1].split("\n") if text.endswith("\n") else text.split("\n")
+    for number, line in enumerate(lines, start=1):
         records.where.append(f"{path}:{number}")
         records.ids.append(None)
         records.texts.append(line.strip())

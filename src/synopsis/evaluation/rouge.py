@@ -236,9 +236,10 @@ def lcs_positions(ref: Sequence[str], can: Sequence[str], masks: dict[str, int] 
             u = v & match
             v = (v + u) | (v - u)
         columns.append(v)
+    length = len(ref) - (v & ((1 << len(ref)) - 1)).bit_count()
     i, j = len(ref), len(can)
-    positions = []
-    while i > 0 and j > 0:
+    positions: list[int] = []
+    while len(positions) < length:  # the walk records exactly `length` positions; stop at the last one
         if ref[i - 1] == can[j - 1]:
             i -= 1
             j -= 1
@@ -290,6 +291,8 @@ class _Tokenized(NamedTuple):
 def _ngram_counts(tokens: list[str], n: int) -> Counter:
     if n == 1:
         return Counter(tokens)
+    if n == 2:
+        return Counter(zip(tokens, tokens[1:], strict=False))
     return Counter(zip(*(tokens[k:] for k in range(n)), strict=False))
 
 
@@ -311,6 +314,16 @@ def _perl_score(hits: int, ref_count: int, can_count: int) -> Score:
     denominator = 0.5 * precision + 0.5 * recall  # (1 - alpha) P + alpha R with the default alpha = 0.5
     fmeasure = _perl_round(precision * recall / denominator) if denominator > 0 else 0.0
     return Score(precision, recall, fmeasure)
+
+
+def _rouge_score_score(rouge_type: str, hits: int, ref_count: int, can_count: int) -> Score:
+    if rouge_type in ("rougeL", "rougeLsum"):
+        if not ref_count or not can_count:  # rouge-score returns zeros before dividing
+            return _ZERO
+        precision, recall = hits / can_count, hits / ref_count
+    else:  # rouge-score divides n-gram overlaps by max(count, 1)
+        precision, recall = hits / max(can_count, 1), hits / max(ref_count, 1)
+    return Score(precision, recall, _f1(precision, recall))
 
 
 class RougeScorer:
@@ -400,12 +413,12 @@ class RougeScorer:
         if isinstance(targets, str) or not targets:
             raise ConfigError("score_multi needs a non-empty list of reference strings")
         can = self._prepare(prediction)
-        refs = [self._prepare(t) for t in targets]
+        counts = [self._counts(self._prepare(t), can) for t in targets]  # per reference: type -> counts
         if self.mode == "perl":
-            return self._score_perl(refs, can, aggregate)
+            return self._combine_perl(counts, aggregate)
         result = {}
         for rouge_type in self.rouge_types:
-            scores = [self._pair_score(rouge_type, ref, can) for ref in refs]
+            scores = [_rouge_score_score(rouge_type, *c[rouge_type]) for c in counts]
             if aggregate == "max":
                 result[rouge_type] = max(scores, key=lambda s: s.fmeasure)  # first of equals, as np.argmax
             else:
@@ -414,46 +427,37 @@ class RougeScorer:
                 )
         return result
 
-    def _counts(self, rouge_type: str, ref: _Tokenized, can: _Tokenized) -> tuple[int, int, int]:
-        """(hits, reference count, prediction count) of one ROUGE type for one pair."""
-        if rouge_type == "rougeL":
-            return lcs_length(ref.tokens, can.tokens), len(ref.tokens), len(can.tokens)
-        if rouge_type == "rougeLsum":
-            if len(ref.sentences) == 1 and len(can.sentences) == 1:
-                # One LCS pairs distinct positions on both sides, so clipping cannot bite: hits = LCS length.
-                hits = lcs_length(ref.tokens, can.tokens)
-            else:
+    def _counts(self, ref: _Tokenized, can: _Tokenized) -> dict[str, tuple[int, int, int]]:
+        """(hits, reference count, prediction count) of every ROUGE type for one pair."""
+        out = {}
+        lcs = None
+        for rouge_type in self.rouge_types:
+            if rouge_type == "rougeLsum" and (len(ref.sentences) != 1 or len(can.sentences) != 1):
                 hits = union_lcs_hits(ref.sentences, can.sentences)
-            return hits, len(ref.tokens), len(can.tokens)
-        n = int(rouge_type[5:])
-        ref_grams, can_grams = _ngram_counts(ref.tokens, n), _ngram_counts(can.tokens, n)
-        return (
-            _overlap(ref_grams, can_grams),
-            max(len(ref.tokens) - n + 1, 0),
-            max(len(can.tokens) - n + 1, 0),
-        )
+            elif rouge_type in ("rougeL", "rougeLsum"):
+                # With one sentence a side, the union LCS is one LCS, which pairs distinct positions on
+                # both sides, so clipping cannot bite: rougeLsum hits = rougeL hits = LCS length.
+                lcs = lcs_length(ref.tokens, can.tokens) if lcs is None else lcs
+                hits = lcs
+            else:
+                n = int(rouge_type[5:])
+                hits = _overlap(_ngram_counts(ref.tokens, n), _ngram_counts(can.tokens, n))
+                out[rouge_type] = (hits, max(len(ref.tokens) - n + 1, 0), max(len(can.tokens) - n + 1, 0))
+                continue
+            out[rouge_type] = (hits, len(ref.tokens), len(can.tokens))
+        return out
 
-    def _pair_score(self, rouge_type: str, ref: _Tokenized, can: _Tokenized) -> Score:
-        hits, ref_count, can_count = self._counts(rouge_type, ref, can)
-        if rouge_type in ("rougeL", "rougeLsum"):
-            if not ref_count or not can_count:  # rouge-score returns zeros before dividing
-                return _ZERO
-            precision, recall = hits / can_count, hits / ref_count
-        else:  # rouge-score divides n-gram overlaps by max(count, 1)
-            precision, recall = hits / max(can_count, 1), hits / max(ref_count, 1)
-        return Score(precision, recall, _f1(precision, recall))
-
-    def _score_perl(self, refs: list[_Tokenized], can: _Tokenized, aggregate: str) -> dict[str, Score]:
+    def _combine_perl(
+        self, counts: list[dict[str, tuple[int, int, int]]], aggregate: str
+    ) -> dict[str, Score]:
         result = {}
         for rouge_type in self.rouge_types:
-            counts = [self._counts(rouge_type, ref, can) for ref in refs]
+            per_ref = [c[rouge_type] for c in counts]
             if aggregate == "mean":  # -f A: hits and counts summed over references
-                hits = sum(c[0] for c in counts)
-                ref_count = sum(c[1] for c in counts)
-                can_count = sum(c[2] for c in counts)
+                hits, ref_count, can_count = (sum(column) for column in zip(*per_ref, strict=True))
             else:  # -f B: the first reference with the best recall (ROUGE-N compares it rounded)
-                best, best_recall = counts[0], -1.0
-                for c in counts:
+                best, best_recall = per_ref[0], -1.0
+                for c in per_ref:
                     recall = c[0] / c[1] if c[1] else 0.0
                     if rouge_type not in ("rougeL", "rougeLsum"):
                         recall = _perl_round(recall)
