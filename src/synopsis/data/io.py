@@ -18,13 +18,17 @@ _UMASK = os.umask(0)
 os.umask(_UMASK)
 
 
-def read_text(path: str | Path, allow_empty: bool = False) -> str:
-    """Read a UTF-8 text file, refusing missing, binary, non-UTF-8 and (unless allowed) empty files."""
-    path = Path(path)
+def _check_file(path: Path) -> None:
     if not path.exists():
         raise InputError(f"{path}: no such file")
     if path.is_dir():
         raise InputError(f"{path}: is a directory, expected a file")
+
+
+def read_text(path: str | Path, allow_empty: bool = False) -> str:
+    """Read a UTF-8 text file, refusing missing, binary, non-UTF-8 and (unless allowed) empty files."""
+    path = Path(path)
+    _check_file(path)
     data = path.read_bytes()
     if b"\x00" in data[:_SNIFF_BYTES]:
         raise InputError(f"{path}: looks like a binary file (contains NUL bytes), expected UTF-8 text")
@@ -43,22 +47,40 @@ def iter_jsonl(
 ) -> Iterator[tuple[str, Any]]:
     """Yield ``(where, record)`` per non-blank line; ``where`` is ``"file:line"`` for error messages.
 
-    A line that is not valid JSON raises :class:`InputError` naming file and line, or, with
-    ``skip_bad_lines``, is counted in ``stats["skipped"]`` and skipped.
+    The file is streamed line by line, so corpora larger than memory can be read. A line that is not valid
+    JSON (or not UTF-8) raises :class:`InputError` naming file and line, or, with ``skip_bad_lines``, is
+    counted in ``stats["skipped"]`` and skipped. Binary and empty files are refused outright.
     """
+    path = Path(path)
+    _check_file(path)
     stats = stats if stats is not None else {}
     stats.setdefault("skipped", 0)
-    text = read_text(path)
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            yield where, json.loads(line)
-        except json.JSONDecodeError as err:
-            if not skip_bad_lines:
-                raise InputError(f"{where}: malformed JSON ({err.msg} at column {err.colno})") from None
-            stats["skipped"] += 1
+    seen_content = False
+    with path.open("rb") as handle:
+        if b"\x00" in handle.read(_SNIFF_BYTES):
+            raise InputError(f"{path}: looks like a binary file (contains NUL bytes), expected JSON lines")
+        handle.seek(0)
+        for number, raw in enumerate(handle, start=1):
+            if not raw.strip():
+                continue
+            seen_content = True
+            where = f"{path}:{number}"
+            try:
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+                record = json.loads(line)
+            except UnicodeDecodeError:
+                if not skip_bad_lines:
+                    raise InputError(f"{where}: not valid UTF-8") from None
+                stats["skipped"] += 1
+                continue
+            except json.JSONDecodeError as err:
+                if not skip_bad_lines:
+                    raise InputError(f"{where}: malformed JSON ({err.msg} at column {err.colno})") from None
+                stats["skipped"] += 1
+                continue
+            yield where, record
+    if not seen_content:
+        raise InputError(f"{path}: file is empty")
 
 
 @contextlib.contextmanager
