@@ -7,8 +7,8 @@ from typing import Any
 
 from synopsis.errors import ConfigError, InputError
 from synopsis.evaluation import metrics as m
-from synopsis.evaluation.bootstrap import bootstrap_cis
-from synopsis.evaluation.rouge import AGGREGATES, ROUGE_TYPES, RougeScorer
+from synopsis.evaluation.bootstrap import bootstrap_cis, rouge155_bootstrap
+from synopsis.evaluation.rouge import AGGREGATES, ROUGE_TYPES, RougeScorer, Score
 
 METRICS = ("rouge", "bleu", "meteor", "novel", "repeat", "length")
 
@@ -73,11 +73,19 @@ def evaluate_corpus(
         report["rouge"] = {}
         for rouge_type in ROUGE_TYPES:
             values = [s[rouge_type] for s in scores]
-            per_example[f"rouge/{rouge_type}"] = [v.fmeasure for v in values]
             report["rouge"][rouge_type] = {
                 field: sum(getattr(v, field) for v in values) / len(values)
                 for field in ("precision", "recall", "fmeasure")
             }
+            if mode == "perl" and bootstrap > 0:
+                report["rouge"][rouge_type].update(_rouge155_averages(values, bootstrap, confidence))
+            else:
+                per_example[f"rouge/{rouge_type}"] = [v.fmeasure for v in values]
+        if mode == "perl" and bootstrap > 0:
+            settings["rouge"] += (
+                f"; averages and F intervals as ROUGE-1.5.5 prints them (mean of its {bootstrap} "
+                "srand-seeded resample means, example i = eval ID i+1)"
+            )
 
     if "bleu" in metrics:
         report["bleu"] = m.corpus_bleu(predictions, references)
@@ -130,6 +138,19 @@ def evaluate_corpus(
             f"{bootstrap} resamples of the examples, {confidence:.0%} percentile intervals, seed {seed}"
         )
     return report
+
+
+def _rouge155_averages(values: list[Score], resamples: int, confidence: float) -> dict[str, Any]:
+    """ROUGE-1.5.5's printed Average_P/R/F and F confidence interval for these per-summary scores."""
+    out: dict[str, Any] = {}
+    for field in ("precision", "recall", "fmeasure"):
+        average, low, high = rouge155_bootstrap(
+            [getattr(v, field) for v in values], resamples, round(confidence * 100, 9)
+        )
+        out[field] = average
+        if field == "fmeasure":
+            out[f"fmeasure_ci{round(confidence * 100)}"] = [low, high]
+    return out
 
 
 def _mean_defined(values) -> float | None:  # noqa: ANN001 - any iterable of float | None

@@ -20,7 +20,7 @@ from synopsis.errors import ConfigError
 from synopsis.evaluation.rouge import Score, rouge155_data_dir
 
 _TYPES = {"ROUGE-1": "rouge1", "ROUGE-2": "rouge2", "ROUGE-L": "rougeLsum"}
-_AVERAGE_RE = re.compile(r"^P (ROUGE-\S+) Average_([RPF]): ([\d.]+) ")
+_AVERAGE_RE = re.compile(r"^P (ROUGE-\S+) Average_([RPF]): ([\d.]+) \(\d+%-conf\.int\. ([\d.]+) - ([\d.]+)\)")
 _EVAL_RE = re.compile(r"^P (ROUGE-\S+) Eval (\d+)\.P R:([\d.]+) P:([\d.]+) F:([\d.]+)$")
 # Builds the exception DB as buildExeptionDB.pl intends (the installer's call is broken; see rouge.py).
 _BUILD_DB = r"""
@@ -42,6 +42,7 @@ class PerlRougeResult:
 
     per_summary: list[dict[str, Score]]
     averages: dict[str, Score]  # the script's "Average_*" (mean of its bootstrap resample means)
+    intervals: dict[str, dict[str, tuple[float, float]]]  # type -> "R"/"P"/"F" -> its printed interval
 
 
 def perl_rouge_available() -> str | None:
@@ -111,13 +112,16 @@ def run_perl_rouge(
             raise ConfigError(f"ROUGE-1.5.5 failed: {run.stderr.strip()[-500:]}")
     per_summary: list[dict[str, Score]] = [{} for _ in predictions]
     averages: dict[str, dict[str, float]] = {}
+    intervals: dict[str, dict[str, tuple[float, float]]] = {}
     for line in run.stdout.splitlines():
         if m := _EVAL_RE.match(line):
             recall, precision, fmeasure = map(float, m.group(3, 4, 5))
             per_summary[int(m.group(2)) - 1][_TYPES[m.group(1)]] = Score(precision, recall, fmeasure)
         elif m := _AVERAGE_RE.match(line):
             averages.setdefault(_TYPES[m.group(1)], {})[m.group(2)] = float(m.group(3))
+            intervals.setdefault(_TYPES[m.group(1)], {})[m.group(2)] = (float(m.group(4)), float(m.group(5)))
     return PerlRougeResult(
         per_summary=per_summary,
         averages={k: Score(v["P"], v["R"], v["F"]) for k, v in averages.items()},
+        intervals=intervals,
     )
