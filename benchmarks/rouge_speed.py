@@ -3,7 +3,7 @@
 Pairs come from SciTLDR (train + dev, ../shared/data): every abstract sentence against the paper's first
 TLDR, plus the newline-joined first three sentences against every TLDR (multi-sentence rougeLsum). Both
 scorers compute rouge1, rouge2, rougeL and rougeLsum on every pair; the work is interleaved in chunks so that
-load from other processes hits both alike. Each setting starts from a fresh scorer (empty stem cache).
+load from other processes hits both alike. Our stem cache starts empty (nothing is scored before).
 
     python benchmarks/rouge_speed.py [--data ../shared/data] [--limit N] [--output OUT.json]
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
-from functools import cached_property
+from functools import cache
 from pathlib import Path
 from typing import NamedTuple
 
@@ -326,6 +326,19 @@ def _rouge_score_score(rouge_type: str, hits: int, ref_count: int, can_count: in
     return Score(precision, recall, _f1(precision, recall))
 
 
+@cache
+def _stem_cache(mode: str, wordnet_exceptions: bool) -> _StemCache:
+    """One cache per stemmer, shared by all scorers in the process (evaluation, oracle extraction, ...)."""
+    if mode == "perl":
+        if wordnet_exceptions:
+            exceptions = load_wordnet_exceptions()
+            return _StemCache(lambda w: exceptions.get(w) or perl_porter_stem(w))
+        return _StemCache(perl_porter_stem)
+    from nltk.stem import porter
+
+    return _StemCache(porter.PorterStemmer().stem)  # rouge-score's stemmer, in its NLTK_EXTENSIONS mode
+
+
 class RougeScorer:
     """ROUGE scorer; see the module docstring for the two modes.
 
@@ -363,18 +376,9 @@ class RougeScorer:
         self.wordnet_exceptions = wordnet_exceptions and use_stemmer
         self._words = _perl_words if mode == "perl" else _rouge_score_words
 
-    @cached_property
+    @property
     def _stems(self) -> _StemCache | None:
-        if not self.use_stemmer:
-            return None
-        if self.mode == "perl":
-            if self.wordnet_exceptions:
-                exceptions = load_wordnet_exceptions()
-                return _StemCache(lambda w: exceptions.get(w) or perl_porter_stem(w))
-            return _StemCache(perl_porter_stem)
-        from nltk.stem import porter
-
-        return _StemCache(porter.PorterStemmer().stem)  # rouge-score's stemmer, NLTK_EXTENSIONS mode
+        return _stem_cache(self.mode, self.wordnet_exceptions) if self.use_stemmer else None
 
     def tokenize(self, text: str) -> list[str]:
         """The mode's tokens of ``text`` (stemmed when ``use_stemmer``)."""
