@@ -167,6 +167,11 @@ def test_experiment_on_tiny_data_writes_the_three_tables(tmp_path) -> None:
     # A rerun reuses the finished models instead of training them again.
     again = run_experiment(config, tmp_path / "out", log=lambda _: None)
     assert again["tables"] == tables
+    # ... but retrains a model whose settings changed, instead of mixing results.
+    config.training.max_epochs, config.variants, config.single_attribute_models = 2, ["in"], False
+    config.held_out = targets[:1]
+    changed = run_experiment(config, tmp_path / "out", log=lambda _: None)
+    assert changed["held_out"][targets[0]]["models"]["in[style+topic]"]["epochs"] == 2
 
 
 # ---------------------------------------------------------------------------------------------- CLI

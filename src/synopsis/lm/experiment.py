@@ -229,7 +229,7 @@ def run_experiment(
                 log(f"{target:40s} {spec.name:22s} test ppl {test_ppl:8.2f}")
             # Tables over the targets finished so far, so a long run shows results as it goes.
             results["tables"] = build_tables(results, names, combinations, specs)
-            write_outputs(results, output_dir)
+            write_outputs(results, output_dir, plot=target == targets[-1])
     return results
 
 
@@ -247,7 +247,11 @@ def _run_model(
     progress: Progress,
 ) -> dict[str, Any]:
     result_file = run_dir / "result.json"
-    settings = {"model": asdict(config.model), "training": asdict(config.training), "vocab_size": len(data.vocab)}
+    settings = {
+        "model": asdict(config.model),
+        "training": asdict(config.training),
+        "vocab_size": len(data.vocab),
+    }
     if resume and result_file.exists():
         previous = json.loads(result_file.read_text(encoding="utf-8"))
         if previous.get("settings") == settings:
@@ -457,9 +461,10 @@ def plot_table5(table5: dict[str, dict[str, float]], path: str | Path) -> Path:
     return path
 
 
-def write_outputs(results: dict[str, Any], output_dir: str | Path) -> None:
+def write_outputs(results: dict[str, Any], output_dir: str | Path, plot: bool = True) -> None:
     output_dir = Path(output_dir)
     write_json(output_dir / "results.json", results)
     with open_for_atomic_write(output_dir / "tables.md") as handle:
         handle.write(render_markdown(results))
-    plot_table5(results["tables"]["table5"], output_dir / "table5_heatmap.png")
+    if plot:
+        plot_table5(results["tables"]["table5"], output_dir / "table5_heatmap.png")
