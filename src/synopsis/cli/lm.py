@@ -78,7 +78,7 @@ def train(
     from rich.console import Console
 
     from synopsis.data.io import write_json
-    from synopsis.lm.experiment import _relabel, build_training_data, load_domains
+    from synopsis.lm.experiment import build_training_data, load_domains, relabel
     from synopsis.lm.training import train_language_model
     from synopsis.models.domain_lm import DomainLM, DomainLMConfig, attribute_slots_from
     from synopsis.training.plots import plot_curves
@@ -99,7 +99,7 @@ def train(
     if unknown:
         raise InputError(f"--attributes: unknown name(s) {unknown}; the domains have {all_names}")
     vocab, train_stream, dev_stream = build_training_data(domains, held_out, cfg.dev_fraction, cfg.min_count)
-    train_stream, dev_stream = _relabel(train_stream, names), _relabel(dev_stream, names)
+    train_stream, dev_stream = relabel(train_stream, names), relabel(dev_stream, names)
     try:
         model_config = DomainLMConfig(
             vocab_size=len(vocab),

@@ -1,0 +1,1 @@
+"""Attribute-labelled corpora, training and the leave-one-domain-out experiment for DomainLM."""

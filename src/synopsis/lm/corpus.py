@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import zipfile
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import product
 from pathlib import Path
@@ -298,7 +298,7 @@ class TokenStream:
         """The same tokens, every one labelled with ``attributes`` (to evaluate with given attributes)."""
         return TokenStream(self.ids, torch.zeros_like(self.groups), [dict(attributes)])
 
-    def mask_table(self, attribute_mask: callable) -> torch.Tensor:
+    def mask_table(self, attribute_mask: Callable[[Mapping[str, str]], torch.Tensor]) -> torch.Tensor:
         """(G, N) slot masks of the stream's attribute sets, from a model's ``attribute_mask``."""
         return torch.stack([attribute_mask(a) for a in self.attribute_sets])
 

@@ -40,7 +40,7 @@ from synopsis.lm.corpus import (
     select_domains,
     split_train_dev,
 )
-from synopsis.lm.training import TrainConfig, _progress, perplexity, train_language_model
+from synopsis.lm.training import TrainConfig, perplexity, progress_bar, train_language_model
 from synopsis.models.domain_lm import VARIANTS, DomainLM, DomainLMConfig, attribute_slots_from
 
 MASC_ZIP = "../shared/data/masc/masc_tagged.zip"
@@ -200,7 +200,7 @@ def run_experiment(
         },
         "held_out": {},
     }
-    with _progress() as progress:
+    with progress_bar() as progress:
         overall = progress.add_task("domain-lm", total=len(targets) * len(specs), info="")
         for target in targets:
             data = build_held_out(domains, target, config.dev_fraction, config.min_count)
@@ -259,8 +259,8 @@ def _run_model(
         shutil.rmtree(run_dir)  # trained with other settings: retrain rather than mix results
     torch.manual_seed(config.training.seed)
     # Each model sees only the attribute names it uses (style-only models never see the topic).
-    train = _relabel(data.train, spec.attribute_names)
-    dev = _relabel(data.dev, spec.attribute_names)
+    train = relabel(data.train, spec.attribute_names)
+    dev = relabel(data.dev, spec.attribute_names)
     model = DomainLM(
         DomainLMConfig(
             vocab_size=len(data.vocab),
@@ -308,7 +308,8 @@ def _run_model(
     return result
 
 
-def _relabel(stream: TokenStream, names: Sequence[str]) -> TokenStream:
+def relabel(stream: TokenStream, names: Sequence[str]) -> TokenStream:
+    """The same tokens with each attribute set restricted to ``names``."""
     return TokenStream(stream.ids, stream.groups, [restrict(a, names) for a in stream.attribute_sets])
 
 
@@ -366,14 +367,11 @@ def build_tables(
     correct = [
         t
         for t in targets
-        if min(table5, key=lambda row: table5[row][t]) == _combo_name(restrict(held_attrs(results, t), names))
+        if min(table5, key=lambda row: table5[row][t])
+        == _combo_name(restrict(results["domains"][t]["attributes"], names))
     ]
     findings["correct_attributes_best"] = {"domains": correct, "count": len(correct), "of": len(targets)}
     return {"table4": table4, "table5": table5, "table6": table6, "findings": findings}
-
-
-def held_attrs(results: dict[str, Any], target: str) -> dict[str, str]:
-    return results["domains"][target]["attributes"]
 
 
 def _markdown_table(

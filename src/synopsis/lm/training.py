@@ -115,7 +115,7 @@ def perplexity(model: DomainLM, stream: TokenStream, batch_size: int = 1, bptt: 
     return math.exp(total / count)
 
 
-def _progress() -> Progress:
+def progress_bar() -> Progress:
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -166,7 +166,7 @@ def train_language_model(
     ids, groups = batchify(train, config.batch_size)
     steps = num_windows(ids, config.bptt)
     own_progress = progress is None
-    progress = progress or _progress()
+    progress = progress or progress_bar()
     started = time.perf_counter()
     trained_tokens, train_seconds = 0, 0.0
     with progress if own_progress else contextlib.nullcontext():
