@@ -19,17 +19,28 @@ from synopsis.training.pointer_generator import TrainConfig, Trainer
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def tiny_config(shared_data: Path, **schedule) -> TrainConfig:
+@pytest.fixture(scope="module")
+def corpus(shared_data: Path, tmp_path_factory) -> Path:
+    """The first 40 SciTLDR train and 4 dev papers, as our JSONL (read once, not per training run)."""
+    from synopsis.data.example import write_examples
+    from synopsis.data.readers import read_corpus
+
+    folder = tmp_path_factory.mktemp("scitldr")
+    for split, count in (("train", 40), ("dev", 4)):
+        examples = read_corpus("scitldr", shared_data / "scitldr", split=split)
+        write_examples([e for _, e in zip(range(count), examples, strict=False)], folder / f"{split}.jsonl")
+    return folder
+
+
+def tiny_config(corpus: Path, **schedule) -> TrainConfig:
     return from_dict(
         TrainConfig,
         {
             "data": {
-                "corpus": "scitldr",
-                "path": str(shared_data / "scitldr"),
+                "corpus": "jsonl",
+                "path": str(corpus),
                 "max_source_tokens": 48,
                 "max_target_tokens": 12,
-                "max_train_examples": 40,
-                "max_dev_examples": 4,
             },
             "vocab": {"max_size": 300, "min_count": 1},
             "model": {"embedding_dim": 12, "hidden_dim": 16, "dropout": 0.3},  # dropout: RNG must resume too
@@ -65,8 +76,8 @@ def run(config: TrainConfig, out: Path, resume: bool = False, stop: int | None =
     return trainer
 
 
-def test_resume_after_a_kill_gives_identical_losses(shared_data: Path, tmp_path: Path) -> None:
-    config = tiny_config(shared_data, eval_every=7)  # checkpoints at steps 3 and 6 (save_every), 7 (best)
+def test_resume_after_a_kill_gives_identical_losses(corpus: Path, tmp_path: Path) -> None:
+    config = tiny_config(corpus, eval_every=7)  # checkpoints at steps 3 and 6 (save_every), 7 (best)
     full = run(config, tmp_path / "full")
     # "Kill" after step 5: the last checkpoint is step 3, so steps 4 and 5 are redone after the resume.
     run(config, tmp_path / "killed", stop=5)
@@ -79,8 +90,8 @@ def test_resume_after_a_kill_gives_identical_losses(shared_data: Path, tmp_path:
     assert all(torch.allclose(final_a[k], final_b[k], atol=1e-6) for k in final_a)
 
 
-def test_two_phase_schedule_and_outputs(shared_data: Path, tmp_path: Path) -> None:
-    trainer = run(tiny_config(shared_data), tmp_path / "run")
+def test_two_phase_schedule_and_outputs(corpus: Path, tmp_path: Path) -> None:
+    trainer = run(tiny_config(corpus), tmp_path / "run")
     out = tmp_path / "run"
     assert trainer.state["phase"] == "coverage" and trainer.state["step"] == 8 + 3
     assert json.loads((out / "model" / "config.json").read_text())["coverage"] is True
@@ -95,19 +106,19 @@ def test_two_phase_schedule_and_outputs(shared_data: Path, tmp_path: Path) -> No
     assert "<unk>" not in summaries[0]
 
 
-def test_early_stopping_ends_the_main_phase(shared_data: Path, tmp_path: Path) -> None:
-    config = tiny_config(shared_data, max_steps=1000, eval_every=1, patience=1, coverage_steps=0)
+def test_early_stopping_ends_the_main_phase(corpus: Path, tmp_path: Path) -> None:
+    config = tiny_config(corpus, max_steps=1000, eval_every=1, patience=1, coverage_steps=0)
     trainer = run(config, tmp_path / "run")
     assert trainer.state["step"] < 1000  # stopped by patience, not by max_steps
 
 
-def test_refuses_to_overwrite_or_resume_wrongly(shared_data: Path, tmp_path: Path) -> None:
-    config = tiny_config(shared_data)
+def test_refuses_to_overwrite_or_resume_wrongly(corpus: Path, tmp_path: Path) -> None:
+    config = tiny_config(corpus)
     run(config, tmp_path / "run", stop=3)
     before = {p: p.stat().st_mtime_ns for p in (tmp_path / "run").rglob("*") if p.is_file()}
     with pytest.raises(InputError, match="not empty"):
         Trainer(config, tmp_path / "run")
-    changed = tiny_config(shared_data, max_steps=9)
+    changed = tiny_config(corpus, max_steps=9)
     with pytest.raises(ConfigError, match="differs"):
         Trainer(changed, tmp_path / "run", resume=True)
     with pytest.raises(InputError, match="nothing to resume"):
@@ -116,7 +127,7 @@ def test_refuses_to_overwrite_or_resume_wrongly(shared_data: Path, tmp_path: Pat
     assert before == after
 
 
-def test_cli_errors_are_one_line(shared_data: Path, tmp_path: Path, capsys) -> None:
+def test_cli_errors_are_one_line(tmp_path: Path, capsys) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("optim:\n  learning_rat: 0.1\n")
     assert (
@@ -132,8 +143,8 @@ def test_cli_errors_are_one_line(shared_data: Path, tmp_path: Path, capsys) -> N
     assert not (tmp_path / "o").exists()
 
 
-def test_summarizer_rejects_empty_and_too_short_documents(shared_data: Path, tmp_path: Path) -> None:
-    config = tiny_config(shared_data, max_steps=2, eval_every=2, coverage_steps=0)
+def test_summarizer_rejects_empty_and_too_short_documents(corpus: Path, tmp_path: Path) -> None:
+    config = tiny_config(corpus, max_steps=2, eval_every=2, coverage_steps=0)
     run(config, tmp_path / "run")
     summarizer = PointerGeneratorSummarizer.from_pretrained(tmp_path / "run" / "model", min_length=5)
     with pytest.raises(InputError, match="empty"):

@@ -100,8 +100,9 @@ class PointerGeneratorSummarizer:
                 batch_size=len(encoded),
                 bos_id=vocab.bos_id,
                 eos_id=vocab.eos_id,
-                min_length=g.min_length + 1,  # + EOS: min_length counts words
-                max_length=g.max_length + 1,
+                # The decoders count EOS as a token; min/max_length here count words.
+                min_length=g.min_length + 1,
+                max_length=g.max_length,
                 no_repeat_ngram_size=g.no_repeat_ngram_size,
             )
             if g.num_beams == 1:
