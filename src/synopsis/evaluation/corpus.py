@@ -92,9 +92,12 @@ def evaluate_corpus(
         settings["bleu"] = f"sacrebleu corpus BLEU-4, {report['bleu']['signature']}"
 
     if "meteor" in metrics:
-        meteor = m.meteor_scores(
-            list(_progress(predictions, progress, "METEOR", len(predictions))), references, aggregate
-        )
+        meteor = [
+            m.meteor(pred, refs, aggregate)
+            for pred, refs in _progress(
+                zip(predictions, references, strict=True), progress, "METEOR", len(predictions)
+            )
+        ]
         per_example["meteor"] = meteor
         report["meteor"] = {"score": sum(meteor) / len(meteor)}
         settings["meteor"] = (

@@ -78,21 +78,20 @@ def meteor_scores(
     NLTK matches exact words, then Porter stems, then WordNet synonyms of the words left over, which it
     looks up in their stemmed form: synonyms are found for words that are their own stem (car/auto).
     """
+    return [meteor(p, refs, aggregate) for p, refs in zip(predictions, references, strict=True)]
+
+
+def meteor(prediction: str, references: Sequence[str], aggregate: str = "max") -> float:
+    """METEOR of one prediction (see ``meteor_scores``)."""
     from nltk.translate.meteor_score import meteor_score, single_meteor_score
 
     stemmer, wordnet = _meteor_resources()
-    scores = []
-    for prediction, refs in zip(predictions, references, strict=True):
-        hypothesis = word_tokenize(prediction, lower=True)
-        ref_tokens = [word_tokenize(r, lower=True) for r in refs]
-        if aggregate == "max":
-            scores.append(meteor_score(ref_tokens, hypothesis, stemmer=stemmer, wordnet=wordnet))
-        else:
-            per_ref = [
-                single_meteor_score(r, hypothesis, stemmer=stemmer, wordnet=wordnet) for r in ref_tokens
-            ]
-            scores.append(sum(per_ref) / len(per_ref))
-    return scores
+    hypothesis = word_tokenize(prediction, lower=True)
+    ref_tokens = [word_tokenize(r, lower=True) for r in references]
+    if aggregate == "max":
+        return meteor_score(ref_tokens, hypothesis, stemmer=stemmer, wordnet=wordnet)
+    per_ref = [single_meteor_score(r, hypothesis, stemmer=stemmer, wordnet=wordnet) for r in ref_tokens]
+    return sum(per_ref) / len(per_ref)
 
 
 class _Memoized:
