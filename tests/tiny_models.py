@@ -61,7 +61,7 @@ def _bart_config(tokenizer: PreTrainedTokenizerBase, **overrides: object) -> dic
 
 
 def save_tiny_bart(
-    directory: Path, tokenizers_dir: Path, heads: int = 4, max_positions: int = 128, seed: int = 0
+    directory: Path, tokenizers_dir: Path, heads: int = 4, max_positions: int = 512, seed: int = 0
 ) -> Path:
     torch.manual_seed(seed)
     tokenizer = bart_tokenizer(tokenizers_dir)

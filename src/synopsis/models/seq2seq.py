@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 from transformers import (
     AddedToken,
     AutoConfig,
@@ -46,6 +47,7 @@ WEIGHT_FILES = (
     "pytorch_model.bin",
     "pytorch_model.bin.index.json",
 )
+TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "spiece.model", "sentencepiece.bpe.model", "vocab.txt")
 #: T5 has relative positions and no hard limit; its pre-training length is the default maximum.
 T5_DEFAULT_MAX_SOURCE_LENGTH = 512
 
@@ -73,14 +75,15 @@ def read_model_config(model_dir: str | Path) -> dict[str, Any]:
 
 def load_tokenizer(model_dir: str | Path) -> PreTrainedTokenizerBase:
     """The tokenizer saved in ``model_dir`` (never downloaded); refuses missing or empty tokenizers."""
+    model_dir = Path(model_dir)
+    if not any((model_dir / name).is_file() for name in TOKENIZER_FILES):
+        raise CheckpointError(f"{model_dir}: no tokenizer files (one of {', '.join(TOKENIZER_FILES)})")
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
     except (OSError, ValueError, TypeError) as err:
-        raise CheckpointError(
-            f"{model_dir}: cannot load a tokenizer (expected tokenizer.json, vocab.json + merges.txt, or "
-            f"spiece.model): {str(err).splitlines()[0]}"
-        ) from None
-    if len(tokenizer) < 2:  # transformers 5 builds an empty tokenizer from some incomplete directories
+        raise CheckpointError(f"{model_dir}: cannot load the tokenizer: {str(err).splitlines()[0]}") from None
+    # transformers 5 silently builds a tokenizer with only its special tokens from some incomplete files
+    if len(tokenizer) <= len(tokenizer.all_special_tokens):
         raise CheckpointError(f"{model_dir}: the tokenizer is empty ({len(tokenizer)} tokens)")
     return tokenizer
 
@@ -170,7 +173,7 @@ def load_seq2seq(
             model = AutoModelForSeq2SeqLM.from_pretrained(
                 str(model_dir), config=config, local_files_only=True
             )
-    except (OSError, ValueError, RuntimeError) as err:
+    except (OSError, ValueError, RuntimeError, SafetensorError) as err:
         raise CheckpointError(
             f"{model_dir}: cannot load the model weights: {str(err).splitlines()[0]}"
         ) from None

@@ -85,6 +85,7 @@ class Seq2SeqTrainConfig:
     eval_batch_size: int = 16
     eval_num_beams: int = 1
     eval_max_length: int = 64
+    eval_no_repeat_ngram_size: int = 3  # as in BART's CNN/DM decoding; stops "<s> <s> <s>" loops early on
     keep_checkpoints: int = 2
     seed: int = 0
 
@@ -264,7 +265,8 @@ class Seq2SeqTrainer:
         return max(0.0, (total - step) / max(1, total - warmup))
 
     # ------------------------------------------------------------------ loop
-    def train(self) -> TrainResult:
+    def train(self, stop_at_step: int | None = None) -> TrainResult:
+        """Train to ``max_steps`` (or early stopping); ``stop_at_step`` interrupts as a kill would (tests)."""
         from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
         cfg, state = self.config, self.state
@@ -282,12 +284,12 @@ class Seq2SeqTrainer:
         with progress:
             task = progress.add_task("train", total=cfg.max_steps, completed=state["step"], info="")
             self.model.train()
-            while state["step"] < cfg.max_steps:
+            while state["step"] < cfg.max_steps and state["step"] != stop_at_step:
                 for _ in range(cfg.grad_accum_steps):
                     batch = {k: v.to(self.accelerator.device) for k, v in next(batches).items()}
                     with self.accelerator.accumulate(self.model):
                         loss = self.model(**batch).loss
-                        check_finite(loss, state["step"])
+                        check_finite(loss.detach(), state["step"])
                         self.accelerator.backward(loss)
                         if self.accelerator.sync_gradients and cfg.clip_grad_norm > 0:
                             self.accelerator.clip_grad_norm_(self.model.parameters(), cfg.clip_grad_norm)
@@ -331,7 +333,10 @@ class Seq2SeqTrainer:
             batch = self.inputs.collate(sources[start : start + size])
             batch = {k: v.to(self.accelerator.device) for k, v in batch.items()}
             output = model.generate(
-                **batch, num_beams=self.config.eval_num_beams, max_length=self.config.eval_max_length
+                **batch,
+                num_beams=self.config.eval_num_beams,
+                max_length=self.config.eval_max_length,
+                no_repeat_ngram_size=self.config.eval_no_repeat_ngram_size,
             )
             predictions += self.tokenizer.batch_decode(output, skip_special_tokens=True)
         return [p.strip() for p in predictions]

@@ -1,0 +1,372 @@
+"""The seq2seq path: loading local checkpoints, building inputs, summarizing, training, resuming, the CLI."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from tiny_models import bart_tokenizer, save_tiny_bart, save_tiny_led, save_tiny_t5
+
+from synopsis.cli import main
+from synopsis.data.example import Example, write_examples
+from synopsis.document import Document
+from synopsis.errors import CheckpointError, ConfigError, InputError
+from synopsis.models.hie_bart import HieBartConfig, HieBartForConditionalGeneration
+from synopsis.models.seq2seq import Seq2SeqInputs, load_seq2seq, model_max_source_length
+from synopsis.summarizers.seq2seq import Seq2SeqSummarizer
+from synopsis.training.seq2seq import Seq2SeqTrainConfig, Seq2SeqTrainer, train_seq2seq
+
+
+@pytest.fixture(scope="session")
+def tokenizers_dir(shared_data: Path) -> Path:
+    return shared_data / "tokenizers"
+
+
+@pytest.fixture(scope="session")
+def bart_dir(tmp_path_factory, tokenizers_dir: Path) -> Path:
+    return save_tiny_bart(tmp_path_factory.mktemp("bart"), tokenizers_dir)
+
+
+@pytest.fixture(scope="session")
+def t5_dir(tmp_path_factory, tokenizers_dir: Path) -> Path:
+    return save_tiny_t5(tmp_path_factory.mktemp("t5"), tokenizers_dir)
+
+
+@pytest.fixture(scope="session")
+def led_dir(tmp_path_factory, tokenizers_dir: Path) -> Path:
+    return save_tiny_led(tmp_path_factory.mktemp("led"), tokenizers_dir)
+
+
+@pytest.fixture(scope="session")
+def scitldr_examples(shared_data: Path) -> list[Example]:
+    from synopsis.data.readers import read_corpus
+
+    examples = []
+    for example in read_corpus("scitldr", shared_data / "scitldr", split="train"):
+        examples.append(example)
+        if len(examples) == 12:
+            return examples
+    return examples
+
+
+@pytest.fixture()
+def corpus_file(tmp_path: Path, scitldr_examples: list[Example]) -> Path:
+    path = tmp_path / "train.jsonl"
+    write_examples(scitldr_examples, path)
+    return path
+
+
+# ---------------------------------------------------------------------------- loading
+def test_real_tokenizers_are_not_empty(tokenizers_dir: Path, bart_dir: Path, t5_dir: Path) -> None:
+    assert len(bart_tokenizer(tokenizers_dir)) == 50262
+    _, t5_tok = load_seq2seq(t5_dir)
+    assert len(t5_tok) == 32100
+    assert t5_tok.convert_ids_to_tokens(t5_tok("summarize: the cat")["input_ids"]) == [
+        "▁summarize",
+        ":",
+        "▁the",
+        "▁cat",
+        "</s>",
+    ]
+
+
+@pytest.mark.parametrize("fixture", ["bart_dir", "t5_dir", "led_dir"])
+def test_load_checkpoint_and_tokenizer(fixture: str, request) -> None:
+    model, tokenizer = load_seq2seq(request.getfixturevalue(fixture))
+    assert model.get_input_embeddings().num_embeddings >= len(tokenizer) > 30000
+
+
+def test_missing_directory_config_or_weights_are_clear_errors(tmp_path: Path, bart_dir: Path) -> None:
+    with pytest.raises(CheckpointError, match="no such model directory"):
+        load_seq2seq(tmp_path / "nope")
+    with pytest.raises(CheckpointError, match="no config.json"):
+        load_seq2seq(tmp_path)
+    no_weights = tmp_path / "no_weights"
+    shutil.copytree(bart_dir, no_weights)
+    (no_weights / "model.safetensors").unlink()
+    with pytest.raises(CheckpointError, match="no model weights"):
+        load_seq2seq(no_weights)
+    model, _ = load_seq2seq(no_weights, random_init=True)  # what tests and the sweep use
+    assert model.config.d_model == 32
+
+
+def test_corrupt_files_and_other_architectures_are_refused(tmp_path: Path, bart_dir: Path) -> None:
+    broken = tmp_path / "broken"
+    shutil.copytree(bart_dir, broken)
+    (broken / "model.safetensors").write_bytes(b"not safetensors")
+    with pytest.raises(CheckpointError, match="cannot load the model weights"):
+        load_seq2seq(broken)
+    (broken / "config.json").write_text("{not json")
+    with pytest.raises(CheckpointError, match="corrupt JSON"):
+        load_seq2seq(broken)
+    (broken / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    with pytest.raises(CheckpointError, match="model_type 'bert' is not a supported"):
+        load_seq2seq(broken)
+
+
+def test_no_tokenizer_is_a_clear_error(tmp_path: Path, bart_dir: Path) -> None:
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(bart_dir / name, bare)
+    with pytest.raises(CheckpointError, match="no tokenizer files"):
+        load_seq2seq(bare)
+    (bare / "vocab.json").write_text(
+        "{}"
+    )  # v4-style leftovers: transformers 5 would build an empty tokenizer
+    (bare / "merges.txt").write_text("#version: 0.2\n")
+    with pytest.raises(CheckpointError, match="tokenizer is empty"):
+        load_seq2seq(bare)
+
+
+def test_hie_bart_needs_bart_and_a_valid_head_count(t5_dir: Path, bart_dir: Path) -> None:
+    with pytest.raises(CheckpointError, match="needs a BART checkpoint, this one is 't5'"):
+        load_seq2seq(t5_dir, hie_bart_word_heads=2)
+    for bad in (0, 5):
+        with pytest.raises(ConfigError, match=r"must be in 1\.\.4"):
+            load_seq2seq(bart_dir, hie_bart_word_heads=bad)
+
+
+def test_stock_checkpoint_becomes_hie_bart_with_a_looked_up_marker(bart_dir: Path) -> None:
+    model, tokenizer = load_seq2seq(bart_dir, hie_bart_word_heads=3)
+    assert isinstance(model, HieBartForConditionalGeneration)
+    marker_id = tokenizer.convert_tokens_to_ids("<sent>")
+    assert model.config.sentence_start_token_id == marker_id == len(tokenizer) - 1
+    assert model.get_input_embeddings().num_embeddings == len(tokenizer)
+
+
+# ---------------------------------------------------------------------------- inputs
+def test_hie_bart_inputs_mark_every_sentence(bart_dir: Path, scitldr_examples: list[Example]) -> None:
+    model, tokenizer = load_seq2seq(bart_dir, hie_bart_word_heads=2)
+    inputs = Seq2SeqInputs(model.config, tokenizer)
+    documents = [e.document for e in scitldr_examples[:4]]
+    ids = inputs.encode_sources(documents)
+    marker = model.config.sentence_start_token_id
+    for document, row in zip(documents, ids, strict=True):
+        assert row.count(marker) == len(document.sentences)
+        assert row[0] == tokenizer.bos_token_id and row[1] == marker and row[-1] == tokenizer.eos_token_id
+    # the marker does not change how the sentence itself is tokenized
+    plain = tokenizer(documents[0].sentences[0].text, add_special_tokens=False)["input_ids"]
+    first = ids[0][2 : ids[0].index(marker, 2)]
+    assert tokenizer.decode(first).strip() == tokenizer.decode(plain).strip()
+
+
+def test_t5_prefix_and_truncation_warning_with_counts(t5_dir: Path, caplog) -> None:
+    model, tokenizer = load_seq2seq(t5_dir)
+    inputs = Seq2SeqInputs(model.config, tokenizer, max_source_length=16)
+    assert inputs.prefix == "summarize: "
+    long_doc = Document.from_text("The cat sat on the mat. " * 10)
+    short_doc = Document.from_text("A dog.")
+    with caplog.at_level(logging.WARNING):
+        ids = inputs.encode_sources([long_doc, short_doc])
+    full = len(tokenizer("summarize: " + " ".join(s.text for s in long_doc.sentences))["input_ids"])
+    assert len(ids[0]) == 16 and ids[0][-1] == tokenizer.eos_token_id
+    assert (
+        f"truncated 1 of 2 inputs to 16 tokens ({full - 16} tokens cut; the longest had {full})"
+        in caplog.text
+    )
+    assert tokenizer.decode(ids[1], skip_special_tokens=True) == "summarize: A dog."
+
+
+def test_max_source_length_beyond_the_model_is_refused(bart_dir: Path) -> None:
+    model, tokenizer = load_seq2seq(bart_dir)
+    assert model_max_source_length(model.config, tokenizer) == 512
+    with pytest.raises(ConfigError, match="exceeds the model's maximum of 512"):
+        Seq2SeqInputs(model.config, tokenizer, max_source_length=513)
+
+
+def test_led_gets_global_attention_on_the_first_token_and_labels_mask_padding(led_dir: Path) -> None:
+    model, tokenizer = load_seq2seq(led_dir)
+    inputs = Seq2SeqInputs(model.config, tokenizer, max_target_length=8)
+    documents = [Document.from_text("One sentence here. And another."), Document.from_text("Short.")]
+    batch = inputs.collate(inputs.encode_sources(documents), inputs.encode_targets(["a b c", "a"]))
+    assert batch["global_attention_mask"][:, 0].tolist() == [1, 1]
+    assert batch["global_attention_mask"][:, 1:].sum() == 0
+    assert (batch["labels"][1] == -100).sum() == (batch["labels"][0] != -100).sum() - (
+        batch["labels"][1] != -100
+    ).sum()
+    assert model(**batch).loss.isfinite()
+
+
+def test_instructions_and_empty_documents(bart_dir: Path) -> None:
+    model, tokenizer = load_seq2seq(bart_dir)
+    inputs = Seq2SeqInputs(model.config, tokenizer)
+    text = inputs.source_text(Document.from_text("Body."), "Focus on X.")
+    assert text == "Focus on X.\nBody."
+    with pytest.raises(InputError, match="no text to summarize"):
+        inputs.encode_sources([Document()])
+    with pytest.raises(InputError, match="2 instructions for 1 documents"):
+        inputs.encode_sources([Document.from_text("Body.")], ["a", "b"])
+
+
+# ---------------------------------------------------------------------------- summarizer
+@pytest.mark.parametrize("fixture", ["bart_dir", "t5_dir", "led_dir"])
+def test_summarizer_batches_and_honours_max_length(fixture: str, request) -> None:
+    directory = request.getfixturevalue(fixture)
+    documents = [Document.from_text("The cat sat on the mat. It purred."), Document.from_text("Dogs bark.")]
+    short = Seq2SeqSummarizer.from_pretrained(directory, num_beams=1, min_length=5, max_length=6).summarize(
+        documents
+    )
+    long = Seq2SeqSummarizer.from_pretrained(directory, num_beams=1, min_length=5, max_length=14).summarize(
+        documents
+    )
+    assert len(short) == len(long) == 2
+    for a, b in zip(short, long, strict=True):  # greedy decoding: the shorter output is a prefix
+        assert a and b.startswith(a) and len(b) > len(a)
+
+
+def test_generation_options_reach_generate(bart_dir: Path, monkeypatch) -> None:
+    summarizer = Seq2SeqSummarizer.from_pretrained(
+        bart_dir, num_beams=3, min_length=2, max_length=9, length_penalty=0.5, no_repeat_ngram_size=2
+    )
+    seen = {}
+
+    def fake_generate(**kwargs):
+        seen.update(kwargs)
+        return torch.tensor([[summarizer.tokenizer.eos_token_id]])
+
+    monkeypatch.setattr(summarizer.model, "generate", fake_generate)
+    assert summarizer.summarize([Document.from_text("A b.")]) == [""]
+    expected = {
+        "num_beams": 3,
+        "min_length": 2,
+        "max_length": 9,
+        "length_penalty": 0.5,
+        "no_repeat_ngram_size": 2,
+    }
+    assert expected.items() <= seen.items() and "attention_mask" in seen
+
+
+def test_hie_bart_summarizer_from_a_stock_checkpoint(bart_dir: Path, scitldr_examples) -> None:
+    summarizer = Seq2SeqSummarizer.from_pretrained(bart_dir, hie_bart_word_heads=2, max_length=8)
+    assert isinstance(summarizer.model.config, HieBartConfig)
+    assert len(summarizer.summarize([e.document for e in scitldr_examples[:3]])) == 3
+
+
+def test_generation_options_are_checked(bart_dir: Path) -> None:
+    with pytest.raises(ConfigError, match="unknown generation option"):
+        Seq2SeqSummarizer.from_pretrained(bart_dir, temperature=0.5)
+    with pytest.raises(ConfigError, match="--min-length 9 is larger than --max-length 4"):
+        Seq2SeqSummarizer.from_pretrained(bart_dir, min_length=9, max_length=4)
+    with pytest.raises(ConfigError, match="--num-beams must be >= 1"):
+        Seq2SeqSummarizer.from_pretrained(bart_dir, num_beams=0)
+
+
+# ---------------------------------------------------------------------------- training
+def train_config(model: Path, data: Path, out: Path, **overrides: object) -> Seq2SeqTrainConfig:
+    settings = dict(
+        model=str(model),
+        output_dir=str(out),
+        train_path=str(data),
+        max_dev_examples=4,
+        max_source_length=64,
+        max_target_length=16,
+        batch_size=4,
+        learning_rate=1e-3,
+        max_steps=4,
+        eval_every=2,
+        eval_max_length=8,
+        patience=0,
+    )
+    return Seq2SeqTrainConfig(**{**settings, **overrides})
+
+
+def weights(directory: Path) -> dict[str, torch.Tensor]:
+    return load_file(str(directory / "model.safetensors"))
+
+
+@pytest.mark.slow
+def test_training_writes_best_and_checkpoints_and_resume_is_exact(
+    bart_dir: Path, corpus_file: Path, tmp_path: Path
+) -> None:
+    full = train_seq2seq(
+        train_config(bart_dir, corpus_file, tmp_path / "full", grad_accum_steps=2), show_progress=False
+    )
+    assert full.steps == 4 and len(full.history["dev"]) == 2
+    assert full.history["train_loss"][-1][1] < full.history["train_loss"][0][1] + 1.0
+    run = tmp_path / "full"
+    assert (run / "best" / "model.safetensors").is_file() and (run / "curves.png").is_file()
+    latest = run / "checkpoints" / (run / "checkpoints" / "latest").read_text().strip()
+    assert latest.name == "step-00000004" and (latest / "optimizer.safetensors").is_file()
+    assert Seq2SeqSummarizer.from_pretrained(run / "best", max_length=8).summarize(
+        [Document.from_text("A b.")]
+    )
+
+    # the same run, interrupted after step 2 (as by a kill) and resumed, ends with the same weights
+    config = train_config(bart_dir, corpus_file, tmp_path / "part", grad_accum_steps=2)
+    Seq2SeqTrainer(config, show_progress=False).train(stop_at_step=2)
+    with pytest.raises(CheckpointError, match="pass --resume"):
+        Seq2SeqTrainer(config, show_progress=False)
+    result = train_seq2seq(config, resume=True, show_progress=False)
+    assert result.steps == 4
+    a, b = weights(latest), weights(tmp_path / "part" / "checkpoints" / "step-00000004")
+    assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-6
+
+
+@pytest.mark.slow
+def test_early_stopping_and_hie_bart_training(bart_dir: Path, corpus_file: Path, tmp_path: Path) -> None:
+    config = train_config(
+        bart_dir,
+        corpus_file,
+        tmp_path / "hie",
+        hie_bart_word_heads=2,
+        learning_rate=1e-9,
+        eval_every=1,
+        patience=1,
+    )
+    result = train_seq2seq(config, show_progress=False)
+    assert result.stopped_early and result.steps < 4  # a learning rate of 1e-9 cannot improve dev ROUGE
+    saved = json.loads((tmp_path / "hie" / "best" / "config.json").read_text())
+    assert saved["model_type"] == "hie_bart" and saved["word_heads"] == 2
+    tokenizer_config = (tmp_path / "hie" / "best" / "tokenizer.json").read_text()
+    assert "<sent>" in tokenizer_config
+
+
+# ---------------------------------------------------------------------------- CLI
+@pytest.mark.slow
+def test_cli_train_summarize_evaluate_end_to_end(
+    bart_dir: Path, corpus_file: Path, tmp_path: Path, capsys
+) -> None:
+    run = tmp_path / "run"
+    code = main(
+        [
+            "train", "seq2seq", "--model", str(bart_dir), "--train", str(corpus_file), "--output", str(run),
+            "--hie-bart-word-heads", "2", "--max-steps", "2", "--eval-every", "2", "--batch-size", "4",
+            "--set", "max_dev_examples=3", "--set", "max_source_length=64", "--set", "eval_max_length=8",
+        ]
+    )  # fmt: skip
+    assert code == 0
+    predictions = tmp_path / "pred.jsonl"
+    code = main(
+        [
+            "summarize", str(corpus_file), "--corpus", "synopsis", "--model", str(run / "best"),
+            "--max-length", "8", "--num-beams", "2", "--output", str(predictions),
+        ]
+    )  # fmt: skip
+    assert code == 0
+    rows = [json.loads(line) for line in predictions.read_text().splitlines()]
+    assert len(rows) == 12 and all("prediction" in r for r in rows)
+    report = tmp_path / "report.json"
+    code = main(
+        [
+            "evaluate", "-p", str(predictions), "-r", str(corpus_file), "--metrics", "rouge",
+            "--bootstrap", "0", "--json", str(report),
+        ]
+    )  # fmt: skip
+    assert code == 0 and report.is_file()
+
+
+def test_cli_errors_are_one_line(t5_dir: Path, bart_dir: Path, tmp_path: Path, capsys) -> None:
+    document = tmp_path / "doc.txt"
+    document.write_text("The cat sat. It purred.")
+    assert main(["summarize", str(document), "--model", str(t5_dir), "--hie-bart-word-heads", "2"]) == 2
+    assert "needs a BART checkpoint" in capsys.readouterr().err
+    assert main(["summarize", str(document), "--model", str(tmp_path)]) == 2
+    assert "no config.json" in capsys.readouterr().err
+    assert main(["train", "seq2seq", "--model", str(bart_dir), "--output", str(tmp_path / "r")]) == 2
+    assert "missing required key 'train_path'" in capsys.readouterr().err
