@@ -474,7 +474,7 @@ class HeadSweepConfig:
     max_source_length: int = 320
     max_target_length: int = 48
     batch_size: int = 16
-    learning_rate: float = 1e-3
+    learning_rate: float = 3e-3
     warmup_steps: int = 50
     max_steps: int = 300
     eval_every: int = 100
