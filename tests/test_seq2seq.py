@@ -370,3 +370,51 @@ def test_cli_errors_are_one_line(t5_dir: Path, bart_dir: Path, tmp_path: Path, c
     assert "no config.json" in capsys.readouterr().err
     assert main(["train", "seq2seq", "--model", str(bart_dir), "--output", str(tmp_path / "r")]) == 2
     assert "missing required key 'train_path'" in capsys.readouterr().err
+
+
+def test_single_sentence_document_runs_as_one_sentence(bart_dir: Path) -> None:
+    summarizer = Seq2SeqSummarizer.from_pretrained(bart_dir, hie_bart_word_heads=2, max_length=6)
+    document = Document.from_text("no punctuation and no sentence boundary at all")
+    ids = summarizer.inputs.encode_sources([document])[0]
+    assert ids.count(summarizer.model.config.sentence_start_token_id) == 1
+    assert len(summarizer.summarize([document])) == 1
+
+
+@pytest.mark.parametrize(
+    "path", sorted(Path("configs").glob("seq2seq_*.yaml")) + [Path("configs/hie_bart_cnndm.yaml")]
+)
+def test_shipped_training_configs_are_valid(path: Path) -> None:
+    from synopsis.config import load_config
+
+    config = load_config(Seq2SeqTrainConfig, path, {"model": "m", "output_dir": "o", "train_path": "t"})
+    assert config.max_steps > 0
+
+
+def test_shipped_sweep_config_is_valid() -> None:
+    from synopsis.config import load_config
+    from synopsis.training.seq2seq import HeadSweepConfig
+
+    config = load_config(HeadSweepConfig, CONFIGS / "hie_bart_heads.yaml")
+    assert config.heads == 8 and config.ratios[0] == "8:0"
+    with pytest.raises(ValueError, match="same number of heads"):
+        HeadSweepConfig(ratios=["8:0", "4:2"])
+    with pytest.raises(ValueError, match="word >= 1"):
+        HeadSweepConfig(ratios=["0:8"])
+
+
+@pytest.mark.slow
+def test_head_sweep_cli_writes_table_json_and_png(shared_data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "sweep"
+    code = main(
+        [
+            "experiment", "hie-bart-heads", "--data", str(shared_data), "-o", str(out), "--ratios", "2:0,1:1",
+            "--max-steps", "2", "--threads", "1", "--set", "eval_every=2", "--set", "train_examples=16",
+            "--set", "dev_examples=3", "--set", "d_model=16", "--set", "ffn_dim=32",
+            "--set", "vocab_size=400", "--set", "max_source_length=96", "--set", "eval_max_length=8",
+        ]
+    )  # fmt: skip
+    assert code == 0
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    assert [(r["word_heads"], r["sentence_heads"]) for r in rows] == [(2, 0), (1, 1)]
+    table = (out / "table.md").read_text()
+    assert "| 1:1 |" in table and "do NOT reproduce" in table and (out / "heads.png").stat().st_size > 1000
