@@ -21,6 +21,8 @@ from synopsis.models.seq2seq import Seq2SeqInputs, load_seq2seq, model_max_sourc
 from synopsis.summarizers.seq2seq import Seq2SeqSummarizer
 from synopsis.training.seq2seq import Seq2SeqTrainConfig, Seq2SeqTrainer, train_seq2seq
 
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
 
 @pytest.fixture(scope="session")
 def tokenizers_dir(shared_data: Path) -> Path:
@@ -380,9 +382,7 @@ def test_single_sentence_document_runs_as_one_sentence(bart_dir: Path) -> None:
     assert len(summarizer.summarize([document])) == 1
 
 
-@pytest.mark.parametrize(
-    "path", sorted(Path("configs").glob("seq2seq_*.yaml")) + [Path("configs/hie_bart_cnndm.yaml")]
-)
+@pytest.mark.parametrize("path", [*sorted(CONFIGS.glob("seq2seq_*.yaml")), CONFIGS / "hie_bart_cnndm.yaml"])
 def test_shipped_training_configs_are_valid(path: Path) -> None:
     from synopsis.config import load_config
 
