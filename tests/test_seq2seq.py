@@ -45,6 +45,22 @@ def led_dir(tmp_path_factory, tokenizers_dir: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
+def bart(bart_dir: Path):
+    """(model, tokenizer), loaded once for the tests that only read them."""
+    return load_seq2seq(bart_dir)
+
+
+@pytest.fixture(scope="session")
+def t5(t5_dir: Path):
+    return load_seq2seq(t5_dir)
+
+
+@pytest.fixture(scope="session")
+def led(led_dir: Path):
+    return load_seq2seq(led_dir)
+
+
+@pytest.fixture(scope="session")
 def scitldr_examples(shared_data: Path) -> list[Example]:
     from synopsis.data.readers import read_corpus
 
@@ -64,9 +80,9 @@ def corpus_file(tmp_path: Path, scitldr_examples: list[Example]) -> Path:
 
 
 # ---------------------------------------------------------------------------- loading
-def test_real_tokenizers_are_not_empty(tokenizers_dir: Path, bart_dir: Path, t5_dir: Path) -> None:
+def test_real_tokenizers_are_not_empty(tokenizers_dir: Path, t5) -> None:
     assert len(bart_tokenizer(tokenizers_dir)) == 50262
-    _, t5_tok = load_seq2seq(t5_dir)
+    _, t5_tok = t5
     assert len(t5_tok) == 32100
     assert t5_tok.convert_ids_to_tokens(t5_tok("summarize: the cat")["input_ids"]) == [
         "▁summarize",
@@ -158,8 +174,8 @@ def test_hie_bart_inputs_mark_every_sentence(bart_dir: Path, scitldr_examples: l
     assert tokenizer.decode(first).strip() == tokenizer.decode(plain).strip()
 
 
-def test_t5_prefix_and_truncation_warning_with_counts(t5_dir: Path, caplog) -> None:
-    model, tokenizer = load_seq2seq(t5_dir)
+def test_t5_prefix_and_truncation_warning_with_counts(t5, caplog) -> None:
+    model, tokenizer = t5
     inputs = Seq2SeqInputs(model.config, tokenizer, max_source_length=16)
     assert inputs.prefix == "summarize: "
     long_doc = Document.from_text("The cat sat on the mat. " * 10)
@@ -175,15 +191,15 @@ def test_t5_prefix_and_truncation_warning_with_counts(t5_dir: Path, caplog) -> N
     assert tokenizer.decode(ids[1], skip_special_tokens=True) == "summarize: A dog."
 
 
-def test_max_source_length_beyond_the_model_is_refused(bart_dir: Path) -> None:
-    model, tokenizer = load_seq2seq(bart_dir)
+def test_max_source_length_beyond_the_model_is_refused(bart) -> None:
+    model, tokenizer = bart
     assert model_max_source_length(model.config, tokenizer) == 512
     with pytest.raises(ConfigError, match="exceeds the model's maximum of 512"):
         Seq2SeqInputs(model.config, tokenizer, max_source_length=513)
 
 
-def test_led_gets_global_attention_on_the_first_token_and_labels_mask_padding(led_dir: Path) -> None:
-    model, tokenizer = load_seq2seq(led_dir)
+def test_led_gets_global_attention_on_the_first_token_and_labels_mask_padding(led) -> None:
+    model, tokenizer = led
     inputs = Seq2SeqInputs(model.config, tokenizer, max_target_length=8)
     documents = [Document.from_text("One sentence here. And another."), Document.from_text("Short.")]
     batch = inputs.collate(inputs.encode_sources(documents), inputs.encode_targets(["a b c", "a"]))
@@ -195,8 +211,8 @@ def test_led_gets_global_attention_on_the_first_token_and_labels_mask_padding(le
     assert model(**batch).loss.isfinite()
 
 
-def test_instructions_and_empty_documents(bart_dir: Path) -> None:
-    model, tokenizer = load_seq2seq(bart_dir)
+def test_instructions_and_empty_documents(bart) -> None:
+    model, tokenizer = bart
     inputs = Seq2SeqInputs(model.config, tokenizer)
     text = inputs.source_text(Document.from_text("Body."), "Focus on X.")
     assert text == "Focus on X.\nBody."
@@ -207,24 +223,20 @@ def test_instructions_and_empty_documents(bart_dir: Path) -> None:
 
 
 # ---------------------------------------------------------------------------- summarizer
-@pytest.mark.parametrize("fixture", ["bart_dir", "t5_dir", "led_dir"])
+@pytest.mark.parametrize("fixture", ["bart", "t5", "led"])
 def test_summarizer_batches_and_honours_max_length(fixture: str, request) -> None:
-    directory = request.getfixturevalue(fixture)
+    model, tokenizer = request.getfixturevalue(fixture)
     documents = [Document.from_text("The cat sat on the mat. It purred."), Document.from_text("Dogs bark.")]
-    short = Seq2SeqSummarizer.from_pretrained(directory, num_beams=1, min_length=5, max_length=6).summarize(
-        documents
-    )
-    long = Seq2SeqSummarizer.from_pretrained(directory, num_beams=1, min_length=5, max_length=14).summarize(
-        documents
-    )
+    short = Seq2SeqSummarizer(model, tokenizer, num_beams=1, min_length=5, max_length=6).summarize(documents)
+    long = Seq2SeqSummarizer(model, tokenizer, num_beams=1, min_length=5, max_length=14).summarize(documents)
     assert len(short) == len(long) == 2
     for a, b in zip(short, long, strict=True):  # greedy decoding: the shorter output is a prefix
         assert a and b.startswith(a) and len(b) > len(a)
 
 
-def test_generation_options_reach_generate(bart_dir: Path, monkeypatch) -> None:
-    summarizer = Seq2SeqSummarizer.from_pretrained(
-        bart_dir, num_beams=3, min_length=2, max_length=9, length_penalty=0.5, no_repeat_ngram_size=2
+def test_generation_options_reach_generate(bart, monkeypatch) -> None:
+    summarizer = Seq2SeqSummarizer(
+        *bart, num_beams=3, min_length=2, max_length=9, length_penalty=0.5, no_repeat_ngram_size=2
     )
     seen = {}
 
@@ -250,13 +262,13 @@ def test_hie_bart_summarizer_from_a_stock_checkpoint(bart_dir: Path, scitldr_exa
     assert len(summarizer.summarize([e.document for e in scitldr_examples[:3]])) == 3
 
 
-def test_generation_options_are_checked(bart_dir: Path) -> None:
+def test_generation_options_are_checked(bart) -> None:
     with pytest.raises(ConfigError, match="unknown generation option"):
-        Seq2SeqSummarizer.from_pretrained(bart_dir, temperature=0.5)
+        Seq2SeqSummarizer(*bart, temperature=0.5)
     with pytest.raises(ConfigError, match="--min-length 9 is larger than --max-length 4"):
-        Seq2SeqSummarizer.from_pretrained(bart_dir, min_length=9, max_length=4)
+        Seq2SeqSummarizer(*bart, min_length=9, max_length=4)
     with pytest.raises(ConfigError, match="--num-beams must be >= 1"):
-        Seq2SeqSummarizer.from_pretrained(bart_dir, num_beams=0)
+        Seq2SeqSummarizer(*bart, num_beams=0)
 
 
 # ---------------------------------------------------------------------------- training

@@ -138,10 +138,9 @@ class HieBartAttention(BartAttention):
 
         # Word-level heads: ordinary self-attention, through the configured attention backend (eager/sdpa).
         # Only the word heads' rows of W_K and W_V are applied to the tokens.
-        key = F.linear(hidden_states, self.k_proj.weight[:split], _rows(self.k_proj.bias, slice(None, split)))
-        value = F.linear(
-            hidden_states, self.v_proj.weight[:split], _rows(self.v_proj.bias, slice(None, split))
-        )
+        word_rows = slice(None, split)
+        key = _project(self.k_proj, hidden_states, word_rows)
+        value = _project(self.v_proj, hidden_states, word_rows)
         key = key.view(batch, seq_len, -1, self.head_dim).transpose(1, 2)
         value = value.view(batch, seq_len, -1, self.head_dim).transpose(1, 2)
         attention_interface = ALL_ATTENTION_FUNCTIONS.get_interface(
@@ -188,9 +187,9 @@ class HieBartAttention(BartAttention):
         """Token queries attend over sentence vectors; returns ``(batch, seq, sentence_heads, head_dim)``."""
         batch, n_sent = sentence_mask.shape
         sentences = sentence_weights.to(hidden_states.dtype) @ hidden_states  # g_m: (batch, n_sent, d_model)
-        rest = slice(split, None)
-        key = F.linear(sentences, self.k_proj.weight[rest], _rows(self.k_proj.bias, rest))
-        value = F.linear(sentences, self.v_proj.weight[rest], _rows(self.v_proj.bias, rest))
+        sentence_rows = slice(split, None)
+        key = _project(self.k_proj, sentences, sentence_rows)  # the same W_K, W_V as the word heads use
+        value = _project(self.v_proj, sentences, sentence_rows)
         key = key.view(batch, n_sent, -1, self.head_dim).transpose(1, 2)
         value = value.view(batch, n_sent, -1, self.head_dim).transpose(1, 2)
         scores = torch.matmul(query, key.transpose(-1, -2)) * self.scaling  # (batch, heads, seq, n_sent)
@@ -199,8 +198,9 @@ class HieBartAttention(BartAttention):
         return torch.matmul(probs, value).transpose(1, 2)
 
 
-def _rows(bias: torch.Tensor | None, rows: slice) -> torch.Tensor | None:
-    return None if bias is None else bias[rows]
+def _project(linear: nn.Linear, x: torch.Tensor, rows: slice) -> torch.Tensor:
+    """``linear(x)`` restricted to some output rows (the heads that need them)."""
+    return F.linear(x, linear.weight[rows], None if linear.bias is None else linear.bias[rows])
 
 
 class HieBartEncoder(BartEncoder):

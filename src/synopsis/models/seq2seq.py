@@ -151,7 +151,6 @@ def load_seq2seq(
             f"{model_dir}: no model weights ({' or '.join(WEIGHT_FILES[::2])}); "
             "to start from random weights, train with random_init: true"
         )
-    tokenizer = load_tokenizer(model_dir)
     config = AutoConfig.from_pretrained(str(model_dir), local_files_only=True)
     if hie_bart_word_heads is not None:
         if data["model_type"] not in BART_MODEL_TYPES:
@@ -166,6 +165,7 @@ def load_seq2seq(
                 f"got {hie_bart_word_heads}"
             )
         config = HieBartConfig.from_bart_config(config, word_heads=hie_bart_word_heads)
+    tokenizer = load_tokenizer(model_dir)
     try:
         if random_init:
             model = AutoModelForSeq2SeqLM.from_config(config)
