@@ -37,6 +37,7 @@ from synopsis.config import to_dict
 from synopsis.data.example import Example
 from synopsis.data.io import open_for_atomic_write, write_json
 from synopsis.errors import CheckpointError, InputError
+from synopsis.models.seq2seq import Seq2SeqInputs, load_seq2seq
 from synopsis.training.checkpoint import (
     check_finite,
     flatten_optimizer_state,
@@ -159,12 +160,16 @@ def _save_dir_atomically(path: Path, write: Callable[[Path], None]) -> None:
 
 
 class Seq2SeqTrainer:
-    """One fine-tuning run; see the module docstring for the run directory layout."""
+    """One fine-tuning run; see the module docstring for the run directory layout.
+
+    Methods built on this path override :attr:`inputs_class` (their own input builder) or
+    :meth:`load_model` (e.g. to wrap the loaded model) instead of copying the loop.
+    """
+
+    inputs_class: type[Seq2SeqInputs] = Seq2SeqInputs
 
     def __init__(self, config: Seq2SeqTrainConfig, resume: bool = False, show_progress: bool = True) -> None:
         from accelerate import Accelerator
-
-        from synopsis.models.seq2seq import Seq2SeqInputs, load_seq2seq
 
         self.config = config
         self.show_progress = show_progress
@@ -180,13 +185,9 @@ class Seq2SeqTrainer:
 
         torch.manual_seed(config.seed)
         self.accelerator = Accelerator(gradient_accumulation_steps=config.grad_accum_steps)
-        if latest is not None:  # the checkpoint is a complete model dir (tokenizer with Hie-BART markers too)
-            model, self.tokenizer = load_seq2seq(latest, hie_bart_word_heads=config.hie_bart_word_heads)
-        else:
-            model, self.tokenizer = load_seq2seq(
-                config.model, hie_bart_word_heads=config.hie_bart_word_heads, random_init=config.random_init
-            )
-        self.inputs = Seq2SeqInputs(
+        # a checkpoint is a complete model dir (its tokenizer has Hie-BART's marker too)
+        model, self.tokenizer = self.load_model(latest or Path(config.model), random_init=latest is None)
+        self.inputs = self.inputs_class(
             model.config,
             self.tokenizer,
             max_source_length=config.max_source_length,
@@ -218,6 +219,14 @@ class Seq2SeqTrainer:
         }
         if latest is not None:
             self._restore(latest)
+
+    def load_model(self, directory: Path, random_init: bool) -> tuple[Any, Any]:
+        """(model, tokenizer) from a model directory or a checkpoint."""
+        return load_seq2seq(
+            directory,
+            hie_bart_word_heads=self.config.hie_bart_word_heads,
+            random_init=random_init and self.config.random_init,
+        )
 
     # ------------------------------------------------------------------ data
     def _load_data(self) -> None:
