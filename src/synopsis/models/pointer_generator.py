@@ -169,10 +169,13 @@ class PointerGenerator(nn.Module):
     def _attention(
         self, s_t: torch.Tensor, encoder: EncoderOutput, coverage: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        scores = encoder.features + self.attn_decoder(s_t).unsqueeze(1)
+        # The (B, L, 2H) pre-activation dominates the cost of a step: write it once and update it in place
+        # (w_c c_i is an outer product, so addcmul_ rather than a Linear with one input feature).
+        # Both in-place ops are autograd-safe: the sum is not needed for backward, tanh saves its output.
+        hidden = encoder.features + self.attn_decoder(s_t).unsqueeze(1)
         if self.config.coverage:
-            scores = scores + self.attn_coverage(coverage.unsqueeze(-1))
-        scores = self.attn_v(torch.tanh(scores)).squeeze(-1)
+            hidden.addcmul_(coverage.unsqueeze(-1), self.attn_coverage.weight.squeeze(-1))
+        scores = self.attn_v(hidden.tanh_()).squeeze(-1)
         # Masked softmax with a finite fill (exp underflows to exactly 0) and a final multiply by the mask:
         # an all-pad row (empty article) gets all-zero attention instead of the NaN of softmax(-inf, ...).
         scores = scores.masked_fill(~encoder.mask, torch.finfo(scores.dtype).min)
