@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from synopsis.errors import ConfigError
+
+if TYPE_CHECKING:  # the training module imports transformers; the CLI loads it only when used
+    from synopsis.training.seq2seq import Seq2SeqTrainConfig
 
 DEFAULT_SHARED = Path("../shared/data")
 
@@ -87,7 +91,7 @@ def train(
     _run_training(cfg, resume, threads)
 
 
-def _run_training(cfg, resume: bool, threads: int | None) -> None:  # noqa: ANN001 - lazy import of the type
+def _run_training(cfg: Seq2SeqTrainConfig, resume: bool, threads: int | None) -> None:
     import torch
     from rich.console import Console
 

@@ -231,6 +231,8 @@ class Seq2SeqTrainer:
     # ------------------------------------------------------------------ data
     def _load_data(self) -> None:
         cfg = self.config
+        if cfg.dev_path is None and cfg.dev_split is None:
+            logger.warning("no dev set given (dev_path / dev_split): validating on the training examples")
         train = load_examples(cfg.train_corpus, cfg.train_path, cfg.train_split, cfg.max_train_examples)
         dev = load_examples(
             cfg.dev_corpus or cfg.train_corpus,
