@@ -421,24 +421,28 @@ def render_markdown(results: dict[str, Any]) -> str:
 
 
 def plot_table5(table5: dict[str, dict[str, float]], path: str | Path) -> Path:
+    """Heatmap of Table 5; a red box marks the best given attributes per target, a dashed one the correct."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
 
     rows = list(table5)
     cols = list(next(iter(table5.values())))
     grid = [[table5[r][c] for c in cols] for r in rows]
-    fig, ax = plt.subplots(figsize=(1.9 * len(cols) + 3, 0.7 * len(rows) + 2), dpi=110)
+    fig, ax = plt.subplots(figsize=(1.6 * len(cols) + 3.5, 0.75 * len(rows) + 2), dpi=110)
     image = ax.imshow(grid, cmap="viridis_r")
+    low, high = image.get_clim()
     ax.set_xticks(range(len(cols)), [c.replace(", ", "\n") for c in cols], fontsize=8)
-    ax.set_yticks(range(len(rows)), rows, fontsize=8)
+    ax.set_yticks(range(len(rows)), [r.replace(", ", "\n") for r in rows], fontsize=8)
     ax.set_xlabel("target (held-out) domain")
     ax.set_ylabel("given attributes")
-    column_best = [min(grid[i][j] for i in range(len(rows))) for j in range(len(cols))]
-    for i, row in enumerate(grid):
-        for j, value in enumerate(row):
-            is_best = math.isclose(value, column_best[j])
+    for j, col in enumerate(cols):
+        values = [grid[i][j] for i in range(len(rows))]
+        best = values.index(min(values))
+        for i, value in enumerate(values):
+            dark = (value - low) / max(high - low, 1e-9) > 0.55  # dark end of viridis_r: white text
             ax.text(
                 j,
                 i,
@@ -446,11 +450,16 @@ def plot_table5(table5: dict[str, dict[str, float]], path: str | Path) -> Path:
                 ha="center",
                 va="center",
                 fontsize=8,
-                color="white" if is_best else "black",
-                fontweight="bold" if is_best else "normal",
+                color="white" if dark else "black",
+                fontweight="bold" if i == best else "normal",
             )
-    ax.set_title("Table 5: (in) model test perplexity (lower is better; bold = best per target)", fontsize=9)
-    fig.colorbar(image, ax=ax, label="perplexity")
+            if rows[i] == col:
+                ax.add_patch(
+                    Rectangle((j - 0.45, i - 0.45), 0.9, 0.9, fill=False, ls="--", lw=1.2, ec="black")
+                )
+        ax.add_patch(Rectangle((j - 0.5, best - 0.5), 1, 1, fill=False, lw=2.2, ec="red"))
+    ax.set_title("(in) model test perplexity; red = best per target, dashed = correct attributes", fontsize=9)
+    fig.colorbar(image, ax=ax, label="perplexity (lower is better)")
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
