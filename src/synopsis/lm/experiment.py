@@ -252,11 +252,15 @@ def _run_model(
         "training": asdict(config.training),
         "vocab_size": len(data.vocab),
     }
-    if resume and result_file.exists():
-        previous = json.loads(result_file.read_text(encoding="utf-8"))
-        if previous.get("settings") == settings:
-            return previous
-        shutil.rmtree(run_dir)  # trained with other settings: retrain rather than mix results
+    settings_file = run_dir / "settings.json"
+    if resume and settings_file.exists():
+        if json.loads(settings_file.read_text(encoding="utf-8")) != settings:
+            shutil.rmtree(run_dir)  # finished or started with other settings: retrain rather than mix
+        elif result_file.exists():
+            return json.loads(result_file.read_text(encoding="utf-8"))
+    elif not resume:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    write_json(settings_file, settings)
     torch.manual_seed(config.training.seed)
     # Each model sees only the attribute names it uses (style-only models never see the topic).
     train = relabel(data.train, spec.attribute_names)

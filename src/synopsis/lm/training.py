@@ -154,8 +154,13 @@ def train_language_model(
         checkpoint = load_checkpoint(latest)
         if checkpoint.optimizer_state is None:
             raise CheckpointError(f"{latest}: no optimizer state; cannot resume")
-        model.load_state_dict(checkpoint.model_state)
-        optimizer.load_state_dict(checkpoint.optimizer_state)
+        try:
+            model.load_state_dict(checkpoint.model_state)
+            optimizer.load_state_dict(checkpoint.optimizer_state)
+        except (RuntimeError, ValueError) as err:
+            raise CheckpointError(
+                f"{latest}: does not match this model ({str(err).splitlines()[0]})"
+            ) from None
         schedule = ScheduleState(**checkpoint.state["schedule"])
         history = checkpoint.state["history"]
         start_epoch = checkpoint.state["epoch"] + 1
