@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from synopsis.cli import main
-from synopsis.config import from_dict
+from synopsis.config import from_dict, to_dict
 from synopsis.document import Document
 from synopsis.errors import ConfigError, InputError
 from synopsis.models.pointer_generator import PointerGenerator
@@ -199,3 +199,56 @@ def test_paper_config_runs_on_cnn_stories(shared_data: Path, tmp_path: Path) -> 
         tmp_path / "cnn" / "model", min_length=3, max_length=8
     )
     assert summarizer.generation.num_beams == 4
+
+
+@pytest.mark.slow
+def test_cli_resume_after_kill_9_matches_an_uninterrupted_run(corpus: Path, tmp_path: Path) -> None:
+    """A real ``kill -9`` of ``synopsis train pointer-generator``, then ``--resume``: same final weights."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import yaml
+
+    config = tiny_config(corpus, max_steps=24, eval_every=12, save_every=2, coverage_steps=0)
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(yaml.safe_dump(to_dict(config)))
+    run(config, tmp_path / "reference")
+
+    def command(*extra: str) -> list[str]:
+        entry = "import sys; from synopsis.cli import main; sys.exit(main(sys.argv[1:]))"
+        return [sys.executable, "-c", entry, "train", "pointer-generator", "--threads", "1", "--quiet",
+                "--output-dir", str(tmp_path / "killed"), *extra]  # fmt: skip
+
+    proc = subprocess.Popen(
+        command("--config", str(config_path)), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    latest = tmp_path / "killed" / "checkpoints" / "latest"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if latest.exists() and int(latest.read_text().strip().split("-")[1]) >= 4:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "training finished before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done = subprocess.run(command("--resume"), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    reference = PointerGenerator.from_pretrained(tmp_path / "reference" / "model")[0].state_dict()
+    resumed = PointerGenerator.from_pretrained(tmp_path / "killed" / "model")[0].state_dict()
+    assert all(torch.equal(reference[k], resumed[k]) for k in reference)
+
+
+def test_bundled_model_summarizes_a_real_abstract(shared_data: Path, tmp_path: Path, capsys) -> None:
+    """``synopsis summarize FILE`` with no model argument uses the model shipped inside the package."""
+    from synopsis.summarizers.pointer_generator import bundled_model_dir
+
+    assert (bundled_model_dir() / "model.safetensors").stat().st_size <= 30 * 2**20
+    record = json.loads((shared_data / "scitldr" / "dev.jsonl").read_text().splitlines()[0])
+    document = tmp_path / "abstract.txt"
+    document.write_text(" ".join(record["source"]))
+    assert main(["summarize", str(document)]) == 0
+    summary = capsys.readouterr().out.strip()
+    assert len(summary.split()) >= PointerGeneratorSummarizer.from_pretrained().generation.min_length
