@@ -429,4 +429,5 @@ def test_head_sweep_cli_writes_table_json_and_png(shared_data: Path, tmp_path: P
     rows = json.loads((out / "results.json").read_text())["rows"]
     assert [(r["word_heads"], r["sentence_heads"]) for r in rows] == [(2, 0), (1, 1)]
     table = (out / "table.md").read_text()
-    assert "| 1:1 |" in table and "do NOT reproduce" in table and (out / "heads.png").stat().st_size > 1000
+    assert "| 1:1 |" in table and "dev loss" in table and "do NOT reproduce" in table
+    assert all(r["dev_loss"] > 0 for r in rows) and (out / "heads.png").stat().st_size > 1000
