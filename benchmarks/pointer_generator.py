@@ -401,21 +401,20 @@ def main() -> None:
     print("unbatched beam search ...", flush=True)
     results["unbatched_decode"] = run_worker("decode-unbatched", args)
     if args.skip_opennmt:
-        results["opennmt"] = {"status": "skipped (--skip-opennmt)"}
+        results["opennmt_all"] = {"status": "skipped (--skip-opennmt)"}
     else:
         print("OpenNMT-py: setting up its virtual environment (first run only) ...", flush=True)
         venv, status = opennmt_env(args.cache_dir)
         if venv is None:
-            results["opennmt"] = {"status": status}
+            results["opennmt_all"] = {"status": status}
         else:
-            print("OpenNMT-py: training and translating ...", flush=True)
-            try:
-                results["opennmt"] = {
-                    "status": "ok",
-                    **run_opennmt(args, venv, args.cache_dir / "opennmt-work"),
-                }
-            except (RuntimeError, FileNotFoundError) as err:
-                results["opennmt"] = {"status": f"run failed: {err}"}
+            for hidden in args.opennmt_hidden:
+                print(f"OpenNMT-py (hidden_size {hidden}): training and translating ...", flush=True)
+                try:
+                    run = run_opennmt(args, venv, args.cache_dir / f"opennmt-work-{hidden}", hidden)
+                    results[f"opennmt_{hidden}"] = {"status": "ok", **run}
+                except (RuntimeError, FileNotFoundError, AttributeError) as err:
+                    results[f"opennmt_{hidden}"] = {"status": f"run failed: {err}"}
 
     ours_train = results["synopsis_train"]["target_tokens_per_s"]
     ours_decode = results["synopsis_decode"]["summaries_per_s"]
