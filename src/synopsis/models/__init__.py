@@ -1,0 +1,1 @@
+"""Models, one self-contained file per method (config in, tensors out)."""
