@@ -38,7 +38,7 @@ def train(
     train_split: str | None = typer.Option(None, "--train-split", help="Split of --train (e.g. train)."),
     dev_path: Path | None = typer.Option(None, "--dev", help="Dev corpus (default: --train)."),
     dev_split: str | None = typer.Option(None, "--dev-split", help="Split of --dev (e.g. dev)."),
-    output: Path | None = typer.Option(None, "--output", "-o", help="Run directory."),
+    output: Path | None = typer.Option(None, "--output-dir", "--output", "-o", help="Run directory."),
     hie_bart_word_heads: int | None = typer.Option(
         None, "--hie-bart-word-heads", help="Train a BART checkpoint as Hie-BART with this many word heads."
     ),
@@ -109,7 +109,9 @@ def _run_training(cfg: Seq2SeqTrainConfig, resume: bool, threads: int | None) ->
 
 
 def hie_bart_heads_experiment(
-    output: Path = typer.Option(Path("runs/hie_bart_heads"), "--output", "-o", help="Output directory."),
+    output: Path = typer.Option(
+        Path("runs/hie_bart_heads"), "--output-dir", "--output", "-o", help="Output directory."
+    ),
     config: Path | None = typer.Option(
         None, "--config", "-c", help="Sweep YAML (configs/hie_bart_heads.yaml)."
     ),

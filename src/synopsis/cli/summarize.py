@@ -47,6 +47,9 @@ def summarize(
         "--hie-bart-word-heads",
         help="Run a BART checkpoint as Hie-BART with this many word-level heads.",
     ),
+    max_source_length: int | None = typer.Option(
+        None, "--max-source-length", help="Truncate model inputs (pointer-generator: words; HF: tokens)."
+    ),
     batch_size: int = typer.Option(16, "--batch-size"),
     max_input_mb: float = typer.Option(20.0, "--max-input-mb", help="Refuse documents larger than this."),
     skip_bad_lines: bool = typer.Option(
@@ -92,6 +95,7 @@ def summarize(
         model,
         k=k,
         hie_bart_word_heads=hie_bart_word_heads,
+        max_source_length=max_source_length,
         num_beams=num_beams,
         min_length=min_length,
         max_length=max_length,

@@ -44,12 +44,15 @@ def load_summarizer(
     *,
     k: int = 3,
     hie_bart_word_heads: int | None = None,
+    max_source_length: int | None = None,
     **generation: Any,
 ) -> Summarizer:
     """Build the summarizer for ``method``; with ``model`` and no method, the directory's config decides.
 
     ``generation`` holds decoding options (num_beams, min_length, max_length, length_penalty,
-    no_repeat_ngram_size) for the neural methods; ``k`` is the number of sentences for centrality.
+    no_repeat_ngram_size) for the neural methods; ``k`` is the number of sentences for centrality;
+    ``max_source_length`` truncates neural inputs (words for the pointer-generator, subword tokens for
+    Hugging Face models).
     """
     if method is None:
         method = _model_family(Path(model)) if model is not None else DEFAULT_METHOD
@@ -74,11 +77,15 @@ def load_summarizer(
     if method == "pointer-generator":
         from synopsis.summarizers.pointer_generator import PointerGeneratorSummarizer
 
-        return PointerGeneratorSummarizer.from_pretrained(model, **generation)
+        return PointerGeneratorSummarizer.from_pretrained(
+            model, max_source_tokens=max_source_length, **generation
+        )
     if method == "seq2seq":
         if model is None:
             raise SynopsisError("--method seq2seq needs --model DIR (a local Hugging Face checkpoint)")
         from synopsis.summarizers.seq2seq import Seq2SeqSummarizer
 
-        return Seq2SeqSummarizer.from_pretrained(model, hie_bart_word_heads=hie_bart_word_heads, **generation)
+        return Seq2SeqSummarizer.from_pretrained(
+            model, hie_bart_word_heads=hie_bart_word_heads, max_source_length=max_source_length, **generation
+        )
     raise SynopsisError(f"unknown method '{method}'; choose one of: {', '.join(METHODS)}")
