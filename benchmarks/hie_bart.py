@@ -29,14 +29,11 @@ import time
 from pathlib import Path
 
 
-def build(kind: str, word_heads: int):
-    import torch
-    from transformers import BartConfig, BartForConditionalGeneration
+def bart_base_config():  # noqa: ANN201 - transformers is imported lazily
+    """bart-base's shape (6+6 layers, d_model 768, 12 heads, 50,265 tokens), for random-init benchmarks."""
+    from transformers import BartConfig
 
-    from synopsis.models.hie_bart import HieBartConfig, HieBartForConditionalGeneration
-
-    torch.manual_seed(0)
-    config = BartConfig(
+    return BartConfig(
         vocab_size=50265,
         d_model=768,
         encoder_layers=6,
@@ -47,6 +44,16 @@ def build(kind: str, word_heads: int):
         decoder_ffn_dim=3072,
         max_position_embeddings=1024,
     )
+
+
+def build(kind: str, word_heads: int):
+    import torch
+    from transformers import BartForConditionalGeneration
+
+    from synopsis.models.hie_bart import HieBartConfig, HieBartForConditionalGeneration
+
+    torch.manual_seed(0)
+    config = bart_base_config()
     if kind == "bart":
         return BartForConditionalGeneration(config)
     # built directly (not from a stock model in the same process) so that peak RSS counts one model

@@ -15,7 +15,8 @@ import json
 from pathlib import Path
 
 import torch
-from transformers import BartConfig, BartForConditionalGeneration
+from hie_bart import bart_base_config  # the sibling benchmark script (its folder is on sys.path)
+from transformers import BartForConditionalGeneration
 
 from synopsis.models.hie_bart import HieBartConfig, HieBartForConditionalGeneration
 
@@ -30,16 +31,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    config = BartConfig(
-        vocab_size=50265,
-        d_model=768,
-        encoder_layers=6,
-        decoder_layers=6,
-        encoder_attention_heads=12,
-        decoder_attention_heads=12,
-        encoder_ffn_dim=3072,
-        decoder_ffn_dim=3072,
-    )
+    config = bart_base_config()
     marker = config.vocab_size - 1
     width = max(args.lengths)
     ids = torch.full((len(args.lengths), width), config.pad_token_id)
