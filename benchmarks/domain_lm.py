@@ -38,12 +38,22 @@ class PlainLSTMLM(nn.Module):
         return self.output(self.dropout(hidden)), state
 
 
-def tokens_per_second(model: nn.Module, args: argparse.Namespace, seconds: float) -> float:
+def domain_mask(batch: int, slots: int, domains: int) -> torch.Tensor:
+    """(B, N) masks: the rows split into ``domains`` groups, each with one style and one topic slot on."""
+    mask = torch.zeros(batch, slots)
+    half = slots // 2
+    for row in range(batch):
+        domain = row * domains // batch
+        mask[row, domain % half] = mask[row, half + (domain // half) % (slots - half)] = 1.0
+    return mask
+
+
+def tokens_per_second(
+    model: nn.Module, mask: torch.Tensor, args: argparse.Namespace, seconds: float
+) -> float:
     torch.manual_seed(0)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, weight_decay=1e-6)
     data = torch.randint(0, args.vocab, (args.batch, 64 * args.bptt + 1))
-    mask = torch.zeros(args.batch, args.slots)
-    mask[:, 0] = mask[:, args.slots // 2] = 1.0
     model.train()
     state, tokens, position = None, 0, 0
     start = time.perf_counter()
@@ -73,6 +83,7 @@ def main() -> None:
     parser.add_argument("--slots", type=int, default=4, help="N attribute values (2 styles + 2 topics)")
     parser.add_argument("--batch", type=int, default=20)
     parser.add_argument("--bptt", type=int, default=16)
+    parser.add_argument("--mix", type=int, default=3, help="domains per batch (the experiment trains on 3)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=3.0, help="per model per round")
     parser.add_argument("--threads", type=int, default=1)
@@ -81,23 +92,26 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     slots = [f"a{i}=v" for i in range(args.slots)]
-    models: dict[str, nn.Module] = {"nn.LSTM LM": PlainLSTMLM(args.vocab, args.embedding, args.hidden, 0.5)}
+    mixed = domain_mask(args.batch, args.slots, args.mix)
+    plain_lm = PlainLSTMLM(args.vocab, args.embedding, args.hidden, 0.5)
+    runs: dict[str, tuple[nn.Module, torch.Tensor]] = {"nn.LSTM LM": (plain_lm, mixed)}
     for variant in ("baseline", "in", "out", "in_out"):
         config = DomainLMConfig(
             args.vocab, args.embedding, args.hidden, variant=variant, attribute_slots=slots
         )
-        models[f"DomainLM {variant}"] = DomainLM(config)
-    for model in models.values():  # warm-up
-        tokens_per_second(model, args, 0.3)
-    samples: dict[str, list[float]] = {name: [] for name in models}
+        runs[f"DomainLM {variant}"] = (DomainLM(config), mixed)
+    runs["DomainLM in, 1 domain"] = (runs["DomainLM in"][0], domain_mask(args.batch, args.slots, 1))
+    for model, mask in runs.values():  # warm-up
+        tokens_per_second(model, mask, args, 0.3)
+    samples: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(args.rounds):
-        for name, model in models.items():
-            samples[name].append(tokens_per_second(model, args, args.seconds))
+        for name, (model, mask) in runs.items():
+            samples[name].append(tokens_per_second(model, mask, args, args.seconds))
 
     plain = statistics.median(samples["nn.LSTM LM"])
     rows = []
-    print(f"{'model':20s} {'params':>9s} {'tokens/s':>10s} {'time vs nn.LSTM':>16s}")
-    for name, model in models.items():
+    print(f"{'model':22s} {'params':>9s} {'tokens/s':>10s} {'time vs nn.LSTM':>16s}")
+    for name, (model, _) in runs.items():
         speed = statistics.median(samples[name])
         params = sum(p.numel() for p in model.parameters())
         rows.append(
@@ -109,7 +123,7 @@ def main() -> None:
                 "rounds": samples[name],
             }
         )
-        print(f"{name:20s} {params:9d} {speed:10.0f} {plain / speed:15.2f}x")
+        print(f"{name:22s} {params:9d} {speed:10.0f} {plain / speed:15.2f}x")
     result = {
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "torch": torch.__version__,

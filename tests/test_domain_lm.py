@@ -24,19 +24,41 @@ def baseline_with_shared_weights(model: DomainLM) -> DomainLM:
     """A plain LSTM LM holding only the attribute-shared blocks of ``model``."""
     base = make("baseline", seed=1)
     state = {k: v.clone() for k, v in model.state_dict().items()}
-    state["lstm.weight_ih_l0"] = state["lstm.weight_ih_l0"][:, :E]
+    state["input_weight"] = state["input_weight"][:0]
     state["output_weight"] = state["output_weight"][:1]
     base.load_state_dict(state)
     return base
 
 
-def reference_logits(model: DomainLM, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """The paper's equations written out literally: concatenated p'(t) and h'(t), one big U' and V'."""
+def reference_lstm(model: DomainLM) -> torch.nn.LSTM:
+    """An ``nn.LSTM`` over the concatenated p'(t), with the paper's U' = [U_0 U_1 ... U_N] as input weight."""
+    if not model.config.augment_input:
+        return model.lstm
+    lstm = torch.nn.LSTM(model.augmented_input_weight().shape[1], H, batch_first=True)
+    lstm.weight_ih_l0 = torch.nn.Parameter(model.augmented_input_weight().detach().clone())
+    for name in ("weight_hh_l0", "bias_ih_l0", "bias_hh_l0"):
+        setattr(lstm, name, torch.nn.Parameter(getattr(model.lstm, name).detach().clone()))
+    return lstm
+
+
+def reference_logits(
+    model: DomainLM,
+    ids: torch.Tensor,
+    mask: torch.Tensor,
+    dropout_mask: torch.Tensor | None = None,
+    lstm: torch.nn.LSTM | None = None,
+) -> torch.Tensor:
+    """The paper's equations written out literally: concatenated p'(t) and h'(t), one big U' and V'.
+
+    ``dropout_mask`` (B, T, E), if given, is applied to p(t) before it is copied into the attribute blocks.
+    """
     gate = torch.cat([torch.ones(*mask.shape[:-1], 1), mask], -1)
     p = model.embedding(ids)
+    if dropout_mask is not None:
+        p = p * dropout_mask
     if model.config.augment_input:
         p = torch.cat([gate[..., i : i + 1] * p for i in range(gate.shape[-1])], -1)
-    h, _ = model.lstm(p)
+    h, _ = (lstm or reference_lstm(model))(p)
     if model.config.augment_output:
         h = torch.cat([gate[..., i : i + 1] * h for i in range(gate.shape[-1])], -1)
         big_v = torch.cat(list(model.output_weight), dim=1)  # V x (N+1)H
@@ -70,6 +92,45 @@ def test_augmented_model_matches_the_papers_concatenated_equations(variant: str)
     assert not torch.allclose(logits, other)
 
 
+class _InputDropoutOnly(torch.nn.Module):
+    """Stands in for the model's dropout: a fixed mask on p(t) (B, T, E), identity on h(t)."""
+
+    def __init__(self, keep: torch.Tensor) -> None:
+        super().__init__()
+        self.keep = keep
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.keep if x.shape == self.keep.shape else x
+
+
+@pytest.mark.parametrize("variant", ["in", "in_out"])
+def test_effective_weight_training_step_matches_concatenated_equations(variant: str) -> None:
+    """Train mode: one dropout mask on p shared by its copies; same logits and same gradients for U'."""
+    torch.manual_seed(0)
+    model = DomainLM(DomainLMConfig(V, E, H, dropout=0.3, variant=variant, attribute_slots=SLOTS)).train()
+    ids, targets = torch.randint(0, V, (4, 6)), torch.randint(0, V, (4, 6))
+    mask = torch.tensor([[1, 0, 0, 1], [0, 1, 1, 0], [0, 0, 0, 0], [1, 0, 0, 1]], dtype=torch.float32)
+    mask = mask.unsqueeze(1).repeat(1, 6, 1)
+    mask[1, 4:] = torch.tensor([1.0, 0.0, 1.0, 0.0])  # a row whose domain changes mid-window
+    keep = (torch.rand(4, 6, E) >= 0.3).float() / 0.7
+    model.dropout = _InputDropoutOnly(keep)
+
+    logits, _ = model(ids, mask)
+    F.cross_entropy(logits.flatten(0, 1), targets.flatten()).backward()
+    grad_u = torch.cat([model.lstm.weight_ih_l0.grad, *model.input_weight.grad], dim=1)
+    grad_hh = model.lstm.weight_hh_l0.grad.clone()
+    grad_embedding = model.embedding.weight.grad.clone()
+    model.zero_grad()
+
+    lstm = reference_lstm(model)
+    reference = reference_logits(model, ids, mask, dropout_mask=keep, lstm=lstm)
+    torch.testing.assert_close(logits, reference)
+    F.cross_entropy(reference.flatten(0, 1), targets.flatten()).backward()
+    torch.testing.assert_close(grad_u, lstm.weight_ih_l0.grad)
+    torch.testing.assert_close(grad_hh, lstm.weight_hh_l0.grad)
+    torch.testing.assert_close(grad_embedding, model.embedding.weight.grad)
+
+
 def test_variant_shapes() -> None:
     n = len(SLOTS)
     shapes = {
@@ -81,7 +142,8 @@ def test_variant_shapes() -> None:
     ids = torch.randint(0, V, (2, 5))
     for variant, (w_ih, w_out) in shapes.items():
         model = make(variant)
-        assert tuple(model.lstm.weight_ih_l0.shape) == w_ih
+        assert tuple(model.augmented_input_weight().shape) == w_ih
+        assert tuple(model.lstm.weight_ih_l0.shape) == (4 * H, E)
         assert tuple(model.output_weight.shape) == w_out
         logits, (h, c) = model(ids, torch.ones(2, n))
         assert logits.shape == (2, 5, V) and h.shape == c.shape == (1, 2, H)
@@ -141,3 +203,19 @@ def test_save_and_load_round_trip(tmp_path) -> None:
         DomainLM.from_pretrained(tmp_path / "m")
     with pytest.raises(CheckpointError, match="no such checkpoint"):
         DomainLM.from_pretrained(tmp_path / "missing")
+
+
+@pytest.mark.parametrize("variant", ["in", "in_out"])
+def test_state_carried_across_windows_keeps_row_order(variant: str) -> None:
+    """Rows with different attribute sets run as separate groups; their states must come back in order."""
+    model = make(variant)
+    ids = torch.randint(0, V, (5, 8))
+    mask = torch.tensor(
+        [[0, 1, 1, 0], [1, 0, 0, 1], [0, 1, 1, 0], [0, 0, 0, 0], [1, 0, 1, 0]], dtype=torch.float32
+    )
+    whole, (h, c) = model(ids, mask)
+    first, state = model(ids[:, :3], mask)
+    second, (h2, c2) = model(ids[:, 3:], mask, state)
+    torch.testing.assert_close(torch.cat([first, second], dim=1), whole)
+    torch.testing.assert_close((h2, c2), (h, c))
+    torch.testing.assert_close(whole, reference_logits(model, ids, mask.unsqueeze(1).expand(5, 8, 4)))

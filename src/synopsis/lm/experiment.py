@@ -41,7 +41,13 @@ from synopsis.lm.corpus import (
     split_train_dev,
 )
 from synopsis.lm.training import TrainConfig, perplexity, progress_bar, train_language_model
-from synopsis.models.domain_lm import VARIANTS, DomainLM, DomainLMConfig, attribute_slots_from
+from synopsis.models.domain_lm import (
+    MODEL_VERSION,
+    VARIANTS,
+    DomainLM,
+    DomainLMConfig,
+    attribute_slots_from,
+)
 
 MASC_ZIP = "../shared/data/masc/masc_tagged.zip"
 
@@ -248,6 +254,7 @@ def _run_model(
 ) -> dict[str, Any]:
     result_file = run_dir / "result.json"
     settings = {
+        "model_version": MODEL_VERSION,
         "model": asdict(config.model),
         "training": asdict(config.training),
         "vocab_size": len(data.vocab),

@@ -7,17 +7,23 @@ several slots may be active at once (one per attribute name, normally) or none.
 
 Word representation (variant "in")::
 
-    p'(t) = [p(t); m_1 p(t); ...; m_N p(t)]          (N+1)E dims, fed to the LSTM (U grows to 4H x (N+1)E)
+    p'(t) = [p(t); m_1 p(t); ...; m_N p(t)]     (N+1)E dims, fed to the LSTM through U' = [U_0 U_1 ... U_N]
 
 Context representation (variant "out")::
 
-    h'(t) = [h(t); m_1 h(t); ...; m_N h(t)]          (N+1)H dims, before the output layer (V: V x (N+1)H)
+    h'(t) = [h(t); m_1 h(t); ...; m_N h(t)]     (N+1)H dims, before the output layer V' = [W_0 W_1 ... W_N]
 
-The output layer is never materialised on h'(t): with V' = [W_0 W_1 ... W_N],
-``V' h' = (W_0 + sum_a m_a W_a) h``, so the logits use one effective V x H matrix per distinct attribute
-combination in the batch (there are only a handful), which is exactly the same function at the cost of a
-plain LSTM LM's output layer. The first block (``W_0``, and the first E columns of the LSTM's input weights)
-is the attribute-shared part; an input with no active slot (all attributes unknown) uses the shared part only.
+Neither concatenation is materialised. Both layers are linear in the augmented vector, so
+``U' p' = (U_0 + sum_a m_a U_a) p`` and ``V' h' = (W_0 + sum_a m_a W_a) h``: one effective 4H x E (resp.
+V x H) matrix per distinct attribute combination, of which a batch has only a handful. That is exactly the
+paper's function at the cost of a plain LSTM LM; tests check it against the concatenated equations.
+``U_0`` is the ``nn.LSTM``'s own input weight (the recurrence stays in PyTorch's fused kernel) and
+``U_1..U_N`` are ``input_weight``; ``W_0..W_N`` are ``output_weight``. An input with no active slot (all
+attributes unknown) uses the shared blocks only.
+
+Dropout on the LSTM's input is applied to p(t) *before* it is copied into the attribute blocks, so that
+p_a(t) = p(t) holds during training as the paper defines it (one dropout mask, not N+1 independent ones);
+this is also what makes the effective-weight form exact in training.
 
 Attribute values unseen in training have no slot: :meth:`DomainLM.attribute_mask` maps them to zeros (the
 shared part only) and warns once per value. Variant "baseline" is the plain LSTM LM (no slots used).
@@ -33,6 +39,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.func import functional_call
 from torch.nn import functional as F
 
 from synopsis.config import from_dict
@@ -40,6 +47,9 @@ from synopsis.errors import CheckpointError, ConfigError
 from synopsis.training.checkpoint import load_checkpoint, save_checkpoint
 
 VARIANTS = ("baseline", "in", "out", "in_out")
+# Bumped when the parameter layout or the training-time function changes, so that runs recorded with an
+# older version are retrained instead of reused (2: U_1..U_N apart from nn.LSTM; one dropout mask on p).
+MODEL_VERSION = 2
 
 LSTMState = tuple[torch.Tensor, torch.Tensor]
 
@@ -94,17 +104,20 @@ class DomainLM(nn.Module):
     def __init__(self, config: DomainLMConfig) -> None:
         super().__init__()
         self.config = config
-        n_blocks_in = config.num_slots + 1 if config.augment_input else 1
+        n_slots_in = config.num_slots if config.augment_input else 0
         n_blocks_out = config.num_slots + 1 if config.augment_output else 1
         self.embedding = nn.Embedding(config.vocab_size, config.embedding_dim)
         self.dropout = nn.Dropout(config.dropout)
+        # weight_ih_l0 is the shared input block U_0.
         self.lstm = nn.LSTM(
-            n_blocks_in * config.embedding_dim,
+            config.embedding_dim,
             config.hidden_dim,
             num_layers=config.num_layers,
             batch_first=True,
             dropout=config.dropout if config.num_layers > 1 else 0.0,
         )
+        # U_1..U_N: the attribute-specific input blocks of U' (4H x E each).
+        self.input_weight = nn.Parameter(torch.empty(n_slots_in, 4 * config.hidden_dim, config.embedding_dim))
         # Block 0 is the shared output matrix, blocks 1..N the attribute-specific ones (V' split by block).
         self.output_weight = nn.Parameter(torch.empty(n_blocks_out, config.vocab_size, config.hidden_dim))
         self.output_bias = nn.Parameter(torch.zeros(config.vocab_size))
@@ -169,35 +182,84 @@ class DomainLM(nn.Module):
                     f"with N = {len(self.config.attribute_slots)}"
                 )
 
-        embedded = self.embedding(input_ids)  # (B, T, E)
-        if self.config.augment_input:
-            embedded = self._augment(embedded, mask)  # (B, T, (N+1)E)
-        hidden, state = self.lstm(self.dropout(embedded), state)
+        # One dropout mask on p(t), shared by its copies p_a(t) (see the module docstring).
+        embedded = self.dropout(self.embedding(input_ids))  # (B, T, E)
+        hidden, state = self._recurrence(embedded, mask, state)
         hidden = self.dropout(hidden)
         return self._output_logits(hidden, mask), state
 
-    @staticmethod
-    def _augment(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """[x; m_1 x; ...; m_N x]: one broadcast multiply, no per-attribute loop."""
-        gate = torch.cat([mask.new_ones(mask.shape[:-1] + (1,)), mask], dim=-1)  # (B, T, N+1)
-        return (gate.unsqueeze(-1) * x.unsqueeze(-2)).flatten(-2)
+    def augmented_input_weight(self) -> torch.Tensor:
+        """U' = [U_0 U_1 ... U_N], 4H x (N+1)E: the paper's input matrix (never multiplied by here)."""
+        return torch.cat([self.lstm.weight_ih_l0, *self.input_weight], dim=1)
+
+    def _recurrence(
+        self, x: torch.Tensor, mask: torch.Tensor, state: LSTMState | None
+    ) -> tuple[torch.Tensor, LSTMState]:
+        """The LSTM over p'(t), run as ``nn.LSTM`` over p(t) with U_0 + sum_a m_a U_a as input weight.
+
+        Rows are grouped by attribute combination and time is cut where any row's combination changes
+        (a document boundary), so each piece is one fused ``nn.LSTM`` call with one effective weight.
+        """
+        if not self.config.augment_input or self.config.num_slots == 0:
+            return self.lstm(x, state)
+        batch, time = x.shape[:2]
+        if state is None:
+            zeros = x.new_zeros(self.config.num_layers, batch, self.config.hidden_dim)
+            state = (zeros, zeros)
+        changes = (mask[:, 1:] != mask[:, :-1]).any(dim=-1).any(dim=0).nonzero().flatten()
+        bounds = [0, *(changes + 1).tolist(), time]
+        pieces = []
+        for start, end in zip(bounds[:-1], bounds[1:], strict=True):
+            output, state = self._recurrence_piece(x[:, start:end], mask[:, start], state)
+            pieces.append(output)
+        return (pieces[0] if len(pieces) == 1 else torch.cat(pieces, dim=1)), state
+
+    def _recurrence_piece(
+        self, x: torch.Tensor, mask: torch.Tensor, state: LSTMState
+    ) -> tuple[torch.Tensor, LSTMState]:
+        """``x`` (B, T, E) whose rows keep the attribute mask ``mask`` (B, N) throughout."""
+        groups = MaskGroups.of(mask)
+        # U_0 + sum_a m_a U_a for every group, from one matrix product.
+        blocks = torch.cat([self.lstm.weight_ih_l0.unsqueeze(0), self.input_weight]).flatten(1)
+        weights = (groups.stacked_gates() @ blocks).view(-1, *self.lstm.weight_ih_l0.shape).unbind(0)
+        if len(weights) == 1:
+            return self._lstm_with_input_weight(x, weights[0], state)
+        x, h, c = groups.sort(x), groups.sort(state[0], dim=1), groups.sort(state[1], dim=1)
+        outputs, hs, cs = [], [], []
+        for weight, x_k, h_k, c_k in zip(
+            weights, x.split(groups.sizes), h.split(groups.sizes, 1), c.split(groups.sizes, 1), strict=True
+        ):
+            output, (h_k, c_k) = self._lstm_with_input_weight(x_k, weight, (h_k, c_k))
+            outputs.append(output)
+            hs.append(h_k)
+            cs.append(c_k)
+        return groups.unsort(torch.cat(outputs)), (
+            groups.unsort(torch.cat(hs, dim=1), dim=1),
+            groups.unsort(torch.cat(cs, dim=1), dim=1),
+        )
+
+    def _lstm_with_input_weight(
+        self, x: torch.Tensor, weight: torch.Tensor, state: LSTMState
+    ) -> tuple[torch.Tensor, LSTMState]:
+        """The model's ``nn.LSTM`` (its fused kernel) with ``weight`` in place of the first layer's U_0."""
+        parameters = dict(self.lstm.named_parameters())
+        parameters["weight_ih_l0"] = weight
+        return functional_call(self.lstm, parameters, (x, state))
 
     def _output_logits(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         if not self.config.augment_output:
             return F.linear(hidden, self.output_weight[0], self.output_bias)
-        # V' h' = (W_0 + sum_a m_a W_a) h: one effective matrix per distinct attribute combination.
-        combos, which = torch.unique(mask.reshape(-1, mask.shape[-1]), dim=0, return_inverse=True)
-        gates = torch.cat([combos.new_ones(len(combos), 1), combos], dim=1)  # (K, N+1)
-        weights = torch.einsum("kn,nvh->kvh", gates, self.output_weight)  # (K, V, H)
+        # V' h' = (W_0 + sum_a m_a W_a) h: one effective matrix per distinct attribute combination, all of
+        # them from one matrix product (and one in the backward pass).
         flat = hidden.reshape(-1, hidden.shape[-1])
-        if len(combos) == 1:
-            logits = F.linear(flat, weights[0], self.output_bias)
-        else:
-            logits = flat.new_empty(flat.shape[0], self.config.vocab_size)
-            for k in range(len(combos)):
-                rows = (which == k).nonzero(as_tuple=True)[0]
-                logits[rows] = F.linear(flat[rows], weights[k], self.output_bias)
-        return logits.view(*hidden.shape[:-1], self.config.vocab_size)
+        groups = MaskGroups.of(mask.reshape(-1, mask.shape[-1]))
+        blocks = self.output_weight.flatten(1)  # (N+1, V*H)
+        weights = (groups.stacked_gates() @ blocks).view(-1, *self.output_weight.shape[1:]).unbind(0)
+        logits = [
+            F.linear(h_k, weight, self.output_bias)
+            for weight, h_k in zip(weights, groups.sort(flat).split(groups.sizes), strict=True)
+        ]
+        return groups.unsort(torch.cat(logits)).view(*hidden.shape[:-1], self.config.vocab_size)
 
     # --------------------------------------------------------------------------------------- save / load
 
@@ -221,6 +283,44 @@ class DomainLM(nn.Module):
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+
+@dataclass
+class MaskGroups:
+    """Rows of a (R, N) attribute mask grouped by value: ``sizes[k]`` rows with mask ``masks[k]``.
+
+    Batches cut from one token stream hold each domain in consecutive rows, so the groups are usually
+    runs already and ``order`` is ``None`` (slices, no copies); otherwise rows are sorted by mask first.
+    """
+
+    masks: list[torch.Tensor]
+    sizes: list[int]
+    order: torch.Tensor | None = None
+
+    @classmethod
+    def of(cls, mask: torch.Tensor) -> MaskGroups:
+        if bool((mask == mask[0]).all()):
+            return cls([mask[0]], [len(mask)])
+        starts = torch.cat([mask.new_ones(1, dtype=torch.bool), (mask[1:] != mask[:-1]).any(dim=-1)])
+        starts = starts.nonzero().flatten()
+        # torch.unique(dim=0) is slow on CPU: only look at the runs' first rows unless masks repeat.
+        if len(torch.unique(mask[starts], dim=0)) == len(starts):  # each mask is one run of rows
+            sizes = torch.diff(starts, append=starts.new_tensor([len(mask)]))
+            return cls(list(mask[starts]), sizes.tolist())
+        unique, which = torch.unique(mask, dim=0, return_inverse=True)
+        order = torch.argsort(which, stable=True)
+        return cls(list(unique), torch.bincount(which).tolist(), order)
+
+    def stacked_gates(self) -> torch.Tensor:
+        """(K, N+1): a 1 for the shared block, then each group's mask."""
+        masks = torch.stack(self.masks)
+        return torch.cat([masks.new_ones(len(masks), 1), masks], dim=1)
+
+    def sort(self, x: torch.Tensor, dim: int = 0) -> torch.Tensor:
+        return x if self.order is None else x.index_select(dim, self.order)
+
+    def unsort(self, x: torch.Tensor, dim: int = 0) -> torch.Tensor:
+        return x if self.order is None else x.index_select(dim, torch.argsort(self.order))
 
 
 def attribute_slots_from(attribute_sets: Sequence[Mapping[str, str]], names: Sequence[str]) -> list[str]:
