@@ -359,6 +359,16 @@ def test_generic_ids_do_not_shift_when_bad_lines_are_skipped(tmp_path: Path) -> 
     assert [e.id for e in read_corpus("jsonl", path, skip_bad_lines=True)] == ["g-0", "g-2"]
 
 
+def test_generic_id_field_is_used_by_default_and_references_can_be_optional(tmp_path: Path) -> None:
+    lines = [json.dumps({"id": "doc-a", "text": "One."}), json.dumps({"id": " ", "text": "Two."})]
+    path = write(tmp_path / "g.jsonl", "\n".join(lines) + "\n")
+    examples = list(read_corpus("jsonl", path, summary_column=None))
+    assert [e.id for e in examples] == ["doc-a", "g-1"]  # a blank id falls back to the position
+    assert all(e.references == [] for e in examples)
+    with pytest.raises(InputError, match=r"g\.jsonl:1: no column 'summary'"):
+        list(read_corpus("jsonl", path))
+
+
 def test_generic_csv_and_tsv(tmp_path: Path) -> None:
     path = write(tmp_path / "d.csv", 'text,summary\n"Para one.\n\nPara two.",Sum\nx,y,z\nOnly text.,S2\n')
     with pytest.raises(InputError, match=r"d\.csv:5: expected 2 fields as in the header, found 3"):

@@ -8,6 +8,7 @@ modules import torch and models lazily inside the command, so ``synopsis --help`
 from __future__ import annotations
 
 import sys
+import warnings
 
 import typer
 from rich.console import Console
@@ -44,10 +45,23 @@ experiment_app.command("domain-lm")(lm_cli.domain_lm_experiment)
 _err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+_default_show_warning = warnings.showwarning
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+    """Warnings meant for the user (UserWarning) as one ``warning: ...`` line, not a source listing."""
+    if issubclass(category, UserWarning):
+        _err.print(f"warning: {message}", style="yellow", markup=False, highlight=False)
+    else:
+        _default_show_warning(message, category, filename, lineno, file, line)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point: user errors become ``error: ...`` on stderr and exit code 2."""
     try:
-        app(args=argv, standalone_mode=False)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            app(args=argv, standalone_mode=False)
     except SynopsisError as err:
         _err.print(f"[bold red]error:[/] {err}")
         return 2

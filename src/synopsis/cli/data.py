@@ -46,7 +46,11 @@ _TEXT_COLUMN = typer.Option(None, "--text-column", help="jsonl/csv: column with 
 _SUMMARY_COLUMN = typer.Option(
     None, "--summary-column", help="jsonl/csv: column with the reference(s); repeat for several columns."
 )
-_ID_COLUMN = typer.Option(None, "--id-column", help="jsonl/csv: column with the example id.")
+_ID_COLUMN = typer.Option(
+    None,
+    "--id-column",
+    help="jsonl/csv: column with the example id (default: an 'id' field if the record has one).",
+)
 _INSTRUCTION_COLUMN = typer.Option(
     None, "--instruction-column", help="jsonl/csv: column with the instruction."
 )

@@ -61,7 +61,7 @@ def summarize(
     from rich.progress import track
 
     from synopsis.data.io import open_for_atomic_write
-    from synopsis.data.readers import read_corpus, read_document
+    from synopsis.data.readers import detect_corpus, read_corpus, read_document
     from synopsis.summarizers import load_summarizer
     from synopsis.summarizers.extractive import OracleSummarizer
 
@@ -70,8 +70,11 @@ def summarize(
         if len(inputs) != 1:
             raise InputError("--corpus takes exactly one input path")
         stats: dict[str, int] = {}
+        name = detect_corpus(inputs[0]) if corpus == "auto" else corpus
+        # Generic JSONL/CSV need no reference column to be summarized (only the oracle reads references).
+        options = {"summary_column": None} if name in ("jsonl", "csv") and method != "oracle" else {}
         examples = list(
-            read_corpus(corpus, inputs[0], split=split, skip_bad_lines=skip_bad_lines, stats=stats)
+            read_corpus(name, inputs[0], split=split, skip_bad_lines=skip_bad_lines, stats=stats, **options)
         )
         if stats.get("skipped"):
             err.print(f"skipped {stats['skipped']} malformed line(s) in {inputs[0]}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, fields
 from importlib import resources
@@ -74,13 +75,17 @@ class PointerGeneratorSummarizer:
         return cls(model, vocab, generation)
 
     # ------------------------------------------------------------------ decoding
-    def generate(self, articles: Sequence[Sequence[str]]) -> list[list[str]]:
-        """Summaries as word lists for already-tokenised (lowercased) articles, all decoded in one batch."""
+    def generate(self, articles: Sequence[Sequence[str]], min_length: int | None = None) -> list[list[str]]:
+        """Summaries as word lists for already-tokenised (lowercased) articles, all decoded in one batch.
+
+        ``min_length`` overrides the generation config's minimum summary length (in words).
+        """
         import torch
 
         from synopsis.generation import beam_search, greedy_search
 
         g, vocab = self.generation, self.vocab
+        min_length = g.min_length if min_length is None else min_length
         encoded = [vocab.encode_source(list(a)[: g.max_source_tokens]) for a in articles]
         width = max(len(e.ids) for e in encoded)
         input_ids = torch.full((len(encoded), width), vocab.pad_id, dtype=torch.long)
@@ -101,7 +106,7 @@ class PointerGeneratorSummarizer:
                 bos_id=vocab.bos_id,
                 eos_id=vocab.eos_id,
                 # The decoders count EOS as a token; min/max_length here count words.
-                min_length=g.min_length + 1,
+                min_length=min_length + 1,
                 max_length=g.max_length,
                 no_repeat_ngram_size=g.no_repeat_ngram_size,
             )
@@ -119,19 +124,29 @@ class PointerGeneratorSummarizer:
         """One summary per document. Instructions are ignored: the pointer-generator is not controllable."""
         if not documents:
             return []
-        articles = []
+        articles, min_lengths = [], []
         for i, document in enumerate(documents):
             name = document.id or f"document {i + 1}"
             tokens = word_tokenize(" ".join(s.text for s in document.sentences), lower=True)
             if not tokens:
                 raise InputError(f"{name}: document is empty; nothing to summarize")
             if len(tokens) < self.generation.min_length:
-                raise InputError(
+                # A summary need not be longer than its document: lower the minimum for this one only.
+                warnings.warn(
                     f"{name}: document has {len(tokens)} tokens, fewer than the minimum summary length "
-                    f"{self.generation.min_length}; pass a smaller --min-length"
+                    f"{self.generation.min_length}; its summary may be as short as the document",
+                    UserWarning,
+                    stacklevel=2,
                 )
             articles.append(tokens)
-        return [detokenize(words) for words in self.generate(articles)]
+            min_lengths.append(min(len(tokens), self.generation.min_length))
+        summaries: list[str] = [""] * len(articles)
+        # Documents that share a minimum length are decoded together (normally: all of them).
+        for min_length in sorted(set(min_lengths)):
+            rows = [i for i, m in enumerate(min_lengths) if m == min_length]
+            for row, words in zip(rows, self.generate([articles[i] for i in rows], min_length), strict=True):
+                summaries[row] = detokenize(words)
+        return summaries
 
     def generation_options(self) -> dict[str, Any]:
         return asdict(self.generation)

@@ -3,8 +3,9 @@
 The text column may hold a string (split into paragraphs at blank lines, then sentences), a list of
 strings (taken as sentences), or an object in our Document JSON. A summary column may hold a string or a
 list of strings; with several summary columns the references are collected from each in order. CSV cells
-are always strings. Without an id column, ids are ``<file stem>-<n>`` with ``n`` the record's 0-based
-position in the file, which a skipped bad record does not shift.
+are always strings. Without an id column option, a record's ``id`` field is its id if it has one, else the id
+is ``<file stem>-<n>`` with ``n`` the record's 0-based position in the file, which a skipped bad record does
+not shift.
 """
 
 from __future__ import annotations
@@ -64,7 +65,12 @@ class Columns:
             references.extend(v.strip() for v in value if v.strip())
         if self.summaries and not references:
             raise InputError(f"{where}: the summary column(s) {', '.join(self.summaries)} are empty")
-        example_id = str(self._get(record, self.id, where, "--id-column")) if self.id else f"{stem}-{number}"
+        if self.id:
+            example_id = str(self._get(record, self.id, where, "--id-column"))
+        elif isinstance(record.get("id"), str | int) and str(record["id"]).strip():
+            example_id = str(record["id"]).strip()  # an "id" field is used without being asked for
+        else:
+            example_id = f"{stem}-{number}"
         document.id = document.id or example_id
         if self.title:
             document.title = (
