@@ -97,7 +97,14 @@ def test_two_phase_schedule_and_outputs(corpus: Path, tmp_path: Path) -> None:
     assert json.loads((out / "model" / "config.json").read_text())["coverage"] is True
     assert json.loads((out / "model_no_coverage" / "config.json").read_text())["coverage"] is False
     assert (out / "training_curve.png").stat().st_size > 1000
-    assert trainer.state["curves"]["validation"]
+    curves = trainer.state["curves"]
+    assert (
+        len(curves["validation"]) == len(curves["validation_nll"]) == len(curves["validation_coverage"]) > 0
+    )
+    # The coverage loss counts in the selection loss only once the coverage phase has started.
+    start = trainer.state["phase_start_step"]
+    for (step, total), (_, nll) in zip(curves["validation"], curves["validation_nll"], strict=True):
+        assert (total == pytest.approx(nll)) == (step <= start)
     # The exported model summarises real documents (batched), OOV words come out as words.
     summarizer = PointerGeneratorSummarizer.from_pretrained(out / "model", num_beams=3)
     docs = [Document.from_text("zyzzyva " * 30 + "is a quokka."), Document.from_text("the model " * 20)]

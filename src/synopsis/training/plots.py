@@ -16,13 +16,16 @@ def plot_curves(
     path: str | Path,
     title: str = "",
     ylabel: str = "loss",
+    events: Mapping[str, float] | None = None,
 ) -> Path:
-    """Plot named (step, value) series on one axis and save a PNG."""
+    """Plot named (step, value) series on one axis and save a PNG; ``events`` are labelled vertical lines."""
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
     for name, points in curves.items():
         if points:
             xs, ys = zip(*points, strict=True)
             ax.plot(xs, ys, label=name, marker="o" if len(points) < 30 else None, markersize=3)
+    for label, step in (events or {}).items():
+        ax.axvline(step, color="grey", linestyle="--", linewidth=1, label=label)
     ax.set_xlabel("step")
     ax.set_ylabel(ylabel)
     ax.set_title(title)

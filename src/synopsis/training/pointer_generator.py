@@ -332,7 +332,7 @@ class Trainer:
             "best_loss": math.inf,
             "bad_evals": 0,
             "minutes": 0.0,
-            "curves": {"train": [], "validation": []},
+            "curves": {"train": [], "validation": [], "validation_nll": [], "validation_coverage": []},
         }
         if self.resume:
             self._load(self.manager.latest())
@@ -477,7 +477,11 @@ class Trainer:
                 is_best = False
                 if step % s.eval_every == 0:
                     metrics = evaluate_loss(self.model, self.dev_batches)
-                    self.state["curves"]["validation"].append((step, metrics["loss"]))
+                    curves = self.state["curves"]
+                    curves["validation"].append((step, metrics["loss"]))
+                    # Apart as well: the total jumps when the coverage loss is switched on.
+                    curves.setdefault("validation_nll", []).append((step, metrics["nll"]))
+                    curves.setdefault("validation_coverage", []).append((step, metrics["coverage"]))
                     is_best = metrics["loss"] < self.state["best_loss"]
                     if is_best:
                         self.state["best_loss"], self.state["bad_evals"] = metrics["loss"], 0
@@ -496,8 +500,17 @@ class Trainer:
         return self.state
 
     def _plot(self) -> None:
-        curves = {name: [tuple(p) for p in points] for name, points in self.state["curves"].items()}
-        plot_curves(curves, self.output_dir / "training_curve.png", title="pointer-generator")
+        labels = {
+            "train": "train loss",
+            "validation": "validation loss (selects the model)",
+            "validation_nll": "validation NLL",
+            "validation_coverage": "validation coverage loss",
+        }
+        curves = {labels.get(k, k): [tuple(p) for p in v] for k, v in self.state["curves"].items()}
+        events = {}
+        if self.state["phase"] == "coverage":
+            events["coverage phase starts"] = self.state["phase_start_step"]
+        plot_curves(curves, self.output_dir / "training_curve.png", title="pointer-generator", events=events)
 
 
 def train(
