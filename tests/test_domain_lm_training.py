@@ -20,7 +20,7 @@ from synopsis.lm.training import (
     train_language_model,
     update_schedule,
 )
-from synopsis.models.domain_lm import DomainLM, DomainLMConfig
+from synopsis.models.domain_lm import MODEL_VERSION, DomainLM, DomainLMConfig
 
 WORDS = {
     "spoken": ["uh", "um", "yeah", "you", "know"],
@@ -167,6 +167,15 @@ def test_experiment_on_tiny_data_writes_the_three_tables(tmp_path) -> None:
     # A rerun reuses the finished models instead of training them again.
     again = run_experiment(config, tmp_path / "out", log=lambda _: None)
     assert again["tables"] == tables
+    # A model recorded by an older version of DomainLM is retrained, not reused.
+    settings_file = sorted((tmp_path / "out").rglob("settings.json"))[0]
+    settings = json.loads(settings_file.read_text())
+    assert settings["model_version"] == MODEL_VERSION
+    settings_file.write_text(json.dumps({**settings, "model_version": MODEL_VERSION - 1}))
+    (settings_file.parent / "result.json").write_text(json.dumps({"stale": True}))
+    run_experiment(config, tmp_path / "out", log=lambda _: None)
+    assert json.loads(settings_file.read_text())["model_version"] == MODEL_VERSION
+    assert "stale" not in json.loads((settings_file.parent / "result.json").read_text())
     # ... but retrains a model whose settings changed, instead of mixing results.
     config.training.max_epochs, config.variants, config.single_attribute_models = 2, ["in"], False
     config.held_out = targets[:1]
