@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import warnings
+from typing import TextIO
 
 import typer
 from rich.console import Console
@@ -48,7 +49,14 @@ _err = Console(stderr=True, highlight=False, soft_wrap=True)
 _default_show_warning = warnings.showwarning
 
 
-def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
     """Warnings meant for the user (UserWarning) as one ``warning: ...`` line, not a source listing."""
     if issubclass(category, UserWarning):
         _err.print(f"warning: {message}", style="yellow", markup=False, highlight=False)
