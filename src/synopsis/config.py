@@ -15,8 +15,8 @@ from typing import Any, TypeVar
 
 import yaml
 
-from synopsis.data.io import read_text
 from synopsis.errors import ConfigError, InputError
+from synopsis.io import read_text
 
 T = TypeVar("T")
 

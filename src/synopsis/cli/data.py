@@ -148,9 +148,9 @@ def stats(
     """Print counts, lengths (words, sentences), section depth and references per example."""
     from rich.console import Console
 
-    from synopsis.data.io import write_json
     from synopsis.data.readers import read_corpus
     from synopsis.data.stats import corpus_stats, stats_table
+    from synopsis.io import write_json
 
     options = _given(
         text_column=text_column,

@@ -31,7 +31,7 @@ class _Records:
 
 
 def _is_jsonl(path: Path, input_format: str) -> bool:
-    from synopsis.data.io import read_text
+    from synopsis.io import read_text
 
     if input_format != "auto":
         return input_format == "jsonl"
@@ -41,7 +41,7 @@ def _is_jsonl(path: Path, input_format: str) -> bool:
 
 
 def _read_lines(path: Path) -> _Records:
-    from synopsis.data.io import read_text
+    from synopsis.io import read_text
 
     records = _Records(path)
     text = read_text(path)
@@ -79,7 +79,7 @@ def _source_text(value: Any, where: str) -> str | None:
 def _read_predictions(path: Path, input_format: str) -> _Records:
     if not _is_jsonl(path, input_format):
         return _read_lines(path)
-    from synopsis.data.io import iter_jsonl
+    from synopsis.io import iter_jsonl
 
     records = _Records(path)
     for where, record in iter_jsonl(path):
@@ -96,7 +96,7 @@ def _read_references(path: Path, input_format: str) -> _Records:
         lines.texts = [[text] for text in lines.texts]
         return lines
     from synopsis.data.example import Example
-    from synopsis.data.io import iter_jsonl
+    from synopsis.io import iter_jsonl
 
     records = _Records(path)
     for where, record in iter_jsonl(path):
@@ -126,7 +126,7 @@ def _read_sources(path: Path, input_format: str) -> _Records:
     if not _is_jsonl(path, input_format):
         return _read_lines(path)
     from synopsis.data.example import Example
-    from synopsis.data.io import iter_jsonl
+    from synopsis.io import iter_jsonl
 
     records = _Records(path)
     for where, record in iter_jsonl(path):
@@ -202,9 +202,9 @@ def evaluate(
     """Score predictions against references; print tables with the settings and optionally write JSON."""
     from rich.console import Console
 
-    from synopsis.data.io import write_json
     from synopsis.evaluation import evaluate_corpus
     from synopsis.evaluation.report import print_report
+    from synopsis.io import write_json
 
     if input_format not in _FORMATS:
         raise ConfigError(f"--format must be one of {', '.join(_FORMATS)}, got '{input_format}'")

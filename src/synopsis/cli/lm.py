@@ -77,7 +77,7 @@ def train(
     import torch
     from rich.console import Console
 
-    from synopsis.data.io import write_json
+    from synopsis.io import write_json
     from synopsis.lm.experiment import build_training_data, load_domains, relabel
     from synopsis.lm.training import train_language_model
     from synopsis.models.domain_lm import DomainLM, DomainLMConfig, attribute_slots_from

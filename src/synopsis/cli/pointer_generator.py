@@ -57,7 +57,7 @@ def train(
     import yaml
 
     from synopsis.config import from_dict
-    from synopsis.data.io import read_text
+    from synopsis.io import read_text
     from synopsis.training.pointer_generator import TRAIN_CONFIG_FILE, TrainConfig
     from synopsis.training.pointer_generator import train as run_training
 

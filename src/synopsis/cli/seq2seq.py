@@ -59,7 +59,7 @@ def train(
     import yaml
 
     from synopsis.config import from_dict
-    from synopsis.data.io import read_text
+    from synopsis.io import read_text
     from synopsis.training.seq2seq import Seq2SeqTrainConfig
 
     data: dict[str, object] = {}

@@ -60,8 +60,8 @@ def summarize(
     from rich.console import Console
     from rich.progress import track
 
-    from synopsis.data.io import open_for_atomic_write
     from synopsis.data.readers import detect_corpus, read_corpus, read_document
+    from synopsis.io import open_for_atomic_write
     from synopsis.summarizers import load_summarizer
     from synopsis.summarizers.extractive import OracleSummarizer
 

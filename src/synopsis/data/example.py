@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from synopsis.data.io import iter_jsonl, open_for_atomic_write
 from synopsis.document import Document
 from synopsis.errors import InputError
+from synopsis.io import iter_jsonl, open_for_atomic_write
 
 
 @dataclass

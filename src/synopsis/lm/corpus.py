@@ -25,8 +25,8 @@ from pathlib import Path
 import torch
 
 from synopsis.data.example import Example
-from synopsis.data.io import iter_jsonl, read_text, write_json
 from synopsis.errors import InputError
+from synopsis.io import iter_jsonl, read_text, write_json
 from synopsis.text import word_tokenize
 
 UNK = "<unk>"

@@ -28,8 +28,8 @@ import torch
 from rich.progress import Progress
 
 from synopsis.config import to_dict
-from synopsis.data.io import open_for_atomic_write, write_json
 from synopsis.errors import ConfigError, InputError
+from synopsis.io import open_for_atomic_write, write_json
 from synopsis.lm.corpus import (
     AttributedDocument,
     DomainSpec,

@@ -26,16 +26,16 @@ import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from torch.nn import functional as F
 
-from synopsis.errors import CheckpointError
-from synopsis.lm.corpus import TokenStream, batchify, bptt_windows, num_windows
-from synopsis.models.domain_lm import DomainLM
-from synopsis.training.checkpoint import (
+from synopsis.checkpoint import (
     CheckpointManager,
     check_finite,
     load_checkpoint,
     rng_state,
     set_rng_state,
 )
+from synopsis.errors import CheckpointError
+from synopsis.lm.corpus import TokenStream, batchify, bptt_windows, num_windows
+from synopsis.models.domain_lm import DomainLM
 
 
 @dataclass

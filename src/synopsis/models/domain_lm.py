@@ -42,9 +42,9 @@ from torch import nn
 from torch.func import functional_call
 from torch.nn import functional as F
 
+from synopsis.checkpoint import load_checkpoint, save_checkpoint
 from synopsis.config import from_dict
 from synopsis.errors import CheckpointError, ConfigError
-from synopsis.training.checkpoint import load_checkpoint, save_checkpoint
 
 VARIANTS = ("baseline", "in", "out", "in_out")
 # Bumped when the parameter layout or the training-time function changes, so that runs recorded with an

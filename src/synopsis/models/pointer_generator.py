@@ -299,7 +299,7 @@ class PointerGenerator(nn.Module):
         """Write ``model.safetensors``, ``config.json`` and (if given) the vocabulary, each atomically."""
         from safetensors.torch import save_file
 
-        from synopsis.data.io import write_json
+        from synopsis.io import write_json
 
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
@@ -319,9 +319,9 @@ class PointerGenerator(nn.Module):
         """Load ``(model, vocab)`` from a directory written by :meth:`save_pretrained`.
 
         A missing, corrupt or mismatched file raises :class:`CheckpointError`."""
+        from synopsis.checkpoint import load_tensors
         from synopsis.config import from_dict
         from synopsis.models.vocab import Vocab
-        from synopsis.training.checkpoint import load_tensors
 
         directory = Path(directory)
         if not directory.is_dir():

@@ -96,7 +96,7 @@ def bart_tokenizer_from_files(vocab_file: str | Path, merges_file: str | Path) -
     """
     from transformers import BartTokenizer
 
-    from synopsis.data.io import read_text
+    from synopsis.io import read_text
 
     try:
         vocab = json.loads(read_text(vocab_file))

@@ -18,8 +18,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from synopsis.data.io import open_for_atomic_write, read_text
 from synopsis.errors import InputError
+from synopsis.io import open_for_atomic_write, read_text
 
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<s>", "</s>"
 SPECIALS = (PAD, UNK, BOS, EOS)

@@ -33,6 +33,13 @@ from typing import Any
 
 import torch
 
+from synopsis.checkpoint import (
+    CheckpointManager,
+    check_finite,
+    load_checkpoint,
+    rng_state,
+    set_rng_state,
+)
 from synopsis.config import from_dict, to_dict
 from synopsis.data.example import Example
 from synopsis.errors import ConfigError, InputError
@@ -40,13 +47,6 @@ from synopsis.generation.config import GENERATION_CONFIG_FILE, GenerationConfig
 from synopsis.models.pointer_generator import PointerGenerator, config_for_vocab
 from synopsis.models.vocab import Vocab
 from synopsis.text import word_tokenize
-from synopsis.training.checkpoint import (
-    CheckpointManager,
-    check_finite,
-    load_checkpoint,
-    rng_state,
-    set_rng_state,
-)
 from synopsis.training.plots import plot_curves
 
 TRAIN_CONFIG_FILE = "train_config.json"
@@ -365,7 +365,7 @@ class Trainer:
 
     def _export(self, name: str) -> None:
         """A loadable model directory: weights, config, vocabulary and decoding defaults."""
-        from synopsis.data.io import write_json
+        from synopsis.io import write_json
 
         self.model.save_pretrained(self.output_dir / name, self.vocab)
         write_json(self.output_dir / name / GENERATION_CONFIG_FILE, to_dict(self.config.generation))

@@ -33,12 +33,7 @@ from typing import Any
 import torch
 import yaml
 
-from synopsis.config import to_dict
-from synopsis.data.example import Example
-from synopsis.data.io import open_for_atomic_write, write_json
-from synopsis.errors import CheckpointError, InputError
-from synopsis.models.seq2seq import Seq2SeqInputs, load_seq2seq
-from synopsis.training.checkpoint import (
+from synopsis.checkpoint import (
     check_finite,
     flatten_optimizer_state,
     load_tensors,
@@ -46,6 +41,11 @@ from synopsis.training.checkpoint import (
     set_rng_state,
     unflatten_optimizer_state,
 )
+from synopsis.config import to_dict
+from synopsis.data.example import Example
+from synopsis.errors import CheckpointError, InputError
+from synopsis.io import open_for_atomic_write, write_json
+from synopsis.models.seq2seq import Seq2SeqInputs, load_seq2seq
 
 logger = logging.getLogger(__name__)
 

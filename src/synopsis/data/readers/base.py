@@ -8,9 +8,9 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from synopsis.data.io import read_text
 from synopsis.document import Section
 from synopsis.errors import InputError
+from synopsis.io import read_text
 
 T = TypeVar("T")
 

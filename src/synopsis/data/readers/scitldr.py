@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from synopsis.data.example import Example
-from synopsis.data.io import iter_jsonl
 from synopsis.data.readers.base import guarded, require, resolve_split, string_list
 from synopsis.document import Document
 from synopsis.errors import InputError
+from synopsis.io import iter_jsonl
 
 
 def read_scitldr(

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from synopsis.data.example import Example
-from synopsis.data.io import iter_jsonl
 from synopsis.data.readers.base import guarded, read_input, resolve_split
 from synopsis.document import Document
 from synopsis.errors import InputError
+from synopsis.io import iter_jsonl
 
 # CSV's default field limit (128 KiB) is below a long document; raise it (once, process-wide) to 2 GiB.
 _CSV_FIELD_LIMIT = 2**31 - 1

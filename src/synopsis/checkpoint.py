@@ -27,8 +27,8 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from synopsis.data.io import open_for_atomic_write, write_json
 from synopsis.errors import CheckpointError
+from synopsis.io import open_for_atomic_write, write_json
 
 MODEL_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
