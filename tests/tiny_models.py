@@ -61,7 +61,12 @@ def _bart_config(tokenizer: PreTrainedTokenizerBase, **overrides: object) -> dic
 
 
 def save_tiny_bart(
-    directory: Path, tokenizers_dir: Path, heads: int = 4, max_positions: int = 512, seed: int = 0
+    directory: Path,
+    tokenizers_dir: Path,
+    heads: int = 4,
+    max_positions: int = 512,
+    seed: int = 0,
+    **overrides: object,
 ) -> Path:
     torch.manual_seed(seed)
     tokenizer = bart_tokenizer(tokenizers_dir)
@@ -71,13 +76,14 @@ def save_tiny_bart(
         encoder_attention_heads=heads,
         decoder_attention_heads=heads,
         max_position_embeddings=max_positions,
+        **overrides,
     )
     BartForConditionalGeneration(config).save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory
 
 
-def save_tiny_t5(directory: Path, tokenizers_dir: Path, seed: int = 0) -> Path:
+def save_tiny_t5(directory: Path, tokenizers_dir: Path, seed: int = 0, **overrides: object) -> Path:
     torch.manual_seed(seed)
     tokenizer = t5_tokenizer(tokenizers_dir)
     config = T5Config(
@@ -91,13 +97,14 @@ def save_tiny_t5(directory: Path, tokenizers_dir: Path, seed: int = 0) -> Path:
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
         decoder_start_token_id=tokenizer.pad_token_id,
+        **overrides,
     )
     T5ForConditionalGeneration(config).save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory
 
 
-def save_tiny_led(directory: Path, tokenizers_dir: Path, seed: int = 0) -> Path:
+def save_tiny_led(directory: Path, tokenizers_dir: Path, seed: int = 0, **overrides: object) -> Path:
     torch.manual_seed(seed)
     tokenizer = bart_tokenizer(tokenizers_dir)
     config = LEDConfig(
@@ -108,6 +115,7 @@ def save_tiny_led(directory: Path, tokenizers_dir: Path, seed: int = 0) -> Path:
         attention_window=[8, 8],
         max_encoder_position_embeddings=256,
         max_decoder_position_embeddings=64,
+        **overrides,
     )
     LEDForConditionalGeneration(config).save_pretrained(directory)
     tokenizer.save_pretrained(directory)
