@@ -12,6 +12,7 @@ import torch
 from synopsis.data.example import Example
 from synopsis.document import Document
 from synopsis.errors import InputError
+from synopsis.experiments.domain_lm import masc_grid
 from synopsis.lm.corpus import (
     EOS,
     UNK,
@@ -27,7 +28,6 @@ from synopsis.lm.corpus import (
     select_domains,
     split_train_dev,
 )
-from synopsis.lm.experiment import masc_grid
 
 
 def grid(*cells: tuple[str, str]) -> list[DomainSpec]:

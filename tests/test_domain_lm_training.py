@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from synopsis.cli import main
+from synopsis.experiments.domain_lm import ExperimentConfig, ModelSizes, run_experiment
 from synopsis.lm.corpus import AttributedDocument, TokenStream, Vocabulary
-from synopsis.lm.experiment import ExperimentConfig, ModelSizes, run_experiment
 from synopsis.lm.sampling import sample
 from synopsis.lm.training import (
     ScheduleState,

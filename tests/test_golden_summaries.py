@@ -75,11 +75,11 @@ def test_tiny_bart(tmp_path_factory, tokenizers_dir, documents, golden) -> None:
 
 
 def test_tiny_hie_bart(tmp_path_factory, tokenizers_dir, documents, golden) -> None:
-    from synopsis.summarizers import load_summarizer
+    from synopsis.models.seq2seq import convert_checkpoint
 
     model_dir = save_tiny_bart(tmp_path_factory.mktemp("bart"), tokenizers_dir, init_std=0.3)
-    summarizer = load_summarizer(model=model_dir, hie_bart_word_heads=2, num_beams=2, max_length=12)
-    _check("hie_bart_2_2", summarizer.summarize(documents), golden)
+    hie_bart = convert_checkpoint("hie-bart", model_dir, tmp_path_factory.mktemp("out") / "hie", word_heads=2)
+    _check("hie_bart_2_2", _hf_summaries(hie_bart, documents), golden)
 
 
 def test_tiny_t5_and_led(tmp_path_factory, tokenizers_dir, documents, golden) -> None:

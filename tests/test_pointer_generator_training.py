@@ -174,7 +174,7 @@ def test_paper_config_runs_on_cnn_stories(shared_data: Path, tmp_path: Path) -> 
     """configs/pointer_generator_cnndm.yaml as shipped, on the 20 shared CNN stories, for a few steps."""
     import yaml
 
-    from synopsis.cli.pointer_generator import _merge, _parse_overrides
+    from synopsis.config import merge, parse_overrides
 
     data = yaml.safe_load((ROOT / "configs" / "pointer_generator_cnndm.yaml").read_text())
     paper = from_dict(TrainConfig, data)
@@ -194,7 +194,7 @@ def test_paper_config_runs_on_cnn_stories(shared_data: Path, tmp_path: Path) -> 
         35,
         120,
     )
-    overrides = _parse_overrides(
+    overrides = parse_overrides(
         [
             f"data.path={shared_data / 'cnndm_stories'}",
             "data.train_split=null",
@@ -207,7 +207,7 @@ def test_paper_config_runs_on_cnn_stories(shared_data: Path, tmp_path: Path) -> 
             "schedule.coverage_steps=1",
         ]
     )
-    config = from_dict(TrainConfig, _merge(data, overrides))
+    config = from_dict(TrainConfig, merge(data, overrides))
     trainer = run(config, tmp_path / "cnn")
     assert trainer.state["step"] == 3
     summarizer = PointerGeneratorSummarizer.from_pretrained(

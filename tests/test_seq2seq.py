@@ -17,7 +17,8 @@ from synopsis.data.example import Example, write_examples
 from synopsis.document import Document
 from synopsis.errors import CheckpointError, ConfigError, InputError
 from synopsis.models.hie_bart import HieBartConfig, HieBartForConditionalGeneration
-from synopsis.models.seq2seq import Seq2SeqInputs, load_seq2seq, model_max_source_length
+from synopsis.models.inputs import Seq2SeqInputs, model_max_source_length
+from synopsis.models.seq2seq import convert_checkpoint, load_seq2seq
 from synopsis.summarizers.seq2seq import Seq2SeqSummarizer
 from synopsis.training.seq2seq import Seq2SeqTrainConfig, Seq2SeqTrainer, train_seq2seq
 
@@ -142,28 +143,63 @@ def test_no_tokenizer_is_a_clear_error(tmp_path: Path, bart_dir: Path) -> None:
         load_seq2seq(bare)
 
 
-def test_hie_bart_needs_bart_and_a_valid_head_count(t5_dir: Path, bart_dir: Path) -> None:
+def test_hie_bart_needs_bart_and_a_valid_head_count(t5_dir: Path, bart_dir: Path, tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="needs a BART checkpoint, this one is 't5'"):
-        load_seq2seq(t5_dir, hie_bart_word_heads=2)
+        convert_checkpoint("hie-bart", t5_dir, tmp_path / "a", word_heads=2)
     for bad in (0, 5):
         with pytest.raises(ConfigError, match=r"must be in 1\.\.4"):
-            load_seq2seq(bart_dir, hie_bart_word_heads=bad)
+            convert_checkpoint("hie-bart", bart_dir, tmp_path / "b", word_heads=bad)
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    with pytest.raises(ConfigError, match="must differ from the input"):
+        convert_checkpoint("hie-bart", bart_dir, bart_dir, word_heads=2)
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("keep me")
+    with pytest.raises(ConfigError, match="not empty"):
+        convert_checkpoint("hie-bart", bart_dir, tmp_path / "full", word_heads=2)
+    assert (tmp_path / "full" / "x").read_text() == "keep me"
 
 
-def test_stock_checkpoint_becomes_hie_bart_with_a_looked_up_marker(bart_dir: Path) -> None:
-    model, tokenizer = load_seq2seq(bart_dir, hie_bart_word_heads=3)
-    assert isinstance(model, HieBartForConditionalGeneration)
+@pytest.fixture(scope="session")
+def hie_bart_dir(tmp_path_factory, bart_dir: Path) -> Path:
+    """The tiny BART converted to Hie-BART with 2 word and 2 sentence heads."""
+    return convert_checkpoint("hie-bart", bart_dir, tmp_path_factory.mktemp("conv") / "hie", word_heads=2)
+
+
+def test_converted_checkpoint_says_what_it_is(hie_bart_dir: Path) -> None:
+    config = json.loads((hie_bart_dir / "config.json").read_text())
+    assert config["model_type"] == "hie_bart" and config["word_heads"] == 2
+    model, tokenizer = load_seq2seq(hie_bart_dir)  # no flag: the config alone decides
+    assert isinstance(model, HieBartForConditionalGeneration) and model.config.word_heads == 2
     marker_id = tokenizer.convert_tokens_to_ids("<sent>")
     assert model.config.sentence_start_token_id == marker_id == len(tokenizer) - 1
     assert model.get_input_embeddings().num_embeddings == len(tokenizer)
 
 
+def test_all_word_heads_summarize_as_bart_and_a_2_2_split_differently(
+    tokenizers_dir: Path, tmp_path: Path
+) -> None:
+    documents = [
+        Document.from_text("The cat sat on the mat. It purred loudly. Then it slept."),
+        Document.from_text("Dogs bark at night. Neighbours complain. The council meets."),
+    ]
+
+    def summaries(model_dir: Path) -> list[str]:
+        return Seq2SeqSummarizer.from_pretrained(model_dir, num_beams=2, max_length=10).summarize(documents)
+
+    # a BART whose outputs depend on the input (with the default init, any input gives the same output)
+    bart_dir = save_tiny_bart(tmp_path / "bart", tokenizers_dir, init_std=0.3)
+    all_heads = convert_checkpoint("hie-bart", bart_dir, tmp_path / "h4", word_heads=4)
+    split = convert_checkpoint("hie-bart", bart_dir, tmp_path / "h2", word_heads=2)
+    assert summaries(all_heads) == summaries(bart_dir)
+    assert summaries(split) != summaries(bart_dir)
+
+
 # ---------------------------------------------------------------------------- inputs
-def test_hie_bart_inputs_mark_every_sentence(bart_dir: Path, scitldr_examples: list[Example]) -> None:
-    model, tokenizer = load_seq2seq(bart_dir, hie_bart_word_heads=2)
+def test_hie_bart_inputs_mark_every_sentence(hie_bart_dir: Path, scitldr_examples: list[Example]) -> None:
+    model, tokenizer = load_seq2seq(hie_bart_dir)
     inputs = Seq2SeqInputs(model.config, tokenizer)
     documents = [e.document for e in scitldr_examples[:4]]
-    ids = inputs.encode_sources(documents)
+    ids = [e.input_ids for e in inputs.encode_sources(documents)]
     marker = model.config.sentence_start_token_id
     for document, row in zip(documents, ids, strict=True):
         assert row.count(marker) == len(document.sentences)
@@ -181,7 +217,7 @@ def test_t5_prefix_and_truncation_warning_with_counts(t5, caplog) -> None:
     long_doc = Document.from_text("The cat sat on the mat. " * 10)
     short_doc = Document.from_text("A dog.")
     with caplog.at_level(logging.WARNING):
-        ids = inputs.encode_sources([long_doc, short_doc])
+        ids = [e.input_ids for e in inputs.encode_sources([long_doc, short_doc])]
     full = len(tokenizer("summarize: " + " ".join(s.text for s in long_doc.sentences))["input_ids"])
     assert len(ids[0]) == 16 and ids[0][-1] == tokenizer.eos_token_id
     assert (
@@ -194,7 +230,7 @@ def test_t5_prefix_and_truncation_warning_with_counts(t5, caplog) -> None:
 def test_max_source_length_beyond_the_model_is_refused(bart) -> None:
     model, tokenizer = bart
     assert model_max_source_length(model.config, tokenizer) == 512
-    with pytest.raises(ConfigError, match="exceeds the model's maximum of 512"):
+    with pytest.raises(ConfigError, match=r"must be in 1\.\.512 \(the model's maximum\), got 513"):
         Seq2SeqInputs(model.config, tokenizer, max_source_length=513)
 
 
@@ -208,7 +244,7 @@ def test_led_gets_global_attention_on_the_first_token_and_labels_mask_padding(le
     assert (batch["labels"][1] == -100).sum() == (batch["labels"][0] != -100).sum() - (
         batch["labels"][1] != -100
     ).sum()
-    assert model(**batch).loss.isfinite()
+    assert model(**inputs.model_inputs(batch)).loss.isfinite()
 
 
 def test_instructions_and_empty_documents(bart) -> None:
@@ -256,8 +292,8 @@ def test_generation_options_reach_generate(bart, monkeypatch) -> None:
     assert expected.items() <= seen.items() and "attention_mask" in seen
 
 
-def test_hie_bart_summarizer_from_a_stock_checkpoint(bart_dir: Path, scitldr_examples) -> None:
-    summarizer = Seq2SeqSummarizer.from_pretrained(bart_dir, hie_bart_word_heads=2, max_length=8)
+def test_hie_bart_summarizer_from_a_converted_checkpoint(hie_bart_dir: Path, scitldr_examples) -> None:
+    summarizer = Seq2SeqSummarizer.from_pretrained(hie_bart_dir, max_length=8)
     assert isinstance(summarizer.model.config, HieBartConfig)
     assert len(summarizer.summarize([e.document for e in scitldr_examples[:3]])) == 3
 
@@ -328,7 +364,7 @@ def test_early_stopping_and_hie_bart_training(bart_dir: Path, corpus_file: Path,
         bart_dir,
         corpus_file,
         tmp_path / "hie",
-        hie_bart_word_heads=2,
+        convert={"method": "hie-bart", "word_heads": 2},
         learning_rate=1e-9,
         eval_every=1,
         patience=1,
@@ -350,11 +386,13 @@ def test_cli_train_summarize_evaluate_end_to_end(
     code = main(
         [
             "train", "seq2seq", "--model", str(bart_dir), "--train", str(corpus_file), "--output", str(run),
-            "--hie-bart-word-heads", "2", "--max-steps", "2", "--eval-every", "2", "--batch-size", "4",
+            "--set", "convert={method: hie-bart, word_heads: 2}", "--max-steps", "2", "--eval-every", "2",
+            "--batch-size", "4",
             "--set", "max_dev_examples=3", "--set", "max_source_length=64", "--set", "eval_max_length=8",
         ]
     )  # fmt: skip
     assert code == 0
+    assert json.loads((run / "best" / "config.json").read_text())["model_type"] == "hie_bart"
     predictions = tmp_path / "pred.jsonl"
     code = main(
         [
@@ -378,18 +416,20 @@ def test_cli_train_summarize_evaluate_end_to_end(
 def test_cli_errors_are_one_line(t5_dir: Path, bart_dir: Path, tmp_path: Path, capsys) -> None:
     document = tmp_path / "doc.txt"
     document.write_text("The cat sat. It purred.")
-    assert main(["summarize", str(document), "--model", str(t5_dir), "--hie-bart-word-heads", "2"]) == 2
+    assert main(["convert", "hie-bart", str(t5_dir), str(tmp_path / "h"), "--word-heads", "2"]) == 2
     assert "needs a BART checkpoint" in capsys.readouterr().err
+    assert main(["train", "seq2seq", "--model", str(bart_dir), "--set", "lerning_rate=1e-3"]) == 2
+    assert "unknown key 'lerning_rate'; did you mean 'learning_rate'?" in capsys.readouterr().err
     assert main(["summarize", str(document), "--model", str(tmp_path)]) == 2
     assert "no config.json" in capsys.readouterr().err
     assert main(["train", "seq2seq", "--model", str(bart_dir), "--output", str(tmp_path / "r")]) == 2
     assert "missing required key 'train_path'" in capsys.readouterr().err
 
 
-def test_single_sentence_document_runs_as_one_sentence(bart_dir: Path) -> None:
-    summarizer = Seq2SeqSummarizer.from_pretrained(bart_dir, hie_bart_word_heads=2, max_length=6)
+def test_single_sentence_document_runs_as_one_sentence(hie_bart_dir: Path) -> None:
+    summarizer = Seq2SeqSummarizer.from_pretrained(hie_bart_dir, max_length=6)
     document = Document.from_text("no punctuation and no sentence boundary at all")
-    ids = summarizer.inputs.encode_sources([document])[0]
+    ids = summarizer.inputs.encode_sources([document])[0].input_ids
     assert ids.count(summarizer.model.config.sentence_start_token_id) == 1
     assert len(summarizer.summarize([document])) == 1
 
@@ -404,7 +444,7 @@ def test_shipped_training_configs_are_valid(path: Path) -> None:
 
 def test_shipped_sweep_config_is_valid() -> None:
     from synopsis.config import load_config
-    from synopsis.training.seq2seq import HeadSweepConfig
+    from synopsis.experiments.hie_bart_heads import HeadSweepConfig
 
     config = load_config(HeadSweepConfig, CONFIGS / "hie_bart_heads.yaml")
     assert config.heads == 8 and config.ratios[0] == "8:0"

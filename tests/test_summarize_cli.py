@@ -83,8 +83,8 @@ def test_missing_file_unknown_method_and_misplaced_options(
     assert code == 2 and "unknown method 'lead3'" in err
     code, _, err = _run(["summarize", str(doc), "--method", "oracle"], capsys)
     assert code == 2 and "needs references" in err
-    code, _, err = _run(["summarize", str(doc), "--method", "lead-3", "--hie-bart-word-heads", "4"], capsys)
-    assert code == 2 and "--hie-bart-word-heads" in err
+    code, _, err = _run(["summarize", str(doc), "--method", "lead-3", "--word-heads", "4"], capsys)
+    assert code == 2 and "--word-heads" in err
 
 
 def test_huge_document_is_refused_quickly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

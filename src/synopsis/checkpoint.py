@@ -15,9 +15,10 @@ all tensors go through safetensors and everything else through JSON.
 from __future__ import annotations
 
 import json
+import logging
 import random
 import shutil
-import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,13 +29,15 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from synopsis.errors import CheckpointError
-from synopsis.io import open_for_atomic_write, write_json
+from synopsis.io import open_for_atomic_write, write_directory_atomically, write_json
 
 MODEL_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
 OPTIMIZER_FILE = "optimizer.safetensors"
 STATE_FILE = "state.json"
 LATEST_FILE = "latest"
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -75,13 +78,16 @@ def unflatten_optimizer_state(tensors: dict[str, torch.Tensor], rest: dict[str, 
 
 
 def rng_state() -> dict[str, Any]:
-    """Python, NumPy and torch RNG states in a JSON-able form."""
+    """Python, NumPy, torch CPU and every CUDA device's RNG states, in a JSON-able form."""
     np_state = np.random.get_state()
-    return {
+    state = {
         "python": [random.getstate()[0], list(random.getstate()[1]), random.getstate()[2]],
         "numpy": [np_state[0], np_state[1].tolist(), *np_state[2:]],
         "torch": torch.get_rng_state().tolist(),
     }
+    if torch.cuda.is_available():
+        state["cuda"] = [s.tolist() for s in torch.cuda.get_rng_state_all()]
+    return state
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
@@ -90,6 +96,39 @@ def set_rng_state(state: dict[str, Any]) -> None:
     name, keys, pos, has_gauss, cached = state["numpy"]
     np.random.set_state((name, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
     torch.set_rng_state(torch.tensor(state["torch"], dtype=torch.uint8))
+    cuda = state.get("cuda")
+    if cuda and torch.cuda.is_available():
+        if len(cuda) != torch.cuda.device_count():
+            logger.warning(
+                "checkpoint has RNG states for %d CUDA devices, here there are %d; restoring those in common",
+                len(cuda),
+                torch.cuda.device_count(),
+            )
+        for index, device_state in enumerate(cuda[: torch.cuda.device_count()]):
+            torch.cuda.set_rng_state(torch.tensor(device_state, dtype=torch.uint8), index)
+
+
+def write_training_state(
+    directory: Path, state: dict[str, Any], optimizer: torch.optim.Optimizer | None = None
+) -> None:
+    """``state.json`` (trainer state + RNG states of every device) and ``optimizer.safetensors``."""
+    full_state = {**state, "rng": rng_state()}
+    if optimizer is not None:
+        tensors, rest = flatten_optimizer_state(optimizer.state_dict())
+        save_file(_contiguous(tensors), str(directory / OPTIMIZER_FILE))
+        full_state["optimizer"] = rest
+    write_json(directory / STATE_FILE, full_state)
+
+
+def read_training_state(directory: Path) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """(trainer state, optimizer state dict or None) as written by :func:`write_training_state`."""
+    state = _read_json(directory / STATE_FILE)
+    optimizer_state = None
+    if "optimizer" in state and (directory / OPTIMIZER_FILE).exists():
+        optimizer_state = unflatten_optimizer_state(
+            load_tensors(directory / OPTIMIZER_FILE), state.pop("optimizer")
+        )
+    return state, optimizer_state
 
 
 def save_checkpoint(
@@ -100,30 +139,13 @@ def save_checkpoint(
     optimizer: torch.optim.Optimizer | None = None,
 ) -> Path:
     """Write a checkpoint directory atomically (replacing an existing one only once the new one is whole)."""
-    directory = Path(directory)
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.tmp-"))
-    try:
+
+    def write(tmp: Path) -> None:
         save_file(_contiguous(model_state), str(tmp / MODEL_FILE), metadata={"format": "pt"})
         write_json(tmp / CONFIG_FILE, config)
-        full_state = dict(state or {})
-        if optimizer is not None:
-            tensors, rest = flatten_optimizer_state(optimizer.state_dict())
-            save_file(_contiguous(tensors), str(tmp / OPTIMIZER_FILE))
-            full_state["optimizer"] = rest
-        write_json(tmp / STATE_FILE, full_state)
-        if directory.exists():
-            old = directory.with_name(f".{directory.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            directory.rename(old)
-            tmp.rename(directory)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            tmp.rename(directory)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return directory
+        write_training_state(tmp, dict(state or {}), optimizer)
+
+    return write_directory_atomically(directory, write)
 
 
 def _read_json(path: Path) -> Any:
@@ -150,13 +172,10 @@ def load_checkpoint(directory: str | Path, with_optimizer: bool = True) -> Check
         raise CheckpointError(f"{directory}: no such checkpoint directory")
     config = _read_json(directory / CONFIG_FILE)
     model_state = load_tensors(directory / MODEL_FILE)
-    state = _read_json(directory / STATE_FILE) if (directory / STATE_FILE).exists() else {}
-    optimizer_state = None
-    if with_optimizer and "optimizer" in state and (directory / OPTIMIZER_FILE).exists():
-        optimizer_state = unflatten_optimizer_state(
-            load_tensors(directory / OPTIMIZER_FILE), state.pop("optimizer")
-        )
-    return Checkpoint(model_state, config, state, optimizer_state, directory)
+    state, optimizer_state = {}, None
+    if (directory / STATE_FILE).exists():
+        state, optimizer_state = read_training_state(directory)
+    return Checkpoint(model_state, config, state, optimizer_state if with_optimizer else None, directory)
 
 
 class CheckpointManager:
@@ -168,11 +187,19 @@ class CheckpointManager:
         self.keep = keep
 
     def save(self, step: int, is_best: bool = False, **kwargs: Any) -> Path:
-        path = save_checkpoint(self.ckpt_dir / f"step-{step:08d}", **kwargs)
+        """A :func:`save_checkpoint` directory for ``step`` (and ``best``)."""
+        return self.save_with(step, lambda directory: save_checkpoint(directory, **kwargs), is_best)
+
+    def save_with(self, step: int, save: Callable[[Path], Any], is_best: bool = False) -> Path:
+        """``save(directory)`` writes one checkpoint directory atomically (e.g. with :func:`save_checkpoint`
+        or a Hugging Face ``save_pretrained`` inside :func:`~synopsis.io.write_directory_atomically`); the
+        ``latest`` pointer moves only after it is complete, and old checkpoints beyond ``keep`` go."""
+        path = self.ckpt_dir / f"step-{step:08d}"
+        save(path)
         with open_for_atomic_write(self.ckpt_dir / LATEST_FILE) as handle:
             handle.write(path.name + "\n")
         if is_best:
-            save_checkpoint(self.run_dir / "best", **kwargs)
+            save(self.run_dir / "best")
         for old in sorted(self.ckpt_dir.glob("step-*"))[: -self.keep]:
             shutil.rmtree(old, ignore_errors=True)
         return path
@@ -181,9 +208,9 @@ class CheckpointManager:
         pointer = self.ckpt_dir / LATEST_FILE
         if not pointer.exists():
             return None
-        path = self.ckpt_dir / pointer.read_text().strip()
-        if not path.is_dir():
-            raise CheckpointError(f"{pointer}: points to missing checkpoint {path.name}")
+        path = self.ckpt_dir / pointer.read_text(encoding="utf-8").strip()
+        if not (path / STATE_FILE).is_file():
+            raise CheckpointError(f"{pointer}: points to {path.name}, which is missing or incomplete")
         return path
 
 

@@ -1,12 +1,16 @@
 """Typed configuration: YAML/JSON files into dataclasses, with errors that name the bad key.
 
-Every trainable method declares its settings as a dataclass; :func:`load_config` rejects unknown keys,
-wrong types and missing required values with a one-line :class:`~synopsis.errors.ConfigError`.
+Every trainable method declares its settings as a dataclass; :func:`load_config` rejects unknown keys (naming
+the closest valid one), wrong types and missing required values with a one-line
+:class:`~synopsis.errors.ConfigError`. Every command that takes a config takes the same overrides,
+``--set key.path=value`` (:func:`parse_overrides`), with values parsed as YAML: ``1e-3`` is a float,
+``[a, b]`` a list, ``null`` None.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import types
 import typing
@@ -64,8 +68,11 @@ def from_dict(cls: type[T], data: Any, where: str = "config") -> T:
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = sorted(set(data) - set(fields))
     if unknown:
+        key = unknown[0]
+        close = difflib.get_close_matches(str(key), list(fields), n=1, cutoff=0.5)
+        hint = f"did you mean '{close[0]}'? " if close else ""
         raise ConfigError(
-            f"{where}: unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(sorted(fields))}"
+            f"{where}: unknown key '{key}'; {hint}(valid keys: {', '.join(sorted(fields))})"
         )
     kwargs = {}
     for name, f in fields.items():
@@ -79,8 +86,49 @@ def from_dict(cls: type[T], data: Any, where: str = "config") -> T:
         raise ConfigError(f"{where}: {err}") from None
 
 
-def load_config(cls: type[T], path: str | Path, overrides: dict[str, Any] | None = None) -> T:
-    """Read a YAML (or JSON) file into ``cls``; ``overrides`` are applied on top (e.g. from the CLI)."""
+def parse_overrides(pairs: list[str] | None) -> dict[str, Any]:
+    """``--set key.path=value`` pairs into a nested mapping; values are parsed as YAML (``1e-3`` is a float).
+
+    YAML 1.1 reads ``1e-3`` as a string (it wants ``1.0e-3``); such values are taken as the float they are.
+    """
+    nested: dict[str, Any] = {}
+    for pair in pairs or []:
+        key, sep, raw = pair.partition("=")
+        key = key.strip()
+        if not sep or not key or any(not part for part in key.split(".")):
+            raise ConfigError(f"--set {pair!r}: expected key.path=value, e.g. --set learning_rate=1e-4")
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            raise ConfigError(f"--set {pair!r}: the value is not valid YAML") from None
+        if isinstance(value, str):
+            try:
+                value = float(value) if value.strip().lower() not in ("nan", "inf", "-inf", "+inf") else value
+            except ValueError:
+                pass
+        node = nested
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {pair!r}: '{part}' is set to a value and cannot have keys")
+        node[leaf] = value
+    return nested
+
+
+def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """``overrides`` on top of ``base``, recursively for nested sections."""
+    out = dict(base)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """A YAML (or JSON) file's top-level mapping."""
     try:
         text = read_text(path)
     except InputError as err:
@@ -89,8 +137,21 @@ def load_config(cls: type[T], path: str | Path, overrides: dict[str, Any] | None
         data = yaml.safe_load(text) if str(path).endswith((".yaml", ".yml")) else json.loads(text)
     except (yaml.YAMLError, json.JSONDecodeError) as err:
         raise ConfigError(f"{path}: not valid YAML/JSON: {str(err).splitlines()[0]}") from None
-    data = {**(data or {}), **(overrides or {})}
-    return from_dict(cls, data, str(path))
+    data = data or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+    return data
+
+
+def load_config(
+    cls: type[T],
+    path: str | Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    base: dict[str, Any] | None = None,
+) -> T:
+    """``cls`` from a YAML/JSON file (or ``base``, or the defaults), with nested ``overrides`` on top."""
+    data = read_config_file(path) if path is not None else dict(base or {})
+    return from_dict(cls, merge(data, overrides or {}), str(path) if path is not None else "options")
 
 
 def to_dict(config: Any) -> dict[str, Any]:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -106,3 +107,28 @@ def write_json(path: str | Path, data: Any) -> None:
     with open_for_atomic_write(path) as handle:
         json.dump(data, handle, indent=2, ensure_ascii=False)
         handle.write("\n")
+
+
+def write_directory_atomically(path: str | Path, write: Callable[[Path], None]) -> Path:
+    """Fill a temporary directory beside ``path`` with ``write(tmp)``, then rename it into place.
+
+    An existing ``path`` is replaced only once the new directory is complete, so a kill at any moment leaves
+    either the old or the new directory, never a half-written one.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.tmp-"))
+    try:
+        write(tmp)
+        if path.exists():
+            old = path.with_name(f".{path.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            path.rename(old)
+            tmp.rename(path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            tmp.rename(path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path

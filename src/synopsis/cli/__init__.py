@@ -31,6 +31,10 @@ app = typer.Typer(
 )
 train_app = typer.Typer(help="Train a summarization model.", no_args_is_help=True)
 experiment_app = typer.Typer(help="Run the papers' experiments at CPU scale.", no_args_is_help=True)
+convert_app = typer.Typer(
+    help="Turn a checkpoint into another method's model (its config.json then says what it is).",
+    no_args_is_help=True,
+)
 
 app.command("summarize")(summarize_cli.summarize)
 app.command("evaluate")(evaluate_cli.evaluate)
@@ -38,6 +42,8 @@ app.add_typer(data_cli.app, name="data")
 app.add_typer(lm_cli.app, name="lm")
 app.add_typer(train_app, name="train")
 app.add_typer(experiment_app, name="experiment")
+app.add_typer(convert_app, name="convert")
+convert_app.command("hie-bart")(seq2seq_cli.convert_hie_bart)
 train_app.command("pointer-generator")(pointer_generator_cli.train)
 train_app.command("seq2seq")(seq2seq_cli.train)
 experiment_app.command("hie-bart-heads")(seq2seq_cli.hie_bart_heads_experiment)
@@ -82,9 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         _err.print("interrupted")
         return 130
     except Exception as err:  # click usage errors (unknown option, missing argument, bad choice)
-        import click
-
-        if isinstance(err, click.ClickException):
+        # typer >= 0.20 vendors its own click, so match the exception by its interface, not its class
+        if callable(getattr(err, "show", None)) and isinstance(getattr(err, "exit_code", None), int):
             err.show()
             return err.exit_code
         raise

@@ -17,24 +17,22 @@ CORPUS_HELP = (
 )
 
 
-def _load_config(config: Path | None, corpus: str | None, overrides: dict | None = None):
-    from synopsis.config import from_dict, load_config, to_dict
-    from synopsis.lm.experiment import ExperimentConfig
+SET_HELP = "Any experiment config key, value as YAML: --set training.lr=0.05 (repeatable)."
 
-    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
-    if config is not None:
-        cfg = load_config(ExperimentConfig, config)
-    else:
-        cfg = ExperimentConfig()
-        if corpus is not None and not corpus.endswith(".zip"):
-            cfg.domains = []
+
+def _load_config(config: Path | None, corpus: str | None, max_epochs: int | None, sets: list[str] | None):
+    from synopsis.config import load_config, merge, parse_overrides, to_dict
+    from synopsis.experiments.domain_lm import ExperimentConfig
+
+    base = to_dict(ExperimentConfig())
+    if config is None and corpus is not None and not corpus.endswith(".zip"):
+        base["domains"] = []  # a corpus other than MASC defines its own domains
+    given: dict = {}
     if corpus is not None:
-        cfg.corpus = corpus
-    if overrides:
-        data = to_dict(cfg)
-        data["training"].update(overrides)
-        cfg = from_dict(ExperimentConfig, data, str(config or "defaults"))
-    return cfg
+        given["corpus"] = corpus
+    if max_epochs is not None:
+        given["training"] = {"max_epochs": max_epochs}
+    return load_config(ExperimentConfig, config, merge(given, parse_overrides(sets)), base=base)
 
 
 def _parse_attributes(pairs: list[str] | None) -> dict[str, str] | None:
@@ -68,6 +66,7 @@ def train(
         None, "--held-out", help="Leave this domain out of training, e.g. 'style=spoken, topic=everyday'."
     ),
     max_epochs: int | None = typer.Option(None, "--max-epochs"),
+    sets: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
     resume: bool = typer.Option(False, "--resume", help="Continue from the run's latest checkpoint."),
     threads: int = typer.Option(1, "--threads"),
 ) -> None:
@@ -77,14 +76,14 @@ def train(
     import torch
     from rich.console import Console
 
+    from synopsis.experiments.domain_lm import build_training_data, load_domains, relabel
     from synopsis.io import write_json
-    from synopsis.lm.experiment import build_training_data, load_domains, relabel
     from synopsis.lm.training import train_language_model
     from synopsis.models.domain_lm import DomainLM, DomainLMConfig, attribute_slots_from
     from synopsis.training.plots import plot_curves
 
     _set_threads(threads)
-    cfg = _load_config(config, corpus, {"max_epochs": max_epochs})
+    cfg = _load_config(config, corpus, max_epochs, sets)
     out = Path(output_dir)
     if (out / "checkpoints").exists() and not resume:
         raise InputError(
@@ -170,13 +169,13 @@ def perplexity_command(
     from rich.console import Console
     from rich.table import Table
 
+    from synopsis.experiments.domain_lm import load_domains, restrict
     from synopsis.lm.corpus import TokenStream
-    from synopsis.lm.experiment import load_domains, restrict
     from synopsis.lm.training import evaluate
 
     _set_threads(threads)
     model, vocab, lowercase = _load_model(model_dir)
-    cfg = _load_config(config, corpus)
+    cfg = _load_config(config, corpus, None, None)
     cfg.lowercase = lowercase
     cfg.max_tokens_per_domain = None if config is None else cfg.max_tokens_per_domain
     domains = load_domains(cfg, require_grid=False)
@@ -233,16 +232,17 @@ def domain_lm_experiment(
     corpus: str | None = typer.Option(None, "--corpus", help=CORPUS_HELP),
     output_dir: Path = typer.Option(Path("runs/domain_lm"), "--output-dir", "-o"),
     max_epochs: int | None = typer.Option(None, "--max-epochs", help="Override training.max_epochs."),
+    sets: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
     fresh: bool = typer.Option(False, "--fresh", help="Retrain models that already have results."),
     threads: int = typer.Option(1, "--threads"),
 ) -> None:
     """Leave-one-domain-out: train on the other domains, test on the unseen one; Tables 4-6 + heatmap."""
     from rich.console import Console
 
-    from synopsis.lm.experiment import run_experiment
+    from synopsis.experiments.domain_lm import run_experiment
 
     _set_threads(threads)
-    cfg = _load_config(config, corpus, {"max_epochs": max_epochs})
+    cfg = _load_config(config, corpus, max_epochs, sets)
     console = Console(stderr=True, highlight=False)
     results = run_experiment(
         cfg, output_dir, resume=not fresh, log=lambda line: console.print(line, markup=False)

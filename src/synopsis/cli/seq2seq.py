@@ -1,4 +1,4 @@
-"""``synopsis train seq2seq`` and ``synopsis experiment hie-bart-heads``."""
+"""``synopsis train seq2seq``, ``synopsis convert`` and ``synopsis experiment hie-bart-heads``."""
 
 from __future__ import annotations
 
@@ -7,25 +7,10 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from synopsis.errors import ConfigError
-
 if TYPE_CHECKING:  # the training module imports transformers; the CLI loads it only when used
     from synopsis.training.seq2seq import Seq2SeqTrainConfig
 
 DEFAULT_SHARED = Path("../shared/data")
-
-
-def _parse_sets(pairs: list[str] | None) -> dict[str, object]:
-    """``--set key=value`` pairs, values parsed as YAML scalars (numbers, true/false, null)."""
-    import yaml
-
-    out: dict[str, object] = {}
-    for pair in pairs or []:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--set {pair!r}: expected key=value, e.g. --set warmup_steps=100")
-        out[key.strip()] = yaml.safe_load(value)
-    return out
 
 
 def train(
@@ -39,9 +24,6 @@ def train(
     dev_path: Path | None = typer.Option(None, "--dev", help="Dev corpus (default: --train)."),
     dev_split: str | None = typer.Option(None, "--dev-split", help="Split of --dev (e.g. dev)."),
     output: Path | None = typer.Option(None, "--output-dir", "--output", "-o", help="Run directory."),
-    hie_bart_word_heads: int | None = typer.Option(
-        None, "--hie-bart-word-heads", help="Train a BART checkpoint as Hie-BART with this many word heads."
-    ),
     random_init: bool | None = typer.Option(
         None, "--random-init/--no-random-init", help="Random weights from the model's config.json."
     ),
@@ -51,23 +33,20 @@ def train(
     learning_rate: float | None = typer.Option(None, "--lr"),
     eval_every: int | None = typer.Option(None, "--eval-every"),
     patience: int | None = typer.Option(None, "--patience", help="Early stopping patience (evaluations)."),
-    sets: list[str] | None = typer.Option(None, "--set", help="Any config key: --set warmup_steps=100."),
+    sets: list[str] | None = typer.Option(
+        None, "--set", help="Any config key, value as YAML: --set warmup_steps=100 (repeatable)."
+    ),
     resume: bool = typer.Option(False, "--resume", help="Continue from the run's latest checkpoint."),
     threads: int | None = typer.Option(None, "--threads", help="torch CPU threads."),
 ) -> None:
-    """Fine-tune a local BART / Hie-BART / T5 / LED checkpoint; dev ROUGE picks the best model."""
-    import yaml
+    """Fine-tune a local BART / Hie-BART / T5 / LED checkpoint; dev ROUGE picks the best model.
 
-    from synopsis.config import from_dict
-    from synopsis.io import read_text
+    The checkpoint's config.json says what the model is; to start a method from a stock checkpoint, convert it
+    first (synopsis convert) or set convert in the config (--set convert.method=hie-bart ...).
+    """
+    from synopsis.config import load_config, merge, parse_overrides
     from synopsis.training.seq2seq import Seq2SeqTrainConfig
 
-    data: dict[str, object] = {}
-    if config is not None:
-        try:
-            data = yaml.safe_load(read_text(config)) or {}
-        except yaml.YAMLError as err:
-            raise ConfigError(f"{config}: not valid YAML: {str(err).splitlines()[0]}") from None
     options = {
         "model": model,
         "train_path": train_path,
@@ -76,7 +55,6 @@ def train(
         "dev_path": dev_path,
         "dev_split": dev_split,
         "output_dir": output,
-        "hie_bart_word_heads": hie_bart_word_heads,
         "random_init": random_init,
         "max_steps": max_steps,
         "batch_size": batch_size,
@@ -85,9 +63,8 @@ def train(
         "eval_every": eval_every,
         "patience": patience,
     }
-    data.update({k: str(v) if isinstance(v, Path) else v for k, v in options.items() if v is not None})
-    data.update(_parse_sets(sets))
-    cfg = from_dict(Seq2SeqTrainConfig, data, str(config or "options"))
+    given = {k: str(v) if isinstance(v, Path) else v for k, v in options.items() if v is not None}
+    cfg = load_config(Seq2SeqTrainConfig, config, merge(given, parse_overrides(sets)))
     _run_training(cfg, resume, threads)
 
 
@@ -122,24 +99,38 @@ def hie_bart_heads_experiment(
         None, "--ratios", help="Word:sentence head splits, e.g. '8:0,6:2,4:4'."
     ),
     max_steps: int | None = typer.Option(None, "--max-steps"),
-    sets: list[str] | None = typer.Option(None, "--set", help="Any sweep config key: --set d_model=128."),
+    sets: list[str] | None = typer.Option(
+        None, "--set", help="Any sweep config key, value as YAML: --set d_model=128 (repeatable)."
+    ),
     threads: int = typer.Option(2, "--threads", help="torch CPU threads."),
 ) -> None:
     """Hie-BART word:sentence head ratios (the paper's Table 2) with small models on SciTLDR, on CPU."""
     import torch
     from rich.console import Console
 
-    from synopsis.config import from_dict, load_config, to_dict
-    from synopsis.training.seq2seq import HeadSweepConfig, run_head_sweep
+    from synopsis.config import load_config, merge, parse_overrides
+    from synopsis.experiments.hie_bart_heads import HeadSweepConfig, run_head_sweep
 
     torch.set_num_threads(max(1, threads))
-    cfg = load_config(HeadSweepConfig, config) if config is not None else HeadSweepConfig()
-    data = to_dict(cfg)
+    given: dict[str, object] = {}
     if ratios is not None:
-        data["ratios"] = [r.strip() for r in ratios.split(",") if r.strip()]
+        given["ratios"] = [r.strip() for r in ratios.split(",") if r.strip()]
     if max_steps is not None:
-        data["max_steps"] = max_steps
-    data.update(_parse_sets(sets))
-    cfg = from_dict(HeadSweepConfig, data, str(config or "options"))
+        given["max_steps"] = max_steps
+    cfg = load_config(HeadSweepConfig, config, merge(given, parse_overrides(sets)))
     table = run_head_sweep(cfg, output, data_dir)
     Console().print(table)
+
+
+def convert_hie_bart(
+    source: Path = typer.Argument(..., help="A BART checkpoint directory (Hugging Face format)."),
+    output: Path = typer.Argument(..., help="New directory for the Hie-BART checkpoint."),
+    word_heads: int = typer.Option(
+        ..., "--word-heads", help="Word-level heads per encoder layer; the rest are sentence-level."
+    ),
+) -> None:
+    """Write a Hie-BART checkpoint from a BART one: the same weights, and a config.json that says Hie-BART."""
+    from synopsis.models.seq2seq import convert_checkpoint
+
+    convert_checkpoint("hie-bart", source, output, word_heads=word_heads)
+    typer.echo(f"wrote Hie-BART ({word_heads} word heads) to {output}")

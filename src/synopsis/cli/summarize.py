@@ -42,11 +42,6 @@ def summarize(
     max_length: int | None = typer.Option(None, "--max-length"),
     length_penalty: float | None = typer.Option(None, "--length-penalty"),
     no_repeat_ngram_size: int | None = typer.Option(None, "--no-repeat-ngram-size"),
-    hie_bart_word_heads: int | None = typer.Option(
-        None,
-        "--hie-bart-word-heads",
-        help="Run a BART checkpoint as Hie-BART with this many word-level heads.",
-    ),
     max_source_length: int | None = typer.Option(
         None, "--max-source-length", help="Truncate model inputs (pointer-generator: words; HF: tokens)."
     ),
@@ -63,7 +58,6 @@ def summarize(
     from synopsis.data.readers import detect_corpus, read_corpus, read_document
     from synopsis.io import open_for_atomic_write
     from synopsis.summarizers import load_summarizer
-    from synopsis.summarizers.extractive import OracleSummarizer
 
     err = Console(stderr=True)
     if corpus is not None:
@@ -97,7 +91,6 @@ def summarize(
         method,
         model,
         k=k,
-        hie_bart_word_heads=hie_bart_word_heads,
         max_source_length=max_source_length,
         num_beams=num_beams,
         min_length=min_length,
@@ -111,12 +104,11 @@ def summarize(
     predictions: list[str] = []
     for start in batches:
         end = start + batch_size
-        if isinstance(summarizer, OracleSummarizer):
-            if references is None:
-                raise InputError("--method oracle needs references: summarize a corpus with --corpus")
-            predictions += summarizer.summarize(documents[start:end], references=references[start:end])
-        else:
-            predictions += summarizer.summarize(documents[start:end], instructions[start:end])
+        predictions += summarizer.summarize(
+            documents[start:end],
+            instructions[start:end],
+            None if references is None else references[start:end],
+        )
 
     if output is None:
         for i, (doc_id, prediction) in enumerate(zip(ids, predictions, strict=True)):

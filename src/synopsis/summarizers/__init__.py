@@ -1,29 +1,23 @@
 """Summarizers behind ``synopsis summarize``: one interface for extractive baselines and neural models.
 
-A summarizer has ``summarize(documents, instructions=None) -> list[str]`` and works on a batch. Models are
-imported lazily so that choosing LEAD-3 never imports transformers.
+Every summarizer keeps one contract, :class:`~synopsis.summarizers.base.Summarizer`:
+``summarize(documents, instructions=None, references=None) -> list[str]`` on a batch. Models are imported
+lazily so that choosing LEAD-3 never imports transformers.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from synopsis.document import Document
 from synopsis.errors import SynopsisError
+from synopsis.summarizers.base import Summarizer
 
 #: Methods ``synopsis summarize --method`` accepts (``lead-K`` takes any K >= 1).
 METHODS = ("pointer-generator", "seq2seq", "lead-K", "oracle", "centrality")
 DEFAULT_METHOD = "pointer-generator"
-
-
-class Summarizer(Protocol):
-    def summarize(
-        self, documents: Sequence[Document], instructions: Sequence[str | None] | None = None
-    ) -> list[str]: ...
 
 
 def _model_family(model_dir: Path) -> str:
@@ -43,7 +37,6 @@ def load_summarizer(
     model: str | Path | None = None,
     *,
     k: int = 3,
-    hie_bart_word_heads: int | None = None,
     max_source_length: int | None = None,
     **generation: Any,
 ) -> Summarizer:
@@ -57,10 +50,6 @@ def load_summarizer(
     if method is None:
         method = _model_family(Path(model)) if model is not None else DEFAULT_METHOD
     generation = {key: value for key, value in generation.items() if value is not None}
-    if hie_bart_word_heads is not None and method != "seq2seq":
-        raise SynopsisError(
-            "--hie-bart-word-heads applies to a BART checkpoint (--model DIR), not to " + method
-        )
     lead = re.fullmatch(r"lead-(\d+)", method)
     if lead:
         from synopsis.summarizers.extractive import LeadSummarizer
@@ -86,6 +75,6 @@ def load_summarizer(
         from synopsis.summarizers.seq2seq import Seq2SeqSummarizer
 
         return Seq2SeqSummarizer.from_pretrained(
-            model, hie_bart_word_heads=hie_bart_word_heads, max_source_length=max_source_length, **generation
+            model, max_source_length=max_source_length, **generation
         )
     raise SynopsisError(f"unknown method '{method}'; choose one of: {', '.join(METHODS)}")

@@ -15,13 +15,14 @@ import numpy as np
 
 from synopsis.document import Document
 from synopsis.errors import InputError, SynopsisError
+from synopsis.summarizers.base import Summarizer
 
 
 def _join(sentences: Sequence[str]) -> str:
     return "\n".join(sentences)
 
 
-class LeadSummarizer:
+class LeadSummarizer(Summarizer):
     """The first ``k`` sentences of the document (LEAD-k)."""
 
     def __init__(self, k: int = 3) -> None:
@@ -30,8 +31,12 @@ class LeadSummarizer:
         self.k = k
 
     def summarize(
-        self, documents: Sequence[Document], instructions: Sequence[str | None] | None = None
+        self,
+        documents: Sequence[Document],
+        instructions: Sequence[str | None] | None = None,
+        references: Sequence[Sequence[str]] | None = None,
     ) -> list[str]:
+        self._check_batch(documents, instructions, references)
         return [_join([s.text for s in doc.sentences[: self.k]]) for doc in documents]
 
 
@@ -46,7 +51,7 @@ def _f1(overlap: int, predicted: int, reference: int) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-class OracleSummarizer:
+class OracleSummarizer(Summarizer):
     """Greedy extractive oracle: add the sentence that most improves ROUGE-1 F + ROUGE-2 F, until none does.
 
     With several references the objective is the maximum over references, matching how ROUGE is aggregated
@@ -54,6 +59,8 @@ class OracleSummarizer:
     so the oracle optimises exactly what is reported. Candidates are scored from n-gram counters built once
     per sentence, never by re-tokenising text.
     """
+
+    needs_references = True
 
     def __init__(self, max_sentences: int = 5, use_stemmer: bool = True) -> None:
         self.max_sentences = max_sentences
@@ -104,8 +111,11 @@ class OracleSummarizer:
         instructions: Sequence[str | None] | None = None,
         references: Sequence[Sequence[str]] | None = None,
     ) -> list[str]:
-        if references is None or len(references) != len(documents):
-            raise InputError("the oracle needs references for every document (e.g. an Example JSONL input)")
+        self._check_batch(documents, instructions, references)
+        if references is None:
+            raise InputError(
+                "the oracle needs references for every document: summarize a corpus with --corpus"
+            )
         out = []
         for doc, refs in zip(documents, references, strict=True):
             out.append(_join([doc.sentences[i].text for i in self.select(doc, refs)]))
@@ -161,7 +171,7 @@ class SentenceEncoder:
         return np.concatenate(chunks) if chunks else np.zeros((0, 384), dtype=np.float32)
 
 
-class CentralitySummarizer:
+class CentralitySummarizer(Summarizer):
     """Pick the ``k`` most central sentences by embedding similarity (degree centrality, as in LexRank).
 
     A sentence's centrality is its mean cosine similarity to the other sentences. With a query or instruction
@@ -170,6 +180,8 @@ class CentralitySummarizer:
     The default weight 0.8 leans on relevance, as query-biased LexRank does (Otterbacher et al., 2005): a
     user who asks a question wants the sentence that answers it even when it is off the main topic.
     """
+
+    takes_instructions = True
 
     def __init__(self, k: int = 3, query_weight: float = 0.8, encoder: SentenceEncoder | None = None) -> None:
         if not 0.0 <= query_weight <= 1.0:
@@ -205,9 +217,12 @@ class CentralitySummarizer:
         return (1 - w) * self._normalise(centrality) + w * self._normalise(query)
 
     def summarize(
-        self, documents: Sequence[Document], instructions: Sequence[str | None] | None = None
+        self,
+        documents: Sequence[Document],
+        instructions: Sequence[str | None] | None = None,
+        references: Sequence[Sequence[str]] | None = None,
     ) -> list[str]:
-        instructions = instructions or [None] * len(documents)
+        instructions = self._check_batch(documents, instructions, references)
         out = []
         for doc, instruction in zip(documents, instructions, strict=True):
             scores = self.scores(doc, instruction)

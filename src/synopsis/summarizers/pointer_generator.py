@@ -19,6 +19,7 @@ from typing import Any
 from synopsis.document import Document
 from synopsis.errors import CheckpointError, ConfigError, InputError
 from synopsis.generation.config import GENERATION_CONFIG_FILE, GenerationConfig
+from synopsis.summarizers.base import Summarizer
 from synopsis.text import word_tokenize
 
 _NO_SPACE_BEFORE = re.compile(r" ([.,;:!?)\]}%])")
@@ -35,7 +36,7 @@ def bundled_model_dir() -> Path:
     return Path(str(resources.files("synopsis") / "resources" / "pointer_generator"))
 
 
-class PointerGeneratorSummarizer:
+class PointerGeneratorSummarizer(Summarizer):
     """Summarises a batch of documents with one batched beam search (or greedy with ``num_beams=1``)."""
 
     def __init__(self, model: Any, vocab: Any, generation: GenerationConfig | None = None) -> None:
@@ -119,9 +120,13 @@ class PointerGeneratorSummarizer:
         return [vocab.decode(h.tokens, e.oovs) for h, e in zip(hypotheses, encoded, strict=True)]
 
     def summarize(
-        self, documents: Sequence[Document], instructions: Sequence[str | None] | None = None
+        self,
+        documents: Sequence[Document],
+        instructions: Sequence[str | None] | None = None,
+        references: Sequence[Sequence[str]] | None = None,
     ) -> list[str]:
         """One summary per document. Instructions are ignored: the pointer-generator is not controllable."""
+        self._check_batch(documents, instructions, references)
         if not documents:
             return []
         articles, min_lengths = [], []

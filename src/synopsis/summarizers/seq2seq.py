@@ -10,14 +10,18 @@ import torch
 
 from synopsis.document import Document
 from synopsis.errors import ConfigError
-from synopsis.models.seq2seq import Seq2SeqInputs, load_seq2seq
+from synopsis.models.inputs import Seq2SeqInputs
+from synopsis.models.seq2seq import load_seq2seq
+from synopsis.summarizers.base import Summarizer
 
 #: Decoding options users know from ``generate()``; anything else is refused by name.
 GENERATION_OPTIONS = ("num_beams", "min_length", "max_length", "length_penalty", "no_repeat_ngram_size")
 
 
-class Seq2SeqSummarizer:
+class Seq2SeqSummarizer(Summarizer):
     """Batched abstractive summarization with beam search; unset options keep the checkpoint's defaults."""
+
+    takes_instructions = True
 
     def __init__(
         self, model: Any, tokenizer: Any, inputs: Seq2SeqInputs | None = None, **generation: Any
@@ -35,26 +39,25 @@ class Seq2SeqSummarizer:
 
     @classmethod
     def from_pretrained(
-        cls,
-        model_dir: str | Path,
-        hie_bart_word_heads: int | None = None,
-        max_source_length: int | None = None,
-        **generation_options: Any,
+        cls, model_dir: str | Path, max_source_length: int | None = None, **generation_options: Any
     ) -> Seq2SeqSummarizer:
-        """Load ``model_dir`` (optionally as Hie-BART with ``hie_bart_word_heads`` word-level heads)."""
-        model, tokenizer = load_seq2seq(model_dir, hie_bart_word_heads=hie_bart_word_heads)
+        """Load ``model_dir``; what the model is comes from its ``config.json``."""
+        model, tokenizer = load_seq2seq(model_dir)
         inputs = Seq2SeqInputs(model.config, tokenizer, max_source_length=max_source_length)
         return cls(model, tokenizer, inputs, **generation_options)
 
     @torch.inference_mode()
     def summarize(
-        self, documents: Sequence[Document], instructions: Sequence[str | None] | None = None
+        self,
+        documents: Sequence[Document],
+        instructions: Sequence[str | None] | None = None,
+        references: Sequence[Sequence[str]] | None = None,
     ) -> list[str]:
+        instructions = self._check_batch(documents, instructions, references)
         if not documents:
             return []
         batch = self.inputs.collate(self.inputs.encode_sources(documents, instructions))
-        batch = {k: v.to(self.model.device) for k, v in batch.items()}
-        output = self.model.generate(**batch, **self.generation)
+        output = self.model.generate(**self.inputs.model_inputs(batch, self.model.device), **self.generation)
         texts = self.tokenizer.batch_decode(
             output, skip_special_tokens=True, clean_up_tokenization_spaces=False
         )

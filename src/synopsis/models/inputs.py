@@ -1,0 +1,328 @@
+"""Structured encoder inputs: Documents (and instructions) tokenized once, every token mapped to its place.
+
+The seq2seq models read more than token ids. Hie-BART needs sentence boundaries, HIBRIDS the section of
+every token and the section tree's relations, InstructSum which tokens are the instruction. One builder,
+:class:`Seq2SeqInputs`, makes all of them in a single tokenizer call:
+
+1. The source text is assembled from pieces (the model's prefix such as T5's ``"summarize: "``, the
+   instruction and its template, then the document's sentences, with Hie-BART's sentence-start marker
+   before each one), and every character is labelled with its sentence, section and segment.
+2. The text is tokenized once with offsets; a token takes the labels of its first character, so a token
+   is mapped to the sentence (and section) whose text contains it. Special tokens, the prefix and the
+   instruction belong to no sentence or section (-1).
+3. Truncation to ``max_source_length`` cuts content tokens at the end and keeps the special tokens, as the
+   tokenizer's own truncation does; the maps are cut with the ids, so they stay aligned. A warning says
+   how much was cut.
+
+:meth:`Seq2SeqInputs.collate` pads every field into a batch record; :meth:`Seq2SeqInputs.model_inputs`
+keeps the fields a given model reads (stock models: ids and mask; LED also a global-attention mask).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from transformers import PreTrainedTokenizerBase
+
+from synopsis.document import Document
+from synopsis.errors import CheckpointError, ConfigError, InputError
+
+logger = logging.getLogger(__name__)
+
+#: T5 has relative positions and no hard limit; its pre-training length is the default maximum.
+T5_DEFAULT_MAX_SOURCE_LENGTH = 512
+BART_MODEL_TYPES = ("bart", "hie_bart")
+
+#: Segment ids: source text (and the model's prefix) vs instruction text.
+SOURCE_SEGMENT, INSTRUCTION_SEGMENT = 0, 1
+#: Fields of a batch record and their padding values.
+PAD_VALUES = {"sentence_ids": -1, "section_ids": -1, "segment_ids": SOURCE_SEGMENT}
+
+
+def model_max_source_length(config: Any, tokenizer: PreTrainedTokenizerBase) -> int:
+    """The longest input the model can encode: its position table, or T5's conventional 512."""
+    if config.model_type == "led" or hasattr(config, "max_encoder_position_embeddings"):
+        return int(config.max_encoder_position_embeddings)
+    if hasattr(config, "max_position_embeddings") and config.model_type not in ("t5", "mt5"):
+        return int(config.max_position_embeddings)
+    limit = tokenizer.model_max_length
+    return int(limit) if limit and limit < 1_000_000 else T5_DEFAULT_MAX_SOURCE_LENGTH
+
+
+def default_source_prefix(config: Any) -> str:
+    """T5 checkpoints carry their task prefix (``"summarize: "``) in ``task_specific_params``."""
+    params = getattr(config, "task_specific_params", None) or {}
+    prefix = params.get("summarization", {}).get("prefix")
+    if prefix is not None:
+        return prefix
+    return "summarize: " if config.model_type in ("t5", "mt5") else ""
+
+
+@dataclass
+class Truncation:
+    """How much truncation cut from a batch of sequences."""
+
+    truncated: int = 0  # sequences that were cut
+    total: int = 0  # sequences seen
+    tokens_cut: int = 0
+    longest: int = 0  # longest sequence before truncation (tokens)
+
+    def add(self, before: int, after: int) -> None:
+        self.total += 1
+        self.longest = max(self.longest, before)
+        if before > after:
+            self.truncated += 1
+            self.tokens_cut += before - after
+
+    def message(self, what: str, limit: int) -> str:
+        return (
+            f"truncated {self.truncated} of {self.total} {what} to {limit} tokens "
+            f"({self.tokens_cut} tokens cut; the longest had {self.longest})"
+        )
+
+
+@dataclass
+class SourceEncoding:
+    """One encoded source: token ids and, per token, its sentence, section and segment.
+
+    ``sentence_ids`` index ``document.sentences`` (non-empty ones), ``section_ids`` index
+    ``document.sections`` (pre-order, the root is 0); both are -1 for special tokens, the prefix and the
+    instruction. ``path_lengths``/``level_diffs`` are the document's (S, S) HIBRIDS relations and
+    ``section_depths`` its (S,) depths, for every section whether or not truncation kept its tokens.
+    """
+
+    input_ids: list[int]
+    sentence_ids: list[int]
+    section_ids: list[int]
+    segment_ids: list[int]
+    path_lengths: np.ndarray
+    level_diffs: np.ndarray
+    section_depths: np.ndarray
+    length_before_truncation: int = 0
+    sentence_sections: list[int] = field(default_factory=list)  # section of each sentence index
+
+    @property
+    def tokens_cut(self) -> int:
+        return self.length_before_truncation - len(self.input_ids)
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+
+@dataclass
+class _Piece:
+    text: str
+    sentence: int = -1
+    section: int = -1
+    segment: int = SOURCE_SEGMENT
+
+
+class Seq2SeqInputs:
+    """Builds encoder inputs and labels for one model + tokenizer.
+
+    ``prefix``: text put before every source (``None``: the checkpoint's own, ``"summarize: "`` for T5);
+    ``instruction_template``: how an instruction is combined with the source text (``{instruction}`` and
+    ``{source}`` placeholders; the template's text belongs to the instruction segment);
+    ``max_source_length``: ``None`` means the model's maximum (larger values are refused);
+    ``sentence_marker``: text put before every sentence (Hie-BART's sentence-start token); ``None`` reads
+    it from a Hie-BART config.
+    """
+
+    def __init__(
+        self,
+        model_config: Any,
+        tokenizer: PreTrainedTokenizerBase,
+        max_source_length: int | None = None,
+        max_target_length: int = 128,
+        prefix: str | None = None,
+        instruction_template: str = "{instruction}\n{source}",
+        sentence_marker: str | None = None,
+    ) -> None:
+        self.config = model_config
+        self.tokenizer = tokenizer
+        limit = model_max_source_length(model_config, tokenizer)
+        if max_source_length is not None and not 1 <= max_source_length <= limit:
+            raise ConfigError(
+                f"max_source_length must be in 1..{limit} (the model's maximum), got {max_source_length}"
+            )
+        self.max_source_length = max_source_length or limit
+        self.max_target_length = max_target_length
+        self.prefix = default_source_prefix(model_config) if prefix is None else prefix
+        if instruction_template.count("{source}") != 1 or instruction_template.count("{instruction}") != 1:
+            raise ConfigError(
+                f"instruction_template {instruction_template!r}: needs one {{instruction}} and one {{source}}"
+            )
+        self.instruction_template = instruction_template
+        if sentence_marker is None and getattr(model_config, "sentence_heads", 0) > 0:
+            sentence_marker = model_config.sentence_start_token
+        self.sentence_marker = sentence_marker
+        self.last_truncation = Truncation()
+
+    # ------------------------------------------------------------------ text pieces
+    def _pieces(self, document: Document, instruction: str | None) -> list[_Piece]:
+        sentences = [s for s in document.sentences if s.text.strip()]
+        if not sentences:
+            where = f"document {document.id}" if document.id else "document"
+            raise InputError(f"{where}: no text to summarize")
+        source: list[_Piece] = []
+        for index, sentence in enumerate(sentences):
+            section = sentence.section.index
+            # The space before a sentence belongs to it, so a token that carries a leading space does too.
+            space = " " if index else ""
+            if self.sentence_marker is not None:
+                source.append(_Piece(f"{space}{self.sentence_marker} ", index, section))
+            elif space:
+                source.append(_Piece(space, index, section))
+            source.append(_Piece(sentence.text, index, section))
+        pieces = [_Piece(self.prefix)] if self.prefix else []
+        if not instruction:
+            return pieces + source
+        for part in re.split(r"(\{instruction\}|\{source\})", self.instruction_template):
+            if part == "{source}":
+                pieces += source
+            elif part:  # the instruction and the template's own words form the instruction segment
+                text = instruction if part == "{instruction}" else part
+                pieces.append(_Piece(text, segment=INSTRUCTION_SEGMENT))
+        return pieces
+
+    def source_text(self, document: Document, instruction: str | None = None) -> str:
+        """The text the encoder reads."""
+        return "".join(p.text for p in self._pieces(document, instruction))
+
+    # ------------------------------------------------------------------ encoding
+    def encode_sources(
+        self, documents: Sequence[Document], instructions: Sequence[str | None] | None = None
+    ) -> list[SourceEncoding]:
+        """One :class:`SourceEncoding` per document, truncated to ``max_source_length`` (with a warning)."""
+        instructions = instructions if instructions is not None else [None] * len(documents)
+        if len(instructions) != len(documents):
+            raise InputError(f"got {len(instructions)} instructions for {len(documents)} documents")
+        all_pieces = [self._pieces(d, i) for d, i in zip(documents, instructions, strict=True)]
+        texts = ["".join(p.text for p in pieces) for pieces in all_pieces]
+        try:
+            encoded = self.tokenizer(texts, return_offsets_mapping=True, return_special_tokens_mask=True)
+        except NotImplementedError:
+            raise CheckpointError(
+                f"{type(self.tokenizer).__name__}: a fast (tokenizers) tokenizer is needed for offsets"
+            ) from None
+        report = Truncation()
+        out = []
+        for row, (document, pieces) in enumerate(zip(documents, all_pieces, strict=True)):
+            ids = np.asarray(encoded["input_ids"][row], dtype=np.int64)
+            offsets = np.asarray(encoded["offset_mapping"][row], dtype=np.int64).reshape(-1, 2)
+            special = np.asarray(encoded["special_tokens_mask"][row], dtype=bool)
+            keep = self._kept_positions(special, self.max_source_length)
+            report.add(len(ids), int(keep.sum()))
+            labels = self._token_labels(pieces, offsets, special)
+            sentences = [s for s in document.sentences if s.text.strip()]
+            path, level = document.tree_relations()
+            out.append(
+                SourceEncoding(
+                    input_ids=ids[keep].tolist(),
+                    sentence_ids=labels[0][keep].tolist(),
+                    section_ids=labels[1][keep].tolist(),
+                    segment_ids=labels[2][keep].tolist(),
+                    path_lengths=path,
+                    level_diffs=level,
+                    section_depths=np.array([s.depth for s in document.sections], dtype=np.int64),
+                    length_before_truncation=len(ids),
+                    sentence_sections=[s.section.index for s in sentences],
+                )
+            )
+        if report.truncated:
+            logger.warning(report.message("inputs", self.max_source_length))
+        self.last_truncation = report
+        return out
+
+    def _kept_positions(self, special: np.ndarray, limit: int) -> np.ndarray:
+        """Truncation as the tokenizer does it: content tokens are cut, special tokens stay."""
+        budget = limit - int(special.sum())
+        content = ~special
+        if self.tokenizer.truncation_side == "left":
+            rank = np.cumsum(content[::-1])[::-1]
+        else:
+            rank = np.cumsum(content)
+        return special | (content & (rank <= budget))
+
+    @staticmethod
+    def _token_labels(
+        pieces: list[_Piece], offsets: np.ndarray, special: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(sentence, section, segment) per token, read at the token's first character."""
+        lengths = [len(p.text) for p in pieces]
+        starts = np.concatenate([[0], np.cumsum(lengths)])
+        total = int(starts[-1])
+        piece_of_char = np.repeat(np.arange(len(pieces)), lengths)
+        table = np.array(
+            [(p.sentence, p.section, p.segment) for p in pieces] + [(-1, -1, SOURCE_SEGMENT)], dtype=np.int64
+        )
+        first = np.clip(offsets[:, 0], 0, max(total - 1, 0))
+        piece = piece_of_char[first] if total else np.full(len(offsets), len(pieces))
+        piece = np.where(special, len(pieces), piece)  # special tokens map to the "nothing" row
+        labels = table[piece]
+        return labels[:, 0], labels[:, 1], labels[:, 2]
+
+    def encode_targets(self, summaries: Sequence[str]) -> list[list[int]]:
+        full = self.tokenizer(text_target=list(summaries))["input_ids"]
+        limit = self.max_target_length
+        ids = self.tokenizer(text_target=list(summaries), truncation=True, max_length=limit)["input_ids"]
+        report = Truncation()
+        for before, after in zip(full, ids, strict=True):
+            report.add(len(before), len(after))
+        if report.truncated:
+            logger.warning(report.message("target summaries", limit))
+        return ids
+
+    # ------------------------------------------------------------------ batches
+    def collate(
+        self, sources: Sequence[SourceEncoding], targets: Sequence[Sequence[int]] | None = None
+    ) -> dict[str, torch.Tensor]:
+        """Pad a batch record: ids, mask, per-token maps, (B, S, S) relations; labels use -100 on padding.
+
+        LED gets global attention on the first token.
+        """
+        batch = dict(self.tokenizer.pad({"input_ids": [s.input_ids for s in sources]}, return_tensors="pt"))
+        width = batch["input_ids"].shape[1]
+        left = self.tokenizer.padding_side == "left"
+        for name, value in PAD_VALUES.items():
+            rows = [getattr(s, name) for s in sources]
+            padded = torch.full((len(rows), width), value, dtype=torch.long)
+            for i, row in enumerate(rows):
+                if left:
+                    padded[i, width - len(row) :] = torch.tensor(row, dtype=torch.long)
+                else:
+                    padded[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+            batch[name] = padded
+        sections = max(len(s.section_depths) for s in sources)
+        for name in ("path_lengths", "level_diffs"):
+            table = torch.zeros((len(sources), sections, sections), dtype=torch.long)
+            for i, s in enumerate(sources):
+                n = len(s.section_depths)
+                table[i, :n, :n] = torch.from_numpy(getattr(s, name))
+            batch[name] = table
+        depths = torch.zeros((len(sources), sections), dtype=torch.long)
+        section_mask = torch.zeros((len(sources), sections), dtype=torch.bool)
+        for i, s in enumerate(sources):
+            depths[i, : len(s.section_depths)] = torch.from_numpy(s.section_depths)
+            section_mask[i, : len(s.section_depths)] = True
+        batch["section_depths"], batch["section_mask"] = depths, section_mask
+        if self.config.model_type == "led":
+            global_mask = torch.zeros_like(batch["input_ids"])
+            global_mask[:, 0] = 1
+            batch["global_attention_mask"] = global_mask
+        if targets is not None:
+            labels = self.tokenizer.pad({"input_ids": [list(t) for t in targets]}, return_tensors="pt")
+            batch["labels"] = labels["input_ids"].masked_fill(labels["attention_mask"] == 0, -100)
+        return batch
+
+    def model_inputs(self, batch: dict[str, torch.Tensor], device: torch.device | str | None = None) -> dict:
+        """The fields of a batch record this model reads, on ``device``."""
+        names = {"input_ids", "attention_mask", "global_attention_mask", "labels"}
+        names.update(getattr(self.config, "structure_inputs", ()) or ())
+        return {k: (v if device is None else v.to(device)) for k, v in batch.items() if k in names}

@@ -1,0 +1,48 @@
+"""The one contract every summarizer keeps (in the spirit of rouge_score's ``scoring.BaseScorer``).
+
+``summarize(documents, instructions=None, references=None) -> list[str]``: a batch in, one summary per
+document out, in order. ``instructions`` (one per document, ``None`` entries allowed) steer methods that take
+them and are ignored by the rest; ``references`` are read only by methods that need them (the oracle) and
+ignored by the rest. Callers never check which method they hold.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+from synopsis.document import Document
+from synopsis.errors import InputError
+
+
+class Summarizer(ABC):
+    """Base class of every method behind ``synopsis summarize`` and the service."""
+
+    #: whether ``instructions`` change the output (the CLI and the service say so when they do not)
+    takes_instructions: bool = False
+    #: whether ``references`` are required (the oracle)
+    needs_references: bool = False
+
+    @abstractmethod
+    def summarize(
+        self,
+        documents: Sequence[Document],
+        instructions: Sequence[str | None] | None = None,
+        references: Sequence[Sequence[str]] | None = None,
+    ) -> list[str]:
+        """One summary per document."""
+
+    @staticmethod
+    def _check_batch(
+        documents: Sequence[Document],
+        instructions: Sequence[str | None] | None,
+        references: Sequence[Sequence[str]] | None = None,
+    ) -> list[str | None]:
+        """Instructions as a list of the documents' length; mismatched lengths are an error."""
+        if instructions is None:
+            instructions = [None] * len(documents)
+        if len(instructions) != len(documents):
+            raise InputError(f"got {len(instructions)} instructions for {len(documents)} documents")
+        if references is not None and len(references) != len(documents):
+            raise InputError(f"got {len(references)} reference lists for {len(documents)} documents")
+        return list(instructions)
