@@ -69,11 +69,10 @@ def _check_maps(inputs: Seq2SeqInputs, document: Document, instruction: str | No
         cursor = text.index(sentence.text, cursor)
         starts.append(cursor)
         cursor += len(sentence.text)
-    assert len(encoding.input_ids) == len(offsets)  # no truncation here
+    # truncation keeps a prefix of the content (and the final special token), so offsets still line up
     specials = set(inputs.tokenizer.all_special_ids)
-    for position, (token, sent, sec, seg) in enumerate(
-        zip(encoding.input_ids, encoding.sentence_ids, encoding.section_ids, encoding.segment_ids, strict=True)
-    ):
+    maps = (encoding.input_ids, encoding.sentence_ids, encoding.section_ids, encoding.segment_ids)
+    for position, (token, sent, sec, seg) in enumerate(zip(*maps, strict=True)):
         if token in specials and token != getattr(inputs.config, "sentence_start_token_id", None):
             assert (sent, sec) == (-1, -1)
             continue
