@@ -9,10 +9,30 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from synopsis.generation import beam_search, greedy_search, length_normalize
-from synopsis.generation.penalties import block_repeated_ngrams
+from synopsis.generation import (
+    LogitsProcessorList,
+    MinLengthProcessor,
+    NoImmediateRepeatProcessor,
+    NoRepeatNGramProcessor,
+    build_processors,
+    length_normalize,
+)
+from synopsis.generation import beam_search as _beam_search
+from synopsis.generation import greedy_search as _greedy_search
 
 BOS, EOS = 0, 1
+
+
+def _processors(min_length: int, no_repeat_ngram_size: int) -> LogitsProcessorList:
+    return build_processors({"min_length": min_length, "no_repeat_ngram_size": no_repeat_ngram_size}, EOS)
+
+
+def beam_search(*args, min_length: int = 1, no_repeat_ngram_size: int = 0, **kwargs):
+    return _beam_search(*args, processors=_processors(min_length, no_repeat_ngram_size), **kwargs)
+
+
+def greedy_search(*args, min_length: int = 1, no_repeat_ngram_size: int = 0, **kwargs):
+    return _greedy_search(*args, processors=_processors(min_length, no_repeat_ngram_size), **kwargs)
 
 
 @dataclass
@@ -154,7 +174,7 @@ def test_no_repeat_ngram_blocking() -> None:
 def test_ngram_blocking_never_kills_a_hypothesis() -> None:
     # Vocabulary of 2 tokens and unigram blocking: after one step everything is blocked.
     log_probs = torch.log_softmax(torch.randn(2, 2), dim=-1)
-    out = block_repeated_ngrams(log_probs, [[0, 1], [1]], n=1)
+    out = NoRepeatNGramProcessor(1)(torch.tensor([[0, 1], [1, 1]]), log_probs)
     assert torch.equal(out[0], log_probs[0])  # all blocked -> unblocked scores kept
     assert torch.isinf(out[1, 1]) and torch.isfinite(out[1, 0])
     tables = torch.zeros(1, 3, 3)
@@ -182,3 +202,57 @@ def test_average_log_probability_ranking() -> None:
     assert average.tokens == [3, 4]
     assert total.log_prob > average.log_prob
     assert average.score == pytest.approx(average.log_prob / 3)
+
+
+def test_processors_check_their_arguments_and_compose_in_order() -> None:
+    for bad in (-1, 1.5, True, "3"):
+        with pytest.raises(ValueError, match="min_length must be an integer >= 0"):
+            MinLengthProcessor(bad, EOS)
+    with pytest.raises(ValueError, match="no_repeat_ngram_size must be an integer >= 1"):
+        NoRepeatNGramProcessor(0)
+    log_probs = torch.log_softmax(torch.randn(2, 5), dim=-1)
+    tokens = torch.tensor([[2, 3], [3, 3]])
+    before = log_probs.clone()
+    chain = LogitsProcessorList([MinLengthProcessor(4, EOS), NoImmediateRepeatProcessor()])
+    out = chain(tokens, log_probs)
+    assert torch.equal(log_probs, before)  # inputs are never modified in place
+    assert torch.isinf(out[:, EOS]).all() and torch.isinf(out[0, 3]) and torch.isinf(out[1, 3])
+    assert torch.isfinite(out[:, [0, 2, 4]]).all()
+    assert torch.equal(MinLengthProcessor(3, EOS)(tokens, log_probs), log_probs)  # 2 + 1 >= 3: EOS allowed
+    names = [type(p).__name__ for p in build_processors(
+        {"min_length": 5, "no_repeat_ngram_size": 3, "no_immediate_repeat": True, "num_beams": 4}, EOS
+    )]  # fmt: skip
+    assert names == ["MinLengthProcessor", "NoRepeatNGramProcessor", "NoImmediateRepeatProcessor"]
+    off = {"min_length": 1, "no_repeat_ngram_size": 0, "no_immediate_repeat": False}
+    assert build_processors(off, EOS) == []
+
+
+def test_a_model_that_prefers_to_repeat_no_longer_does_with_the_ban() -> None:
+    """Each token's most likely successor is itself ("architecture architecture ...")."""
+    table = torch.full((6, 6), -4.0)
+    table[:, 4] = -1.0  # the best other continuation
+    table.fill_diagonal_(0.0)
+    table[BOS, BOS], table[BOS, 2] = -4.0, 1.0
+    tables = table.unsqueeze(0)
+    common = dict(batch_size=1, bos_id=BOS, eos_id=EOS, max_length=6)
+    free = _greedy_search(make_step(tables), initial_state(1), tables, **common)
+    assert free[0].tokens[:2] == [2, 2]
+    for ban in (
+        LogitsProcessorList([NoImmediateRepeatProcessor()]),
+        build_processors({"no_immediate_repeat": True}, EOS),
+    ):
+        for hyps in (
+            _greedy_search(make_step(tables), initial_state(1), tables, processors=ban, **common),
+            _beam_search(make_step(tables), initial_state(1), tables, num_beams=3, processors=ban, **common),
+        ):
+            tokens = hyps[0].tokens
+            assert len(tokens) >= 2 and all(a != b for a, b in zip(tokens, tokens[1:], strict=False))
+
+
+def test_decoder_buffers_follow_the_memory_device() -> None:
+    """Every buffer is created on the device of the model's tensors (here: the meta device as a stand-in
+    for a GPU, whose tensors must not meet CPU buffers)."""
+    from synopsis.generation.penalties import device_of
+
+    assert device_of(None, {"a": [torch.zeros(1, device="meta")]}) == torch.device("meta")
+    assert device_of(None, 3) == torch.device("cpu")

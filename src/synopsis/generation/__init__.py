@@ -4,11 +4,31 @@ A model exposes a *step function* ``step(tokens, state, memory) -> (log_probs, s
 the previous tokens of N hypotheses, ``state`` is whatever the model carries between steps (reordered when
 beams are reordered), ``memory`` is read-only per-document data (encoder outputs; expanded once per beam).
 ``state`` and ``memory`` may be tensors or dataclasses / tuples / dicts of tensors with the batch first;
-anything that is not a tensor is passed through unchanged.
+anything that is not a tensor is passed through unchanged. Score adjustments are logits processors
+(:mod:`synopsis.generation.processors`), chosen by name from a generation config.
 """
 
 from synopsis.generation.beam_search import Hypothesis, beam_search
 from synopsis.generation.greedy import greedy_search
 from synopsis.generation.penalties import length_normalize
+from synopsis.generation.processors import (
+    LogitsProcessor,
+    LogitsProcessorList,
+    MinLengthProcessor,
+    NoImmediateRepeatProcessor,
+    NoRepeatNGramProcessor,
+    build_processors,
+)
 
-__all__ = ["Hypothesis", "beam_search", "greedy_search", "length_normalize"]
+__all__ = [
+    "Hypothesis",
+    "LogitsProcessor",
+    "LogitsProcessorList",
+    "MinLengthProcessor",
+    "NoImmediateRepeatProcessor",
+    "NoRepeatNGramProcessor",
+    "beam_search",
+    "build_processors",
+    "greedy_search",
+    "length_normalize",
+]

@@ -5,6 +5,8 @@ order; those that end with EOS (and are at least ``min_length`` long) become fin
 K others stay live. A document is done when it has K finished hypotheses (or at ``max_length``; if nothing
 finished, its live hypotheses are used). Hypotheses are ranked by length-normalised log-probability,
 ``sum / length ** length_penalty``: the paper's average log-probability with the default 1.0.
+Score adjustments (minimum length, n-gram and repeat bans) are logits processors applied at every step;
+every buffer is created on the device of the model's memory.
 """
 
 from __future__ import annotations
@@ -15,12 +17,8 @@ from typing import Any
 
 import torch
 
-from synopsis.generation.penalties import (
-    block_repeated_ngrams,
-    forbid_eos_before,
-    length_normalize,
-    map_tensors,
-)
+from synopsis.generation.penalties import device_of, length_normalize, map_tensors
+from synopsis.generation.processors import LogitsProcessorList
 
 StepFunction = Callable[[torch.Tensor, Any, Any], tuple[torch.Tensor, Any]]
 
@@ -42,34 +40,37 @@ def beam_search(
     bos_id: int,
     eos_id: int,
     num_beams: int = 4,
-    min_length: int = 1,
     max_length: int = 100,
     length_penalty: float = 1.0,
-    no_repeat_ngram_size: int = 0,
+    length_penalty_kind: str = "average",
+    processors: LogitsProcessorList | None = None,
 ) -> list[Hypothesis]:
     """Best hypothesis per document. ``state``/``memory`` have ``batch_size`` rows (see the package doc).
 
-    ``min_length`` and ``max_length`` count generated tokens, EOS included."""
+    ``max_length`` counts generated tokens, EOS included."""
     if num_beams < 1 or max_length < 1:
         raise ValueError("num_beams and max_length must be >= 1")
+    processors = processors or LogitsProcessorList()
+    device = device_of(memory, state)
     k = num_beams
     n = batch_size * k
     state = map_tensors(lambda t: t.repeat_interleave(k, dim=0), state)
     memory = map_tensors(lambda t: t.repeat_interleave(k, dim=0), memory)
-    tokens = torch.full((n, 1), bos_id, dtype=torch.long)
+    tokens = torch.full((n, 1), bos_id, dtype=torch.long, device=device)
     # Only the first beam is live at the start, so the K beams do not all pick the same first word.
-    beam_scores = torch.full((batch_size, k), float("-inf"))
+    beam_scores = torch.full((batch_size, k), float("-inf"), device=device)
     beam_scores[:, 0] = 0.0
     finished: list[list[Hypothesis]] = [[] for _ in range(batch_size)]
-    done = torch.zeros(batch_size, dtype=torch.bool)
-    batch_offset = torch.arange(batch_size).unsqueeze(1) * k
+    done = torch.zeros(batch_size, dtype=torch.bool, device=device)
+    batch_offset = torch.arange(batch_size, device=device).unsqueeze(1) * k
+
+    def normalize(total: float, length: int) -> float:
+        return length_normalize(total, length, length_penalty, length_penalty_kind)
 
     for t in range(max_length):
         length = t + 1
         log_probs, state = step(tokens[:, -1], state, memory)
-        log_probs = forbid_eos_before(log_probs.float(), eos_id, length, min_length)
-        if no_repeat_ngram_size > 0:
-            log_probs = block_repeated_ngrams(log_probs, tokens[:, 1:].tolist(), no_repeat_ngram_size)
+        log_probs = processors(tokens[:, 1:], log_probs.float())
         vocab = log_probs.size(-1)
         candidates = (beam_scores.view(n, 1) + log_probs).view(batch_size, k * vocab)
         top_scores, top_index = candidates.topk(2 * k, dim=-1)  # sorted, best first
@@ -83,9 +84,7 @@ def beam_search(
             source = b * k + int(top_beam[b, j])
             total = float(top_scores[b, j])
             finished[b].append(
-                Hypothesis(
-                    tokens[source, 1:].tolist(), length_normalize(total, length, length_penalty), total, True
-                )
+                Hypothesis(tokens[source, 1:].tolist(), normalize(total, length), total, True)
             )
 
         # The first K non-EOS candidates stay live (a stable sort keeps the score order).
@@ -95,7 +94,7 @@ def beam_search(
         tokens = torch.cat([tokens[source_rows], top_token.gather(1, keep).view(n, 1)], dim=1)
         state = map_tensors(lambda x, rows=source_rows: x.index_select(0, rows), state)
 
-        done |= torch.tensor([len(f) >= k for f in finished])
+        done |= torch.tensor([len(f) >= k for f in finished], device=device)
         beam_scores[done] = float("-inf")  # finished documents stop proposing candidates
         if bool(done.all()):
             break
@@ -108,7 +107,7 @@ def beam_search(
             pool = [
                 Hypothesis(
                     tokens[b * k + j, 1:].tolist(),
-                    length_normalize(float(beam_scores[b, j]), length, length_penalty),
+                    normalize(float(beam_scores[b, j]), length),
                     float(beam_scores[b, j]),
                     False,
                 )

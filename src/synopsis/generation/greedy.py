@@ -7,7 +7,8 @@ from typing import Any
 import torch
 
 from synopsis.generation.beam_search import Hypothesis, StepFunction
-from synopsis.generation.penalties import block_repeated_ngrams, forbid_eos_before, length_normalize
+from synopsis.generation.penalties import device_of, length_normalize
+from synopsis.generation.processors import LogitsProcessorList
 
 
 def greedy_search(
@@ -18,20 +19,19 @@ def greedy_search(
     batch_size: int,
     bos_id: int,
     eos_id: int,
-    min_length: int = 1,
     max_length: int = 100,
-    no_repeat_ngram_size: int = 0,
+    processors: LogitsProcessorList | None = None,
 ) -> list[Hypothesis]:
     """The most probable next token at every step, for every document at once."""
-    tokens = torch.full((batch_size, 1), bos_id, dtype=torch.long)
-    total = torch.zeros(batch_size)
-    lengths = torch.zeros(batch_size, dtype=torch.long)
-    done = torch.zeros(batch_size, dtype=torch.bool)
-    for t in range(max_length):
+    processors = processors or LogitsProcessorList()
+    device = device_of(memory, state)
+    tokens = torch.full((batch_size, 1), bos_id, dtype=torch.long, device=device)
+    total = torch.zeros(batch_size, device=device)
+    lengths = torch.zeros(batch_size, dtype=torch.long, device=device)
+    done = torch.zeros(batch_size, dtype=torch.bool, device=device)
+    for _ in range(max_length):
         log_probs, state = step(tokens[:, -1], state, memory)
-        log_probs = forbid_eos_before(log_probs.float(), eos_id, t + 1, min_length)
-        if no_repeat_ngram_size > 0:
-            log_probs = block_repeated_ngrams(log_probs, tokens[:, 1:].tolist(), no_repeat_ngram_size)
+        log_probs = processors(tokens[:, 1:], log_probs.float())
         score, token = log_probs.max(dim=-1)
         token = token.masked_fill(done, eos_id)  # finished rows only pad with EOS
         total += torch.where(done, torch.zeros_like(score), score)

@@ -1,48 +1,26 @@
-"""Score adjustments shared by the decoders: length normalisation, minimum length, n-gram blocking."""
+"""Hypothesis scoring and decoder-state helpers shared by the decoders (OpenNMT-py's ``penalties.py``)."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
-
-def length_normalize(score: float, length: int, alpha: float = 1.0) -> float:
-    """``score / length ** alpha``: alpha = 1 is the average log-probability See et al. rank by, 0 the sum."""
-    return score / max(length, 1) ** alpha
-
-
-def forbid_eos_before(log_probs: torch.Tensor, eos_id: int, length: int, min_length: int) -> torch.Tensor:
-    """Mask EOS while the hypothesis (with the token being chosen) would be shorter than ``min_length``."""
-    if length < min_length:
-        log_probs = log_probs.clone()
-        log_probs[:, eos_id] = float("-inf")
-    return log_probs
+#: Length penalties by name: ``average`` divides by ``length ** alpha`` (alpha = 1 is the average
+#: log-probability See et al. rank by, 0 the sum); ``wu`` divides by ``((5 + length) / 6) ** alpha``
+#: (Wu et al., 2016).
+LENGTH_PENALTIES = ("average", "wu")
 
 
-def block_repeated_ngrams(log_probs: torch.Tensor, history: Sequence[Sequence[int]], n: int) -> torch.Tensor:
-    """Forbid tokens that would repeat an n-gram already in the hypothesis (``history`` = its tokens).
-
-    A row in which every token ends up forbidden keeps its unblocked scores, so a hypothesis can always
-    continue (or end) instead of becoming -inf everywhere: the trap of naive blocking."""
-    if n <= 0:
-        return log_probs
-    blocked = log_probs.clone()
-    for row, tokens in enumerate(history):
-        if len(tokens) < n - 1:
-            continue
-        prefix = tuple(tokens[len(tokens) - (n - 1) :]) if n > 1 else ()
-        banned = {
-            tokens[i + n - 1] for i in range(len(tokens) - n + 1) if tuple(tokens[i : i + n - 1]) == prefix
-        }
-        if banned:
-            blocked[row, list(banned)] = float("-inf")
-    dead = torch.isinf(blocked).all(dim=-1) & ~torch.isinf(log_probs).all(dim=-1)
-    if dead.any():
-        blocked[dead] = log_probs[dead]
-    return blocked
+def length_normalize(score: float, length: int, alpha: float = 1.0, kind: str = "average") -> float:
+    """A hypothesis's ranking score from its total log-probability and length."""
+    if kind == "average":
+        return score / max(length, 1) ** alpha
+    if kind == "wu":
+        return score / ((5 + length) / 6) ** alpha
+    raise ValueError(f"length penalty must be one of {', '.join(LENGTH_PENALTIES)}, got {kind!r}")
 
 
 def map_tensors(fn: Callable[[torch.Tensor], torch.Tensor], obj: Any) -> Any:
@@ -58,3 +36,18 @@ def map_tensors(fn: Callable[[torch.Tensor], torch.Tensor], obj: Any) -> Any:
     if isinstance(obj, dict):
         return {k: map_tensors(fn, v) for k, v in obj.items()}
     return obj
+
+
+def device_of(*objects: Any) -> torch.device:
+    """The device of the first tensor inside ``objects`` (decoder buffers are created there); CPU if none."""
+    found: list[torch.device] = []
+
+    def note(tensor: torch.Tensor) -> torch.Tensor:
+        found.append(tensor.device)
+        return tensor
+
+    for obj in objects:
+        map_tensors(note, obj)
+        if found:
+            return found[0]
+    return torch.device("cpu")

@@ -83,7 +83,7 @@ class PointerGeneratorSummarizer(Summarizer):
         """
         import torch
 
-        from synopsis.generation import beam_search, greedy_search
+        from synopsis.generation import beam_search, build_processors, greedy_search
 
         g, vocab = self.generation, self.vocab
         min_length = g.min_length if min_length is None else min_length
@@ -102,20 +102,26 @@ class PointerGeneratorSummarizer(Summarizer):
 
         with torch.inference_mode():
             memory, state = self.model.encode(input_ids, extended_ids, num_oovs)
+            # The decoders count EOS as a token; min/max_length here count words.
+            processors = build_processors({**asdict(g), "min_length": min_length + 1}, vocab.eos_id)
             common = dict(
                 batch_size=len(encoded),
                 bos_id=vocab.bos_id,
                 eos_id=vocab.eos_id,
-                # The decoders count EOS as a token; min/max_length here count words.
-                min_length=min_length + 1,
                 max_length=g.max_length,
-                no_repeat_ngram_size=g.no_repeat_ngram_size,
+                processors=processors,
             )
             if g.num_beams == 1:
                 hypotheses = greedy_search(step, state, memory, **common)
             else:
                 hypotheses = beam_search(
-                    step, state, memory, num_beams=g.num_beams, length_penalty=g.length_penalty, **common
+                    step,
+                    state,
+                    memory,
+                    num_beams=g.num_beams,
+                    length_penalty=g.length_penalty,
+                    length_penalty_kind=g.length_penalty_kind,
+                    **common,
                 )
         return [vocab.decode(h.tokens, e.oovs) for h, e in zip(hypotheses, encoded, strict=True)]
 

@@ -1,0 +1,117 @@
+"""Logits processors: small, checked score adjustments that compose as a list (Hugging Face's idiom).
+
+A processor takes the tokens generated so far by N hypotheses, ``(N, t)`` without BOS, and their next-token
+log-probabilities ``(N, V)``, and returns adjusted log-probabilities (never modifying its input in place).
+Decoders apply a :class:`LogitsProcessorList` at every step; :func:`build_processors` chooses processors by
+the names of the generation config's fields, so a model's ``generation_config.json`` decides them.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import torch
+
+
+class LogitsProcessor(ABC):
+    @abstractmethod
+    def __call__(self, tokens: torch.Tensor, log_probs: torch.Tensor) -> torch.Tensor: ...
+
+
+class LogitsProcessorList(list):
+    """Processors applied in order."""
+
+    def __call__(self, tokens: torch.Tensor, log_probs: torch.Tensor) -> torch.Tensor:
+        for processor in self:
+            log_probs = processor(tokens, log_probs)
+        return log_probs
+
+
+def _check_int(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+class MinLengthProcessor(LogitsProcessor):
+    """Forbid EOS while the hypothesis, with the token being chosen, would be shorter than ``min_length``."""
+
+    def __init__(self, min_length: int, eos_id: int) -> None:
+        self.min_length = _check_int("min_length", min_length, 0)
+        self.eos_id = _check_int("eos_id", eos_id, 0)
+
+    def __call__(self, tokens: torch.Tensor, log_probs: torch.Tensor) -> torch.Tensor:
+        if tokens.size(1) + 1 >= self.min_length:
+            return log_probs
+        log_probs = log_probs.clone()
+        log_probs[:, self.eos_id] = float("-inf")
+        return log_probs
+
+
+def _keep_a_way_out(blocked: torch.Tensor, log_probs: torch.Tensor) -> torch.Tensor:
+    """A row that a ban would leave with no finite score keeps its unbanned scores, so a hypothesis can
+    always continue or end instead of becoming -inf everywhere (the trap of naive blocking)."""
+    dead = torch.isinf(blocked).all(dim=-1) & ~torch.isinf(log_probs).all(dim=-1)
+    if dead.any():
+        blocked[dead] = log_probs[dead]
+    return blocked
+
+
+class NoRepeatNGramProcessor(LogitsProcessor):
+    """Forbid tokens that would repeat an n-gram already in the hypothesis (trigram blocking, Paulus et al.,
+    2018)."""
+
+    def __init__(self, ngram_size: int) -> None:
+        self.n = _check_int("no_repeat_ngram_size", ngram_size, 1)
+
+    def __call__(self, tokens: torch.Tensor, log_probs: torch.Tensor) -> torch.Tensor:
+        n = self.n
+        if tokens.size(1) < n - 1:
+            return log_probs
+        blocked = log_probs.clone()
+        for row, history in enumerate(tokens.tolist()):
+            prefix = tuple(history[len(history) - (n - 1) :]) if n > 1 else ()
+            banned = {
+                history[i + n - 1]
+                for i in range(len(history) - n + 1)
+                if tuple(history[i : i + n - 1]) == prefix
+            }
+            if banned:
+                blocked[row, list(banned)] = float("-inf")
+        return _keep_a_way_out(blocked, log_probs)
+
+
+class NoImmediateRepeatProcessor(LogitsProcessor):
+    """Forbid the token just generated ("architecture architecture"): a unigram repeat that n-gram blocking
+    with n >= 2 lets through."""
+
+    def __call__(self, tokens: torch.Tensor, log_probs: torch.Tensor) -> torch.Tensor:
+        if tokens.size(1) == 0:
+            return log_probs
+        blocked = log_probs.clone()
+        blocked.scatter_(1, tokens[:, -1:], float("-inf"))
+        return _keep_a_way_out(blocked, log_probs)
+
+
+#: Processors by the name of the generation-config field that turns them on.
+PROCESSORS = {
+    "min_length": lambda value, eos_id: MinLengthProcessor(value, eos_id) if value > 1 else None,
+    "no_repeat_ngram_size": lambda value, eos_id: NoRepeatNGramProcessor(value) if value > 0 else None,
+    "no_immediate_repeat": lambda value, eos_id: NoImmediateRepeatProcessor() if value else None,
+}
+
+
+def build_processors(settings: dict[str, Any], eos_id: int) -> LogitsProcessorList:
+    """The processors a generation config asks for, in the order of :data:`PROCESSORS`.
+
+    ``settings`` maps field names to values (e.g. ``dataclasses.asdict(generation_config)``); fields that are
+    not processors (beam size, lengths) are ignored.
+    """
+    processors = LogitsProcessorList()
+    for name, make in PROCESSORS.items():
+        if name in settings and settings[name] is not None:
+            processor = make(settings[name], eos_id)
+            if processor is not None:
+                processors.append(processor)
+    return processors
