@@ -147,7 +147,7 @@ def test_experiment_on_tiny_data_writes_the_three_tables(tmp_path) -> None:
         training=TrainConfig(batch_size=2, bptt=8, max_epochs=1, learning_rate=0.5),
         held_out=["style=spoken, topic=public", "style=written, topic=everyday"],
     )
-    results = run_experiment(config, tmp_path / "out", log=lambda _: None)
+    results = run_experiment(config, tmp_path / "out")
     tables = results["tables"]
     targets = config.held_out
     assert list(tables["table4"]) == [
@@ -165,7 +165,7 @@ def test_experiment_on_tiny_data_writes_the_three_tables(tmp_path) -> None:
         assert (tmp_path / "out" / name).stat().st_size > 0
     assert "## Table 5" in (tmp_path / "out" / "tables.md").read_text()
     # A rerun reuses the finished models instead of training them again.
-    again = run_experiment(config, tmp_path / "out", log=lambda _: None)
+    again = run_experiment(config, tmp_path / "out")
     assert again["tables"] == tables
     # A model recorded by an older version of DomainLM is retrained, not reused.
     settings_file = sorted((tmp_path / "out").rglob("settings.json"))[0]
@@ -173,13 +173,13 @@ def test_experiment_on_tiny_data_writes_the_three_tables(tmp_path) -> None:
     assert settings["model_version"] == MODEL_VERSION
     settings_file.write_text(json.dumps({**settings, "model_version": MODEL_VERSION - 1}))
     (settings_file.parent / "result.json").write_text(json.dumps({"stale": True}))
-    run_experiment(config, tmp_path / "out", log=lambda _: None)
+    run_experiment(config, tmp_path / "out")
     assert json.loads(settings_file.read_text())["model_version"] == MODEL_VERSION
     assert "stale" not in json.loads((settings_file.parent / "result.json").read_text())
     # ... but retrains a model whose settings changed, instead of mixing results.
     config.training.max_epochs, config.variants, config.single_attribute_models = 2, ["in"], False
     config.held_out = targets[:1]
-    changed = run_experiment(config, tmp_path / "out", log=lambda _: None)
+    changed = run_experiment(config, tmp_path / "out")
     assert changed["held_out"][targets[0]]["models"]["in[style+topic]"]["epochs"] == 2
 
 

@@ -70,7 +70,7 @@ class RecordingTrainer(Trainer):
 
 
 def run(config: TrainConfig, out: Path, resume: bool = False, stop: int | None = None) -> RecordingTrainer:
-    trainer = RecordingTrainer(config, out, resume=resume, progress=False, log=lambda _: None)
+    trainer = RecordingTrainer(config, out, resume=resume, progress=False)
     trainer.losses = {}
     trainer.run(stop_at_step=stop)
     return trainer
@@ -151,7 +151,7 @@ def test_cli_errors_are_one_line(tmp_path: Path, capsys) -> None:
 
 
 def test_summarizer_rejects_empty_and_shortens_min_length_for_short_documents(
-    corpus: Path, tmp_path: Path
+    corpus: Path, tmp_path: Path, caplog
 ) -> None:
     config = tiny_config(corpus, max_steps=2, eval_every=2, coverage_steps=0)
     run(config, tmp_path / "run")
@@ -160,8 +160,9 @@ def test_summarizer_rejects_empty_and_shortens_min_length_for_short_documents(
         summarizer.summarize([Document.from_text("long enough text " * 5), Document.from_text("")])
     # A 2-token document in a corpus does not stop the run: its minimum drops to 2, the others keep 5.
     long_docs = [Document.from_text("the model reads long enough text here " * 3) for _ in range(2)]
-    with pytest.warns(UserWarning, match="2 tokens, fewer than the minimum summary length 5"):
+    with caplog.at_level("WARNING", logger="synopsis"):
         summaries = summarizer.summarize([long_docs[0], Document.from_text("too short"), long_docs[1]])
+    assert "2 tokens, fewer than the minimum summary length 5" in caplog.text
     assert len(summaries) == 3 and all(summaries)
     assert summaries[0] == summaries[2] == summarizer.summarize(long_docs[:1])[0]
     assert all(len(s.split()) >= 5 for s in (summaries[0], summaries[2]))

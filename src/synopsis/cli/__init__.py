@@ -1,12 +1,17 @@
 """The ``synopsis`` command line.
 
-Each command group lives in its own module; this file only wires them together and turns
-:class:`~synopsis.errors.SynopsisError` into a one-line message and exit code 2 (no traceback). Command
-modules import torch and models lazily inside the command, so ``synopsis --help`` stays fast.
+Each command group lives in its own module; this file only wires them together, turns
+:class:`~synopsis.errors.SynopsisError` into a one-line message and exit code 2 (no traceback), and owns
+the one message channel: library code logs through :mod:`logging` and never prints; here one handler
+renders those records on stderr (``-v`` for more, ``-q`` for errors only), and user warnings become one
+``warning: ...`` line. Third-party noise (weight-loading progress bars, advisory warnings) is silenced unless
+``-v``. Command modules import torch and models lazily inside the command, so ``--help`` stays fast.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
 import warnings
 from typing import TextIO
@@ -52,6 +57,59 @@ experiment_app.command("domain-lm")(lm_cli.domain_lm_experiment)
 _err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+class ConsoleHandler(logging.Handler):
+    """Log records as plain lines on stderr: ``warning: ...`` / ``error: ...`` prefixes, never markup."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message, style = record.getMessage(), None
+            if record.levelno >= logging.ERROR:
+                message, style = f"error: {message}", "bold red"
+            elif record.levelno >= logging.WARNING:
+                message, style = f"warning: {message}", "yellow"
+            _err.print(message, style=style, markup=False, highlight=False)
+        except Exception:  # a broken stderr must not crash the command
+            self.handleError(record)
+
+
+def configure_logging(verbosity: int) -> None:
+    """One handler on the root logger; ``verbosity`` -1 (quiet), 0 (default) or 1 (verbose).
+
+    The ``synopsis`` loggers speak at INFO (DEBUG with ``-v``, errors only with ``-q``); third-party loggers
+    only at WARNING unless ``-v``.
+    """
+    verbosity = max(-1, min(1, verbosity))
+    root = logging.getLogger()
+    root.handlers[:] = [h for h in root.handlers if not isinstance(h, ConsoleHandler)] + [ConsoleHandler()]
+    root.setLevel(logging.INFO if verbosity > 0 else logging.WARNING)
+    logging.getLogger("synopsis").setLevel({-1: logging.ERROR, 0: logging.INFO, 1: logging.DEBUG}[verbosity])
+    if verbosity < 1:  # read when transformers / huggingface_hub are imported, i.e. later, inside a command
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+        warnings.filterwarnings("ignore", module=r"(transformers|huggingface_hub|accelerate|torch)(\.|$)")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"synopsis {version('synopsis')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="More messages (and third-party ones)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Errors only; no progress messages."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Controllable, structure-aware neural abstractive summarization."""
+    configure_logging(1 if verbose else -1 if quiet else 0)
+
+
 _default_show_warning = warnings.showwarning
 
 
@@ -63,9 +121,9 @@ def _show_warning(
     file: TextIO | None = None,
     line: str | None = None,
 ) -> None:
-    """Warnings meant for the user (UserWarning) as one ``warning: ...`` line, not a source listing."""
+    """Warnings meant for the user (UserWarning) go to the log channel: one ``warning: ...`` line."""
     if issubclass(category, UserWarning):
-        _err.print(f"warning: {message}", style="yellow", markup=False, highlight=False)
+        logging.getLogger("synopsis").warning("%s", message)
     else:
         _default_show_warning(message, category, filename, lineno, file, line)
 
@@ -77,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
             warnings.showwarning = _show_warning
             app(args=argv, standalone_mode=False)
     except SynopsisError as err:
-        _err.print(f"[bold red]error:[/] {err}")
+        _err.print(f"error: {err}", style="bold red", markup=False, highlight=False)
         return 2
     except typer.Exit as exit_:
         return exit_.exit_code

@@ -203,7 +203,7 @@ def evaluate(
     from rich.console import Console
 
     from synopsis.evaluation import evaluate_corpus
-    from synopsis.evaluation.report import print_report
+    from synopsis.evaluation.report import render_report
     from synopsis.io import write_json
 
     if input_format not in _FORMATS:
@@ -248,7 +248,7 @@ def evaluate(
         "references": [str(p) for p in references],
         "sources": str(sources) if sources else None,
     }
-    print_report(report, Console())
+    Console().print(render_report(report))
     if json_out is not None:
         write_json(json_out, report)
         Console(stderr=True).print(f"wrote {json_out}")

@@ -245,7 +245,7 @@ def domain_lm_experiment(
     cfg = _load_config(config, corpus, max_epochs, sets)
     console = Console(stderr=True, highlight=False)
     results = run_experiment(
-        cfg, output_dir, resume=not fresh, log=lambda line: console.print(line, markup=False)
+        cfg, output_dir, resume=not fresh
     )
     for key, value in results["tables"]["findings"].items():
         console.print(f"{key}: {value['count']} of {value['of']}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Console, Group
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
@@ -66,7 +66,3 @@ def render_report(report: dict[str, Any]) -> Group:
         settings.append(f"{description}\n")
     parts.append(settings)
     return Group(*parts)
-
-
-def print_report(report: dict[str, Any], console: Console | None = None) -> None:
-    (console or Console()).print(render_report(report))

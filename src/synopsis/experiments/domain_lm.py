@@ -15,6 +15,7 @@ finished models and resumes interrupted ones from their last epoch checkpoint.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 import shutil
@@ -50,6 +51,8 @@ from synopsis.models.domain_lm import (
 )
 
 MASC_ZIP = "../shared/data/masc/masc_tagged.zip"
+
+logger = logging.getLogger(__name__)
 
 
 def masc_grid() -> list[DomainSpec]:
@@ -182,7 +185,7 @@ def model_specs(config: ExperimentConfig, names: Sequence[str]) -> list[ModelSpe
 
 
 def run_experiment(
-    config: ExperimentConfig, output_dir: str | Path, resume: bool = True, log: Any = print
+    config: ExperimentConfig, output_dir: str | Path, resume: bool = True
 ) -> dict[str, Any]:
     """Run every held-out domain and model; write results.json, tables.md and the Table 5 heatmap."""
     output_dir = Path(output_dir)
@@ -232,7 +235,7 @@ def run_experiment(
                 )
                 progress.advance(overall)
                 test_ppl = held["models"][spec.name]["test_perplexity"]
-                log(f"{target:40s} {spec.name:22s} test ppl {test_ppl:8.2f}")
+                logger.info("%-40s %-22s test ppl %8.2f", target, spec.name, test_ppl)
             # Tables over the targets finished so far, so a long run shows results as it goes.
             results["tables"] = build_tables(results, names, combinations, specs)
             write_outputs(results, output_dir, plot=target == targets[-1])

@@ -8,8 +8,8 @@ Without a path, the model bundled in ``synopsis/resources/pointer_generator/`` i
 from __future__ import annotations
 
 import json
+import logging
 import re
-import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, fields
 from importlib import resources
@@ -21,6 +21,8 @@ from synopsis.errors import CheckpointError, ConfigError, InputError
 from synopsis.generation.config import GENERATION_CONFIG_FILE, GenerationConfig
 from synopsis.summarizers.base import Summarizer
 from synopsis.text import word_tokenize
+
+logger = logging.getLogger(__name__)
 
 _NO_SPACE_BEFORE = re.compile(r" ([.,;:!?)\]}%])")
 _NO_SPACE_AFTER = re.compile(r"([(\[{]) ")
@@ -143,11 +145,12 @@ class PointerGeneratorSummarizer(Summarizer):
                 raise InputError(f"{name}: document is empty; nothing to summarize")
             if len(tokens) < self.generation.min_length:
                 # A summary need not be longer than its document: lower the minimum for this one only.
-                warnings.warn(
-                    f"{name}: document has {len(tokens)} tokens, fewer than the minimum summary length "
-                    f"{self.generation.min_length}; its summary may be as short as the document",
-                    UserWarning,
-                    stacklevel=2,
+                logger.warning(
+                    "%s: document has %d tokens, fewer than the minimum summary length %d; "
+                    "its summary may be as short as the document",
+                    name,
+                    len(tokens),
+                    self.generation.min_length,
                 )
             articles.append(tokens)
             min_lengths.append(min(len(tokens), self.generation.min_length))

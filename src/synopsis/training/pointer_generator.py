@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
 import random
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,8 @@ from synopsis.models.pointer_generator import PointerGenerator, config_for_vocab
 from synopsis.models.vocab import Vocab
 from synopsis.text import word_tokenize
 from synopsis.training.plots import plot_curves
+
+logger = logging.getLogger(__name__)
 
 TRAIN_CONFIG_FILE = "train_config.json"
 VOCAB_FILE = "vocab.txt"
@@ -256,10 +259,8 @@ class Trainer:
         output_dir: str | Path,
         resume: bool = False,
         progress: bool = True,
-        log: Callable[[str], None] = print,
     ) -> None:
         self.output_dir = Path(output_dir)
-        self.log = log
         self.progress = progress
         config_path = self.output_dir / TRAIN_CONFIG_FILE
         if resume:
@@ -349,7 +350,7 @@ class Trainer:
         self.state.update(checkpoint.state)
         if rng is not None:
             set_rng_state(rng)
-        self.log(f"resumed from {path} at step {self.state['step']} ({self.state['phase']} phase)")
+        logger.info(f"resumed from {path} at step {self.state['step']} ({self.state['phase']} phase)")
 
     def _save(self, is_best: bool) -> None:
         self.manager.save(
@@ -410,7 +411,7 @@ class Trainer:
 
     def _start_coverage_phase(self) -> None:
         """Back to the best no-coverage weights and optimizer state, then switch coverage on."""
-        self.log(
+        logger.info(
             f"main phase done at step {self.state['step']}; starting the coverage phase from the best model"
         )
         best = load_checkpoint(self.output_dir / "best")
@@ -487,7 +488,7 @@ class Trainer:
                         self.state["best_loss"], self.state["bad_evals"] = metrics["loss"], 0
                     else:
                         self.state["bad_evals"] += 1
-                    self.log(
+                    logger.info(
                         f"step {step} [{self.state['phase']}] validation nll {metrics['nll']:.4f} "
                         f"coverage {metrics['coverage']:.4f}{' (best)' if is_best else ''}"
                     )
@@ -496,7 +497,7 @@ class Trainer:
                     self._save(is_best)
                 bar.update(task, completed=step)
         self._plot()
-        self.log(f"done at step {self.state['step']}; best validation loss {self.state['best_loss']:.4f}")
+        logger.info(f"done at step {self.state['step']}; best validation loss {self.state['best_loss']:.4f}")
         return self.state
 
     def _plot(self) -> None:

@@ -309,13 +309,15 @@ class Seq2SeqTrainer:
                     metrics = self.evaluate()
                     self.model.train()
                     stopped_early = self._after_evaluation(metrics)
-                    progress.console.print(
-                        f"step {state['step']}: dev "
-                        + " ".join(f"{m} {metrics[m]:.2f}" for m in METRICS)
-                        + f" (best {state['best_score']:.2f} at step {state['best_step']})"
+                    logger.info(
+                        "step %d: dev %s (best %.2f at step %d)",
+                        state["step"],
+                        " ".join(f"{m} {metrics[m]:.2f}" for m in METRICS),
+                        state["best_score"],
+                        state["best_step"],
                     )
                     if stopped_early:
-                        progress.console.print(f"early stop: no improvement in {cfg.patience} evaluations")
+                        logger.info("early stop: no improvement in %d evaluations", cfg.patience)
                         break
         return TrainResult(
             best_score=state["best_score"],
