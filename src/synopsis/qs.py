@@ -161,8 +161,8 @@ class QSTree:
 
 
 # --------------------------------------------------------------------------------------- linearisation
-def _labels(tree: QSTree) -> list[str]:
-    """Outline numbers in pre-order: "1", "1.1", "1.2", "1.2.1", ..."""
+def outline_labels(tree: QSTree) -> list[str]:
+    """Outline numbers of the pairs in pre-order: "1", "1.1", "1.2", "1.2.1", ..."""
     labels: list[str] = []
     counters: list[int] = []
     for depth, _ in tree.walk():
@@ -183,7 +183,7 @@ def linearize(tree: QSTree, *, root_question: bool = True) -> str:
     """
     parts: list[str] = []
     previous = 0
-    for label, (depth, node) in zip(_labels(tree), tree.walk(), strict=True):
+    for label, (depth, node) in zip(outline_labels(tree), tree.walk(), strict=True):
         question = _clean(node.question) if node.question is not None else None
         summary = _clean(node.summary)
         for name, text in (("question", question), ("summary", summary)):
@@ -493,7 +493,7 @@ def render_outline(tree: QSTree, *, width: int | None = 100, indent: int = 4) ->
     ``width`` wraps long texts (``None``: no wrapping); ``indent`` spaces per level.
     """
     lines: list[str] = []
-    for label, (depth, node) in zip(_labels(tree), tree.walk(), strict=True):
+    for label, (depth, node) in zip(outline_labels(tree), tree.walk(), strict=True):
         head = " " * (indent * depth) + f"[{label}] "
         hang = " " * len(head)
         rows = []
