@@ -394,6 +394,7 @@ def _meeting_record() -> dict:
             query("What did A say on design?", "A drew.", (12, 15)),  # Design has no covering query
             query("Anything across topics?", "Yes.", (8, 13)),  # 2/6 in Budget, 4/6 in Design
             query("What happened at the very end?", "Nothing.", (26, 35)),  # 4/10 in Later: no topic
+            query("Unanswered?", " ", (0, 3)),  # no answer: not a pair
         ],
     }
 
@@ -418,6 +419,7 @@ def test_qmsum_hierarchy_construction() -> None:
         "queries_under_topics": 2,
         "queries_at_root": 3,
         "qs_pairs": 7,
+        "queries_without_text": 1,
     }
     no_general = {**_meeting_record(), "general_query_list": []}
     with pytest.raises(InputError, match="m.json: no general query"):

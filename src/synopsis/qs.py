@@ -187,9 +187,8 @@ def linearize(tree: QSTree, *, root_question: bool = True) -> str:
         question = _clean(node.question) if node.question is not None else None
         summary = _clean(node.summary)
         for name, text in (("question", question), ("summary", summary)):
-            if text and _TOKENS.search(text):
-                marker = _TOKENS.search(text).group()  # type: ignore[union-attr]
-                raise InputError(f"QS pair {label}: the {name} contains the reserved marker {marker}")
+            if text and (found := _TOKENS.search(text)):
+                raise InputError(f"QS pair {label}: the {name} contains the reserved marker {found.group()}")
         if not summary:
             raise InputError(f"QS pair {label}: the summary is empty")
         if depth == 0:

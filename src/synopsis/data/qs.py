@@ -41,7 +41,7 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from synopsis.data.example import Example
 from synopsis.document import Document
@@ -94,10 +94,11 @@ class MeetingHierarchy:
     stats: dict[str, int] = field(default_factory=dict)
 
 
-def _queries(record: dict[str, Any], where: str) -> list[_Query]:
+def _queries(record: dict[str, Any], where: str) -> tuple[list[_Query], int]:
+    """The queries with a question and an answer, and how many lacked either."""
     from synopsis.data.readers.base import require
 
-    queries = []
+    queries, empty = [], 0
     for kind in ("general", "specific"):
         for i, query in enumerate(require(record, f"{kind}_query_list", list, where)):
             place = f"{where}: {kind}_query_list[{i}]"
@@ -106,7 +107,19 @@ def _queries(record: dict[str, Any], where: str) -> list[_Query]:
             turns = _turns(query.get("relevant_text_span", []), place) if kind == "specific" else set()
             if question and answer:
                 queries.append(_Query(kind, i, question, answer, turns))
-    return queries
+            else:
+                empty += 1
+    return queries, empty
+
+
+class _Branch(NamedTuple):
+    """A child of the root: its sort key (first turn, query index), subtree, and per-pair turns and levels."""
+
+    first: int
+    index: int
+    node: QSNode
+    turns: list[set[int] | None]
+    levels: list[str]
 
 
 def qmsum_hierarchy(
@@ -122,7 +135,7 @@ def qmsum_hierarchy(
 
     if not isinstance(record, dict):
         raise InputError(f"{where}: expected a JSON object, got {type(record).__name__}")
-    queries = _queries(record, where)
+    queries, empty = _queries(record, where)
     general = [q for q in queries if q.kind == "general"]
     if not general:
         raise InputError(f"{where}: no general query with an answer to be the root of the hierarchy")
@@ -139,19 +152,19 @@ def qmsum_hierarchy(
     assigned: list[list[_Query]] = [[] for _ in topics]
     loose = list(general[1:])  # children of the root
     for query in specific:
-        best, best_key = None, None
-        for k, (_, turns) in enumerate(topics):
-            share = len(query.turns & turns) / len(query.turns) if query.turns else 0.0
-            key = (share, -len(turns))
-            if share > 0 and (best_key is None or key > best_key):
-                best, best_key = k, key
-        if best is not None and best_key is not None and best_key[0] >= min_overlap:
-            assigned[best].append(query)
+        # the topic with the largest share of the query's turns; on a tie the shorter topic
+        shares = [
+            (len(query.turns & turns) / len(query.turns) if query.turns else 0.0, -len(turns), -k)
+            for k, (_, turns) in enumerate(topics)
+        ]
+        best = max(shares, default=(0.0, 0, 0))
+        if best[0] > 0 and best[0] >= min_overlap:
+            assigned[-best[2]].append(query)
         else:
             loose.append(query)
 
     stats = {"meetings": 1, "topics": len(topics), "topics_with_pair": 0, "queries_under_topics": 0}
-    root_children: list[tuple[int, int, QSNode, list[set[int] | None], list[str]]] = []
+    branches: list[_Branch] = []
     for k, (_, turns) in enumerate(topics):
         members = assigned[k]
         jaccard = [len(q.turns & turns) / len(q.turns | turns) for q in members]
@@ -164,23 +177,25 @@ def qmsum_hierarchy(
         covered = set(turns) | head.turns
         for q in children:
             covered |= q.turns
-        subtree_turns: list[set[int] | None] = [covered] + [q.turns for q in children]
-        levels = ["topic"] + ["query"] * len(children)
-        root_children.append((min(turns), head.index, node, subtree_turns, levels))
+        subtree_turns: list[set[int] | None] = [covered, *(q.turns for q in children)]
+        branches.append(
+            _Branch(min(turns), head.index, node, subtree_turns, ["topic"] + ["query"] * len(children))
+        )
         stats["topics_with_pair"] += 1
         stats["queries_under_topics"] += len(children)
     for q in loose:
-        root_children.append((q.first, q.index, QSNode(q.question, q.answer), [q.turns or None], ["query"]))
-    root_children.sort(key=lambda item: (item[0], item[1]))
+        branches.append(_Branch(q.first, q.index, QSNode(q.question, q.answer), [q.turns or None], ["query"]))
+    branches.sort(key=lambda branch: (branch.first, branch.index))
 
-    root = QSNode(general[0].question, general[0].answer, [item[2] for item in root_children])
+    root = QSNode(general[0].question, general[0].answer, [branch.node for branch in branches])
     all_turns: list[set[int] | None] = [None]
     levels = ["meeting"]
-    for item in root_children:
-        all_turns += item[3]
-        levels += item[4]
+    for branch in branches:
+        all_turns += branch.turns
+        levels += branch.levels
     stats["queries_at_root"] = len(loose)
     stats["qs_pairs"] = len(all_turns)
+    stats["queries_without_text"] = empty
     return MeetingHierarchy(meeting, QSTree(root), all_turns, levels, stats)
 
 
@@ -190,8 +205,6 @@ def _subtree(tree: QSTree, index: int) -> QSTree:
 
 def hier_examples(hierarchy: MeetingHierarchy, record: Any, where: str, levels: str = "all") -> list[Example]:
     """QSGen-Hier examples of one meeting: the meeting-level hierarchy and/or each topic pair's subtree."""
-    from synopsis.data.readers.qmsum import meeting_document
-
     if levels not in LEVELS:
         raise InputError(f"qmsum-qs: levels must be one of {', '.join(LEVELS)}, got '{levels}'")
     tree, meeting = hierarchy.tree, hierarchy.meeting
@@ -201,11 +214,11 @@ def hier_examples(hierarchy: MeetingHierarchy, record: Any, where: str, levels: 
         level = hierarchy.levels[index]
         if not node.children or level == "query":
             continue
-        if level == "meeting" and levels == "topic" or level == "topic" and levels == "meeting":
+        if levels != "all" and level != levels:
             continue
         subtree = _subtree(tree, index)
         turns = hierarchy.turns[index]
-        document = _aligned_document(record, where, meeting, turns, meeting_document)
+        document = _aligned_document(record, where, meeting, turns)
         suffix = "" if level == "meeting" else f"-{label}"
         examples.append(
             Example(
@@ -228,14 +241,12 @@ def hier_examples(hierarchy: MeetingHierarchy, record: Any, where: str, levels: 
 
 def childq_examples(hierarchy: MeetingHierarchy, record: Any, where: str) -> list[Example]:
     """QSGen-ChildQ examples of one meeting: every pair with children -> its child questions."""
-    from synopsis.data.readers.qmsum import meeting_document
-
     tree, meeting = hierarchy.tree, hierarchy.meeting
     examples = []
     for index, (label, node) in enumerate(zip(outline_labels(tree), tree.nodes(), strict=True)):
         if not node.children:
             continue
-        document = _aligned_document(record, where, meeting, hierarchy.turns[index], meeting_document)
+        document = _aligned_document(record, where, meeting, hierarchy.turns[index])
         examples.append(
             Example(
                 id=f"{meeting}#qs-childq-{label}",
@@ -255,11 +266,13 @@ def childq_examples(hierarchy: MeetingHierarchy, record: Any, where: str) -> lis
     return examples
 
 
-def _aligned_document(record: Any, where: str, meeting: str, turns: set[int] | None, build: Any) -> Document:
+def _aligned_document(record: Any, where: str, meeting: str, turns: set[int] | None) -> Document:
     """The whole meeting (topics as sections), or only ``turns`` of it for a topic-level pair."""
+    from synopsis.data.readers.qmsum import meeting_document
+
     if turns is None:
-        return build(record, where, meeting)
-    document = build(record, where, meeting, sorted(turns))
+        return meeting_document(record, where, meeting)
+    document = meeting_document(record, where, meeting, sorted(turns))
     document.id = f"{meeting}#turns-{min(turns)}-{max(turns)}"
     return document
 
