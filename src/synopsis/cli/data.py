@@ -14,8 +14,8 @@ from synopsis.errors import InputError
 app = typer.Typer(help="Convert corpora to synopsis JSONL and inspect them.", no_args_is_help=True)
 
 _CORPUS_HELP = (
-    "Corpus format: auto, synopsis, documents, scitldr, scisummnet, qmsum, cnn, arxiv, pubmed, jsonl, csv "
-    "(auto guesses from the files)."
+    "Corpus format: auto, synopsis, documents, scitldr, scisummnet, qmsum, qmsum-qs, qmsum-qs-childq, cnn, "
+    "arxiv, pubmed, jsonl, csv (auto guesses from the files)."
 )
 
 

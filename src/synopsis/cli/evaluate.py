@@ -4,6 +4,7 @@ Predictions: plain text, one summary per line, or JSONL whose records hold a ``p
 string. References: one file per reference set (plain lines, or JSONL records with a ``reference`` string),
 or a single JSONL of Examples (``synopsis data convert`` output) or of records with a ``references`` (or
 SciTLDR's ``target``) list. When both sides carry ``id`` fields, examples are matched by id.
+With ``--metrics qs`` both sides are linearised question-summary hierarchies (:mod:`synopsis.qs`).
 """
 
 from __future__ import annotations
@@ -193,7 +194,14 @@ def evaluate(
         help="perl mode: look up ROUGE-1.5.5's WordNet exceptions before stemming.",
     ),
     metrics: str = typer.Option(
-        "rouge,bleu,meteor,novel,repeat,length", "--metrics", help="Comma-separated metrics to compute."
+        "rouge,bleu,meteor,novel,repeat,length",
+        "--metrics",
+        help="Comma-separated metrics to compute; qs: hierarchy P/R/F1 and question BLEU-4 of QS hierarchies",
+    ),
+    qs_lenient: bool = typer.Option(
+        False,
+        "--qs-lenient",
+        help="qs: parse malformed predicted hierarchies leniently and count what is dropped.",
     ),
     bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples for 95% CIs (0: none)."),
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
@@ -213,21 +221,29 @@ def evaluate(
     if json_out is not None and json_out.is_dir():
         raise InputError(f"{json_out}: is a directory, expected a file path for --json")
     wanted = [name.strip() for name in metrics.split(",") if name.strip()]
+    qs = "qs" in wanted
+    wanted = [name for name in wanted if name != "qs"]
 
     preds = _read_predictions(predictions, input_format)
     if not preds.texts:
         raise InputError(f"{predictions}: no predictions")
     refs_per_example: list[list[str]] = [[] for _ in preds.texts]
+    refs_where: list[list[str]] = [[] for _ in preds.texts]
     example_sources: list[str | None] = [None] * len(preds.texts)
     for path in references:
         refs = _read_references(path, input_format)
         for i, j in enumerate(_align(preds, refs, "references")):
             refs_per_example[i].extend(refs.texts[j])
+            refs_where[i].extend([refs.where[j]] * len(refs.texts[j]))
             example_sources[i] = example_sources[i] or refs.sources[j]
     if sources is not None:
         srcs = _read_sources(sources, input_format)
         example_sources = [srcs.texts[j] for j in _align(preds, srcs, "sources")]
 
+    if qs:
+        qs_report = _qs_report(
+            preds, refs_per_example, refs_where, qs_lenient, aggregate, mode, no_stemmer, split_sentences
+        )
     have_sources = all(s is not None for s in example_sources)
     report = evaluate_corpus(
         preds.texts,
@@ -243,6 +259,9 @@ def evaluate(
         seed=seed,
         progress=True,
     )
+    if qs:
+        report["settings"]["qs"] = qs_report.pop("settings")
+        report["qs"] = qs_report
     report["inputs"] = {
         "predictions": str(predictions),
         "references": [str(p) for p in references],
@@ -252,3 +271,36 @@ def evaluate(
     if json_out is not None:
         write_json(json_out, report)
         Console(stderr=True).print(f"wrote {json_out}")
+
+
+def _qs_report(
+    preds: _Records,
+    refs: list[list[str]],
+    refs_where: list[list[str]],
+    lenient: bool,
+    aggregate: str,
+    mode: str,
+    no_stemmer: bool,
+    split_sentences: bool,
+) -> dict[str, Any]:
+    """``--metrics qs``: parse both sides (a malformed line is a file:line:column error) and score them."""
+    from synopsis.evaluation.hierarchy import describe, evaluate_hierarchies, parse_hierarchies
+
+    predicted, counts = parse_hierarchies(preds.texts, preds.where, lenient=lenient)
+    flat, _ = parse_hierarchies([r for rs in refs for r in rs], [w for ws in refs_where for w in ws])
+    references, start = [], 0
+    for rs in refs:
+        references.append(flat[start : start + len(rs)])
+        start += len(rs)
+    report = evaluate_hierarchies(
+        predicted,
+        references,
+        aggregate=aggregate,
+        use_stemmer=not no_stemmer,
+        mode=mode,
+        split_summaries=split_sentences,
+    )
+    if lenient:
+        report["lenient"] = counts
+    report["settings"] = describe(aggregate, lenient)
+    return report

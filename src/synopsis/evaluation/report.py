@@ -58,6 +58,23 @@ def render_report(report: dict[str, Any]) -> Group:
             "",
         )
         other.add_row("length ratio", f"{length['length_ratio']:.3f}", f"{length['empty_predictions']} empty")
+    if "qs" in report:
+        qs = report["qs"]
+        scores = " / ".join(_pct(qs["hierarchy"][k]) for k in ("precision", "recall", "f1"))
+        other.add_row("hierarchy P / R / F1 x100", scores, f"{qs['pairs']['prediction_mean']:.2f} pairs/pred")
+        bleu = qs["question_bleu4"]
+        other.add_row(
+            "question BLEU-4", f"{bleu['score']:.2f}", f"sentence mean {_pct(bleu['sentence_mean'])}"
+        )
+        rouge = " / ".join(_pct(v) for v in qs["summary_rouge"].values())
+        other.add_row("QS summaries R-1 / R-2 / R-Lsum F x100", rouge, "")
+        if "lenient" in qs:
+            lenient = qs["lenient"]
+            other.add_row(
+                "malformed predictions",
+                str(lenient["malformed"]),
+                f"{lenient['dropped_pairs']} pairs dropped",
+            )
     if other.row_count:
         parts.append(other)
     settings = Text("settings:\n", style="bold")

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from synopsis.data.example import Example, read_examples
+from synopsis.data.qs import read_qmsum_qs, read_qmsum_qs_childq
 from synopsis.data.readers.base import check_size, guarded, parse_json, read_input, resolve_split
 from synopsis.data.readers.cnn import parse_story, read_cnn
 from synopsis.data.readers.cohan import parse_cohan, read_cohan
@@ -97,6 +98,8 @@ CORPORA: dict[str, Callable[..., Iterator[Example]]] = {
     "scitldr": read_scitldr,
     "scisummnet": read_scisummnet,
     "qmsum": read_qmsum,
+    "qmsum-qs": read_qmsum_qs,  # QS hierarchies built from QMSum: QSGen-Hier (synopsis.data.qs)
+    "qmsum-qs-childq": read_qmsum_qs_childq,  # ... and QSGen-ChildQ
     "cnn": read_cnn,
     "arxiv": read_cohan,
     "pubmed": read_cohan,
