@@ -487,3 +487,19 @@ def test_qmsum_qs_on_real_data(shared_data: Path) -> None:
         assert linearize(tree) == example.references[0]
     childq = list(read_corpus("qmsum-qs-childq", folder, split="val"))
     assert len(childq) == 96 and all(split_questions(e.references[0]) for e in childq)
+
+
+def test_summarize_outline_renders_a_generated_hierarchy(tmp_path, capsys) -> None:
+    """``synopsis summarize --outline``: a model's linearised hierarchy shown as an indented outline."""
+    from synopsis.cli import main
+
+    generated = "The team chose a design. [L↓] Why? [ANS] It was cheaper. [L-] When? [ANS] In May."
+    document = tmp_path / "doc.txt"
+    document.write_text(generated)  # LEAD-10 returns the whole text: a stand-in for a model's output
+    assert main(["summarize", str(document), "--method", "lead-10", "--outline"]) == 0
+    out = capsys.readouterr().out
+    assert "[1]" in out and "[1.1] Q: Why?" in out and "[1.2] Q: When?" in out
+    document.write_text("The team chose a design. [L↓] [L↓] Why? [ANS] It was cheaper.")
+    assert main(["summarize", str(document), "--method", "lead-10", "--outline"]) == 0
+    captured = capsys.readouterr()
+    assert "malformed generated hierarchy" in captured.err and "Q: Why?" in captured.out

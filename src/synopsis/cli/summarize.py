@@ -50,6 +50,11 @@ def summarize(
     skip_bad_lines: bool = typer.Option(
         False, "--skip-bad-lines", help="Skip malformed JSONL lines (counted)."
     ),
+    outline: bool = typer.Option(
+        False,
+        "--outline",
+        help="Show each summary, a question-summary hierarchy ([L↓]/[L-]/[L↑]), as an indented outline.",
+    ),
 ) -> None:
     """Summarize documents. Without --output, summaries go to stdout, one block per document."""
     from rich.console import Console
@@ -110,6 +115,8 @@ def summarize(
             None if references is None else references[start:end],
         )
 
+    if outline and output is None:
+        predictions = [_as_outline(p, doc_id) for p, doc_id in zip(predictions, ids, strict=True)]
     if output is None:
         for i, (doc_id, prediction) in enumerate(zip(ids, predictions, strict=True)):
             if len(predictions) > 1:
@@ -123,3 +130,20 @@ def summarize(
             else:  # one summary per line: sentences joined by a space
                 handle.write(" ".join(prediction.split("\n")) + "\n")
     err.print(f"wrote {len(predictions)} summaries to {output}")
+
+
+def _as_outline(prediction: str, doc_id: str) -> str:
+    """A generated hierarchy as an outline; what could not be parsed is said in one warning line."""
+    import logging
+
+    from synopsis.qs import parse_lenient, render_outline
+
+    parsed = parse_lenient(prediction)
+    if parsed.problems:
+        logging.getLogger("synopsis").warning(
+            "%s: malformed generated hierarchy (%d problem(s), %d pair(s) dropped); showing what parsed",
+            doc_id,
+            len(parsed.problems),
+            parsed.dropped,
+        )
+    return render_outline(parsed.tree)
