@@ -103,7 +103,7 @@ def build_model(pairs):
     import torch
 
     from synopsis.models.pointer_generator import PointerGenerator, config_for_vocab
-    from synopsis.models.vocab import Vocab
+    from synopsis.vocab import Vocab
 
     vocab = Vocab.build((s + t for s, t in pairs), max_size=SIZES["vocab_max"])
     torch.manual_seed(0)

@@ -19,15 +19,16 @@ from synopsis.lm.corpus import (
     AttributedDocument,
     DomainSpec,
     TokenStream,
-    Vocabulary,
     batchify,
     bptt_windows,
+    build_vocabulary,
     check_grid,
-    read_corpus,
+    read_attributed_documents,
     read_masc,
     select_domains,
     split_train_dev,
 )
+from synopsis.vocab import LM_SPECIALS, Vocab
 
 
 def grid(*cells: tuple[str, str]) -> list[DomainSpec]:
@@ -73,30 +74,30 @@ def test_masc_grid_is_balanced(shared_data) -> None:
 
 def test_bad_corpus_files(tmp_path) -> None:
     with pytest.raises(InputError, match="no such file"):
-        read_corpus(tmp_path / "missing.zip")
+        read_attributed_documents(tmp_path / "missing.zip")
     fake = tmp_path / "fake.zip"
     fake.write_text("not a zip")
     with pytest.raises(InputError, match="cannot read as a zip"):
-        read_corpus(fake)
+        read_attributed_documents(fake)
     other = tmp_path / "other.zip"
     with zipfile.ZipFile(other, "w") as z:
         z.writestr("a.txt", "hello_UH")
     with pytest.raises(InputError, match="no categories.txt"):
-        read_corpus(other)
+        read_attributed_documents(other)
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "a b", "attributes": {"style": "s"}}\n{"text": oops}\n')
     with pytest.raises(InputError, match=r"bad.jsonl:2: malformed JSON"):
-        read_corpus(bad)
+        read_attributed_documents(bad)
     bad.write_text('{"text": "a b", "attributes": {"style": 3}}\n')
     with pytest.raises(InputError, match=r"bad.jsonl:1: field 'attributes'"):
-        read_corpus(bad)
+        read_attributed_documents(bad)
     bad.write_text('{"body": "a b"}\n')
     with pytest.raises(InputError, match="expected a field 'text'"):
-        read_corpus(bad)
+        read_attributed_documents(bad)
     binary = tmp_path / "bin.jsonl"
     binary.write_bytes(b"\x00\x01\x02")
     with pytest.raises(InputError, match="binary"):
-        read_corpus(binary)
+        read_attributed_documents(binary)
 
 
 def test_jsonl_corpus_text_and_example_records(tmp_path) -> None:
@@ -109,7 +110,7 @@ def test_jsonl_corpus_text_and_example_records(tmp_path) -> None:
         example.to_dict(),
     ]
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    docs = read_corpus(path)
+    docs = read_attributed_documents(path)
     assert docs[0].lines == [["hello", "world", "."], ["second", "line"]]
     assert docs[0].attributes == {"style": "a"}
     assert docs[1].id == "e1" and docs[1].attributes == {"style": "b"} and len(docs[1].lines) == 2
@@ -177,14 +178,14 @@ def test_train_dev_split_is_ninety_ten_by_lines() -> None:
 
 def test_vocabulary_min_count_and_specials(tmp_path) -> None:
     docs = [doc("d", "a", "x", ["a a a b b c", "a b"])]
-    vocab = Vocabulary.build(docs, min_count=3)
+    vocab = build_vocabulary(docs, min_count=3)
     assert vocab.itos == [UNK, EOS, "a", "b"]
     assert vocab.encode(["a", "c", "zzz"]) == [vocab.stoi["a"], vocab.unk_id, vocab.unk_id, vocab.eos_id]
     vocab.save(tmp_path / "v.json")
-    assert Vocabulary.load(tmp_path / "v.json").itos == vocab.itos
+    assert Vocab.load(tmp_path / "v.json").itos == vocab.itos
     (tmp_path / "bad.json").write_text('{"words": []}')
     with pytest.raises(InputError, match="not a vocabulary"):
-        Vocabulary.load(tmp_path / "bad.json")
+        Vocab.load(tmp_path / "bad.json")
 
 
 def test_stream_groups_and_bptt_windows() -> None:
@@ -193,7 +194,7 @@ def test_stream_groups_and_bptt_windows() -> None:
         doc("d2", "b", "y", ["w4 w5 w6"]),
         doc("d3", "a", "x", ["w7"]),
     ]
-    vocab = Vocabulary([f"w{i}" for i in range(1, 8)])
+    vocab = Vocab.from_words([f"w{i}" for i in range(1, 8)], LM_SPECIALS)
     stream = TokenStream.from_documents(docs, vocab)
     assert len(stream) == 2 + 1 + 1 + 1 + 3 + 1 + 1 + 1
     assert stream.attribute_sets == [{"style": "a", "topic": "x"}, {"style": "b", "topic": "y"}]

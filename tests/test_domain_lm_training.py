@@ -11,7 +11,7 @@ import torch
 
 from synopsis.cli import main
 from synopsis.experiments.domain_lm import ExperimentConfig, ModelSizes, run_experiment
-from synopsis.lm.corpus import AttributedDocument, TokenStream, Vocabulary
+from synopsis.lm.corpus import AttributedDocument, TokenStream, build_vocabulary
 from synopsis.lm.sampling import sample
 from synopsis.lm.training import (
     ScheduleState,
@@ -73,7 +73,7 @@ def test_halving_rule_follows_the_dev_log_likelihood_ratio() -> None:
 
 def setup_training(seed: int = 0):
     docs = tiny_documents()
-    vocab = Vocabulary.build(docs, min_count=2)
+    vocab = build_vocabulary(docs, min_count=2)
     train = TokenStream.from_documents(docs[::2], vocab)
     dev = TokenStream.from_documents(docs[1::2], vocab)
     torch.manual_seed(seed)

@@ -10,7 +10,7 @@ import torch
 
 from synopsis.errors import CheckpointError, InputError
 from synopsis.models.pointer_generator import PointerGenerator, config_for_vocab
-from synopsis.models.vocab import UNK, Vocab
+from synopsis.vocab import UNK, Vocab
 
 WORDS = "the model copies rare words from the article into the summary".split()
 

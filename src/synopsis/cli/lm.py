@@ -137,11 +137,11 @@ def train(
 def _load_model(model_dir: Path):
     import json
 
-    from synopsis.lm.corpus import Vocabulary
     from synopsis.models.domain_lm import DomainLM
+    from synopsis.vocab import Vocab
 
     model = DomainLM.from_pretrained(model_dir)
-    vocab = Vocabulary.load(model_dir / "vocab.json")
+    vocab = Vocab.load(model_dir / "vocab.json")
     if len(vocab) != model.config.vocab_size:
         raise InputError(
             f"{model_dir}: vocab.json has {len(vocab)} words, the model {model.config.vocab_size}"

@@ -35,9 +35,9 @@ from synopsis.lm.corpus import (
     AttributedDocument,
     DomainSpec,
     TokenStream,
-    Vocabulary,
+    build_vocabulary,
     check_grid,
-    read_corpus,
+    read_attributed_documents,
     select_domains,
     split_train_dev,
 )
@@ -49,6 +49,7 @@ from synopsis.models.domain_lm import (
     DomainLMConfig,
     attribute_slots_from,
 )
+from synopsis.vocab import Vocab
 
 MASC_ZIP = "../shared/data/masc/masc_tagged.zip"
 
@@ -105,7 +106,7 @@ class HeldOutData:
     """Everything one held-out domain needs: streams over a vocabulary built from its training part."""
 
     target: str
-    vocab: Vocabulary
+    vocab: Vocab
     train: TokenStream
     dev: TokenStream
     test: TokenStream
@@ -114,7 +115,7 @@ class HeldOutData:
 
 def build_training_data(
     domains: dict[str, list[AttributedDocument]], exclude: str | None, dev_fraction: float, min_count: int
-) -> tuple[Vocabulary, TokenStream, TokenStream]:
+) -> tuple[Vocab, TokenStream, TokenStream]:
     """Vocabulary, train and dev streams from every domain but ``exclude`` (90/10 per domain by default)."""
     train_docs: list[AttributedDocument] = []
     dev_docs: list[AttributedDocument] = []
@@ -123,7 +124,7 @@ def build_training_data(
             train_part, dev_part = split_train_dev(docs, dev_fraction)
             train_docs += train_part
             dev_docs += dev_part
-    vocab = Vocabulary.build(train_docs, min_count)
+    vocab = build_vocabulary(train_docs, min_count)
     return vocab, TokenStream.from_documents(train_docs, vocab), TokenStream.from_documents(dev_docs, vocab)
 
 
@@ -141,7 +142,7 @@ def load_domains(config: ExperimentConfig, require_grid: bool = True) -> dict[st
     """The corpus's documents per domain (the config's grid, or one domain per distinct attribute set)."""
     if config.domains:
         check_grid(config.domains)  # fail on a bad grid before reading the corpus
-    documents = read_corpus(config.corpus, config.lowercase)
+    documents = read_attributed_documents(config.corpus, config.lowercase)
     grid = config.domains or infer_domains(documents)
     if require_grid:
         check_grid(grid)

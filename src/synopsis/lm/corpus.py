@@ -14,9 +14,7 @@ the documents' own attributes (e.g. genre in {court-transcript, debate-transcrip
 
 from __future__ import annotations
 
-import json
 import zipfile
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import product
@@ -26,11 +24,11 @@ import torch
 
 from synopsis.data.example import Example
 from synopsis.errors import InputError
-from synopsis.io import iter_jsonl, read_text, write_json
+from synopsis.io import iter_jsonl
 from synopsis.text import word_tokenize
+from synopsis.vocab import LM_SPECIALS, Vocab
 
-UNK = "<unk>"
-EOS = "<eos>"
+UNK, EOS = LM_SPECIALS
 
 
 @dataclass
@@ -112,7 +110,7 @@ def read_jsonl_corpus(path: str | Path, lowercase: bool = True) -> list[Attribut
     return documents
 
 
-def read_corpus(path: str | Path, lowercase: bool = True) -> list[AttributedDocument]:
+def read_attributed_documents(path: str | Path, lowercase: bool = True) -> list[AttributedDocument]:
     """Dispatch on the file: ``.zip`` is MASC, anything else JSONL."""
     path = Path(path)
     if path.suffix == ".zip":
@@ -229,36 +227,10 @@ def split_train_dev(
 # --------------------------------------------------------------------------------------------- vocabulary
 
 
-class Vocabulary:
-    """Word <-> id; ``<unk>`` is 0 and ``<eos>`` is 1, looked up by name, never hard-coded by callers."""
-
-    def __init__(self, words: Sequence[str]) -> None:
-        self.itos = [UNK, EOS] + [w for w in words if w not in (UNK, EOS)]
-        self.stoi = {w: i for i, w in enumerate(self.itos)}
-        self.unk_id, self.eos_id = self.stoi[UNK], self.stoi[EOS]
-
-    @classmethod
-    def build(cls, documents: Sequence[AttributedDocument], min_count: int = 3) -> Vocabulary:
-        counts = Counter(w for d in documents for line in d.lines for w in line)
-        # Most frequent first, ties alphabetical, so the vocabulary is deterministic.
-        return cls([w for w, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) if c >= min_count])
-
-    def __len__(self) -> int:
-        return len(self.itos)
-
-    def encode(self, line: Sequence[str]) -> list[int]:
-        return [self.stoi.get(w, self.unk_id) for w in line] + [self.eos_id]
-
-    def save(self, path: str | Path) -> None:
-        write_json(path, {"itos": self.itos})
-
-    @classmethod
-    def load(cls, path: str | Path) -> Vocabulary:
-        try:
-            data = json.loads(read_text(path))
-            return cls(data["itos"])
-        except (json.JSONDecodeError, KeyError, TypeError) as err:
-            raise InputError(f"{path}: not a vocabulary file ({err})") from None
+def build_vocabulary(documents: Sequence[AttributedDocument], min_count: int = 3) -> Vocab:
+    """The language model's vocabulary: ``<unk>``, ``<eos>``, then the words seen ``min_count`` times."""
+    lines = (line for d in documents for line in d.lines)
+    return Vocab.build(lines, min_count=min_count, specials=LM_SPECIALS)
 
 
 # ----------------------------------------------------------------------------------------------- batching
@@ -273,7 +245,7 @@ class TokenStream:
     attribute_sets: list[dict[str, str]]
 
     @classmethod
-    def from_documents(cls, documents: Sequence[AttributedDocument], vocab: Vocabulary) -> TokenStream:
+    def from_documents(cls, documents: Sequence[AttributedDocument], vocab: Vocab) -> TokenStream:
         ids: list[int] = []
         groups: list[int] = []
         sets: list[dict[str, str]] = []

@@ -6,14 +6,14 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-from synopsis.lm.corpus import Vocabulary
 from synopsis.models.domain_lm import DomainLM
+from synopsis.vocab import Vocab
 
 
 @torch.no_grad()
 def sample(
     model: DomainLM,
-    vocab: Vocabulary,
+    vocab: Vocab,
     attributes: Mapping[str, str] | None = None,
     prompt: Sequence[str] = (),
     length: int = 50,

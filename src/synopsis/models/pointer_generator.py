@@ -321,7 +321,7 @@ class PointerGenerator(nn.Module):
         A missing, corrupt or mismatched file raises :class:`CheckpointError`."""
         from synopsis.checkpoint import load_tensors
         from synopsis.config import from_dict
-        from synopsis.models.vocab import Vocab
+        from synopsis.vocab import Vocab
 
         directory = Path(directory)
         if not directory.is_dir():

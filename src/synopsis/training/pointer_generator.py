@@ -46,9 +46,9 @@ from synopsis.data.example import Example
 from synopsis.errors import ConfigError, InputError
 from synopsis.generation.config import GENERATION_CONFIG_FILE, GenerationConfig
 from synopsis.models.pointer_generator import PointerGenerator, config_for_vocab
-from synopsis.models.vocab import Vocab
 from synopsis.text import word_tokenize
 from synopsis.training.plots import plot_curves
+from synopsis.vocab import Vocab
 
 logger = logging.getLogger(__name__)
 

@@ -1,28 +1,36 @@
-"""Word vocabulary for the pointer-generator, with the per-article extended vocabulary (See et al., 2017).
+"""The word vocabulary of the word-level models (the pointer-generator and the domain-attribute LM).
 
-The fixed vocabulary holds the ``max_size`` most frequent training words seen at least ``min_count`` times,
-after four special tokens. Each article also gets its own OOV list: the encoder sees UNK for those words,
-but the copy distribution addresses them as ids ``len(vocab) + k`` (``k`` = position in the article's OOV
-list), so a copied OOV word comes out as the article's own word.
+A vocabulary is its special tokens followed by the ``max_size`` most frequent training words seen at least
+``min_count`` times (ties broken alphabetically, so it is deterministic). Each model names its specials:
+the pointer-generator uses ``<pad> <unk> <s> </s>`` (:data:`SPECIALS`), the language model ``<unk> <eos>``
+(:data:`LM_SPECIALS`); ids are looked up by name, never hard-coded by callers.
 
-The file format is one ``token<TAB>count`` line per entry, in id order, so ids never depend on anything but
-the file. A SHA-256 of the token list (:attr:`Vocab.fingerprint`) is stored in the model config to detect a
-vocabulary that does not belong to a checkpoint.
+For the pointer-generator (See et al., 2017) each article also gets its own OOV list: the encoder sees UNK
+for those words, but the copy distribution addresses them as ids ``len(vocab) + k`` (``k`` = position in
+the article's OOV list), so a copied OOV word comes out as the article's own word.
+
+Files: ``*.json`` holds ``{"itos": [...]}``; anything else one ``token<TAB>count`` line per entry, in id
+order, so ids never depend on anything but the file. A SHA-256 of the token list
+(:attr:`Vocab.fingerprint`) is stored in the pointer-generator's config to detect a vocabulary that does
+not belong to a checkpoint.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from synopsis.errors import InputError
-from synopsis.io import open_for_atomic_write, read_text
+from synopsis.io import open_for_atomic_write, read_text, write_json
 
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<s>", "</s>"
 SPECIALS = (PAD, UNK, BOS, EOS)
+LM_EOS = "<eos>"
+LM_SPECIALS = (UNK, LM_EOS)
 
 
 @dataclass
@@ -35,43 +43,84 @@ class SourceEncoding:
 
 
 class Vocab:
-    """Token <-> id mapping with special tokens first; ids are positions in :attr:`tokens`."""
+    """Token <-> id mapping with the special tokens first; ids are positions in :attr:`tokens`.
 
-    def __init__(self, tokens: Sequence[str], counts: Sequence[int] | None = None) -> None:
-        if tuple(tokens[: len(SPECIALS)]) != SPECIALS:
-            raise InputError(f"vocabulary must start with the special tokens {', '.join(SPECIALS)}")
+    ``pad_id``/``unk_id``/``bos_id``/``eos_id`` are the ids of the specials this vocabulary has (``None``
+    for those it has not); ``<eos>`` counts as the end token of a language-model vocabulary.
+    """
+
+    def __init__(
+        self, tokens: Sequence[str], counts: Sequence[int] | None = None, specials: Sequence[str] = SPECIALS
+    ) -> None:
+        specials = tuple(specials)
+        if tuple(tokens[: len(specials)]) != specials:
+            raise InputError(f"vocabulary must start with the special tokens {', '.join(specials)}")
         if len(set(tokens)) != len(tokens):
             duplicates = sorted(t for t, n in Counter(tokens).items() if n > 1)[:5]
             raise InputError(f"vocabulary has duplicate tokens: {', '.join(duplicates)}")
+        self.specials = specials
         self.tokens = list(tokens)
         self.counts = list(counts) if counts is not None else [0] * len(tokens)
         self._index = {token: i for i, token in enumerate(self.tokens)}
-        self.pad_id, self.unk_id, self.bos_id, self.eos_id = (self._index[t] for t in SPECIALS)
+        self.pad_id, self.unk_id, self.bos_id = (self._index.get(t) for t in (PAD, UNK, BOS))
+        self.eos_id = self._index.get(EOS, self._index.get(LM_EOS))
+
+    @property
+    def itos(self) -> list[str]:
+        return self.tokens
+
+    @property
+    def stoi(self) -> dict[str, int]:
+        return self._index
 
     # ------------------------------------------------------------------ construction and files
     @classmethod
-    def build(cls, token_lists: Iterable[Sequence[str]], max_size: int, min_count: int = 1) -> Vocab:
-        """The ``max_size`` most frequent tokens (ties broken alphabetically) seen ``min_count`` times."""
-        if max_size < 1:
+    def from_words(cls, words: Iterable[str], specials: Sequence[str] = SPECIALS) -> Vocab:
+        """The specials followed by ``words`` (specials among them are dropped)."""
+        return cls([*specials, *(w for w in words if w not in specials)], specials=specials)
+
+    @classmethod
+    def build(
+        cls,
+        token_lists: Iterable[Sequence[str]],
+        max_size: int | None = None,
+        min_count: int = 1,
+        specials: Sequence[str] = SPECIALS,
+    ) -> Vocab:
+        """The ``max_size`` (``None``: all) commonest tokens seen ``min_count`` times; ties alphabetical."""
+        if max_size is not None and max_size < 1:
             raise ValueError(f"max_size must be >= 1, got {max_size}")
         counter: Counter[str] = Counter()
         for tokens in token_lists:
             counter.update(tokens)
-        for special in SPECIALS:
+        for special in specials:
             counter.pop(special, None)
         ranked = sorted(
             (item for item in counter.items() if item[1] >= min_count), key=lambda x: (-x[1], x[0])
         )
         ranked = ranked[:max_size]
-        return cls([*SPECIALS, *(t for t, _ in ranked)], [0] * len(SPECIALS) + [c for _, c in ranked])
+        counts = [0] * len(specials) + [c for _, c in ranked]
+        return cls([*specials, *(t for t, _ in ranked)], counts, specials=specials)
 
     def save(self, path: str | Path) -> None:
+        if str(path).endswith(".json"):
+            write_json(path, {"itos": self.tokens, "specials": list(self.specials)})
+            return
         with open_for_atomic_write(path) as handle:
             for token, count in zip(self.tokens, self.counts, strict=True):
                 handle.write(f"{token}\t{count}\n")
 
     @classmethod
-    def load(cls, path: str | Path) -> Vocab:
+    def load(cls, path: str | Path, specials: Sequence[str] = SPECIALS) -> Vocab:
+        """A saved vocabulary; a JSON file names its own specials (older files: ``<unk> <eos>``)."""
+        if str(path).endswith(".json"):
+            try:
+                data = json.loads(read_text(path))
+                return cls(data["itos"], specials=data.get("specials", LM_SPECIALS))
+            except (json.JSONDecodeError, KeyError, TypeError) as err:
+                raise InputError(f"{path}: not a vocabulary file ({err})") from None
+            except InputError as err:
+                raise InputError(f"{path}: {err}") from None
         tokens, counts = [], []
         for number, line in enumerate(read_text(path).splitlines(), start=1):
             token, sep, count = line.rpartition("\t")
@@ -80,7 +129,7 @@ class Vocab:
             tokens.append(token)
             counts.append(int(count))
         try:
-            return cls(tokens, counts)
+            return cls(tokens, counts, specials)
         except InputError as err:
             raise InputError(f"{path}: {err}") from None
 
@@ -93,6 +142,11 @@ class Vocab:
 
     def id(self, token: str) -> int:
         return self._index.get(token, self.unk_id)
+
+    def encode(self, tokens: Sequence[str], add_eos: bool = True) -> list[int]:
+        """Ids of ``tokens`` (unknown -> ``<unk>``), with the end token appended (a language-model line)."""
+        ids = [self._index.get(t, self.unk_id) for t in tokens]
+        return ids + [self.eos_id] if add_eos else ids
 
     @property
     def fingerprint(self) -> str:
