@@ -5,7 +5,7 @@ comes before any heading; top-level sections have depth 1, their subsections dep
 section holds paragraphs, and every paragraph is a list of sentences, so each :class:`Sentence` knows its
 section node, its depth and its position in document order.
 
-Tree relations follow HIBRIDS (SPEC.md section 3): for sections ``x`` and ``y``
+Tree relations follow HIBRIDS (Cao & Wang, ACL 2022, section 3): for sections ``x`` and ``y``
 
 * ``PathLen(x, y)`` is the length of the shortest tree path between them, positive when ``y`` comes after
   ``x`` in document order (pre-order), negative when before, 0 for the same node;

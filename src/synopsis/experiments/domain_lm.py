@@ -1,4 +1,4 @@
-"""The leave-one-domain-out experiment of seed 002 and its three tables.
+"""The leave-one-domain-out experiment of the domain-attribute LM paper and its three tables.
 
 For every domain of a full attribute grid (default: MASC, style x topic, see docs/domain_lm.md) the models
 are trained on the other domains (per domain: first 90% of lines train, last 10% dev; vocabulary = training

@@ -1,4 +1,4 @@
-"""Hie-BART: BART whose encoder self-attention has sentence-level heads (SPEC.md section 2).
+"""Hie-BART (Akiyama, Tamura & Ninomiya, 2021): BART whose encoder self-attention has sentence-level heads.
 
 In every encoder self-attention layer the first ``word_heads`` heads are ordinary token-to-token heads
 and the remaining heads are *sentence-level*: their queries are the tokens, their keys and values are the

@@ -1,6 +1,6 @@
 """Pointer-generator network with coverage (See, Liu and Manning, ACL 2017).
 
-One file, config in / tensors out. Notation follows SPEC.md section 1:
+One file, config in / tensors out. Notation follows See et al. (ACL 2017), sections 2.1-2.3:
 
 * encoder: one bidirectional LSTM over word embeddings -> ``h_i`` (2H); its final states are reduced to the
   decoder's initial state by a linear layer + ReLU (as the authors' code does);
