@@ -19,7 +19,8 @@ from synopsis.training.seq2seq import METRICS, Seq2SeqTrainConfig, load_examples
 
 logger = logging.getLogger(__name__)
 
-PAPER_TABLE_2 = {  # word:sentence heads of 16 -> dev ROUGE-1/2/L (CNN/DailyMail, BART-large), Akiyama et al., 2021
+#: word:sentence heads of 16 -> dev ROUGE-1/2/L (CNN/DailyMail, BART-large), Akiyama et al. (2021), Table 2
+PAPER_TABLE_2 = {
     "16:0": (44.72, 21.73, 41.43),
     "15:1": (44.95, 21.92, 41.68),
     "14:2": (45.01, 21.92, 41.75),
