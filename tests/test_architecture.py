@@ -1,0 +1,74 @@
+"""The floors of the package: a module imports only floors below its own (or its own package).
+
+Bottom up: errors, text, io, qs -> document, vocab, checkpoint -> evaluation, data -> config -> models ->
+generation, training, lm -> experiments -> summarizers -> cli, serve. The CLI and the service share the
+summarizers, never each other. Library code logs and never prints.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "synopsis"
+FLOORS = {
+    "errors": 0, "text": 0, "io": 0, "qs": 0,
+    "document": 1, "vocab": 1, "checkpoint": 1,
+    "evaluation": 2, "data": 2,
+    "config": 3,
+    "models": 4,
+    "generation": 5, "training": 5, "lm": 5,
+    "experiments": 6,
+    "summarizers": 7,
+    "cli": 8, "serve": 8,
+}  # fmt: skip
+APART = {("cli", "serve"), ("serve", "cli")}
+
+
+def _modules() -> list[tuple[str, ast.Module]]:
+    out = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE)
+        if relative.name == "__init__.py" and len(relative.parts) == 1:
+            continue  # the package's own re-exports
+        out.append((relative.with_suffix("").parts[0], ast.parse(path.read_text(encoding="utf-8"))))
+    return out
+
+
+def _imported_packages(tree: ast.Module) -> set[str]:
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("synopsis."):
+            names.add(node.module.split(".")[1])
+        elif isinstance(node, ast.Import):
+            names.update(a.name.split(".")[1] for a in node.names if a.name.startswith("synopsis."))
+    return names
+
+
+def test_every_package_has_a_floor() -> None:
+    assert {package for package, _ in _modules()} <= set(FLOORS)
+
+
+@pytest.mark.parametrize("package", sorted(FLOORS))
+def test_imports_go_down_only(package: str) -> None:
+    bad = set()
+    for owner, tree in _modules():
+        if owner != package:
+            continue
+        for imported in _imported_packages(tree) - {owner}:
+            if FLOORS[imported] > FLOORS[owner] or (owner, imported) in APART:
+                bad.add(imported)
+    assert not bad, f"synopsis.{package} (floor {FLOORS[package]}) imports {sorted(bad)}"
+
+
+def test_library_code_never_prints() -> None:
+    offenders = []
+    for owner, tree in _modules():
+        if owner in ("cli", "serve"):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
+                offenders.append(f"{owner}:{node.lineno}")
+    assert not offenders
