@@ -75,7 +75,9 @@ def t5_config(tokenizer, attn: str = "eager", **overrides: object) -> T5Config:
     return config
 
 
-def sharp_t5(tokenizer, attn: str = "eager", seed: int = 0, **overrides: object) -> T5ForConditionalGeneration:
+def sharp_t5(
+    tokenizer, attn: str = "eager", seed: int = 0, **overrides: object
+) -> T5ForConditionalGeneration:
     """A tiny random T5 whose attention and position biases are scaled up (sharp, position-sensitive)."""
     torch.manual_seed(seed)
     model = T5ForConditionalGeneration(t5_config(tokenizer, attn, **overrides)).eval()
@@ -99,7 +101,8 @@ def real_rows(hidden: torch.Tensor, mask: torch.Tensor) -> list[torch.Tensor]:
 # --------------------------------------------------------------------------------------------- prompts
 def test_prompts_are_the_papers_formats() -> None:
     assert instruction_prompt("Mention the maker.") == (
-        "Instructions: Mention the maker. According to the above instructions, summarize the following article."
+        "Instructions: Mention the maker. According to the above instructions, summarize the following "
+        "article."
     )
     assert source_prompt("X-T2", "A camera.", with_instruction=True) == "Title: X-T2 Article: A camera."
     assert source_prompt("X-T2", "A camera.", with_instruction=False) == (
@@ -253,8 +256,12 @@ def test_summarize_with_instructions_cached_uncached_and_plain_t5(tokenizer) -> 
     asks = [*INSTRUCTIONS, None, INSTRUCTIONS[0]]
     settings = dict(num_beams=2, max_new_tokens=10, min_new_tokens=10)
     cache = SourceCache()
-    cached = summarize_with_instructions(model, tokenizer, ARTICLE, asks, title=TITLE, cache=cache, **settings)
-    full = summarize_with_instructions(model, tokenizer, ARTICLE, asks, title=TITLE, use_cache=False, **settings)
+    cached = summarize_with_instructions(
+        model, tokenizer, ARTICLE, asks, title=TITLE, cache=cache, **settings
+    )
+    full = summarize_with_instructions(
+        model, tokenizer, ARTICLE, asks, title=TITLE, use_cache=False, **settings
+    )
     assert cached == full and len(cached) == len(asks)
     assert cached[0] == cached[-1] and len(set(cached[:4])) == 4
     assert len(cache) == 2  # the source part with and without an instruction
@@ -314,7 +321,9 @@ def test_changed_document_is_never_served_from_the_cache(tokenizer, monkeypatch)
 
 def test_lru_eviction_by_bytes(tokenizer) -> None:
     model = convert_to_instructsum(sharp_t5(tokenizer))
-    sources = [torch.tensor([tokenize_prompt(tokenizer, "x", "T", f"Document {i}.").source_ids]) for i in range(4)]
+    sources = [
+        torch.tensor([tokenize_prompt(tokenizer, "x", "T", f"Document {i}.").source_ids]) for i in range(4)
+    ]
     sizes = {encode_source(model, s).nbytes for s in sources}
     assert len(sizes) == 1
     size = sizes.pop()
@@ -355,10 +364,16 @@ def test_convert_keeps_t5_outputs_without_instruction(tokenizer, attn: str) -> N
     assert (batch["segment_ids"] == 0).all()
     decoder_ids = torch.tensor([[0, 37, 1023, 9]] * 2)
     with torch.no_grad():
-        want = t5(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], decoder_input_ids=decoder_ids)
+        want = t5(
+            input_ids=batch["input_ids"],
+            attention_mask=batch["attention_mask"],
+            decoder_input_ids=decoder_ids,
+        )
         got = model(**batch, decoder_input_ids=decoder_ids)
         without_segments = model(
-            input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], decoder_input_ids=decoder_ids
+            input_ids=batch["input_ids"],
+            attention_mask=batch["attention_mask"],
+            decoder_input_ids=decoder_ids,
         )
     assert (want.logits - got.logits).abs().max() <= TOL
     assert torch.equal(want.logits, without_segments.logits)
@@ -393,7 +408,9 @@ def test_save_and_load_round_trip(tokenizer, tmp_path: Path) -> None:
 
 def test_encoder_flops_match_the_papers_figure() -> None:
     """FLAN-T5-Base's encoder on 1024 tokens: 174 GFLOPs in the paper (linear layers, 2 FLOPs per MAC)."""
-    flan_base = T5Config(d_model=768, d_kv=64, num_heads=12, d_ff=2048, num_layers=12, feed_forward_proj="gated-gelu")
+    flan_base = T5Config(
+        d_model=768, d_kv=64, num_heads=12, d_ff=2048, num_layers=12, feed_forward_proj="gated-gelu"
+    )
     assert abs(encoder_flops(flan_base, 1024, attention=False) / 1e9 - 174) < 0.5
     full = encoder_flops(flan_base, 1065)
     cached = encoder_flops(flan_base, 41, key_tokens=1065)

@@ -18,8 +18,9 @@ Segments and the block mask (paper, section 3)
     with ``segment_ids`` 1 on instruction tokens and 0 on source tokens and padding. In every encoder
     self-attention layer a query ``q`` may attend to a key ``k`` iff ``k`` is a real token and (``q`` is
     an instruction token or ``k`` is a source token): source tokens attend only to source tokens,
-    ``H_S = Attn(Q_S, K_S, V_S)``, and instruction tokens attend to everything, ``H_I = Attn(Q_I, [K_I; K_S],
-    [V_I; V_S])``. Training uses the same mask, so the cached and the uncached encodings are the same function.
+    ``H_S = Attn(Q_S, K_S, V_S)``, and instruction tokens attend to everything,
+    ``H_I = Attn(Q_I, [K_I; K_S], [V_I; V_S])``. Training uses the same mask, so the cached and the uncached
+    encodings are the same function.
 
 Relative positions
     Positions are token indices in the uncached row ``[I; S]``: instruction tokens ``0..L_I-1``, source
@@ -169,7 +170,9 @@ def tokenize_prompt(
         instruction_ids = tokenizer(instruction_text, add_special_tokens=False)["input_ids"]
         if len(instruction_ids) > max_instruction_tokens:
             logger.warning(
-                "instruction part truncated from %d to %d tokens", len(instruction_ids), max_instruction_tokens
+                "instruction part truncated from %d to %d tokens",
+                len(instruction_ids),
+                max_instruction_tokens,
             )
             instruction_ids = instruction_ids[:max_instruction_tokens]
     return PromptIds(list(instruction_ids), list(source_ids))
@@ -241,7 +244,9 @@ def block_attention_mask(
 
 def _padding_mask(keys_real: torch.Tensor, queries: int, dtype: torch.dtype) -> torch.Tensor:
     """``(batch, 1, queries, keys)`` float mask that hides the keys where ``keys_real`` is False."""
-    mask = torch.zeros((keys_real.shape[0], 1, queries, keys_real.shape[1]), dtype=dtype, device=keys_real.device)
+    mask = torch.zeros(
+        (keys_real.shape[0], 1, queries, keys_real.shape[1]), dtype=dtype, device=keys_real.device
+    )
     return mask.masked_fill(~keys_real[:, None, None, :], torch.finfo(dtype).min)
 
 
@@ -302,7 +307,9 @@ class InstructSumT5Attention(T5Attention):
             value = torch.cat([value, instructsum_cache.values[self.layer_idx]], dim=2)
         if position_bias is None:
             position_bias = self._cache_position_bias(instructsum_cache, length, key.shape[2], query)
-        attention = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention_forward)
+        attention = ALL_ATTENTION_FUNCTIONS.get_interface(
+            self.config._attn_implementation, eager_attention_forward
+        )
         output, weights = attention(
             self,
             query,
@@ -321,7 +328,9 @@ class InstructSumT5Attention(T5Attention):
         self, state: _CachePass, query_length: int, key_length: int, query: torch.Tensor
     ) -> torch.Tensor:
         if not self.has_relative_attention_bias:
-            return torch.zeros((1, self.n_heads, query_length, key_length), device=query.device, dtype=query.dtype)
+            return torch.zeros(
+                (1, self.n_heads, query_length, key_length), device=query.device, dtype=query.dtype
+            )
         if state.key_positions is None:  # source pass: positions 0..L_S-1 (shift-invariant)
             return self.compute_bias(query_length, key_length, device=query.device)
         relative = state.key_positions[:, None, :] - state.query_positions[:, :, None]  # (N, L_I, L_I + L_S)
@@ -371,7 +380,9 @@ class InstructSumT5Stack(T5Stack):
     ) -> BaseModelOutput:
         if instructsum_cache is not None:
             if segment_ids is not None:
-                raise ValueError("segment_ids are for the uncached pass; the cache passes know their segments")
+                raise ValueError(
+                    "segment_ids are for the uncached pass; the cache passes know their segments"
+                )
             kwargs["instructsum_cache"] = instructsum_cache
             if instructsum_cache.mode == "record":
                 self.source_passes += 1
@@ -434,7 +445,7 @@ class InstructSumT5ForConditionalGeneration(T5ForConditionalGeneration):
         segment_ids: torch.LongTensor | None = None,
         **kwargs: Any,
     ) -> Any:
-        """T5's forward; ``segment_ids`` (B, L) go to the encoder only (ignored when encoder_outputs are given)."""
+        """T5's forward; ``segment_ids`` (B, L) go to the encoder only (unused given encoder_outputs)."""
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
                 input_ids=input_ids,
@@ -556,7 +567,7 @@ def _check_right_padded(mask: torch.Tensor, what: str) -> torch.Tensor:
 def encode_source(
     model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
 ) -> SourceEncoding:
-    """Encode source parts alone (every layer: ``H_S = Attn(Q_S, K_S, V_S)``) and keep ``K_S``, ``V_S``, ``H_S``.
+    """Encode source parts alone (each layer: ``H_S = Attn(Q_S, K_S, V_S)``); keep ``K_S``, ``V_S``, ``H_S``.
 
     ``input_ids``: (B, L_S) source-part ids (ending with EOS), right-padded. Runs without gradients; use the
     model in eval mode (dropout would make the cache differ from an uncached pass).
@@ -568,7 +579,9 @@ def encode_source(
         attention_mask = torch.ones_like(input_ids)
     _check_right_padded(attention_mask, "source attention_mask")
     state = _CachePass(mode="record")
-    output = encoder(input_ids=input_ids, attention_mask=attention_mask, instructsum_cache=state, return_dict=True)
+    output = encoder(
+        input_ids=input_ids, attention_mask=attention_mask, instructsum_cache=state, return_dict=True
+    )
     return SourceEncoding(
         keys=tuple(state.keys),
         values=tuple(state.values),
@@ -705,7 +718,9 @@ class SourceCache:
         """Store an encoding (most recently used), evicting the least recently used ones to fit the budget."""
         size = encoding.nbytes
         if size > self.max_bytes:
-            logger.info("source encoding of %d bytes exceeds the cache budget of %d; not cached", size, self.max_bytes)
+            logger.info(
+                "source encoding of %d bytes exceeds the cache budget of %d; not cached", size, self.max_bytes
+            )
             return False
         key = self.key(model, encoding.input_ids)
         with self._lock:
@@ -721,7 +736,7 @@ class SourceCache:
         return True
 
     def get_or_encode(self, model: Any, input_ids: torch.Tensor) -> SourceEncoding:
-        """The cached encoding of one source part (ids (L_S,) or (1, L_S), unpadded), encoding it on a miss."""
+        """The cached encoding of one source part (ids (L_S,) or (1, L_S), unpadded); encodes on a miss."""
         input_ids = input_ids if input_ids.dim() == 2 else input_ids[None]
         if input_ids.shape[0] != 1:
             raise ValueError("SourceCache stores one source at a time (ids of shape (L,) or (1, L))")
@@ -774,7 +789,9 @@ def summarize_with_instructions(
     # Cached: group by source part (with and without an instruction the source texts differ).
     for rows in _groups(prompts, lambda p: tuple(p.source_ids)):
         source_ids = torch.tensor([prompts[rows[0]].source_ids], dtype=torch.long, device=device)
-        source = cache.get_or_encode(model, source_ids) if cache is not None else encode_source(model, source_ids)
+        source = (
+            cache.get_or_encode(model, source_ids) if cache is not None else encode_source(model, source_ids)
+        )
         with_instruction = [r for r in rows if prompts[r].instruction_ids]
         without = [r for r in rows if not prompts[r].instruction_ids]
         if without:
@@ -783,9 +800,13 @@ def summarize_with_instructions(
             _decode_into(texts, without, generated.expand(len(without), -1), tokenizer)
         if with_instruction:
             batch = collate_prompts(
-                [PromptIds(prompts[r].instruction_ids, []) for r in with_instruction], tokenizer.pad_token_id, device
+                [PromptIds(prompts[r].instruction_ids, []) for r in with_instruction],
+                tokenizer.pad_token_id,
+                device,
             )
-            outputs, mask = encode_with_instruction(model, source, batch["input_ids"], batch["attention_mask"])
+            outputs, mask = encode_with_instruction(
+                model, source, batch["input_ids"], batch["attention_mask"]
+            )
             generated = model.generate(encoder_outputs=outputs, attention_mask=mask, **generate_kwargs)
             _decode_into(texts, with_instruction, generated, tokenizer)
     return [t or "" for t in texts]
