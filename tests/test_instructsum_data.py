@@ -125,10 +125,13 @@ def test_titles_cluster_when_they_differ_in_exactly_one_word() -> None:
         "Summer",
         "2020 summer olympics",  # duplicate of a title (case-insensitive)
         "1900 Winter Games",  # two words differ from the others
+        "Geography of France",
+        "Geography of Spain",  # the last word differs
     ]
     clusters = cluster_titles([article(t) for t in titles])
     assert [(c.pattern, [a.title for a in c.articles]) for c in clusters] == [
-        ("* summer olympics", ["2012 Summer Olympics", "2016 Summer Olympics", "2020 Summer Olympics"])
+        ("* summer olympics", ["2012 Summer Olympics", "2016 Summer Olympics", "2020 Summer Olympics"]),
+        ("geography of *", ["Geography of France", "Geography of Spain"]),
     ]
 
 
