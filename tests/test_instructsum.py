@@ -250,6 +250,26 @@ def test_cached_equals_uncached_for_several_instructions(tokenizer, attn: str) -
     assert len(set(texts)) == len(texts), texts  # the instructions change the output
 
 
+def test_a_batch_of_padded_sources_each_with_its_instruction(tokenizer) -> None:
+    model = convert_to_instructsum(sharp_t5(tokenizer))
+    items = [
+        tokenize_prompt(tokenizer, INSTRUCTIONS[0], TITLE, ARTICLE),
+        tokenize_prompt(tokenizer, INSTRUCTIONS[1], "Other", "A much shorter article. It has two sentences."),
+    ]
+    batch = collate_prompts(items, tokenizer.pad_token_id)
+    sources = collate_prompts([PromptIds([], p.source_ids) for p in items], tokenizer.pad_token_id)
+    instructions = collate_prompts([PromptIds(p.instruction_ids, []) for p in items], tokenizer.pad_token_id)
+    with torch.no_grad():
+        uncached = model.encoder(**batch).last_hidden_state
+        source = encode_source(model, sources["input_ids"], sources["attention_mask"])
+        cached, mask = encode_with_instruction(
+            model, source, instructions["input_ids"], instructions["attention_mask"]
+        )
+    assert torch.equal(mask, batch["attention_mask"])
+    for got, want in zip(real_rows(cached.last_hidden_state, mask), real_rows(uncached, mask), strict=True):
+        assert (got - want).abs().max() <= TOL
+
+
 def test_summarize_with_instructions_cached_uncached_and_plain_t5(tokenizer) -> None:
     t5 = sharp_t5(tokenizer)
     model = convert_to_instructsum(t5)
@@ -388,6 +408,19 @@ def test_convert_keeps_flan_t5_settings(tokenizer) -> None:
     with torch.no_grad():
         assert torch.equal(t5(input_ids=ids, decoder_input_ids=ids[:, :3]).logits,
                            model(input_ids=ids, decoder_input_ids=ids[:, :3]).logits)  # fmt: skip
+
+
+def test_random_init_is_t5s_init(tokenizer) -> None:
+    """A randomly initialised InstructSum model (training from scratch) has T5's scaled init, not N(0, 1)."""
+    config = t5_config(tokenizer, d_model=64, d_ff=256)
+    torch.manual_seed(0)
+    stock = T5ForConditionalGeneration(config).state_dict()
+    torch.manual_seed(0)
+    ours = InstructSumT5ForConditionalGeneration(InstructSumT5Config.from_t5_config(config)).state_dict()
+    assert ours.keys() == stock.keys()
+    for name, value in stock.items():
+        if value.dim() == 2 and value.std() > 0:
+            assert 0.8 < ours[name].std() / value.std() < 1.25, name
 
 
 def test_save_and_load_round_trip(tokenizer, tmp_path: Path) -> None:

@@ -364,6 +364,14 @@ class InstructSumT5Stack(T5Stack):
         self.post_init()
         self.reset_counters()
 
+    @classmethod
+    def is_custom_code(cls) -> bool:
+        # transformers 5 treats classes defined outside the library as "custom code" and skips the init of
+        # modules without parameters of their own (T5Attention, T5DenseActDense), which leaves their Linear
+        # layers at N(0, initializer_factor = 1) instead of T5's scaled init. This class runs T5's own
+        # _init_weights, so it is initialised as stock T5 is.
+        return False
+
     def reset_counters(self) -> None:
         self.full_passes = 0
         self.source_passes = 0
@@ -429,6 +437,10 @@ class InstructSumT5ForConditionalGeneration(T5ForConditionalGeneration):
         self.decoder = T5Stack(decoder_config)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.post_init()
+
+    @classmethod
+    def is_custom_code(cls) -> bool:
+        return False  # see InstructSumT5Stack.is_custom_code
 
     def forward(
         self,
