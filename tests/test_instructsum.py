@@ -56,7 +56,7 @@ def tokenizer(shared_data: Path):
 
 
 def t5_config(tokenizer, attn: str = "eager", **overrides: object) -> T5Config:
-    config = T5Config(
+    settings: dict[str, object] = dict(
         vocab_size=len(tokenizer),
         d_model=32,
         d_kv=8,
@@ -69,8 +69,8 @@ def t5_config(tokenizer, attn: str = "eager", **overrides: object) -> T5Config:
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
         decoder_start_token_id=tokenizer.pad_token_id,
-        **overrides,
     )
+    config = T5Config(**{**settings, **overrides})
     config._attn_implementation = attn
     return config
 
