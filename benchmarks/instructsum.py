@@ -232,9 +232,11 @@ def main() -> None:
     console.print(table)
     speedup = full_median / stats["cached"]["median"]
     speedup_worst = stats["full_block_mask"]["min"] / stats["cached"]["max"]
+    speedup_min = stats["full_block_mask"]["min"] / stats["cached"]["min"]  # least load-affected
+    verdict = "met" if speedup >= 15 else "NOT met"
     console.print(
-        f"each extra instruction: {speedup:.1f}x cheaper than re-encoding (median; worst case min/max "
-        f"{speedup_worst:.1f}x); target >= 15x: {'met' if speedup >= 15 else 'NOT met'}"
+        f"each extra instruction: {speedup:.1f}x cheaper than re-encoding (median; min/min "
+        f"{speedup_min:.1f}x; worst case min/max {speedup_worst:.1f}x); target >= 15x: {verdict}"
     )
     console.print(
         f"cached vs uncached encoder states: max abs diff {result['max_abs_diff_hidden']:.2e}; "
@@ -287,6 +289,7 @@ def main() -> None:
         },
         "time_s": stats,
         "speedup_median": speedup,
+        "speedup_min_over_min": speedup_min,
         "speedup_worst_case": speedup_worst,
         "target_15x_met": speedup >= 15,
         "max_abs_diff_hidden": result["max_abs_diff_hidden"],
