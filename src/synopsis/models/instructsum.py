@@ -31,7 +31,7 @@ Relative positions
 
 The cache (paper, section 3)
     :func:`encode_source` runs the source part alone and keeps every layer's ``K_S``, ``V_S`` and the final
-    ``H_S`` (a :class:`SourceEncoding`). :func:`encode_with_instruction` runs only the instruction tokens
+    ``H_S`` (a :class:`CachedSource`). :func:`encode_with_instruction` runs only the instruction tokens
     against those keys and values and returns ``[H_I; H_S]`` laid out exactly like the uncached pass plus
     its 2D attention mask, ready for ``model.generate(encoder_outputs=..., attention_mask=...)``. A second
     instruction on the same source skips the O(L_S^2) self-attention and the per-token work on the source.
@@ -504,7 +504,7 @@ def is_instructsum(model: Any) -> bool:
 
 # --------------------------------------------------------------------------------------------- the cache
 @dataclass
-class SourceEncoding:
+class CachedSource:
     """A source part encoded once: per-layer ``K_S``/``V_S`` and the final ``H_S``.
 
     ``keys[l]``, ``values[l]``: (B, heads, L_S, d_kv); ``hidden_states``: (B, L_S, d_model);
@@ -531,7 +531,7 @@ class SourceEncoding:
         tensors = [*self.keys, *self.values, self.hidden_states, self.attention_mask, self.input_ids]
         return sum(t.numel() * t.element_size() for t in tensors)
 
-    def expand(self, n: int) -> SourceEncoding:
+    def expand(self, n: int) -> CachedSource:
         """A batch-1 encoding viewed as ``n`` rows (no copy), to pair with ``n`` instructions."""
         if self.batch_size == n:
             return self
@@ -541,7 +541,7 @@ class SourceEncoding:
         def grow(t: torch.Tensor) -> torch.Tensor:
             return t.expand(n, *t.shape[1:])
 
-        return SourceEncoding(
+        return CachedSource(
             keys=tuple(map(grow, self.keys)),
             values=tuple(map(grow, self.values)),
             hidden_states=grow(self.hidden_states),
@@ -578,7 +578,7 @@ def _check_right_padded(mask: torch.Tensor, what: str) -> torch.Tensor:
 @torch.no_grad()
 def encode_source(
     model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
-) -> SourceEncoding:
+) -> CachedSource:
     """Encode source parts alone (each layer: ``H_S = Attn(Q_S, K_S, V_S)``); keep ``K_S``, ``V_S``, ``H_S``.
 
     ``input_ids``: (B, L_S) source-part ids (ending with EOS), right-padded. Runs without gradients; use the
@@ -594,7 +594,7 @@ def encode_source(
     output = encoder(
         input_ids=input_ids, attention_mask=attention_mask, instructsum_cache=state, return_dict=True
     )
-    return SourceEncoding(
+    return CachedSource(
         keys=tuple(state.keys),
         values=tuple(state.values),
         hidden_states=output.last_hidden_state,
@@ -606,7 +606,7 @@ def encode_source(
 @torch.no_grad()
 def encode_with_instruction(
     model: Any,
-    source: SourceEncoding,
+    source: CachedSource,
     instruction_ids: torch.Tensor,
     instruction_mask: torch.Tensor | None = None,
 ) -> tuple[BaseModelOutput, torch.Tensor]:
@@ -665,13 +665,13 @@ def encode_with_instruction(
 
 @dataclass
 class _Entry:
-    encoding: SourceEncoding
+    encoding: CachedSource
     model: weakref.ReferenceType[Any]
     nbytes: int
 
 
 class SourceCache:
-    """A byte-bounded LRU of :class:`SourceEncoding` objects keyed by the source's token ids.
+    """A byte-bounded LRU of :class:`CachedSource` objects keyed by the source's token ids.
 
     The key is a SHA-256 of the source ids and the model's identity; a hit is also checked token by token
     against the stored ids, so a changed document is never served from the cache. Entries stay on the
@@ -708,7 +708,7 @@ class SourceCache:
             self._entries.clear()
             self.bytes = 0
 
-    def get(self, model: Any, input_ids: torch.Tensor) -> SourceEncoding | None:
+    def get(self, model: Any, input_ids: torch.Tensor) -> CachedSource | None:
         """The stored encoding of exactly these source ids under this model, or None (counts a hit/miss)."""
         input_ids = input_ids if input_ids.dim() == 2 else input_ids[None]
         key = self.key(model, input_ids)
@@ -726,7 +726,7 @@ class SourceCache:
             self.misses += 1
             return None
 
-    def put(self, model: Any, encoding: SourceEncoding) -> bool:
+    def put(self, model: Any, encoding: CachedSource) -> bool:
         """Store an encoding (most recently used), evicting the least recently used ones to fit the budget."""
         size = encoding.nbytes
         if size > self.max_bytes:
@@ -747,7 +747,7 @@ class SourceCache:
             self.bytes += size
         return True
 
-    def get_or_encode(self, model: Any, input_ids: torch.Tensor) -> SourceEncoding:
+    def get_or_encode(self, model: Any, input_ids: torch.Tensor) -> CachedSource:
         """The cached encoding of one source part (ids (L_S,) or (1, L_S), unpadded); encodes on a miss."""
         input_ids = input_ids if input_ids.dim() == 2 else input_ids[None]
         if input_ids.shape[0] != 1:
