@@ -180,5 +180,98 @@ def stats(
         write_json(json_output, {"path": str(path), "split": split, **numbers, **read_stats})
 
 
+def instructsum(
+    articles: Path | None = typer.Option(
+        None,
+        "--articles",
+        help="JSONL of titled articles with lead sections (schema: synopsis.data.instructsum).",
+    ),
+    annotations: Path | None = typer.Option(
+        None,
+        "--annotations",
+        help="JSONL of annotated instruction sentences and relevance flags per cluster.",
+    ),
+    qmsum: Path | None = typer.Option(
+        None,
+        "--qmsum",
+        help="QMSum folder or meeting file: its general and specific queries as instructions.",
+    ),
+    output_dir: Path = typer.Option(
+        ..., "--output-dir", "-o", help="Folder for the JSONL files and stats.json."
+    ),
+    split: str | None = typer.Option(None, "--split", help="qmsum: split inside the folder (train, val)."),
+    queries: str = typer.Option("all", "--queries", help="qmsum: general, specific or all queries."),
+    relevant_span_only: bool = _SPAN_ONLY,
+    ratio: float = typer.Option(
+        0.7, "--levenshtein", help="Drop a target at least this x its length (words) from all others."
+    ),
+    min_cluster_size: int = typer.Option(5, "--min-cluster-size", help="Drop clusters smaller than this."),
+    min_title_words: int = typer.Option(2, "--min-title-words", help="Cluster only titles this long."),
+    keep_noncontiguous: bool = typer.Option(
+        False,
+        "--keep-noncontiguous",
+        help="Keep instructions whose relevant target sentences are not contiguous.",
+    ),
+    test_category_absent: str | None = typer.Option(
+        None,
+        "--test-category-absent",
+        help="Split: clusters with no article in a category starting with this (paper: Geography) are test.",
+    ),
+    dev_clusters: int = typer.Option(50, "--dev-clusters", help="Split: random non-test clusters for dev."),
+    seed: int = typer.Option(0, "--seed", help="Split: random seed."),
+    skip_bad_lines: bool = typer.Option(False, "--skip-bad-lines", help="Skip malformed article lines."),
+) -> None:
+    """Build InstructSum data: title clusters, filters and cumulative instructions; or QMSum instructions."""
+    from synopsis.data import instructsum as build
+    from synopsis.data.example import write_examples
+    from synopsis.io import write_json
+
+    if articles is None and qmsum is None:
+        raise InputError("give --articles (titled articles with leads) and/or --qmsum (a QMSum folder)")
+    if annotations is not None and articles is None:
+        raise InputError("--annotations needs --articles (the clusters are rebuilt from the articles)")
+    stats = build.BuildStats()
+    written: list[str] = []
+    if articles is not None:
+        read_stats: dict[str, int] = {}
+        usable = list(build.read_articles(articles, skip_bad_lines=skip_bad_lines, stats=read_stats))
+        for key in ("articles_read", "skipped", "no_lead_or_source"):
+            stats.add(key, read_stats.get(key, 0))
+        clusters = build.build_clusters(usable, stats, ratio, min_cluster_size, min_title_words)
+        if test_category_absent is not None:
+            build.split_clusters(clusters, test_category_absent, dev_clusters, seed)
+            for name in ("train", "dev", "test"):
+                stats.add(f"clusters_{name}", sum(c.split == name for c in clusters))
+        path = output_dir / "clusters.jsonl"
+        build.write_jsonl((c.to_dict() for c in clusters), path)
+        written.append(str(path))
+        if annotations is not None:
+            examples = build.annotated_examples(
+                clusters, build.read_annotations(annotations), stats, keep_noncontiguous
+            )
+            if test_category_absent is None:
+                path = output_dir / "examples.jsonl"
+                write_examples(examples, path)
+                written.append(str(path))
+            else:
+                for name in ("train", "dev", "test"):
+                    path = output_dir / f"examples_{name}.jsonl"
+                    chosen = [e for e in examples if e.metadata["split"] == name]
+                    stats.add(f"examples_{name}", write_examples(chosen, path))
+                    written.append(str(path))
+    if qmsum is not None:
+        examples = build.qmsum_instruction_examples(qmsum, split, queries, relevant_span_only, stats)
+        if not examples:
+            raise InputError(f"{qmsum}: no QMSum queries found")
+        path = output_dir / f"qmsum{'_' + split if split else ''}.jsonl"
+        write_examples(examples, path)
+        written.append(str(path))
+    write_json(output_dir / "stats.json", stats.counts)
+    for line in stats.lines():
+        typer.echo(line)
+    typer.echo(f"wrote {', '.join(written)} and {output_dir / 'stats.json'}")
+
+
 app.command("convert")(convert)
 app.command("stats")(stats)
+app.command("instructsum")(instructsum)
