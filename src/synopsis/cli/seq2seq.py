@@ -134,3 +134,16 @@ def convert_hie_bart(
 
     convert_checkpoint("hie-bart", source, output, word_heads=word_heads)
     typer.echo(f"wrote Hie-BART ({word_heads} word heads) to {output}")
+
+
+def convert_instructsum(
+    source: Path = typer.Argument(..., help="A T5 / FLAN-T5 checkpoint directory (Hugging Face format)."),
+    output: Path = typer.Argument(..., help="New directory for the InstructSum checkpoint."),
+) -> None:
+    """Write an InstructSum checkpoint from a T5 one: the same weights, and an encoder that reads
+    instructions with the block mask that lets one source encoding serve many (train it with train seq2seq).
+    """
+    from synopsis.models.seq2seq import convert_checkpoint
+
+    convert_checkpoint("instructsum", source, output)
+    typer.echo(f"wrote InstructSum to {output}")

@@ -21,8 +21,14 @@ def summarize(
     model: Path | None = typer.Option(
         None, "--model", help="Model directory (pointer-generator or Hugging Face)."
     ),
-    instruction: str | None = typer.Option(
-        None, "--instruction", "-i", help="Query/instruction (centrality)."
+    instruction: list[str] | None = typer.Option(
+        None,
+        "--instruction",
+        "-i",
+        help="Instruction or query (centrality, T5/InstructSum); repeat it for one summary per instruction.",
+    ),
+    no_cache: bool = typer.Option(
+        False, "--no-cache", help="InstructSum: encode every prompt in full (same block mask; for checks)."
     ),
     corpus: str | None = typer.Option(
         None,
@@ -65,9 +71,12 @@ def summarize(
     from synopsis.summarizers import load_summarizer
 
     err = Console(stderr=True)
+    instructions_given = list(instruction or [])
     if corpus is not None:
         if len(inputs) != 1:
             raise InputError("--corpus takes exactly one input path")
+        if len(instructions_given) > 1:
+            raise InputError("--corpus takes at most one --instruction (it applies to every example)")
         stats: dict[str, int] = {}
         name = detect_corpus(inputs[0]) if corpus == "auto" else corpus
         # Generic JSONL/CSV need no reference column to be summarized (only the oracle reads references).
@@ -81,7 +90,7 @@ def summarize(
             raise InputError(f"{inputs[0]}: no examples found for corpus '{corpus}'")
         ids = [e.id for e in examples]
         documents = [e.document for e in examples]
-        instructions = [instruction or e.instruction for e in examples]
+        instructions = [(instructions_given or [None])[0] or e.instruction for e in examples]
         references = [e.references for e in examples]
     else:
         documents = [read_document(path, format=input_format, max_mb=max_input_mb) for path in inputs]
@@ -89,14 +98,20 @@ def summarize(
             if doc.is_empty():
                 raise InputError(f"{path}: document has no text to summarize")
         ids = [str(p) for p in inputs]
-        instructions = [instruction] * len(documents)
         references = None
+        if len(instructions_given) > 1:  # one summary per (document, instruction), in order, labelled
+            ids = [f"{doc_id} | {text}" for doc_id in ids for text in instructions_given]
+            documents = [doc for doc in documents for _ in instructions_given]
+            instructions = instructions_given * len(inputs)
+        else:
+            instructions = [(instructions_given or [None])[0]] * len(documents)
 
     summarizer = load_summarizer(
         method,
         model,
         k=k,
         max_source_length=max_source_length,
+        instruction_cache=not no_cache,
         num_beams=num_beams,
         min_length=min_length,
         max_length=max_length,

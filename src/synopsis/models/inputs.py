@@ -41,12 +41,23 @@ BART_MODEL_TYPES = ("bart", "hie_bart")
 
 #: Segment ids: source text (and the model's prefix) vs instruction text.
 SOURCE_SEGMENT, INSTRUCTION_SEGMENT = 0, 1
+T5_MODEL_TYPES = ("t5", "mt5", "instructsum_t5")
+INSTRUCTSUM_MODEL_TYPE = "instructsum_t5"
+#: InstructSum (Nishida et al.) reads the first 1024 source tokens; an instruction part gets its own budget so
+#: that one cached source serves every instruction.
+INSTRUCTSUM_MAX_SOURCE_TOKENS = 1024
+DEFAULT_MAX_INSTRUCTION_LENGTH = 128
+#: Fields of a batch record (beyond ids and masks) that each model type reads.
+STRUCTURE_INPUTS = {INSTRUCTSUM_MODEL_TYPE: ("segment_ids",)}
 #: Fields of a batch record and their padding values.
 PAD_VALUES = {"sentence_ids": -1, "section_ids": -1, "segment_ids": SOURCE_SEGMENT}
 
 
 def model_max_source_length(config: Any, tokenizer: PreTrainedTokenizerBase) -> int:
-    """The longest input the model can encode: its position table, or T5's conventional 512."""
+    """The longest input the model can encode: its position table, or T5's conventional 512 (InstructSum's
+    source part: the paper's 1024)."""
+    if config.model_type == INSTRUCTSUM_MODEL_TYPE:
+        return INSTRUCTSUM_MAX_SOURCE_TOKENS
     if config.model_type == "led" or hasattr(config, "max_encoder_position_embeddings"):
         return int(config.max_encoder_position_embeddings)
     if hasattr(config, "max_position_embeddings") and config.model_type not in ("t5", "mt5"):
@@ -132,6 +143,13 @@ class Seq2SeqInputs:
     ``max_source_length``: ``None`` means the model's maximum (larger values are refused);
     ``sentence_marker``: text put before every sentence (Hie-BART's sentence-start token); ``None`` reads
     it from a Hie-BART config.
+
+    Prompts on the T5 path follow InstructSum (Nishida et al.): an InstructSum checkpoint always, and a plain
+    T5 given an instruction, read ``Instructions: {I} According to the above instructions, summarize the
+    following article. Title: {Ti} Article: {S}`` (without an instruction: ``Summarize the following
+    article. Title: ... Article: ...``). The instruction part is segment 1 and is truncated to
+    ``max_instruction_length`` on its own; the source part (segment 0) to ``max_source_length``, so the
+    source's tokens never depend on the instruction.
     """
 
     def __init__(
@@ -143,6 +161,7 @@ class Seq2SeqInputs:
         prefix: str | None = None,
         instruction_template: str = "{instruction}\n{source}",
         sentence_marker: str | None = None,
+        max_instruction_length: int = DEFAULT_MAX_INSTRUCTION_LENGTH,
     ) -> None:
         self.config = model_config
         self.tokenizer = tokenizer
@@ -162,7 +181,14 @@ class Seq2SeqInputs:
         if sentence_marker is None and getattr(model_config, "sentence_heads", 0) > 0:
             sentence_marker = model_config.sentence_start_token
         self.sentence_marker = sentence_marker
+        if max_instruction_length < 1:
+            raise ConfigError(f"max_instruction_length must be >= 1, got {max_instruction_length}")
+        self.max_instruction_length = max_instruction_length
         self.last_truncation = Truncation()
+
+    def uses_instructsum_prompt(self, instruction: str | None) -> bool:
+        model_type = self.config.model_type
+        return model_type == INSTRUCTSUM_MODEL_TYPE or (model_type in T5_MODEL_TYPES and bool(instruction))
 
     # ------------------------------------------------------------------ text pieces
     def _pieces(self, document: Document, instruction: str | None) -> list[_Piece]:
@@ -170,6 +196,8 @@ class Seq2SeqInputs:
         if not sentences:
             where = f"document {document.id}" if document.id else "document"
             raise InputError(f"{where}: no text to summarize")
+        if self.uses_instructsum_prompt(instruction):
+            return self._instructsum_pieces(document, sentences, instruction)
         source: list[_Piece] = []
         for index, sentence in enumerate(sentences):
             section = sentence.section.index
@@ -189,6 +217,29 @@ class Seq2SeqInputs:
             elif part:  # the instruction and the template's own words form the instruction segment
                 text = instruction if part == "{instruction}" else part
                 pieces.append(_Piece(text, segment=INSTRUCTION_SEGMENT))
+        return pieces
+
+    def _instructsum_pieces(
+        self, document: Document, sentences: list[Any], instruction: str | None
+    ) -> list[_Piece]:
+        """The paper's prompt, split so that every sentence keeps its labels."""
+        from synopsis.models.instructsum import prompt_parts
+
+        texts = [" ".join(s.text.split()) for s in sentences]  # the prompt normalises whitespace
+        article = " ".join(texts)
+        instruction_text, source_text = prompt_parts(instruction, document.title, article)
+        if not source_text.endswith(article):
+            raise AssertionError("the source prompt must end with the article")
+        pieces = []
+        if instruction_text is not None:
+            pieces.append(_Piece(instruction_text, segment=INSTRUCTION_SEGMENT))
+        lead = source_text[: len(source_text) - len(article)]
+        pieces.append(_Piece(lead if instruction_text is None else " " + lead))
+        for index, (sentence, text) in enumerate(zip(sentences, texts, strict=True)):
+            section = sentence.section.index
+            if index:
+                pieces.append(_Piece(" ", index, section))
+            pieces.append(_Piece(text, index, section))
         return pieces
 
     def source_text(self, document: Document, instruction: str | None = None) -> str:
@@ -217,9 +268,12 @@ class Seq2SeqInputs:
             ids = np.asarray(encoded["input_ids"][row], dtype=np.int64)
             offsets = np.asarray(encoded["offset_mapping"][row], dtype=np.int64).reshape(-1, 2)
             special = np.asarray(encoded["special_tokens_mask"][row], dtype=bool)
-            keep = self._kept_positions(special, self.max_source_length)
-            report.add(len(ids), int(keep.sum()))
             labels = self._token_labels(pieces, offsets, special)
+            if self.uses_instructsum_prompt(instructions[row]):
+                keep = self._kept_per_segment(special, labels[2])
+            else:
+                keep = self._kept_positions(special, self.max_source_length)
+            report.add(len(ids), int(keep.sum()))
             sentences = [s for s in document.sentences if s.text.strip()]
             path, level = document.tree_relations()
             out.append(
@@ -249,6 +303,18 @@ class Seq2SeqInputs:
         else:
             rank = np.cumsum(content)
         return special | (content & (rank <= budget))
+
+    def _kept_per_segment(self, special: np.ndarray, segments: np.ndarray) -> np.ndarray:
+        """Each part truncated on its own: the instruction to its budget, the source (with its EOS) to
+        ``max_source_length``."""
+        instruction = ~special & (segments == INSTRUCTION_SEGMENT)
+        source = ~special & (segments == SOURCE_SEGMENT)
+        source_budget = self.max_source_length - int(special.sum())
+        return (
+            special
+            | (instruction & (np.cumsum(instruction) <= self.max_instruction_length))
+            | (source & (np.cumsum(source) <= source_budget))
+        )
 
     @staticmethod
     def _token_labels(
@@ -324,5 +390,5 @@ class Seq2SeqInputs:
     def model_inputs(self, batch: dict[str, torch.Tensor], device: torch.device | str | None = None) -> dict:
         """The fields of a batch record this model reads, on ``device``."""
         names = {"input_ids", "attention_mask", "global_attention_mask", "labels"}
-        names.update(getattr(self.config, "structure_inputs", ()) or ())
+        names.update(STRUCTURE_INPUTS.get(self.config.model_type, ()))
         return {k: (v if device is None else v.to(device)) for k, v in batch.items() if k in names}

@@ -31,10 +31,11 @@ from transformers import (
 from synopsis.errors import CheckpointError, ConfigError, InputError
 from synopsis.models.hie_bart import HieBartConfig, HieBartForConditionalGeneration
 from synopsis.models.inputs import BART_MODEL_TYPES
+from synopsis.models.instructsum import convert_to_instructsum
 
 logger = logging.getLogger(__name__)
 
-SUPPORTED_MODEL_TYPES = ("bart", "hie_bart", "t5", "mt5", "led")
+SUPPORTED_MODEL_TYPES = ("bart", "hie_bart", "t5", "mt5", "led", "instructsum_t5")
 WEIGHT_FILES = (
     "model.safetensors",
     "model.safetensors.index.json",
@@ -178,8 +179,18 @@ def convert_hie_bart(
     return converted
 
 
+def convert_instructsum(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> PreTrainedModel:
+    """A T5 whose encoder reads instructions with InstructSum's block mask: the same weights."""
+    if model.config.model_type not in ("t5", "mt5", "instructsum_t5"):
+        raise CheckpointError(f"InstructSum needs a T5 checkpoint, this one is {model.config.model_type!r}")
+    return convert_to_instructsum(model)
+
+
 #: ``synopsis convert KIND``: functions from a loaded checkpoint (+ its tokenizer) to the converted model.
-CONVERTERS: dict[str, Callable[..., PreTrainedModel]] = {"hie-bart": convert_hie_bart}
+CONVERTERS: dict[str, Callable[..., PreTrainedModel]] = {
+    "hie-bart": convert_hie_bart,
+    "instructsum": convert_instructsum,
+}
 
 
 def convert_seq2seq(kind: str, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, **options: Any):

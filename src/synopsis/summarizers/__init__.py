@@ -38,6 +38,7 @@ def load_summarizer(
     *,
     k: int = 3,
     max_source_length: int | None = None,
+    instruction_cache: bool = True,
     **generation: Any,
 ) -> Summarizer:
     """Build the summarizer for ``method``; with ``model`` and no method, the directory's config decides.
@@ -45,7 +46,7 @@ def load_summarizer(
     ``generation`` holds decoding options (num_beams, min_length, max_length, length_penalty,
     no_repeat_ngram_size) for the neural methods; ``k`` is the number of sentences for centrality;
     ``max_source_length`` truncates neural inputs (words for the pointer-generator, subword tokens for
-    Hugging Face models).
+    Hugging Face models); ``instruction_cache=False`` makes an InstructSum model encode every prompt in full.
     """
     if method is None:
         method = _model_family(Path(model)) if model is not None else DEFAULT_METHOD
@@ -75,6 +76,6 @@ def load_summarizer(
         from synopsis.summarizers.seq2seq import Seq2SeqSummarizer
 
         return Seq2SeqSummarizer.from_pretrained(
-            model, max_source_length=max_source_length, **generation
+            model, max_source_length=max_source_length, instruction_cache=instruction_cache, **generation
         )
     raise SynopsisError(f"unknown method '{method}'; choose one of: {', '.join(METHODS)}")

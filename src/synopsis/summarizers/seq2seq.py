@@ -1,4 +1,11 @@
-"""Summaries from a local Hugging Face seq2seq checkpoint (BART, Hie-BART, T5, LED) with ``generate()``."""
+"""Summaries from a local Hugging Face seq2seq checkpoint (BART, Hie-BART, T5, LED, InstructSum) with
+``generate()``.
+
+An InstructSum checkpoint encodes each distinct document once: its source part goes into a byte-bounded LRU
+(:class:`~synopsis.models.instructsum.SourceCache`, shared across calls and with the service), and every
+instruction then runs only its own tokens against the cached keys and values (Nishida et al., section 3).
+``instruction_cache=False`` encodes every prompt in full with the same block mask (for checking and timing).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +17,8 @@ import torch
 
 from synopsis.document import Document
 from synopsis.errors import ConfigError
-from synopsis.models.inputs import Seq2SeqInputs
+from synopsis.models.inputs import Seq2SeqInputs, SourceEncoding
+from synopsis.models.instructsum import SourceCache, encode_with_instruction, is_instructsum
 from synopsis.models.seq2seq import load_seq2seq
 from synopsis.summarizers.base import Summarizer
 
@@ -24,7 +32,13 @@ class Seq2SeqSummarizer(Summarizer):
     takes_instructions = True
 
     def __init__(
-        self, model: Any, tokenizer: Any, inputs: Seq2SeqInputs | None = None, **generation: Any
+        self,
+        model: Any,
+        tokenizer: Any,
+        inputs: Seq2SeqInputs | None = None,
+        instruction_cache: bool = True,
+        cache_bytes: int = 1 << 30,
+        **generation: Any,
     ) -> None:
         unknown = sorted(set(generation) - set(GENERATION_OPTIONS))
         if unknown:
@@ -36,15 +50,20 @@ class Seq2SeqSummarizer(Summarizer):
         self.tokenizer = tokenizer
         self.inputs = inputs or Seq2SeqInputs(model.config, tokenizer)
         self.generation = {k: v for k, v in generation.items() if v is not None}
+        self.cache = SourceCache(cache_bytes) if instruction_cache and is_instructsum(model) else None
 
     @classmethod
     def from_pretrained(
-        cls, model_dir: str | Path, max_source_length: int | None = None, **generation_options: Any
+        cls,
+        model_dir: str | Path,
+        max_source_length: int | None = None,
+        instruction_cache: bool = True,
+        **generation_options: Any,
     ) -> Seq2SeqSummarizer:
         """Load ``model_dir``; what the model is comes from its ``config.json``."""
         model, tokenizer = load_seq2seq(model_dir)
         inputs = Seq2SeqInputs(model.config, tokenizer, max_source_length=max_source_length)
-        return cls(model, tokenizer, inputs, **generation_options)
+        return cls(model, tokenizer, inputs, instruction_cache=instruction_cache, **generation_options)
 
     @torch.inference_mode()
     def summarize(
@@ -56,12 +75,61 @@ class Seq2SeqSummarizer(Summarizer):
         instructions = self._check_batch(documents, instructions, references)
         if not documents:
             return []
-        batch = self.inputs.collate(self.inputs.encode_sources(documents, instructions))
+        encodings = self.inputs.encode_sources(documents, instructions)
+        if self.cache is not None:
+            return self._summarize_from_cache(encodings)
+        batch = self.inputs.collate(encodings)
         output = self.model.generate(**self.inputs.model_inputs(batch, self.model.device), **self.generation)
+        return self._decode(output)
+
+    def _decode(self, output: torch.Tensor) -> list[str]:
         texts = self.tokenizer.batch_decode(
             output, skip_special_tokens=True, clean_up_tokenization_spaces=False
         )
         return [text.strip() for text in texts]
+
+    def _summarize_from_cache(self, encodings: Sequence[SourceEncoding]) -> list[str]:
+        """Rows that share a source part share one cached source pass; instructions run alone."""
+        device = self.model.device
+        groups: dict[tuple[int, ...], list[int]] = {}
+        parts = []
+        for row, encoding in enumerate(encodings):
+            source = [t for t, s in zip(encoding.input_ids, encoding.segment_ids, strict=True) if s == 0]
+            instruction = [t for t, s in zip(encoding.input_ids, encoding.segment_ids, strict=True) if s == 1]
+            if encoding.input_ids != instruction + source:
+                raise AssertionError("InstructSum inputs must be the instruction part, then the source part")
+            parts.append(instruction)
+            groups.setdefault(tuple(source), []).append(row)
+        summaries: list[str] = [""] * len(encodings)
+        for source_ids, rows in groups.items():
+            ids = torch.tensor([source_ids], dtype=torch.long, device=device)
+            source = self.cache.get_or_encode(self.model, ids)
+            with_instruction = [r for r in rows if parts[r]]
+            if len(with_instruction) < len(rows):  # the prompt without an instruction is all source
+                outputs, mask = source.as_encoder_outputs()
+                text = self._decode(
+                    self.model.generate(encoder_outputs=outputs, attention_mask=mask, **self.generation)
+                )[0]
+                for r in rows:
+                    if not parts[r]:
+                        summaries[r] = text
+            if with_instruction:
+                width = max(len(parts[r]) for r in with_instruction)
+                pad = self.tokenizer.pad_token_id
+                instruction_ids = torch.tensor(
+                    [parts[r] + [pad] * (width - len(parts[r])) for r in with_instruction], device=device
+                )
+                instruction_mask = torch.tensor(
+                    [[1] * len(parts[r]) + [0] * (width - len(parts[r])) for r in with_instruction],
+                    device=device,
+                )
+                outputs, mask = encode_with_instruction(self.model, source, instruction_ids, instruction_mask)
+                texts = self._decode(
+                    self.model.generate(encoder_outputs=outputs, attention_mask=mask, **self.generation)
+                )
+                for r, text in zip(with_instruction, texts, strict=True):
+                    summaries[r] = text
+        return summaries
 
 
 def _check_generation(options: dict[str, Any]) -> None:

@@ -1,0 +1,166 @@
+"""InstructSum through the toolkit's one input path, summarizer, CLI and trainer (Nishida et al.)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from test_instructsum import sharp_t5
+from tiny_models import t5_tokenizer
+
+from synopsis.cli import main
+from synopsis.data.example import Example, write_examples
+from synopsis.document import Document, Section
+from synopsis.models.inputs import INSTRUCTION_SEGMENT, SOURCE_SEGMENT, Seq2SeqInputs
+from synopsis.models.instructsum import tokenize_prompt
+from synopsis.models.seq2seq import convert_checkpoint, load_seq2seq
+from synopsis.summarizers import load_summarizer
+
+DOCUMENT = Document(
+    Section(
+        children=[
+            Section("Method", [["We train a small model on meeting transcripts.", "It runs on a CPU."]]),
+            Section("Results", [["Scores improve by two points.", "Speed doubles."]]),
+        ]
+    ),
+    title="A study of   meetings",
+)
+INSTRUCTIONS = ["What is the method?", "Summarize the results in one sentence, mentioning the speed."]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(shared_data: Path):
+    return t5_tokenizer(shared_data / "tokenizers")
+
+
+@pytest.fixture(scope="module")
+def t5_dir(tmp_path_factory, tokenizer) -> Path:
+    directory = tmp_path_factory.mktemp("t5")
+    sharp_t5(tokenizer).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def instructsum_dir(tmp_path_factory, t5_dir: Path) -> Path:
+    return convert_checkpoint("instructsum", t5_dir, tmp_path_factory.mktemp("is") / "model")
+
+
+def test_inputs_are_the_papers_prompt_with_segments(instructsum_dir: Path, tokenizer) -> None:
+    model, _ = load_seq2seq(instructsum_dir)
+    assert json.loads((instructsum_dir / "config.json").read_text())["model_type"] == "instructsum_t5"
+    inputs = Seq2SeqInputs(model.config, tokenizer)
+    article = " ".join(s.text for s in DOCUMENT.sentences)
+    for instruction in [*INSTRUCTIONS, None]:
+        (encoding,) = inputs.encode_sources([DOCUMENT], [instruction])
+        expected = tokenize_prompt(tokenizer, instruction, DOCUMENT.title, article)
+        assert encoding.input_ids == expected.input_ids
+        assert encoding.segment_ids == expected.segment_ids
+        # every source sentence token knows its section; the prompt's own words belong to none
+        source = [i for i, t in enumerate(encoding.segment_ids) if t == SOURCE_SEGMENT]
+        assert {encoding.section_ids[i] for i in source} == {-1, 1, 2}
+    text = inputs.source_text(DOCUMENT, INSTRUCTIONS[0])
+    assert text.startswith("Instructions: What is the method? According to the above instructions, summarize")
+    assert "Title: A study of meetings Article: We train" in text
+    assert inputs.source_text(DOCUMENT).startswith("Summarize the following article. Title: A study of")
+
+
+def test_each_part_is_truncated_on_its_own(instructsum_dir: Path, tokenizer) -> None:
+    model, _ = load_seq2seq(instructsum_dir)
+    inputs = Seq2SeqInputs(model.config, tokenizer, max_source_length=12, max_instruction_length=5)
+    a, b = inputs.encode_sources([DOCUMENT, DOCUMENT], INSTRUCTIONS)
+    for encoding in (a, b):
+        assert encoding.segment_ids.count(INSTRUCTION_SEGMENT) == 5
+        assert encoding.segment_ids.count(SOURCE_SEGMENT) == 12
+        assert encoding.input_ids[-1] == tokenizer.eos_token_id
+    source = [[t for t, s in zip(e.input_ids, e.segment_ids, strict=True) if s == 0] for e in (a, b)]
+    assert source[0] == source[1]  # the source part never depends on the instruction
+
+
+def test_a_plain_t5_given_an_instruction_reads_the_papers_prompt(t5_dir: Path, tokenizer) -> None:
+    model, _ = load_seq2seq(t5_dir)
+    inputs = Seq2SeqInputs(model.config, tokenizer)
+    assert inputs.source_text(DOCUMENT, "Why?").startswith("Instructions: Why? According to the above")
+    assert inputs.source_text(DOCUMENT).startswith("summarize: ")  # the checkpoint's own prefix otherwise
+    summaries = load_summarizer(model=t5_dir, max_length=8).summarize([DOCUMENT, DOCUMENT], ["Why?", None])
+    assert len(summaries) == 2
+
+
+def test_one_source_pass_serves_many_instructions_and_equals_no_cache(instructsum_dir: Path) -> None:
+    cached = load_summarizer(model=instructsum_dir, num_beams=2, max_length=10)
+    full = load_summarizer(model=instructsum_dir, num_beams=2, max_length=10, instruction_cache=False)
+    encoder = cached.model.get_encoder()
+    documents = [DOCUMENT] * len(INSTRUCTIONS)
+    first = cached.summarize(documents, INSTRUCTIONS)
+    assert (encoder.source_passes, encoder.instruction_passes, encoder.full_passes) == (1, 1, 0)
+    assert first == full.summarize(documents, INSTRUCTIONS)
+    assert full.model.get_encoder().full_passes == 1 and full.model.get_encoder().source_passes == 0
+    # a later call with another instruction on the same document: no source pass at all
+    again = cached.summarize([DOCUMENT], ["What is the method?"])
+    assert encoder.source_passes == 1 and cached.cache.hits >= 1 and again == first[:1]
+    # a changed document is encoded anew, never served from the cache
+    changed = Document(Section(paragraphs=[["We train a small model on notes."]]), title=DOCUMENT.title)
+    cached.summarize([changed], ["What is the method?"])
+    assert encoder.source_passes == 2
+
+
+def test_cli_one_summary_per_instruction_in_order(instructsum_dir: Path, tmp_path: Path, capsys) -> None:
+    document = tmp_path / "doc.md"
+    document.write_text("# Study\n\n## Method\n\nWe train a small model.\n\n## Results\n\nScores improve.\n")
+    args = ["summarize", str(document), "--model", str(instructsum_dir), "--max-length", "8"]
+    args += ["-i", "What is the method?", "-i", "What are the results?"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert out.index("| What is the method?") < out.index("| What are the results?")
+    assert main([*args, "--no-cache"]) == 0
+    assert capsys.readouterr().out == out
+
+
+def test_convert_refuses_what_is_not_t5(tmp_path: Path, shared_data: Path, capsys) -> None:
+    from tiny_models import save_tiny_bart
+
+    bart = save_tiny_bart(tmp_path / "bart", shared_data / "tokenizers")
+    assert main(["convert", "instructsum", str(bart), str(tmp_path / "out")]) == 2
+    assert "needs a T5 checkpoint" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_train_seq2seq_trains_instructsum_with_the_block_mask(instructsum_dir: Path, tmp_path: Path) -> None:
+    from synopsis.training.seq2seq import Seq2SeqTrainConfig, train_seq2seq
+
+    examples = [
+        Example(f"e{i}", DOCUMENT, [f"the {word} of the study"], instruction=instruction)
+        for i, (word, instruction) in enumerate(zip(["method", "results"] * 2, INSTRUCTIONS * 2, strict=True))
+    ]
+    write_examples(examples, tmp_path / "train.jsonl")
+    config = Seq2SeqTrainConfig(
+        model=str(instructsum_dir),
+        output_dir=str(tmp_path / "run"),
+        train_path=str(tmp_path / "train.jsonl"),
+        max_dev_examples=2,
+        batch_size=2,
+        max_steps=2,
+        eval_every=2,
+        eval_max_length=6,
+        patience=0,
+    )
+    seen = []
+    from synopsis.models.instructsum import InstructSumT5ForConditionalGeneration
+
+    original = InstructSumT5ForConditionalGeneration.forward
+
+    def spy(self, *args, **kwargs):
+        seen.append("segment_ids" in kwargs and kwargs["segment_ids"] is not None)
+        return original(self, *args, **kwargs)
+
+    InstructSumT5ForConditionalGeneration.forward = spy
+    try:
+        result = train_seq2seq(config, show_progress=False)
+    finally:
+        InstructSumT5ForConditionalGeneration.forward = original
+    assert result.steps == 2 and seen and all(seen)
+    saved = json.loads((tmp_path / "run" / "best" / "config.json").read_text())
+    assert saved["model_type"] == "instructsum_t5"
+    assert torch.isfinite(torch.tensor(result.history["train_loss"][0][1]))
