@@ -164,3 +164,20 @@ def test_train_seq2seq_trains_instructsum_with_the_block_mask(instructsum_dir: P
     saved = json.loads((tmp_path / "run" / "best" / "config.json").read_text())
     assert saved["model_type"] == "instructsum_t5"
     assert torch.isfinite(torch.tensor(result.history["train_loss"][0][1]))
+
+
+def test_repeated_instructions_work_for_centrality_too(tmp_path: Path, capsys) -> None:
+    document = tmp_path / "doc.txt"
+    document.write_text(
+        "The council met on Monday. The budget was approved after a long debate. "
+        "Parking fees will rise next year. A new library opens in May."
+    )
+    args = ["summarize", str(document), "--method", "centrality", "--k", "1"]
+    assert main([*args, "-i", "What about the budget?", "-i", "When does the library open?"]) == 0
+    out = capsys.readouterr().out
+    blocks = out.split("== ")[1:]
+    assert [b.splitlines()[0].split(" | ")[1] for b in blocks] == [
+        "What about the budget?",
+        "When does the library open?",
+    ]
+    assert "budget" in blocks[0] and "library" in blocks[1]
