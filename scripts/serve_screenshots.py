@@ -42,8 +42,9 @@ and they tend to repeat themselves.
 
 ### Pointing
 
-We use a hybrid pointer-generator network that can copy words from the source text via pointing, which aids
-accurate reproduction of information, while retaining the ability to produce novel words through the generator.
+We use a hybrid pointer-generator network that can copy words from the source text via pointing, which
+aids accurate reproduction of information, while retaining the ability to produce novel words through the
+generator.
 
 ### Coverage
 
@@ -85,7 +86,8 @@ def main() -> None:
             page.get_by_test_id("model").select_option("centrality")
             page.locator("#options summary").click()
             page.get_by_label("Sentences (k)").fill("1")
-            for count, question in enumerate(("How does it avoid repetition?", "How well does it do on news?"), 2):
+            questions = ("How does it avoid repetition?", "How well does it do on news?")
+            for count, question in enumerate(questions, start=2):
                 page.get_by_test_id("instruction").fill(question)
                 page.get_by_test_id("submit").click()
                 expect(page.get_by_test_id("summary")).to_have_count(count)

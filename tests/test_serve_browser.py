@@ -131,7 +131,7 @@ def test_paste_submit_and_see_the_summary_and_outline(page: Any) -> None:
     )
     expect(page.get_by_test_id("error")).to_be_hidden()
     outline = page.locator("#outline")
-    expect(outline).to_contain_text("Read as markdown: 2 section(s), 5 sentence(s)")
+    expect(outline).to_contain_text("Read as markdown: 2 sections, 5 sentences")
     expect(outline.locator(".heading")).to_have_text(["Flood report", "Damage", "Outlook"])
     expect(page.locator(".result .meta")).to_contain_text(" ms model")
 

@@ -97,8 +97,8 @@
     if (stats) {
       const p = document.createElement("p");
       p.className = "hint";
-      p.textContent = "Read as " + stats.format + ": " + stats.sections + " section(s), " + stats.sentences +
-        " sentence(s), " + stats.words + " word(s).";
+      p.textContent = "Read as " + stats.format + ": " + plural(stats.sections, "section") + ", " +
+        plural(stats.sentences, "sentence") + ", " + plural(stats.words, "word") + ".";
       container.appendChild(p);
     }
     const tree = document.createElement("ul");
@@ -118,8 +118,10 @@
     const count = document.createElement("span");
     count.className = "count";
     count.textContent = node.depth === 0
-      ? node.total_sentences + " sentences in all" + (node.sentences ? ", " + node.sentences + " before the first heading" : "")
-      : node.sentences + " sentences" + (node.children.length ? " (" + node.total_sentences + " with subsections)" : "");
+      ? plural(node.total_sentences, "sentence") + " in all" +
+        (node.sentences ? ", " + node.sentences + " before the first heading" : "")
+      : plural(node.sentences, "sentence") +
+        (node.children.length ? " (" + node.total_sentences + " with subsections)" : "");
     item.append(label, " ", count);
     if (node.children.length) {
       const list = document.createElement("ul");
@@ -172,6 +174,10 @@
     $("no-summaries").hidden = !empty;
     $("download").disabled = empty;
     $("clear").disabled = empty;
+  }
+
+  function plural(n, word) {
+    return n + " " + word + (n === 1 ? "" : "s");
   }
 
   function formatMs(ms) {
