@@ -465,6 +465,7 @@ def create_app_from_env() -> FastAPI:
     """Factory for uvicorn workers (``--workers N``): each builds its own registry from ``$CONFIG_ENV``."""
     from synopsis.serve.registry import build_registry
 
+    logging.captureWarnings(True)  # as in the single-process server: a model's warning is one log line
     config = json.loads(os.environ[CONFIG_ENV])
     registry = build_registry(config.get("models", {}), builtin=config.get("builtin", True))
     return create_app(registry, ServeSettings(**config.get("settings", {})))
