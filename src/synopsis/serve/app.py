@@ -285,6 +285,7 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
             (504, "Request timed out"),
         )
     }
+    modelless_errors = {status: value for status, value in error_responses.items() if status != 404}
 
     @app.get("/health", response_model=HealthResponse, tags=["service"])
     async def health() -> dict[str, Any]:
@@ -347,7 +348,7 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
             warnings.append(f"model '{entry.name}' ignores instructions: each summary is the plain summary")
         return {"model": entry.name, **result, "warnings": warnings}
 
-    @app.post("/v1/outline", response_model=OutlineResponse, responses=error_responses, tags=["summarize"])
+    @app.post("/v1/outline", response_model=OutlineResponse, responses=modelless_errors, tags=["summarize"])
     async def document_outline(body: OutlineRequest, request: Request) -> dict[str, Any]:
         """The section outline of a document as the service parses it, without summarizing."""
 
@@ -357,7 +358,7 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
 
         return await run(request, job)
 
-    @app.post("/v1/evaluate", responses=error_responses, tags=["evaluate"])
+    @app.post("/v1/evaluate", responses=modelless_errors, tags=["evaluate"])
     async def evaluate(body: EvaluateRequest, request: Request) -> dict[str, Any]:
         """Score predictions against references: the report ``synopsis evaluate --json`` writes.
 
