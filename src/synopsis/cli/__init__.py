@@ -24,6 +24,7 @@ from synopsis.cli import evaluate as evaluate_cli
 from synopsis.cli import lm as lm_cli
 from synopsis.cli import pointer_generator as pointer_generator_cli
 from synopsis.cli import seq2seq as seq2seq_cli
+from synopsis.cli import serve as serve_cli
 from synopsis.cli import summarize as summarize_cli
 from synopsis.errors import SynopsisError
 
@@ -43,6 +44,7 @@ convert_app = typer.Typer(
 
 app.command("summarize")(summarize_cli.summarize)
 app.command("evaluate")(evaluate_cli.evaluate)
+app.command("serve")(serve_cli.serve)
 app.add_typer(data_cli.app, name="data")
 app.add_typer(lm_cli.app, name="lm")
 app.add_typer(train_app, name="train")

@@ -1,0 +1,106 @@
+"""``synopsis serve``: the JSON API and the web page on one port (FastAPI + uvicorn)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import logging.config
+import os
+
+import typer
+
+from synopsis.errors import ConfigError
+
+_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def _log_config(level: str) -> dict:
+    """uvicorn's messages in our one-line format; its access log is off (ours: one line per request)."""
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"line": {"format": _LOG_FORMAT}},
+        "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "line"}},
+        "loggers": {
+            "uvicorn": {"handlers": ["stderr"], "level": level, "propagate": False},
+            "uvicorn.access": {"handlers": [], "level": "WARNING", "propagate": False},
+            "synopsis": {"handlers": ["stderr"], "level": level, "propagate": False},
+            "py.warnings": {"handlers": ["stderr"], "level": "WARNING", "propagate": False},
+        },
+    }
+
+
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0: all interfaces)."),
+    port: int = typer.Option(8000, "--port", help="Port to listen on."),
+    model: list[str] = typer.Option(
+        [], "--model", help="Offer a model directory under a name: NAME=DIR (repeatable)."
+    ),
+    workers: int = typer.Option(
+        1, "--workers", help="Worker processes; each loads every model (memory grows with N)."
+    ),
+    threads: int | None = typer.Option(
+        None, "--threads", help="Inference threads per worker (default: min(2, CPUs))."
+    ),
+    queue_size: int = typer.Option(
+        64, "--queue-size", help="Requests that may wait for a thread (then 503)."
+    ),
+    timeout: float = typer.Option(
+        60.0, "--timeout", help="Seconds per request, queueing included (then 504)."
+    ),
+    max_body_mb: float = typer.Option(10.0, "--max-body-mb", help="Largest request body (then 413)."),
+    max_instructions: int = typer.Option(
+        16, "--max-instructions", help="Instructions per request (then 422)."
+    ),
+    no_builtin: bool = typer.Option(
+        False,
+        "--no-builtin",
+        help="Offer only the --model models (not the bundled default, lead-3, centrality).",
+    ),
+    log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
+) -> None:
+    """Serve the summarizers: JSON API under /v1, the web page at /, the API reference at /docs."""
+    import uvicorn
+
+    from synopsis.serve import ServeSettings, build_registry, create_app, parse_model_spec
+    from synopsis.serve.app import CONFIG_ENV
+
+    level = log_level.upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        raise ConfigError(f"--log-level must be debug, info, warning or error, got '{log_level}'")
+    if workers < 1:
+        raise ConfigError(f"--workers must be >= 1, got {workers}")
+    if not 0 < port < 65536:
+        raise ConfigError(f"--port must be in 1..65535, got {port}")
+    models: dict[str, str] = {}
+    for spec in model:
+        name, directory = parse_model_spec(spec)
+        if name in models:
+            raise ConfigError(f"--model {spec!r}: the name '{name}' is given twice")
+        models[name] = str(directory.resolve())
+    if no_builtin and not models:
+        raise ConfigError("--no-builtin needs at least one --model NAME=DIR")
+    options = {
+        "max_body_bytes": int(max_body_mb * 1024 * 1024),
+        "request_timeout_s": timeout,
+        "queue_size": queue_size,
+        "max_instructions": max_instructions,
+    }
+    if threads is not None:
+        options["inference_threads"] = threads
+    settings = ServeSettings(**options)  # checks the values before any model loads
+
+    config = _log_config(level)
+    logging.config.dictConfig(config)
+    logging.captureWarnings(True)  # a model's UserWarning becomes one log line, not a source listing
+    common = {"host": host, "port": port, "log_config": config, "access_log": False}
+    if workers == 1:
+        app = create_app(build_registry(models, builtin=not no_builtin), settings)
+        uvicorn.run(app, **common)
+        return
+    # uvicorn starts each worker from an import string; the configuration travels in the environment,
+    # and every worker loads its own registry (so N workers hold N copies of every model).
+    os.environ[CONFIG_ENV] = json.dumps(
+        {"models": models, "builtin": not no_builtin, "settings": settings.to_dict()}
+    )
+    uvicorn.run("synopsis.serve.app:create_app_from_env", factory=True, workers=workers, **common)

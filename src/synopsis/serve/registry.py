@@ -1,0 +1,259 @@
+"""The models a server offers, built once at start; clients name a model, never a path.
+
+Each :class:`ModelEntry` holds a loaded summarizer (``synopsis.summarizers``, shared with the CLI) and knows
+which per-request decoding options it takes. Options never mutate the shared summarizer: a request gets a
+light copy that shares the weights, so concurrent requests with different options cannot interfere.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from synopsis.document import Document
+from synopsis.errors import ConfigError, SynopsisError
+from synopsis.summarizers import Summarizer, load_summarizer
+
+logger = logging.getLogger("synopsis.serve")
+
+#: Decoding options of the neural summarizers, as ``synopsis summarize`` names them.
+GENERATION_OPTIONS = ("num_beams", "min_length", "max_length", "length_penalty", "no_repeat_ngram_size")
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+DEFAULT_MODEL = "default"
+
+_WARM_UP_TEXT = (
+    "The service loads every model when it starts. It then summarizes this short text once, so that the "
+    "first real request does not pay for lazy initialisation. Nobody reads this summary. It only has to be "
+    "long enough for the neural models' minimum summary length."
+)
+
+Configure = Callable[[Summarizer, dict[str, Any]], Summarizer]
+
+
+@dataclass
+class ModelEntry:
+    """One servable model: its public description and the loaded summarizer."""
+
+    name: str
+    summarizer: Summarizer
+    method: str
+    description: str = ""
+    instructions: bool = False  # does the model use instructions (others ignore them)?
+    options: tuple[str, ...] = ()  # per-request options it accepts
+    source: str = "builtin"  # "builtin" or "user" (--model NAME=DIR); never the path
+    configure: Configure | None = field(default=None, repr=False)
+
+    def with_options(self, options: Mapping[str, Any]) -> Summarizer:
+        """The summarizer to use for one request with these (already type-checked) options.
+
+        Raises :class:`ConfigError` for an option this model does not take, or a combination it refuses
+        (the message names the option); the caller reports it as a 422.
+        """
+        unsupported = [name for name in options if name not in self.options]
+        if unsupported:
+            takes = ", ".join(self.options) or "none"
+            raise OptionError(
+                unsupported[0],
+                f"model '{self.name}' does not take option '{unsupported[0]}' (it takes: {takes})",
+            )
+        if not options or self.configure is None:
+            return self.summarizer
+        try:
+            return self.configure(self.summarizer, dict(options))
+        except (ValueError, ConfigError) as err:
+            # Cross-field problems (min_length > max_length, also against the model's own defaults).
+            raise OptionError(next(iter(options)), str(err)) from None
+
+    def public(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "method": self.method,
+            "description": self.description,
+            "instructions": self.instructions,
+            "options": list(self.options),
+            "source": self.source,
+        }
+
+
+class OptionError(ConfigError):
+    """A per-request option the chosen model refuses; ``option`` names it for the 422 response."""
+
+    def __init__(self, option: str, message: str) -> None:
+        super().__init__(message)
+        self.option = option
+
+
+class UnknownModelError(SynopsisError):
+    pass
+
+
+class ModelRegistry:
+    """Name -> :class:`ModelEntry`, in the order models were added (the first is listed first)."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, ModelEntry] = {}
+
+    def add(self, entry: ModelEntry) -> ModelEntry:
+        if not NAME_RE.fullmatch(entry.name):
+            raise ConfigError(
+                f"model name '{entry.name}': use letters, digits, '.', '_' or '-' (at most 64 characters)"
+            )
+        if entry.name in self._entries:
+            raise ConfigError(f"model name '{entry.name}' is used twice")
+        self._entries[entry.name] = entry
+        return entry
+
+    def get(self, name: str) -> ModelEntry:
+        try:
+            return self._entries[name]
+        except KeyError:
+            raise UnknownModelError(
+                f"unknown model '{name}'; available: {', '.join(self._entries) or 'none'}"
+            ) from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[ModelEntry]:
+        return iter(self._entries.values())
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def names(self) -> list[str]:
+        return list(self._entries)
+
+    def warm_up(self) -> None:
+        """Summarize a short text with every model once, so lazy initialisation happens before serving."""
+        document = Document.from_text(_WARM_UP_TEXT)
+        for entry in self:
+            start = time.perf_counter()
+            with warnings.catch_warnings():  # startup is single-threaded, so this is safe here
+                warnings.simplefilter("ignore")
+                entry.summarizer.summarize([document], ["What is this?"] if entry.instructions else None)
+            logger.info("model %s ready (warm-up %.0f ms)", entry.name, 1000 * (time.perf_counter() - start))
+
+
+# ----------------------------------------------------------------------------- describing summarizers
+def _configure_pointer_generator(summarizer: Any, options: dict[str, Any]) -> Summarizer:
+    # A new wrapper around the same weights; GenerationConfig checks min <= max against the defaults too.
+    return type(summarizer)(summarizer.model, summarizer.vocab, replace(summarizer.generation, **options))
+
+
+def _configure_seq2seq(summarizer: Any, options: dict[str, Any]) -> Summarizer:
+    return type(summarizer)(
+        summarizer.model, summarizer.tokenizer, summarizer.inputs, **{**summarizer.generation, **options}
+    )
+
+
+def _configure_centrality(summarizer: Any, options: dict[str, Any]) -> Summarizer:
+    return type(summarizer)(
+        k=options.get("k", summarizer.k), query_weight=summarizer.query_weight, encoder=summarizer.encoder
+    )
+
+
+def describe(name: str, summarizer: Summarizer, description: str = "", source: str = "builtin") -> ModelEntry:
+    """A :class:`ModelEntry` for a summarizer from :func:`synopsis.summarizers.load_summarizer`."""
+    kind = type(summarizer).__name__
+    module = type(summarizer).__module__
+    if module == "synopsis.summarizers.extractive" and kind == "LeadSummarizer":
+        k = summarizer.k  # type: ignore[attr-defined]
+        return ModelEntry(
+            name, summarizer, f"lead-{k}", description or f"the first {k} sentences", source=source
+        )
+    if module == "synopsis.summarizers.extractive" and kind == "CentralitySummarizer":
+        _ = summarizer.encoder  # type: ignore[attr-defined]  # load the lazy encoder now, not in a request
+        return ModelEntry(
+            name,
+            summarizer,
+            "centrality",
+            description
+            or f"the {summarizer.k} most central sentences (all-MiniLM-L6-v2); "  # type: ignore[attr-defined]
+            "an instruction re-ranks them by relevance",
+            instructions=True,
+            options=("k",),
+            source=source,
+            configure=_configure_centrality,
+        )
+    if module == "synopsis.summarizers.pointer_generator":
+        return ModelEntry(
+            name,
+            summarizer,
+            "pointer-generator",
+            description or "pointer-generator + coverage",
+            options=GENERATION_OPTIONS,
+            source=source,
+            configure=_configure_pointer_generator,
+        )
+    if module == "synopsis.summarizers.seq2seq":
+        return ModelEntry(
+            name,
+            summarizer,
+            "seq2seq",
+            description or "Hugging Face seq2seq checkpoint",
+            instructions=True,
+            options=GENERATION_OPTIONS,
+            source=source,
+            configure=_configure_seq2seq,
+        )
+    raise ConfigError(f"model '{name}': cannot serve a {kind} (no per-request description for it)")
+
+
+def parse_model_spec(spec: str) -> tuple[str, Path]:
+    """``NAME=DIR`` from ``--model`` into (name, directory), checked before anything is loaded."""
+    name, sep, directory = spec.partition("=")
+    if not sep or not name or not directory:
+        raise ConfigError(f"--model {spec!r}: expected NAME=DIR")
+    if not NAME_RE.fullmatch(name):
+        raise ConfigError(f"--model {spec!r}: the name may hold letters, digits, '.', '_' or '-'")
+    path = Path(directory).expanduser()
+    if not path.is_dir():
+        raise ConfigError(f"--model {spec!r}: {path} is not a directory")
+    if not (path / "config.json").is_file():
+        raise ConfigError(f"--model {spec!r}: {path} has no config.json; not a model directory")
+    return name, path
+
+
+def build_registry(
+    models: Mapping[str, str | Path] | None = None, *, builtin: bool = True, warm_up: bool = True
+) -> ModelRegistry:
+    """The server's models: the bundled default, the extractive methods, then each ``NAME=DIR``.
+
+    The centrality method needs the optional embedding model (``synopsis[embeddings]``); without it the
+    server starts without that entry and says so in the log.
+    """
+    registry = ModelRegistry()
+    started = time.perf_counter()
+    if builtin:
+        registry.add(
+            describe(
+                DEFAULT_MODEL,
+                load_summarizer("pointer-generator"),
+                "the bundled pointer-generator + coverage, trained on SciTLDR",
+            )
+        )
+        registry.add(describe("lead-3", load_summarizer("lead-3")))
+        try:
+            registry.add(describe("centrality", load_summarizer("centrality")))
+        except SynopsisError as err:
+            logger.warning("model centrality not offered: %s", err)
+    for name, directory in (models or {}).items():
+        if name in registry:
+            raise ConfigError(f"--model {name}=...: the name '{name}' is taken by a built-in model")
+        entry = describe(name, load_summarizer(None, Path(directory)), source="user")
+        registry.add(entry)
+    logger.info(
+        "loaded %d model(s) in %.1f s: %s",
+        len(registry),
+        time.perf_counter() - started,
+        ", ".join(registry.names()),
+    )
+    if warm_up:
+        registry.warm_up()
+    return registry

@@ -1,0 +1,153 @@
+"""Request and response bodies of the JSON API (version 1); FastAPI derives the OpenAPI schema from them.
+
+Requests refuse unknown fields, so a misspelt option is a 422 naming it instead of being silently ignored.
+Bounds here are the hard, per-field ones; limits an operator may change (instruction count, body size)
+live in :class:`~synopsis.serve.settings.ServeSettings` and are checked by the handlers.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+DocumentFormat = Literal["auto", "text", "markdown", "json"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SummarizeOptions(_Strict):
+    """Per-request decoding options; each model accepts a subset (``GET /v1/models`` lists it)."""
+
+    num_beams: int | None = Field(None, ge=1, le=16, description="Beam width (1: greedy).")
+    min_length: int | None = Field(None, ge=0, le=1024, description="Minimum summary length (model units).")
+    max_length: int | None = Field(None, ge=1, le=1024, description="Maximum summary length (model units).")
+    length_penalty: float | None = Field(None, ge=-10, le=10, allow_inf_nan=False)
+    no_repeat_ngram_size: int | None = Field(None, ge=0, le=16)
+    k: int | None = Field(None, ge=1, le=100, description="Sentences to extract (centrality).")
+
+    def given(self) -> dict[str, Any]:
+        return self.model_dump(exclude_none=True)
+
+
+class SummarizeRequest(_Strict):
+    document: str = Field(..., description="The document's text (plain text, Markdown, or Document JSON).")
+    format: DocumentFormat = Field(
+        "auto", description="auto: JSON object, Markdown if it has headings, else text."
+    )
+    model: str = Field("default", description="A model name from GET /v1/models.")
+    instructions: list[str] | None = Field(
+        None, description="One summary per instruction, in order; none or null: one plain summary."
+    )
+    options: SummarizeOptions | None = None
+
+
+class SummaryItem(BaseModel):
+    instruction: str | None
+    summary: str
+
+
+class SectionOutline(BaseModel):
+    heading: str | None
+    number: str | None = None
+    depth: int
+    sentences: int = Field(..., description="Sentences directly in this section.")
+    total_sentences: int = Field(..., description="Sentences in this section and its subsections.")
+    children: list[SectionOutline] = []
+
+
+class DocumentStats(BaseModel):
+    format: str = Field(..., description="The format the document was read as.")
+    title: str | None
+    sections: int
+    sentences: int
+    words: int
+
+
+class Timing(BaseModel):
+    queue: float = Field(..., description="Waiting for an inference thread.")
+    parse: float
+    summaries: list[float] = Field(
+        ..., description="One per summary, in order (each instruction timed alone)."
+    )
+    total: float = Field(..., description="From the request's arrival to the response.")
+
+
+class SummarizeResponse(BaseModel):
+    model: str
+    summaries: list[SummaryItem]
+    sections: SectionOutline = Field(..., description="Outline of the parsed document; the root is depth 0.")
+    document: DocumentStats
+    outline: Any | None = Field(
+        None,
+        description="Question-summary outline for long reports. Reserved for synopsis.qs; null for now.",
+    )
+    timing_ms: Timing
+    warnings: list[str] = []
+
+
+class OutlineRequest(_Strict):
+    document: str
+    format: DocumentFormat = "auto"
+
+
+class OutlineResponse(BaseModel):
+    sections: SectionOutline
+    document: DocumentStats
+
+
+class EvaluateRequest(_Strict):
+    predictions: list[str] = Field(..., min_length=1)
+    references: list[str | list[str]] = Field(
+        ..., min_length=1, description="Per prediction: one reference, or a list of references."
+    )
+    sources: list[str] | None = Field(None, description="Source documents, for novel n-gram rates.")
+    metrics: list[Literal["rouge", "bleu", "meteor", "novel", "repeat", "length"]] = [
+        "rouge",
+        "bleu",
+        "meteor",
+        "novel",
+        "repeat",
+        "length",
+    ]
+    mode: Literal["rouge-score", "perl"] = "rouge-score"
+    aggregate: Literal["max", "mean"] = "max"
+    use_stemmer: bool = True
+    split_sentences: bool = False
+    wordnet_exceptions: bool = False
+    bootstrap: int = Field(1000, ge=0, le=10_000)
+    seed: int = 0
+
+
+class ModelInfo(BaseModel):
+    name: str
+    method: str
+    description: str
+    instructions: bool = Field(..., description="Whether the model uses instructions (others ignore them).")
+    options: list[str]
+    source: Literal["builtin", "user"]
+
+
+class ModelsResponse(BaseModel):
+    default: str | None
+    models: list[ModelInfo]
+
+
+class HealthResponse(BaseModel):
+    status: Literal["ok"]
+    version: str
+    models: int
+    pool: dict[str, int]
+
+
+class ErrorBody(BaseModel):
+    code: str
+    message: str
+    field: str | None = None
+    details: list[dict[str, Any]] | None = None
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorBody

@@ -1,0 +1,296 @@
+// The synopsis web page: plain JavaScript against the JSON API (/v1), no build step, no network beyond it.
+"use strict";
+
+(function () {
+  const $ = (id) => document.getElementById(id);
+  const OPTION_NAMES = ["num_beams", "min_length", "max_length", "no_repeat_ngram_size", "length_penalty", "k"];
+  const state = { models: [], results: [], lastDocument: null, sections: null, stats: null };
+
+  function showError(message) {
+    const box = $("error");
+    box.textContent = message;
+    box.hidden = false;
+  }
+
+  function clearError() {
+    const box = $("error");
+    box.textContent = "";
+    box.hidden = true;
+  }
+
+  // The API answers errors as {"error": {"code", "message", "field"}}; anything else is reported plainly.
+  async function callApi(path, body) {
+    let response;
+    try {
+      response = await fetch(path, {
+        method: body === undefined ? "GET" : "POST",
+        headers: body === undefined ? {} : { "Content-Type": "application/json" },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch (err) {
+      throw new Error("Could not reach the server: " + err.message);
+    }
+    let data = null;
+    try {
+      data = await response.json();
+    } catch (err) {
+      data = null;
+    }
+    if (!response.ok) {
+      const message = data && data.error ? data.error.message : "HTTP " + response.status;
+      throw new Error(message + " (" + response.status + ")");
+    }
+    return data;
+  }
+
+  function selectedModel() {
+    return state.models.find((m) => m.name === $("model").value) || null;
+  }
+
+  function updateModelInfo() {
+    const model = selectedModel();
+    if (!model) {
+      $("model-info").textContent = "";
+      return;
+    }
+    const uses = model.instructions ? "uses instructions" : "ignores instructions (one plain summary each time)";
+    $("model-info").textContent = model.description + ". This model " + uses + ".";
+    document.querySelectorAll("[data-option]").forEach((field) => {
+      field.hidden = !model.options.includes(field.dataset.option);
+    });
+    $("options").hidden = model.options.length === 0;
+  }
+
+  async function loadModels() {
+    try {
+      const data = await callApi("/v1/models");
+      state.models = data.models;
+      const select = $("model");
+      select.replaceChildren();
+      for (const model of data.models) {
+        const option = document.createElement("option");
+        option.value = model.name;
+        option.textContent = model.name + " (" + model.method + ")";
+        select.appendChild(option);
+      }
+      if (data.default) select.value = data.default;
+      updateModelInfo();
+    } catch (err) {
+      showError("Could not load the models: " + err.message);
+    }
+  }
+
+  function options() {
+    const model = selectedModel();
+    const out = {};
+    for (const name of OPTION_NAMES) {
+      const input = $("opt-" + name);
+      if (!model || !model.options.includes(name) || input.value.trim() === "") continue;
+      out[name] = Number(input.value);
+    }
+    return out;
+  }
+
+  function renderOutline(sections, stats) {
+    const container = $("outline");
+    container.replaceChildren();
+    if (stats) {
+      const p = document.createElement("p");
+      p.className = "hint";
+      p.textContent = "Read as " + stats.format + ": " + plural(stats.sections, "section") + ", " +
+        plural(stats.sentences, "sentence") + ", " + plural(stats.words, "word") + ".";
+      container.appendChild(p);
+    }
+    const tree = document.createElement("ul");
+    tree.className = "tree";
+    tree.appendChild(outlineNode(sections));
+    container.appendChild(tree);
+  }
+
+  function outlineNode(node) {
+    const item = document.createElement("li");
+    const label = document.createElement("span");
+    label.className = "heading";
+    let heading = node.heading;
+    if (node.depth === 0) heading = heading || "Document";
+    else if (!heading) heading = "(untitled section)";
+    label.textContent = (node.number ? node.number + " " : "") + heading;
+    const count = document.createElement("span");
+    count.className = "count";
+    count.textContent = node.depth === 0
+      ? plural(node.total_sentences, "sentence") + " in all" +
+        (node.sentences ? ", " + node.sentences + " before the first heading" : "")
+      : plural(node.sentences, "sentence") +
+        (node.children.length ? " (" + node.total_sentences + " with subsections)" : "");
+    item.append(label, " ", count);
+    if (node.children.length) {
+      const list = document.createElement("ul");
+      for (const child of node.children) list.appendChild(outlineNode(child));
+      item.appendChild(list);
+    }
+    return item;
+  }
+
+  function renderQuestionOutline(outline) {
+    // Filled by synopsis.qs once it exists; until then the API sends null and the explanation stays.
+    if (outline === null || outline === undefined) return;
+    const container = $("qs-outline");
+    const pre = document.createElement("pre");
+    pre.textContent = JSON.stringify(outline, null, 2);
+    container.replaceChildren(pre);
+  }
+
+  function renderResults() {
+    const list = $("summaries");
+    list.replaceChildren();
+    state.results.forEach((result, index) => {
+      const item = document.createElement("li");
+      item.className = "result";
+      const head = document.createElement("div");
+      head.className = "result-head";
+      const title = document.createElement("span");
+      title.className = "instruction";
+      title.textContent = result.instruction ? result.instruction : "Summary (no instruction)";
+      const meta = document.createElement("span");
+      meta.className = "meta";
+      meta.textContent = result.model + " · " + formatMs(result.summary_ms) + " model · " +
+        formatMs(result.total_ms) + " request";
+      head.append(title, meta);
+      const text = document.createElement("p");
+      text.className = "summary";
+      text.setAttribute("data-testid", "summary");
+      text.textContent = result.summary;
+      item.append(head, text);
+      for (const warning of result.warnings) {
+        const note = document.createElement("p");
+        note.className = "hint";
+        note.textContent = warning;
+        item.appendChild(note);
+      }
+      item.setAttribute("aria-label", "Summary " + (index + 1));
+      list.appendChild(item);
+    });
+    const empty = state.results.length === 0;
+    $("no-summaries").hidden = !empty;
+    $("download").disabled = empty;
+    $("clear").disabled = empty;
+  }
+
+  function plural(n, word) {
+    return n + " " + word + (n === 1 ? "" : "s");
+  }
+
+  function formatMs(ms) {
+    return ms >= 1000 ? (ms / 1000).toFixed(2) + " s" : Math.round(ms) + " ms";
+  }
+
+  async function summarize(event) {
+    event.preventDefault();
+    clearError();
+    const documentText = $("document").value;
+    const instruction = $("instruction").value.trim();
+    const body = {
+      document: documentText,
+      format: $("format").value,
+      model: $("model").value || "default",
+    };
+    if (instruction) body.instructions = [instruction];
+    const opts = options();
+    if (Object.keys(opts).length) body.options = opts;
+    const button = $("submit");
+    button.disabled = true;
+    $("status").textContent = "Summarizing...";
+    try {
+      const data = await callApi("/v1/summarize", body);
+      data.summaries.forEach((item, i) => {
+        state.results.push({
+          model: data.model,
+          instruction: item.instruction,
+          summary: item.summary,
+          summary_ms: data.timing_ms.summaries[i],
+          total_ms: data.timing_ms.total,
+          options: opts,
+          warnings: data.warnings,
+        });
+      });
+      state.lastDocument = documentText;
+      state.sections = data.sections;
+      state.stats = data.document;
+      renderResults();
+      renderOutline(data.sections, data.document);
+      renderQuestionOutline(data.outline);
+      $("status").textContent = "Done: " + formatMs(data.timing_ms.total) + ".";
+      $("instruction").value = "";
+      $("instruction").focus();
+    } catch (err) {
+      $("status").textContent = "";
+      showError(err.message);
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  async function showOutline() {
+    clearError();
+    try {
+      const data = await callApi("/v1/outline", { document: $("document").value, format: $("format").value });
+      renderOutline(data.sections, data.document);
+    } catch (err) {
+      showError(err.message);
+    }
+  }
+
+  function loadFile() {
+    const file = $("file").files[0];
+    if (!file) return;
+    const name = file.name.toLowerCase();
+    if (name.endsWith(".md") || name.endsWith(".markdown")) $("format").value = "markdown";
+    else if (name.endsWith(".json")) $("format").value = "json";
+    else if (name.endsWith(".txt") || name.endsWith(".text")) $("format").value = "text";
+    const reader = new FileReader();
+    reader.onload = () => {
+      $("document").value = reader.result;
+      showOutline();
+    };
+    reader.onerror = () => showError("Could not read " + file.name);
+    reader.readAsText(file);
+  }
+
+  function download() {
+    const payload = {
+      document: state.stats,
+      sections: state.sections,
+      results: state.results.map((r) => ({
+        model: r.model,
+        instruction: r.instruction,
+        summary: r.summary,
+        options: r.options,
+        timing_ms: { summary: r.summary_ms, request: r.total_ms },
+      })),
+    };
+    const blob = new Blob([JSON.stringify(payload, null, 2)], { type: "application/json" });
+    const link = document.createElement("a");
+    link.href = URL.createObjectURL(blob);
+    link.download = "synopsis-summaries.json";
+    document.body.appendChild(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(link.href), 1000);
+  }
+
+  function clearResults() {
+    state.results = [];
+    renderResults();
+  }
+
+  document.addEventListener("DOMContentLoaded", () => {
+    $("summarize-form").addEventListener("submit", summarize);
+    $("model").addEventListener("change", updateModelInfo);
+    $("outline-button").addEventListener("click", showOutline);
+    $("file").addEventListener("change", loadFile);
+    $("download").addEventListener("click", download);
+    $("clear").addEventListener("click", clearResults);
+    renderResults();
+    loadModels();
+  });
+})();

@@ -1,0 +1,211 @@
+"""The web page end to end: headless Chromium (Debian's) driven by Playwright against a real uvicorn server.
+
+The server runs in a thread on a free loopback port with lead-3 and an instruction-echoing fake, so the
+test exercises the page, the API and the server, not model quality.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from synopsis.document import Document
+from synopsis.serve import ModelEntry, ModelRegistry, ServeSettings, create_app, describe
+from synopsis.summarizers import load_summarizer
+
+CHROMIUM = "/usr/bin/chromium"
+# Without the background-networking flags Chromium keeps trying hosts it cannot reach (ENVIRONMENT.md).
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+if not Path(CHROMIUM).exists():
+    pytest.skip(f"{CHROMIUM} is absent (apt-get install chromium)", allow_module_level=True)
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="playwright is not installed (pip install playwright)"
+)
+
+DOCUMENT = """# Flood report
+
+Heavy rain fell for a week. The river rose fast.
+
+## Damage
+
+Three bridges were closed on Monday. Two roads were washed away.
+
+## Outlook
+
+Officials expect the bridges to reopen next week.
+"""
+
+
+class EchoSummarizer:
+    """Instruction-aware fake: "<instruction>: <first sentence>"."""
+
+    def summarize(
+        self, documents: Sequence[Document], instructions: Sequence[str | None] | None = None
+    ) -> list[str]:
+        instructions = instructions or [None] * len(documents)
+        return [
+            f"{i or 'plain'}: {d.sentences[0].text}" for d, i in zip(documents, instructions, strict=True)
+        ]
+
+
+def _registry() -> ModelRegistry:
+    registry = ModelRegistry()
+    registry.add(describe("lead-3", load_summarizer("lead-3")))
+    registry.add(
+        ModelEntry("echo", EchoSummarizer(), "fake", "echoes instructions", instructions=True, options=("k",))
+    )
+    return registry
+
+
+@pytest.fixture(scope="module")
+def server_url() -> Iterator[str]:
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))  # the OS picks a free port; the server takes over this very socket
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(create_app(_registry(), ServeSettings()), log_config=None, access_log=False)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture()
+def page(browser: Any, server_url: str) -> Iterator[Any]:
+    context = browser.new_context(accept_downloads=True)
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    page.goto(server_url + "/")
+    # The model list arrives from /v1/models after the page loads.
+    sync_api.expect(page.get_by_test_id("model").locator("option")).to_have_count(2)
+    try:
+        yield page
+    finally:
+        context.close()
+
+
+def test_paste_submit_and_see_the_summary_and_outline(page: Any) -> None:
+    expect = sync_api.expect
+    page.get_by_test_id("document").fill(DOCUMENT)
+    page.get_by_test_id("model").select_option("lead-3")
+    page.get_by_test_id("submit").click()
+    summary = page.get_by_test_id("summary")
+    expect(summary).to_have_count(1)
+    expect(summary).to_have_text(
+        "Heavy rain fell for a week.\nThe river rose fast.\nThree bridges were closed on Monday."
+    )
+    expect(page.get_by_test_id("error")).to_be_hidden()
+    outline = page.locator("#outline")
+    expect(outline).to_contain_text("Read as markdown: 2 sections, 5 sentences")
+    expect(outline.locator(".heading")).to_have_text(["Flood report", "Damage", "Outlook"])
+    expect(page.locator(".result .meta")).to_contain_text(" ms model")
+
+
+def test_instructions_one_after_another_each_with_its_time(page: Any) -> None:
+    expect = sync_api.expect
+    page.get_by_test_id("document").fill(DOCUMENT)
+    page.get_by_test_id("model").select_option("echo")
+    expect(page.locator("#model-info")).to_contain_text("uses instructions")
+    for question in ("What happened?", "What comes next?"):
+        page.get_by_test_id("instruction").fill(question)
+        page.get_by_test_id("instruction").press("Enter")  # Enter submits, like the button
+        expect(page.get_by_test_id("instruction")).to_have_value("")  # cleared for the next one
+    summaries = page.get_by_test_id("summary")
+    expect(summaries).to_have_text(
+        ["What happened?: Heavy rain fell for a week.", "What comes next?: Heavy rain fell for a week."]
+    )
+    expect(page.locator(".result .instruction")).to_have_text(["What happened?", "What comes next?"])
+    expect(page.locator(".result .meta")).to_have_count(2)
+
+    with page.expect_download() as download_info:
+        page.get_by_role("button", name="Download JSON").click()
+    saved = json.loads(Path(download_info.value.path()).read_text())
+    assert [r["instruction"] for r in saved["results"]] == ["What happened?", "What comes next?"]
+    assert saved["sections"]["children"][0]["heading"] == "Damage"
+    assert all(r["timing_ms"]["summary"] >= 0 for r in saved["results"])
+
+
+def test_errors_are_shown_in_the_error_element(page: Any) -> None:
+    expect = sync_api.expect
+    page.get_by_test_id("document").fill("   ")
+    page.get_by_test_id("submit").click()
+    error = page.get_by_test_id("error")
+    expect(error).to_be_visible()
+    expect(error).to_contain_text("the document is empty (422)")
+    expect(page.get_by_test_id("summary")).to_have_count(0)
+    # Fixing the input clears the error.
+    page.get_by_test_id("document").fill(DOCUMENT)
+    page.get_by_test_id("submit").click()
+    expect(page.get_by_test_id("summary")).to_have_count(1)
+    expect(error).to_be_hidden()
+
+
+def test_options_follow_the_model_and_bad_values_are_reported(page: Any) -> None:
+    expect = sync_api.expect
+    page.get_by_test_id("model").select_option("lead-3")
+    expect(page.locator("#options")).to_be_hidden()  # lead-3 takes no options
+    page.get_by_test_id("model").select_option("echo")
+    page.locator("#options summary").click()
+    expect(page.get_by_label("Sentences (k)")).to_be_visible()
+    expect(page.get_by_label("Beams")).to_be_hidden()
+    page.get_by_label("Sentences (k)").fill("0")
+    page.get_by_test_id("document").fill(DOCUMENT)
+    page.get_by_test_id("submit").click()
+    expect(page.get_by_test_id("error")).to_contain_text("options.k")
+
+
+def test_upload_a_file(page: Any, tmp_path: Path) -> None:
+    expect = sync_api.expect
+    path = tmp_path / "report.md"
+    path.write_text(DOCUMENT)
+    page.get_by_label("Or upload a file").set_input_files(str(path))
+    expect(page.get_by_test_id("document")).to_have_value(DOCUMENT)
+    expect(page.locator("#format")).to_have_value("markdown")
+    expect(page.locator("#outline .heading")).to_have_text(["Flood report", "Damage", "Outlook"])
+
+
+def test_api_reference_page_renders_offline(browser: Any, server_url: str) -> None:
+    context = browser.new_context()
+    page = context.new_page()
+    requested: list[str] = []
+    page.on("request", lambda request: requested.append(request.url))
+    page.goto(server_url + "/docs")
+    sync_api.expect(page.locator(".endpoint h3")).to_contain_text(["/v1/summarize"])
+    sync_api.expect(page.locator("#schema-SummarizeRequest")).to_contain_text("instructions")
+    context.close()
+    assert requested and all(url.startswith(server_url) for url in requested), requested
