@@ -2,7 +2,8 @@
 
 Bottom up: errors, text, io, qs -> document, vocab, checkpoint -> evaluation, data -> config -> models ->
 generation, training, lm -> experiments -> summarizers -> cli, serve. The CLI and the service share the
-summarizers, never each other. Library code logs and never prints.
+summarizers, never each other's code: the service never imports the CLI, and the CLI touches the service only
+in ``cli/serve.py``, the command that launches it. Library code logs and never prints.
 """
 
 from __future__ import annotations
@@ -25,15 +26,16 @@ FLOORS = {
     "cli": 8, "serve": 8,
 }  # fmt: skip
 APART = {("cli", "serve"), ("serve", "cli")}
+LAUNCHER = Path("cli") / "serve.py"  # `synopsis serve` starts the service: the one allowed crossing
 
 
-def _modules() -> list[tuple[str, ast.Module]]:
+def _modules() -> list[tuple[str, ast.Module, Path]]:
     out = []
     for path in sorted(PACKAGE.rglob("*.py")):
         relative = path.relative_to(PACKAGE)
         if relative.name == "__init__.py" and len(relative.parts) == 1:
             continue  # the package's own re-exports
-        out.append((relative.with_suffix("").parts[0], ast.parse(path.read_text(encoding="utf-8"))))
+        out.append((relative.with_suffix("").parts[0], ast.parse(path.read_text(encoding="utf-8")), relative))
     return out
 
 
@@ -48,24 +50,25 @@ def _imported_packages(tree: ast.Module) -> set[str]:
 
 
 def test_every_package_has_a_floor() -> None:
-    assert {package for package, _ in _modules()} <= set(FLOORS)
+    assert {package for package, _, _ in _modules()} <= set(FLOORS)
 
 
 @pytest.mark.parametrize("package", sorted(FLOORS))
 def test_imports_go_down_only(package: str) -> None:
     bad = set()
-    for owner, tree in _modules():
+    for owner, tree, relative in _modules():
         if owner != package:
             continue
         for imported in _imported_packages(tree) - {owner}:
-            if FLOORS[imported] > FLOORS[owner] or (owner, imported) in APART:
+            crossing = (owner, imported) in APART and not (relative == LAUNCHER and imported == "serve")
+            if FLOORS[imported] > FLOORS[owner] or crossing:
                 bad.add(imported)
     assert not bad, f"synopsis.{package} (floor {FLOORS[package]}) imports {sorted(bad)}"
 
 
 def test_library_code_never_prints() -> None:
     offenders = []
-    for owner, tree in _modules():
+    for owner, tree, _ in _modules():
         if owner in ("cli", "serve"):
             continue
         for node in ast.walk(tree):
