@@ -181,3 +181,22 @@ def test_repeated_instructions_work_for_centrality_too(tmp_path: Path, capsys) -
         "When does the library open?",
     ]
     assert "budget" in blocks[0] and "library" in blocks[1]
+
+
+def test_the_service_reuses_the_source_cache_across_requests(instructsum_dir: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from synopsis.serve import ServeSettings, build_registry, create_app
+
+    registry = build_registry({"instructsum": instructsum_dir}, builtin=False, warm_up=False)
+    encoder = registry.get("instructsum").summarizer.model.get_encoder()
+    document = "# Study\n\n## Method\n\nWe train a small model.\n\n## Results\n\nScores improve."
+    with TestClient(create_app(registry, ServeSettings())) as client:
+        body = {"document": document, "model": "instructsum", "instructions": ["Method?", "Results?"]}
+        first = client.post("/v1/summarize", json=body)
+        assert first.status_code == 200, first.json()
+        assert len(first.json()["timing_ms"]["summaries"]) == 2
+        assert encoder.source_passes == 1  # the second instruction reused the first one's source pass
+        again = client.post("/v1/summarize", json={**body, "options": {"num_beams": 2, "max_length": 6}})
+        assert again.status_code == 200, again.json()
+        assert encoder.source_passes == 1  # other options, same document: still no source pass

@@ -147,9 +147,8 @@ def _configure_pointer_generator(summarizer: Any, options: dict[str, Any]) -> Su
 
 
 def _configure_seq2seq(summarizer: Any, options: dict[str, Any]) -> Summarizer:
-    return type(summarizer)(
-        summarizer.model, summarizer.tokenizer, summarizer.inputs, **{**summarizer.generation, **options}
-    )
+    # shares the weights and InstructSum's source cache, so a document encoded once serves every request
+    return summarizer.with_options(**options)
 
 
 def _configure_centrality(summarizer: Any, options: dict[str, Any]) -> Summarizer:

@@ -65,6 +65,18 @@ class Seq2SeqSummarizer(Summarizer):
         inputs = Seq2SeqInputs(model.config, tokenizer, max_source_length=max_source_length)
         return cls(model, tokenizer, inputs, instruction_cache=instruction_cache, **generation_options)
 
+    def with_options(self, **generation: Any) -> Seq2SeqSummarizer:
+        """The same model, inputs and source cache with other decoding options (e.g. one per request)."""
+        other = type(self)(
+            self.model,
+            self.tokenizer,
+            self.inputs,
+            instruction_cache=False,
+            **{**self.generation, **generation},
+        )
+        other.cache = self.cache
+        return other
+
     @torch.inference_mode()
     def summarize(
         self,
