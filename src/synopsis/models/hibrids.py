@@ -380,7 +380,11 @@ def pair_bias(
     )  # (B, H, S+1, K)
     offsets = torch.arange(batch * heads, device=query_ids.device).view(batch, heads, 1) * slots
     rows = (offsets + query_ids[:, None, :]).reshape(-1)
-    return columns.reshape(batch * heads * slots, -1).index_select(0, rows).view(batch, heads, -1, key_ids.shape[1])
+    return (
+        columns.reshape(batch * heads * slots, -1)
+        .index_select(0, rows)
+        .view(batch, heads, -1, key_ids.shape[1])
+    )
 
 
 def token_pair_bias(weight: torch.Tensor, layout: SectionLayout) -> torch.Tensor:
@@ -399,7 +403,9 @@ def window_index(ids: torch.Tensor, num_sections: int, one_sided: int) -> torch.
     return (ids[:, :, None] * slots + keys).reshape(ids.shape[0], 1, -1)
 
 
-def window_bias(weight: torch.Tensor, relations: torch.Tensor, index: torch.Tensor, length: int) -> torch.Tensor:
+def window_bias(
+    weight: torch.Tensor, relations: torch.Tensor, index: torch.Tensor, length: int
+) -> torch.Tensor:
     """(B, H, L, 2w+1) bias on LED's band, from :func:`window_index`."""
     batch, heads = relations.shape[0], weight.shape[1]
     values = _relation_values(weight, relations).reshape(batch, heads, -1)
@@ -591,9 +597,15 @@ class HibridsBartAlignmentAttention(BartAttention):
             query = self.q_proj(hidden_states).view(batch, steps, -1, self.head_dim).transpose(1, 2)
             keys = _cached_cross_keys(past_key_values, self.layer_idx)
             if keys is None:
-                keys = self.k_proj(key_value_states).view(batch, -1, self.num_heads, self.head_dim).transpose(1, 2)
+                keys = (
+                    self.k_proj(key_value_states)
+                    .view(batch, -1, self.num_heads, self.head_dim)
+                    .transpose(1, 2)
+                )
             scores = torch.matmul(query, keys.transpose(2, 3)) * self.scaling
-            hibrids_cross.pooled = pool_by_section(_probabilities(scores, attention_mask), hibrids_cross.layout)
+            hibrids_cross.pooled = pool_by_section(
+                _probabilities(scores, attention_mask), hibrids_cross.layout
+            )
         return output
 
 
@@ -655,7 +667,10 @@ class HibridsBartEncoder(_HibridsInit, BartEncoder):
         if self.config.hibrids_encoder:
             length = (input_ids if input_ids is not None else inputs_embeds).shape[1]
             layout = section_layout(
-                section_ids, section_relations, length=length, buckets=num_buckets(self.config.hibrids_selected)
+                section_ids,
+                section_relations,
+                length=length,
+                buckets=num_buckets(self.config.hibrids_selected),
             )
             if layout is not None:
                 kwargs["hibrids_layout"] = layout
@@ -782,7 +797,9 @@ class HibridsT5EncoderAttention(T5Attention):
         **kwargs: Any,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         if hibrids_layout is None:
-            return super().forward(hidden_states, mask, key_value_states, position_bias, past_key_values, **kwargs)
+            return super().forward(
+                hidden_states, mask, key_value_states, position_bias, past_key_values, **kwargs
+            )
         if self.config._attn_implementation not in ("eager", "sdpa"):
             raise ValueError(
                 f"HIBRIDS supports the eager and sdpa attention implementations, "
@@ -825,7 +842,11 @@ class HibridsT5AlignmentAttention(T5Attention):
             query = self.q(hidden_states).view(batch, steps, -1, self.key_value_proj_dim).transpose(1, 2)
             keys = _cached_cross_keys(past_key_values, self.layer_idx)
             if keys is None:
-                keys = self.k(key_value_states).view(batch, -1, self.n_heads, self.key_value_proj_dim).transpose(1, 2)
+                keys = (
+                    self.k(key_value_states)
+                    .view(batch, -1, self.n_heads, self.key_value_proj_dim)
+                    .transpose(1, 2)
+                )
             scores = torch.matmul(query, keys.transpose(2, 3)) + position_bias  # T5 does not scale
             hibrids_cross.pooled = pool_by_section(_probabilities(scores, mask), hibrids_cross.layout)
         return output, position_bias, weights
@@ -849,7 +870,9 @@ class HibridsT5CrossAttention(T5Attention):
         **kwargs: Any,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         if hibrids_cross is None or hibrids_cross.pooled is None or key_value_states is None:
-            return super().forward(hidden_states, mask, key_value_states, position_bias, past_key_values, **kwargs)
+            return super().forward(
+                hidden_states, mask, key_value_states, position_bias, past_key_values, **kwargs
+            )
         if self.config._attn_implementation not in ("eager", "sdpa"):
             raise ValueError(
                 f"HIBRIDS supports the eager and sdpa attention implementations, "
@@ -1035,7 +1058,10 @@ class HibridsLEDEncoderSelfAttention(LEDEncoderSelfAttention):
         if state is not None:
             one_sided = self.one_sided_attn_window_size
             band = window_bias(
-                self.hibrids_bias.weight, state.layout.relations, state.window_index(one_sided), hidden_states.shape[1]
+                self.hibrids_bias.weight,
+                state.layout.relations,
+                state.window_index(one_sided),
+                hidden_states.shape[1],
             )
             self._band_bias = band.transpose(1, 2)  # (B, L, H, 2w+1), the layout of the band scores
         try:
@@ -1060,7 +1086,10 @@ class HibridsLEDEncoderSelfAttention(LEDEncoderSelfAttention):
         return scores
 
     def _global_section_ids(
-        self, max_num_global: int, is_index_global_attn_nonzero: tuple, is_local_index_global_attn_nonzero: tuple
+        self,
+        max_num_global: int,
+        is_index_global_attn_nonzero: tuple,
+        is_local_index_global_attn_nonzero: tuple,
     ) -> torch.Tensor:
         """(B, G) sections of each row's global tokens; unused global slots get no section."""
         layout = self.hibrids_state.layout
@@ -1117,14 +1146,18 @@ class HibridsLEDEncoderSelfAttention(LEDEncoderSelfAttention):
         num_global = int(max_num_global_attn_indices)
         heads, dim = self.num_heads, self.head_dim
         global_hidden = hidden_states.new_zeros(num_global, batch_size, self.embed_dim)
-        global_hidden[is_local_index_global_attn_nonzero[::-1]] = hidden_states[is_index_global_attn_nonzero[::-1]]
+        global_hidden[is_local_index_global_attn_nonzero[::-1]] = hidden_states[
+            is_index_global_attn_nonzero[::-1]
+        ]
         global_query = self.query_global(global_hidden) / dim**0.5
         global_key = self.key_global(hidden_states)
         global_value = self.value_global(hidden_states)
         global_query = global_query.contiguous().view(num_global, batch_size * heads, dim).transpose(0, 1)
         global_key = global_key.contiguous().view(-1, batch_size * heads, dim).transpose(0, 1)
         global_value = global_value.contiguous().view(-1, batch_size * heads, dim).transpose(0, 1)
-        scores = torch.bmm(global_query, global_key.transpose(1, 2)).view(batch_size, heads, num_global, seq_len)
+        scores = torch.bmm(global_query, global_key.transpose(1, 2)).view(
+            batch_size, heads, num_global, seq_len
+        )
 
         layout = self.hibrids_state.layout
         global_ids = self._global_section_ids(
@@ -1204,10 +1237,18 @@ class HibridsLEDAlignmentAttention(LEDDecoderAttention):
         link = self.hibrids_cross
         if link is not None and key_value_states is not None:
             batch, steps, _ = hidden_states.shape
-            query = (self.q_proj(hidden_states) * self.scaling).view(batch, steps, -1, self.head_dim).transpose(1, 2)
+            query = (
+                (self.q_proj(hidden_states) * self.scaling)
+                .view(batch, steps, -1, self.head_dim)
+                .transpose(1, 2)
+            )
             keys = _cached_cross_keys(past_key_values, self.layer_idx)
             if keys is None:
-                keys = self.k_proj(key_value_states).view(batch, -1, self.num_heads, self.head_dim).transpose(1, 2)
+                keys = (
+                    self.k_proj(key_value_states)
+                    .view(batch, -1, self.num_heads, self.head_dim)
+                    .transpose(1, 2)
+                )
             scores = torch.matmul(query, keys.transpose(2, 3))
             link.pooled = pool_by_section(_probabilities(scores, attention_mask), link.layout)
         return outputs
@@ -1269,7 +1310,7 @@ class HibridsLEDCrossAttention(LEDDecoderAttention):
     def _keys_values(
         self, key_value_states: torch.Tensor, past_key_values: Any, bsz: int
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Cross-attention keys/values (B, H, L, D): from the cache when stored, else projected (and stored)."""
+        """Cross-attention keys/values (B, H, L, D): from the cache when stored, else projected and stored."""
         cache = past_key_values
         if isinstance(past_key_values, EncoderDecoderCache):
             if past_key_values.is_updated.get(self.layer_idx):
@@ -1315,7 +1356,7 @@ def _section_args(
 
 
 class HibridsLEDEncoder(_HibridsInit, LEDEncoder):
-    """LED's encoder with HIBRIDS self-attention; pads the section ids to the window multiple like the input."""
+    """LED's encoder with HIBRIDS self-attention; pads section ids to the window multiple like the input."""
 
     def __init__(self, config: HibridsLEDConfig, inputs: _Slot | None = None) -> None:
         super().__init__(config)
@@ -1323,7 +1364,10 @@ class HibridsLEDEncoder(_HibridsInit, LEDEncoder):
         self._hibrids_layers = _Slot()
         if config.hibrids_encoder:
             self.layers = nn.ModuleList(
-                [HibridsLEDEncoderLayer(config, i, self._hibrids_layers) for i in range(config.encoder_layers)]
+                [
+                    HibridsLEDEncoderLayer(config, i, self._hibrids_layers)
+                    for i in range(config.encoder_layers)
+                ]
             )
             self.post_init()
 
@@ -1342,10 +1386,15 @@ class HibridsLEDEncoder(_HibridsInit, LEDEncoder):
     ) -> Any:
         state = None
         if self.config.hibrids_encoder:
-            section_ids, section_relations = _section_args(self._hibrids_inputs, section_ids, section_relations)
+            section_ids, section_relations = _section_args(
+                self._hibrids_inputs, section_ids, section_relations
+            )
             length = (input_ids if input_ids is not None else inputs_embeds).shape[1]
             layout = section_layout(
-                section_ids, section_relations, length=length, buckets=num_buckets(self.config.hibrids_selected)
+                section_ids,
+                section_relations,
+                length=length,
+                buckets=num_buckets(self.config.hibrids_selected),
             )
             if layout is not None:
                 window = max(self.config.attention_window)  # LEDEncoder pads the input to this multiple
@@ -1375,7 +1424,9 @@ class HibridsLEDDecoder(_HibridsInit, LEDDecoder):
         if config.hibrids_decoder:
             last = config.decoder_layers - 1
             slot = self._hibrids_layers
-            self.layers[last - 1] = HibridsLEDDecoderLayer(config, last - 1, slot, HibridsLEDAlignmentAttention)
+            self.layers[last - 1] = HibridsLEDDecoderLayer(
+                config, last - 1, slot, HibridsLEDAlignmentAttention
+            )
             self.layers[last] = HibridsLEDDecoderLayer(config, last, slot, HibridsLEDCrossAttention)
             self.post_init()
 
@@ -1398,7 +1449,9 @@ class HibridsLEDDecoder(_HibridsInit, LEDDecoder):
     ) -> Any:
         link = None
         if self.config.hibrids_decoder and encoder_hidden_states is not None:
-            section_ids, section_relations = _section_args(self._hibrids_inputs, section_ids, section_relations)
+            section_ids, section_relations = _section_args(
+                self._hibrids_inputs, section_ids, section_relations
+            )
             layout = section_layout(
                 section_ids,
                 section_relations,
@@ -1437,9 +1490,7 @@ class HibridsLEDModel(_HibridsInit, LEDModel):
         self.decoder = HibridsLEDDecoder(config, self._hibrids_inputs)
         self.post_init()
 
-    def hibrids_inputs(
-        self, section_ids: torch.Tensor | None, section_relations: torch.Tensor | None
-    ) -> Any:
+    def hibrids_inputs(self, section_ids: torch.Tensor | None, section_relations: torch.Tensor | None) -> Any:
         """Context in which the encoder and decoder see these section inputs (no-op when both are None)."""
         if section_ids is None and section_relations is None:
             return nullcontext()
@@ -1575,7 +1626,9 @@ def convert_to_hibrids(
     missing, unexpected = hibrids.load_state_dict(model.state_dict(), strict=False)
     not_hibrids = [name for name in missing if "hibrids" not in name]
     if unexpected or not_hibrids:
-        raise RuntimeError(f"weights do not map onto the HIBRIDS model: missing {not_hibrids}, extra {unexpected}")
+        raise RuntimeError(
+            f"weights do not map onto the HIBRIDS model: missing {not_hibrids}, extra {unexpected}"
+        )
     with torch.no_grad():
         for name, parameter in hibrids.named_parameters():
             if "hibrids" in name:
