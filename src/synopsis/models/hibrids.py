@@ -258,9 +258,10 @@ def pad_section_relations(relations: Sequence[torch.Tensor | np.ndarray]) -> tor
     """Stack per-document (S_i, S_i) bucket ids into (B, S_max, S_max), padding with -1 (never used)."""
     mats = [_as_long(r, "relations", 2) for r in relations]
     size = max((m.shape[0] for m in mats), default=0)
-    out = torch.full((len(mats), size, size), -1, dtype=torch.long)
+    device = mats[0].device if mats else None
+    out = torch.full((len(mats), size, size), -1, dtype=torch.long, device=device)
     for b, m in enumerate(mats):
-        out[b, : m.shape[0], : m.shape[1]] = m
+        out[b, : m.shape[0], : m.shape[1]] = m.to(device)
     return out
 
 
@@ -331,8 +332,12 @@ def section_layout(
     *,
     length: int,
     buckets: int,
+    device: torch.device | None = None,
 ) -> SectionLayout | None:
-    """Check ``section_ids`` (B, length) and ``section_relations`` (B, S, S); None when neither is given."""
+    """Check ``section_ids`` (B, length) and ``section_relations`` (B, S, S); None when neither is given.
+
+    Both are moved to ``device`` (the model input's), so a collator may build them on the CPU.
+    """
     if section_ids is None and section_relations is None:
         return None
     if section_ids is None or section_relations is None:
@@ -348,12 +353,12 @@ def section_layout(
             f"section_ids {tuple(section_ids.shape)} and section_relations {tuple(section_relations.shape)} "
             f"do not match the input (batch {batch}, length {length})"
         )
-    ids = section_ids.long()
+    ids = section_ids.to(device=device, dtype=torch.long)
     if ids.numel() and int(ids.max()) >= size:
         raise ValueError(
             f"section_ids refers to section {int(ids.max())} but section_relations has only {size} sections"
         )
-    relations = section_relations.long()
+    relations = section_relations.to(device=device, dtype=torch.long)
     if relations.numel() and int(relations.max()) >= buckets:
         raise ValueError(f"section_relations has bucket {int(relations.max())}; the table has {buckets}")
     return SectionLayout(ids=torch.where(ids < 0, size, ids), relations=relations.clamp(min=0))
@@ -665,12 +670,13 @@ class HibridsBartEncoder(_HibridsInit, BartEncoder):
         **kwargs: Any,
     ) -> Any:
         if self.config.hibrids_encoder:
-            length = (input_ids if input_ids is not None else inputs_embeds).shape[1]
+            source = input_ids if input_ids is not None else inputs_embeds
             layout = section_layout(
                 section_ids,
                 section_relations,
-                length=length,
+                length=source.shape[1],
                 buckets=num_buckets(self.config.hibrids_selected),
+                device=source.device,
             )
             if layout is not None:
                 kwargs["hibrids_layout"] = layout
@@ -709,6 +715,7 @@ class HibridsBartDecoder(_HibridsInit, BartDecoder):
                 section_relations,
                 length=encoder_hidden_states.shape[1],
                 buckets=num_buckets(self.config.hibrids_selected),
+                device=encoder_hidden_states.device,
             )
             if layout is not None:
                 kwargs["hibrids_cross"] = _CrossAttentionLink(layout)  # a fresh link per call
@@ -919,13 +926,17 @@ class HibridsT5Stack(_HibridsInit, T5Stack):
     ) -> Any:
         buckets = num_buckets(self.config.hibrids_selected)
         if not self.config.is_decoder and self.config.hibrids_encoder:
-            length = (input_ids if input_ids is not None else inputs_embeds).shape[1]
-            layout = section_layout(section_ids, section_relations, length=length, buckets=buckets)
+            source = input_ids if input_ids is not None else inputs_embeds
+            layout = section_layout(
+                section_ids, section_relations, length=source.shape[1], buckets=buckets, device=source.device
+            )
             if layout is not None:
                 kwargs["hibrids_layout"] = layout
         if self.config.is_decoder and self.config.hibrids_decoder and encoder_hidden_states is not None:
-            length = encoder_hidden_states.shape[1]
-            layout = section_layout(section_ids, section_relations, length=length, buckets=buckets)
+            length, device = encoder_hidden_states.shape[1], encoder_hidden_states.device
+            layout = section_layout(
+                section_ids, section_relations, length=length, buckets=buckets, device=device
+            )
             if layout is not None:
                 kwargs["hibrids_cross"] = _CrossAttentionLink(layout)
         return super().forward(
@@ -1389,16 +1400,17 @@ class HibridsLEDEncoder(_HibridsInit, LEDEncoder):
             section_ids, section_relations = _section_args(
                 self._hibrids_inputs, section_ids, section_relations
             )
-            length = (input_ids if input_ids is not None else inputs_embeds).shape[1]
+            source = input_ids if input_ids is not None else inputs_embeds
             layout = section_layout(
                 section_ids,
                 section_relations,
-                length=length,
+                length=source.shape[1],
                 buckets=num_buckets(self.config.hibrids_selected),
+                device=source.device,
             )
             if layout is not None:
                 window = max(self.config.attention_window)  # LEDEncoder pads the input to this multiple
-                padding = (window - length % window) % window
+                padding = (window - source.shape[1] % window) % window
                 ids = F.pad(layout.ids, (0, padding), value=layout.num_sections)
                 state = _LEDEncoderState(SectionLayout(ids=ids, relations=layout.relations))
         with self._hibrids_layers.holding(state):
@@ -1457,6 +1469,7 @@ class HibridsLEDDecoder(_HibridsInit, LEDDecoder):
                 section_relations,
                 length=encoder_hidden_states.shape[1],
                 buckets=num_buckets(self.config.hibrids_selected),
+                device=encoder_hidden_states.device,
             )
             link = None if layout is None else _CrossAttentionLink(layout)
         with self._hibrids_layers.holding(link):
