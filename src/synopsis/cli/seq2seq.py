@@ -147,3 +147,34 @@ def convert_instructsum(
 
     convert_checkpoint("instructsum", source, output)
     typer.echo(f"wrote InstructSum to {output}")
+
+
+def convert_hibrids(
+    source: Path = typer.Argument(..., help="A BART, T5 or LED checkpoint directory (Hugging Face format)."),
+    output: Path = typer.Argument(..., help="New directory for the HIBRIDS checkpoint."),
+    encoder: bool = typer.Option(True, "--encoder/--no-encoder", help="Bias every encoder self-attention."),
+    decoder: bool = typer.Option(True, "--decoder/--no-decoder", help="Bias the last cross-attention."),
+    selected: bool = typer.Option(False, "--selected", help="HIBRIDS-S: a table of salient relations only."),
+) -> None:
+    """Write a HIBRIDS checkpoint: the same weights plus zero-initialised section-tree bias tables (so it
+    computes exactly the base model until trained); its config.json records the choice."""
+    from synopsis.models.seq2seq import convert_checkpoint
+
+    convert_checkpoint("hibrids", source, output, encoder=encoder, decoder=decoder, selected=selected)
+    parts = [name for name, on in (("encoder", encoder), ("decoder", decoder)) if on]
+    typer.echo(f"wrote HIBRIDS ({' + '.join(parts)}{', selected relations' if selected else ''}) to {output}")
+
+
+def convert_section_tokens(
+    source: Path = typer.Argument(..., help="A BART, T5 or LED checkpoint directory (Hugging Face format)."),
+    output: Path = typer.Argument(..., help="New directory for the checkpoint with section markers."),
+    kind: str = typer.Option(
+        "sectok", "--kind", help="sectok: one [SEC] token; lvlsectok: [SEC-L1], [SEC-L2], ... by depth."
+    ),
+    max_depth: int = typer.Option(4, "--max-depth", min=1, help="Deepest LVLSECTOK level (deeper uses it)."),
+) -> None:
+    """The SECTOK / LVLSECTOK baselines of HIBRIDS: a marker token starts every section of the input."""
+    from synopsis.models.seq2seq import convert_checkpoint
+
+    convert_checkpoint("section-tokens", source, output, markers=kind, max_depth=max_depth)
+    typer.echo(f"wrote {kind.upper()} to {output}")

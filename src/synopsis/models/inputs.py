@@ -41,14 +41,19 @@ BART_MODEL_TYPES = ("bart", "hie_bart")
 
 #: Segment ids: source text (and the model's prefix) vs instruction text.
 SOURCE_SEGMENT, INSTRUCTION_SEGMENT = 0, 1
-T5_MODEL_TYPES = ("t5", "mt5", "instructsum_t5")
+T5_MODEL_TYPES = ("t5", "mt5", "instructsum_t5", "hibrids_t5")
+LED_MODEL_TYPES = ("led", "hibrids_led")
+HIBRIDS_MODEL_TYPES = ("hibrids_bart", "hibrids_t5", "hibrids_led")
 INSTRUCTSUM_MODEL_TYPE = "instructsum_t5"
 #: InstructSum (Nishida et al.) reads the first 1024 source tokens; an instruction part gets its own budget so
 #: that one cached source serves every instruction.
 INSTRUCTSUM_MAX_SOURCE_TOKENS = 1024
 DEFAULT_MAX_INSTRUCTION_LENGTH = 128
 #: Fields of a batch record (beyond ids and masks) that each model type reads.
-STRUCTURE_INPUTS = {INSTRUCTSUM_MODEL_TYPE: ("segment_ids",)}
+STRUCTURE_INPUTS = {
+    INSTRUCTSUM_MODEL_TYPE: ("segment_ids",),
+    **{name: ("section_ids", "section_relations") for name in HIBRIDS_MODEL_TYPES},
+}
 #: Fields of a batch record and their padding values.
 PAD_VALUES = {"sentence_ids": -1, "section_ids": -1, "segment_ids": SOURCE_SEGMENT}
 
@@ -58,7 +63,7 @@ def model_max_source_length(config: Any, tokenizer: PreTrainedTokenizerBase) -> 
     source part: the paper's 1024)."""
     if config.model_type == INSTRUCTSUM_MODEL_TYPE:
         return INSTRUCTSUM_MAX_SOURCE_TOKENS
-    if config.model_type == "led" or hasattr(config, "max_encoder_position_embeddings"):
+    if config.model_type in LED_MODEL_TYPES or hasattr(config, "max_encoder_position_embeddings"):
         return int(config.max_encoder_position_embeddings)
     if hasattr(config, "max_position_embeddings") and config.model_type not in ("t5", "mt5"):
         return int(config.max_position_embeddings)
@@ -72,7 +77,7 @@ def default_source_prefix(config: Any) -> str:
     prefix = params.get("summarization", {}).get("prefix")
     if prefix is not None:
         return prefix
-    return "summarize: " if config.model_type in ("t5", "mt5") else ""
+    return "summarize: " if config.model_type in ("t5", "mt5", "hibrids_t5") else ""
 
 
 @dataclass
@@ -181,6 +186,9 @@ class Seq2SeqInputs:
         if sentence_marker is None and getattr(model_config, "sentence_heads", 0) > 0:
             sentence_marker = model_config.sentence_start_token
         self.sentence_marker = sentence_marker
+        # SECTOK / LVLSECTOK (the HIBRIDS paper's baselines): a marker before every section's first sentence
+        self.section_markers = getattr(model_config, "section_markers", None)
+        self.section_marker_max_depth = int(getattr(model_config, "section_marker_max_depth", 1) or 1)
         if max_instruction_length < 1:
             raise ConfigError(f"max_instruction_length must be >= 1, got {max_instruction_length}")
         self.max_instruction_length = max_instruction_length
@@ -203,8 +211,20 @@ class Seq2SeqInputs:
             section = sentence.section.index
             # The space before a sentence belongs to it, so a token that carries a leading space does too.
             space = " " if index else ""
+            markers = []
+            if (
+                self.section_markers
+                and sentence.section.depth >= 1
+                and (index == 0 or sentences[index - 1].section is not sentence.section)
+            ):
+                from synopsis.models.hibrids import section_marker
+
+                depth = min(sentence.section.depth, self.section_marker_max_depth)
+                markers.append(section_marker(depth, self.section_markers))
             if self.sentence_marker is not None:
-                source.append(_Piece(f"{space}{self.sentence_marker} ", index, section))
+                markers.append(self.sentence_marker)
+            if markers:  # markers belong to the sentence they start
+                source.append(_Piece(space + " ".join(markers) + " ", index, section))
             elif space:
                 source.append(_Piece(space, index, section))
             source.append(_Piece(sentence.text, index, section))
@@ -378,7 +398,17 @@ class Seq2SeqInputs:
             depths[i, : len(s.section_depths)] = torch.from_numpy(s.section_depths)
             section_mask[i, : len(s.section_depths)] = True
         batch["section_depths"], batch["section_mask"] = depths, section_mask
-        if self.config.model_type == "led":
+        if self.config.model_type in HIBRIDS_MODEL_TYPES:  # the tree's relations as the model's bucket ids
+            from synopsis.models.hibrids import pad_section_relations, relation_buckets
+
+            selected = bool(getattr(self.config, "hibrids_selected", False))
+            batch["section_relations"] = pad_section_relations(
+                [
+                    relation_buckets(s.path_lengths, s.level_diffs, s.section_depths, selected=selected)
+                    for s in sources
+                ]
+            )
+        if self.config.model_type in LED_MODEL_TYPES:
             global_mask = torch.zeros_like(batch["input_ids"])
             global_mask[:, 0] = 1
             batch["global_attention_mask"] = global_mask

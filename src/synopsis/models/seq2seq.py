@@ -29,13 +29,16 @@ from transformers import (
 )
 
 from synopsis.errors import CheckpointError, ConfigError, InputError
+from synopsis.models.hibrids import SECTION_MARKER_KINDS, add_section_tokens, convert_to_hibrids
 from synopsis.models.hie_bart import HieBartConfig, HieBartForConditionalGeneration
 from synopsis.models.inputs import BART_MODEL_TYPES
 from synopsis.models.instructsum import convert_to_instructsum
 
 logger = logging.getLogger(__name__)
 
-SUPPORTED_MODEL_TYPES = ("bart", "hie_bart", "t5", "mt5", "led", "instructsum_t5")
+SUPPORTED_MODEL_TYPES = (
+    "bart", "hie_bart", "t5", "mt5", "led", "instructsum_t5", "hibrids_bart", "hibrids_t5", "hibrids_led"
+)  # fmt: skip
 WEIGHT_FILES = (
     "model.safetensors",
     "model.safetensors.index.json",
@@ -186,10 +189,43 @@ def convert_instructsum(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBa
     return convert_to_instructsum(model)
 
 
+def convert_hibrids(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    *,
+    encoder: bool = True,
+    decoder: bool = True,
+    selected: bool = False,
+) -> PreTrainedModel:
+    """A BART/T5/LED with HIBRIDS' section-tree attention biases, zero-initialised (Cao & Wang, 2022)."""
+    try:
+        return convert_to_hibrids(model, encoder=encoder, decoder=decoder, selected=selected)
+    except ValueError as err:
+        raise CheckpointError(f"HIBRIDS: {err}") from None
+
+
+def convert_section_tokens(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, *, markers: str, max_depth: int = 4
+) -> PreTrainedModel:
+    """The SECTOK / LVLSECTOK baselines of HIBRIDS: a marker token before every section (by depth for
+    LVLSECTOK), added to the tokenizer and the embeddings; the config records ``section_markers``."""
+    if markers not in SECTION_MARKER_KINDS:
+        kinds = ", ".join(SECTION_MARKER_KINDS)
+        raise ConfigError(f"section markers must be one of {kinds}, got {markers!r}")
+    if max_depth < 1:
+        raise ConfigError(f"max_depth must be >= 1, got {max_depth}")
+    add_section_tokens(model, tokenizer, markers, max_depth)
+    model.config.section_markers = markers
+    model.config.section_marker_max_depth = max_depth
+    return model
+
+
 #: ``synopsis convert KIND``: functions from a loaded checkpoint (+ its tokenizer) to the converted model.
 CONVERTERS: dict[str, Callable[..., PreTrainedModel]] = {
     "hie-bart": convert_hie_bart,
     "instructsum": convert_instructsum,
+    "hibrids": convert_hibrids,
+    "section-tokens": convert_section_tokens,
 }
 
 

@@ -1,0 +1,151 @@
+"""HIBRIDS through the toolkit's one input path, summarizer, CLI and trainer (Cao & Wang, ACL 2022)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from tiny_models import save_tiny_bart, save_tiny_led, save_tiny_t5
+
+from synopsis.cli import main
+from synopsis.data.example import Example, write_examples
+from synopsis.document import Document, Section
+from synopsis.models.hibrids import relation_buckets
+from synopsis.models.inputs import Seq2SeqInputs
+from synopsis.models.seq2seq import convert_checkpoint, load_seq2seq
+from synopsis.summarizers import load_summarizer
+
+SENTENCES = [
+    ["We study meetings.", "They are long."],
+    ["We train a small model.", "It runs on a CPU."],
+    ["Scores improve.", "Speed doubles."],
+]
+SECTIONED = Document(
+    Section(
+        paragraphs=[SENTENCES[0]],
+        children=[
+            Section("Method", [SENTENCES[1]], children=[Section("Details", [SENTENCES[2]])]),
+        ],
+    )
+)
+FLAT = Document(Section(paragraphs=[s for s in SENTENCES]))
+
+
+@pytest.fixture(scope="module")
+def tokenizers_dir(shared_data: Path) -> Path:
+    return shared_data / "tokenizers"
+
+
+@pytest.fixture(scope="module")
+def bases(tmp_path_factory, tokenizers_dir: Path) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("bases")
+    return {
+        "bart": save_tiny_bart(root / "bart", tokenizers_dir, init_std=0.3),
+        "t5": save_tiny_t5(root / "t5", tokenizers_dir, initializer_factor=10.0),
+        "led": save_tiny_led(root / "led", tokenizers_dir, init_std=0.3),
+    }
+
+
+def _summaries(model_dir: Path, documents: list[Document]) -> list[str]:
+    return load_summarizer(model=model_dir, num_beams=2, max_length=10).summarize(documents)
+
+
+@pytest.mark.parametrize("base", ["bart", "t5", "led"])
+def test_converted_model_summarizes_as_its_base_until_trained(base: str, bases, tmp_path: Path) -> None:
+    out = convert_checkpoint("hibrids", bases[base], tmp_path / "hibrids")
+    config = json.loads((out / "config.json").read_text())
+    assert config["model_type"] == f"hibrids_{base}"
+    assert config["hibrids_encoder"] and config["hibrids_decoder"]
+    documents = [SECTIONED, FLAT]
+    assert _summaries(out, documents) == _summaries(bases[base], documents)
+
+
+def test_batch_record_carries_sections_and_bucketed_relations(bases, tmp_path: Path) -> None:
+    out = convert_checkpoint("hibrids", bases["bart"], tmp_path / "h", selected=True)
+    model, tokenizer = load_seq2seq(out)
+    inputs = Seq2SeqInputs(model.config, tokenizer)
+    batch = inputs.collate(inputs.encode_sources([SECTIONED, FLAT]))
+    model_inputs = inputs.model_inputs(batch)
+    assert {"section_ids", "section_relations"} <= set(model_inputs)
+    path, level = SECTIONED.tree_relations()
+    expected = relation_buckets(path, level, [s.depth for s in SECTIONED.sections], selected=True)
+    assert torch.equal(model_inputs["section_relations"][0, :3, :3], expected)
+    assert model_inputs["section_relations"][1, 1:, :].eq(-1).all()  # the flat document has one section
+    assert set(model_inputs["section_ids"][0].tolist()) == {-1, 0, 1, 2}
+
+
+def test_trained_tables_tell_a_sectioned_document_from_its_flat_copy(bases, tmp_path: Path) -> None:
+    out = convert_checkpoint("hibrids", bases["bart"], tmp_path / "h")
+    summarizer = load_summarizer(model=out, num_beams=1, max_length=12)
+    assert summarizer.summarize([SECTIONED]) == summarizer.summarize([FLAT])  # zero tables: no structure
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for name, parameter in summarizer.model.named_parameters():
+            if "hibrids" in name:
+                parameter.normal_(0.0, 3.0)
+    inputs = summarizer.inputs
+    sectioned = inputs.model_inputs(inputs.collate(inputs.encode_sources([SECTIONED])))
+    flat = inputs.model_inputs(inputs.collate(inputs.encode_sources([FLAT])))
+    assert torch.equal(sectioned["input_ids"], flat["input_ids"])  # the same tokens...
+    decoder_input = torch.tensor([[summarizer.model.config.decoder_start_token_id]])
+    with torch.no_grad():
+        a = summarizer.model(**sectioned, decoder_input_ids=decoder_input).logits
+        b = summarizer.model(**flat, decoder_input_ids=decoder_input).logits
+    assert (a - b).abs().max() > 1e-3  # ...read differently once the tree's biases are learnt
+
+
+def test_section_token_baselines_mark_every_section(bases, tmp_path: Path) -> None:
+    for kind, expected in (("sectok", ["[SEC]", "[SEC]"]), ("lvlsectok", ["[SEC-L1]", "[SEC-L2]"])):
+        out = tmp_path / kind
+        assert main(["convert", "section-tokens", str(bases["bart"]), str(out), "--kind", kind]) == 0
+        model, tokenizer = load_seq2seq(out)
+        inputs = Seq2SeqInputs(model.config, tokenizer)
+        text = inputs.source_text(SECTIONED)
+        assert [word for word in text.split() if word.startswith("[SEC")] == expected
+        positions = [text.index(expected[0]), text.index("We train")]
+        positions += [text.rindex(expected[1]), text.index("Scores")]
+        assert positions == sorted(positions)
+        (encoding,) = inputs.encode_sources([SECTIONED])
+        marker_ids = {tokenizer.convert_tokens_to_ids(m) for m in expected}
+        assert sum(t in marker_ids for t in encoding.input_ids) == 2
+        assert len(load_summarizer(model=out, max_length=6).summarize([SECTIONED])) == 1
+
+
+def test_cli_convert_options_and_errors(bases, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "enc"
+    assert main(["convert", "hibrids", str(bases["t5"]), str(out), "--no-decoder", "--selected"]) == 0
+    config = json.loads((out / "config.json").read_text())
+    flags = (config["hibrids_encoder"], config["hibrids_decoder"], config["hibrids_selected"])
+    assert flags == (True, False, True)
+    code = main(["convert", "hibrids", str(bases["t5"]), str(tmp_path / "x"), "--no-encoder", "--no-decoder"])
+    assert code == 2 and "needs the encoder bias, the decoder bias or both" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_train_seq2seq_trains_the_tables(bases, tmp_path: Path) -> None:
+    from synopsis.training.seq2seq import Seq2SeqTrainConfig, train_seq2seq
+
+    out = convert_checkpoint("hibrids", bases["bart"], tmp_path / "h")
+    examples = [Example(f"e{i}", doc, ["a short summary"]) for i, doc in enumerate([SECTIONED, FLAT] * 2)]
+    write_examples(examples, tmp_path / "train.jsonl")
+    config = Seq2SeqTrainConfig(
+        model=str(out),
+        output_dir=str(tmp_path / "run"),
+        train_path=str(tmp_path / "train.jsonl"),
+        max_dev_examples=2,
+        batch_size=2,
+        learning_rate=1e-2,
+        max_steps=2,
+        eval_every=2,
+        eval_max_length=6,
+        patience=0,
+    )
+    train_seq2seq(config, show_progress=False)
+    best = tmp_path / "run" / "best"
+    assert json.loads((best / "config.json").read_text())["model_type"] == "hibrids_bart"
+    from safetensors.torch import load_file
+
+    tables = {k: v for k, v in load_file(str(best / "model.safetensors")).items() if "hibrids" in k}
+    assert tables and any(v.abs().sum() > 0 for v in tables.values())  # gradients reached the tables
