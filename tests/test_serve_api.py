@@ -87,6 +87,16 @@ class GatedSummarizer:
         return ["released"] * len(documents)
 
 
+class HierarchySummarizer:
+    """Writes a linearised question-summary hierarchy, as a model trained on QS targets does."""
+
+    def summarize(
+        self, documents: Sequence[Document], instructions: Sequence[str | None] | None = None
+    ) -> list[str]:
+        hierarchy = "The plan passed. [L↓] Who objected? [ANS] Two members. [L-] Why? [ANS] The cost."
+        return [hierarchy] * len(documents)
+
+
 class BrokenSummarizer:
     def summarize(
         self, documents: Sequence[Document], instructions: Sequence[str | None] | None = None
@@ -109,6 +119,7 @@ def _registry(gated: GatedSummarizer | None = None) -> ModelRegistry:
         )
     )
     registry.add(ModelEntry("broken", BrokenSummarizer(), "fake"))
+    registry.add(ModelEntry("hierarchy", HierarchySummarizer(), "fake"))
     registry.add(ModelEntry("gated", gated or GatedSummarizer(), "fake"))
     return registry
 
@@ -183,7 +194,7 @@ def test_summarize_markdown_with_outline_and_timing(client: TestClient) -> None:
     )
     assert [(c["heading"], c["depth"], c["sentences"]) for c in damage["children"]] == [("Costs", 2, 1)]
     assert (outlook["heading"], outlook["children"]) == ("Outlook", [])
-    assert body["outline"] is None  # the synopsis.qs hook: nothing is produced until that package exists
+    assert body["outline"] is None  # a plain summary is no question-summary hierarchy
     timing = body["timing_ms"]
     assert set(timing) == {"queue", "parse", "summaries", "total"}
     assert len(timing["summaries"]) == 1
@@ -706,3 +717,11 @@ def test_a_seq2seq_checkpoint_takes_generation_options(bart_dir: Path) -> None:
         )
         assert error["field"] == "options.min_length"
     assert entry.summarizer.generation == {}  # per-request options never touch the shared summarizer
+
+
+def test_a_question_summary_hierarchy_comes_back_as_an_outline(client: TestClient) -> None:
+    body = client.post("/v1/summarize", json={"document": TEXT, "model": "hierarchy"}).json()
+    outline = body["outline"]
+    assert outline["problems"] == []
+    assert "[1.1] Q: Who objected?" in outline["text"] and "[1.2] Q: Why?" in outline["text"]
+    assert [child["question"] for child in outline["tree"]["children"]] == ["Who objected?", "Why?"]

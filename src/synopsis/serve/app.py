@@ -332,7 +332,7 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
                 "summaries": items,
                 "sections": outline(document),
                 "document": document_stats(document, used),
-                "outline": question_summary_outline(document, entry.name),
+                "outline": question_summary_outline([item["summary"] for item in items]),
                 "timing_ms": {
                     "queue": round(1000 * (started - submitted), 2),
                     "parse": round(1000 * (parsed - started), 2),
@@ -399,12 +399,19 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
     return app
 
 
-def question_summary_outline(document: Any, model: str) -> Any | None:
-    """Hook for ``synopsis.qs`` (question-summary outlines of long reports): ``None`` until it exists.
+def question_summary_outline(summaries: list[str]) -> dict[str, Any] | None:
+    """The first summary that is a question-summary hierarchy (a model trained on QS targets writes them,
+    HIBRIDS section 4), parsed leniently: ``{"tree", "text", "problems"}``; ``None`` for plain summaries."""
+    from synopsis.qs import ANSWER, LEVEL_MARKERS, parse_lenient, render_outline
 
-    The response's ``outline`` field and the page's "Question-summary outline" panel are wired to this
-    value; nothing here imitates what ``synopsis.qs`` will produce.
-    """
+    for summary in summaries:
+        if ANSWER in summary or any(marker in summary for marker in LEVEL_MARKERS):
+            parsed = parse_lenient(summary)
+            return {
+                "tree": parsed.tree.to_dict(),
+                "text": render_outline(parsed.tree, width=None),
+                "problems": [problem.problem for problem in parsed.problems],
+            }
     return None
 
 

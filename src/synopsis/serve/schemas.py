@@ -82,7 +82,7 @@ class SummarizeResponse(BaseModel):
     document: DocumentStats
     outline: Any | None = Field(
         None,
-        description="Question-summary outline for long reports. Reserved for synopsis.qs; null for now.",
+        description="A summary that is a question-summary hierarchy, parsed: tree, outline text, problems.",
     )
     timing_ms: Timing
     warnings: list[str] = []

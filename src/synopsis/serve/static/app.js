@@ -132,11 +132,11 @@
   }
 
   function renderQuestionOutline(outline) {
-    // Filled by synopsis.qs once it exists; until then the API sends null and the explanation stays.
+    // Sent when a summary is a question-summary hierarchy; plain summaries leave the explanation.
     if (outline === null || outline === undefined) return;
     const container = $("qs-outline");
     const pre = document.createElement("pre");
-    pre.textContent = JSON.stringify(outline, null, 2);
+    pre.textContent = outline.text;
     container.replaceChildren(pre);
   }
 
