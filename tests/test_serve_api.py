@@ -119,7 +119,6 @@ def _registry(gated: GatedSummarizer | None = None) -> ModelRegistry:
         )
     )
     registry.add(ModelEntry("broken", BrokenSummarizer(), "fake"))
-    registry.add(ModelEntry("hierarchy", HierarchySummarizer(), "fake"))
     registry.add(ModelEntry("gated", gated or GatedSummarizer(), "fake"))
     return registry
 
@@ -719,8 +718,11 @@ def test_a_seq2seq_checkpoint_takes_generation_options(bart_dir: Path) -> None:
     assert entry.summarizer.generation == {}  # per-request options never touch the shared summarizer
 
 
-def test_a_question_summary_hierarchy_comes_back_as_an_outline(client: TestClient) -> None:
-    body = client.post("/v1/summarize", json={"document": TEXT, "model": "hierarchy"}).json()
+def test_a_question_summary_hierarchy_comes_back_as_an_outline() -> None:
+    registry = ModelRegistry()
+    registry.add(ModelEntry("hierarchy", HierarchySummarizer(), "fake"))
+    with TestClient(create_app(registry, ServeSettings())) as client:
+        body = client.post("/v1/summarize", json={"document": TEXT, "model": "hierarchy"}).json()
     outline = body["outline"]
     assert outline["problems"] == []
     assert "[1.1] Q: Who objected?" in outline["text"] and "[1.2] Q: Why?" in outline["text"]
