@@ -36,7 +36,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
+# ../shared/data beside the repository, or $SYNOPSIS_SHARED_DATA (as in the tests).
+SHARED = Path(os.environ.get("SYNOPSIS_SHARED_DATA", ROOT.parent / "shared" / "data"))
 OPENNMT_PACKAGES = [
     "torch==2.13.0",
     "configargparse",
