@@ -1,7 +1,7 @@
 """The pointer-generator as it was computed before the speed work (commit cc9acc1), kept to test the fast
-path against: a Python-stepped LSTM encoder, the attention energy ``v . tanh(W_h h_i + W_s s_t + w_c c_i + b)``
-written out per step, and the final distribution / loss inline. Same parameters (it subclasses the model),
-so both load the same weights."""
+path against: a Python-stepped LSTM encoder, the attention energy ``v . tanh(W_h h_i + W_s s_t + w_c c_i +
+b)`` written out per step, and the final distribution / loss inline. Same parameters (it subclasses the
+model), so both load the same weights."""
 
 from __future__ import annotations
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from pointer_generator_reference import ReferencePointerGenerator
+
 from synopsis.document import Document
 from synopsis.models.pointer_generator import (
     PointerGenerator,

@@ -319,8 +319,9 @@ class PointerGenerator(nn.Module):
     def _bidirectional(
         self, embedded: torch.Tensor, mask: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The bidirectional encoder over a padded batch, exactly as over a packed sequence: outputs (B, L, 2H)
-        with zeros at padding, and final (h, c) of both directions (B, 2H) taken after each row's own tokens.
+        """The bidirectional encoder over a padded batch, exactly as over a packed sequence: outputs
+        (B, L, 2H) with zeros at padding, and final (h, c) of both directions (B, 2H) taken after each row's
+        own tokens.
 
         Rows are right-aligned (padding first), and a padding step is an exact no-op on the zero initial
         state: an extra input feature, 1 at padding, drives the input gate to exactly 0 through a fixed
@@ -358,8 +359,18 @@ class PointerGenerator(nn.Module):
             getattr(lstm, f"bias_hh_l0{suffix}"),
         ]
         zeros = inputs.new_zeros(1, inputs.size(0), hidden)
+        # torch.lstm is nn.LSTM's kernel (oneDNN on CPU, cuDNN on GPUs) with explicit weights: one layer, one
+        # direction, batch first.
         outputs, h_n, c_n = torch.lstm(
-            torch.cat([inputs, closed], dim=-1), (zeros, zeros), weights, True, 1, 0.0, self.training, False, True
+            torch.cat([inputs, closed], dim=-1),
+            (zeros, zeros),
+            weights,
+            True,  # has_biases
+            1,  # num_layers
+            0.0,  # dropout
+            self.training,
+            False,  # bidirectional
+            True,  # batch_first
         )
         return outputs, h_n[0], c_n[0]
 
@@ -412,7 +423,8 @@ class PointerGenerator(nn.Module):
     def decode_step(self, prev_ids: torch.Tensor, state: DecoderState, encoder: EncoderOutput) -> StepOutput:
         """One decoder step. ``prev_ids`` (B,) may hold extended ids (copied OOVs): those are read as UNK."""
         features, attention, p_gen, new_state = self._recurrent_step(prev_ids, state, encoder)
-        probs = self.copy(self._vocab_logits(features), attention, p_gen, encoder.extended_ids, encoder.num_oovs)
+        logits = self._vocab_logits(features)
+        probs = self.copy(logits, attention, p_gen, encoder.extended_ids, encoder.num_oovs)
         return StepOutput(probs, attention, state.coverage, p_gen, new_state)
 
     # ------------------------------------------------------------------ teacher-forced loss
@@ -531,7 +543,7 @@ def config_for_vocab(vocab: Any, **kwargs: Any) -> PointerGeneratorConfig:
     )
 
 
-# ---------------------------------------------------------------------- preprocessing (training and inference)
+# ---------------------------------------------------------------------- preprocessing (training, inference)
 def document_words(document: Document | str) -> list[str]:
     """The lowercased word tokens the model reads for an article (See et al. lowercase everything).
 
