@@ -9,6 +9,7 @@ finished, its live hypotheses are used). Hypotheses are ranked by length-normali
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,24 @@ from synopsis.generation.penalties import (
 )
 
 StepFunction = Callable[[torch.Tensor, Any, Any], tuple[torch.Tensor, Any]]
+
+
+def device_of(*objects: Any) -> torch.device:
+    """The device of the first tensor inside ``objects`` (the model's, for state and memory); CPU if none.
+
+    Decoding buffers are created there, so that a model on a GPU decodes without device mismatches."""
+    stack = list(reversed(objects))
+    while stack:
+        obj = stack.pop()
+        if isinstance(obj, torch.Tensor):
+            return obj.device
+        if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+            stack += reversed([getattr(obj, f.name) for f in dataclasses.fields(obj)])
+        elif isinstance(obj, dict):
+            stack += reversed(list(obj.values()))
+        elif isinstance(obj, tuple | list):
+            stack += reversed(obj)
+    return torch.device("cpu")
 
 
 @dataclass
@@ -54,15 +73,16 @@ def beam_search(
         raise ValueError("num_beams and max_length must be >= 1")
     k = num_beams
     n = batch_size * k
+    device = device_of(state, memory)
     state = map_tensors(lambda t: t.repeat_interleave(k, dim=0), state)
     memory = map_tensors(lambda t: t.repeat_interleave(k, dim=0), memory)
-    tokens = torch.full((n, 1), bos_id, dtype=torch.long)
+    tokens = torch.full((n, 1), bos_id, dtype=torch.long, device=device)
     # Only the first beam is live at the start, so the K beams do not all pick the same first word.
-    beam_scores = torch.full((batch_size, k), float("-inf"))
+    beam_scores = torch.full((batch_size, k), float("-inf"), device=device)
     beam_scores[:, 0] = 0.0
     finished: list[list[Hypothesis]] = [[] for _ in range(batch_size)]
-    done = torch.zeros(batch_size, dtype=torch.bool)
-    batch_offset = torch.arange(batch_size).unsqueeze(1) * k
+    done = torch.zeros(batch_size, dtype=torch.bool, device=device)
+    batch_offset = torch.arange(batch_size, device=device).unsqueeze(1) * k
 
     for t in range(max_length):
         length = t + 1
@@ -95,7 +115,7 @@ def beam_search(
         tokens = torch.cat([tokens[source_rows], top_token.gather(1, keep).view(n, 1)], dim=1)
         state = map_tensors(lambda x, rows=source_rows: x.index_select(0, rows), state)
 
-        done |= torch.tensor([len(f) >= k for f in finished])
+        done |= torch.tensor([len(f) >= k for f in finished], device=device)
         beam_scores[done] = float("-inf")  # finished documents stop proposing candidates
         if bool(done.all()):
             break

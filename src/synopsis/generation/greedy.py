@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from synopsis.generation.beam_search import Hypothesis, StepFunction
+from synopsis.generation.beam_search import Hypothesis, StepFunction, device_of
 from synopsis.generation.penalties import block_repeated_ngrams, forbid_eos_before, length_normalize
 
 
@@ -23,10 +23,11 @@ def greedy_search(
     no_repeat_ngram_size: int = 0,
 ) -> list[Hypothesis]:
     """The most probable next token at every step, for every document at once."""
-    tokens = torch.full((batch_size, 1), bos_id, dtype=torch.long)
-    total = torch.zeros(batch_size)
-    lengths = torch.zeros(batch_size, dtype=torch.long)
-    done = torch.zeros(batch_size, dtype=torch.bool)
+    device = device_of(state, memory)  # every buffer on the model's device
+    tokens = torch.full((batch_size, 1), bos_id, dtype=torch.long, device=device)
+    total = torch.zeros(batch_size, device=device)
+    lengths = torch.zeros(batch_size, dtype=torch.long, device=device)
+    done = torch.zeros(batch_size, dtype=torch.bool, device=device)
     for t in range(max_length):
         log_probs, state = step(tokens[:, -1], state, memory)
         log_probs = forbid_eos_before(log_probs.float(), eos_id, t + 1, min_length)
