@@ -301,3 +301,17 @@ def test_baseline_does_no_attribute_work() -> None:
     model = make("baseline")
     ids = torch.randint(0, V, (3, 5))
     torch.testing.assert_close(model(ids, torch.ones(3, 7))[0], model(ids)[0])
+
+
+@pytest.mark.parametrize("variant", ["in", "in_out"])
+def test_both_input_forms_equal_the_concatenated_equations(variant: str) -> None:
+    """Fewer combinations than N+1 (one-hot of the combination), at least N+1 (the paper's p'), one, and a
+    non-binary mask: all equal the equations written out."""
+    model = make(variant)
+    ids = torch.randint(0, V, (6, 5))
+    many = torch.tensor(
+        [[0, 1, 1, 0], [1, 0, 0, 1], [1, 0, 1, 0], [0, 0, 0, 0], [0, 1, 0, 1], [1, 1, 1, 1]]
+    ).float()
+    for mask in (many, many[[0, 1, 0, 1, 1, 0]], many[[2] * 6], many * 0.5):
+        expected = reference_logits(model, ids, mask.unsqueeze(1).expand(6, 5, 4))
+        torch.testing.assert_close(model(ids, mask)[0], expected)

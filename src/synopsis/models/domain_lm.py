@@ -204,17 +204,43 @@ class DomainLM(nn.Module):
     def _augmented_recurrence(
         self, x: torch.Tensor, mask: torch.Tensor, state: LSTMState | None
     ) -> tuple[torch.Tensor, LSTMState]:
-        """The LSTM over p'(t) = [p(t); m_1 p(t); ...; m_N p(t)] with U' as input weight, as the paper writes
-        it: one call of PyTorch's fused LSTM kernel for the whole batch, whatever the attribute combinations
-        of its rows and tokens (a mask may change inside a window, at a document boundary)."""
-        gates = mask.unsqueeze(-1) if mask.dim() == 3 else mask[:, None, :, None]  # (B, T or 1, N, 1)
-        augmented = torch.cat([x, (gates * x.unsqueeze(2)).flatten(2)], dim=-1)  # (B, T, (N+1)E)
+        """The LSTM over p'(t) with U' = [U_0 U_1 ... U_N] as input weight: one call of PyTorch's fused LSTM
+        kernel for the whole batch, whatever the attribute combinations of its rows and tokens (a mask may
+        change inside a window, at a document boundary).
+
+        The input is ``selector (x) p`` through the matching weight blocks, in the narrower of two exact
+        forms:
+        the paper's p'(t) = [1; m_1; ...; m_N] (x) p(t) through U' ((N+1)E wide), or, when the batch holds
+        fewer than N+1 distinct attribute combinations (the usual case: a batch cut from the training stream
+        holds two or three domains), onehot(combination) (x) p(t) through [U_c1 ... U_cK] with
+        U_c = U_0 + sum_a m_a U_a (KE wide; one domain: exactly a plain LSTM's cost). Both are
+        ``U' p'(t)`` for every token; the blocks are built from U_0..U_N inside the graph, so the gradients
+        are U''s."""
+        n = mask.shape[-1]
+        blocks = torch.cat([self.lstm.weight_ih_l0.unsqueeze(0), self.input_weight])  # (N+1, 4H, E)
+        selector = torch.cat([mask.new_ones(*mask.shape[:-1], 1), mask], dim=-1)  # (..., N+1): [1; m]
+        binary = bool(((mask == 0) | (mask == 1)).all())
+        if binary and n < 24:  # 0/1 masks: one integer code per combination, exact in float32
+            codes = mask @ (2.0 ** torch.arange(n, device=mask.device, dtype=mask.dtype))
+            unique, inverse = torch.unique(codes, return_inverse=True)
+            if len(unique) < n + 1:
+                first = torch.zeros(len(unique), dtype=torch.long, device=mask.device)
+                first.scatter_(0, inverse.flatten(), torch.arange(inverse.numel(), device=mask.device))
+                combos = selector.reshape(-1, n + 1)[first]  # (K, N+1) the [1; m] of each combination
+                blocks = (combos @ blocks.flatten(1)).view(len(unique), *blocks.shape[1:])  # U_c per combo
+                selector = F.one_hot(inverse, len(unique)).to(x.dtype)
+        if selector.dim() == 2:
+            selector = selector.unsqueeze(1)  # (B, 1, width): one selection per row
+        if selector.shape[-1] == 1:  # one combination: the plain LSTM input
+            augmented = x
+        else:
+            augmented = (selector.unsqueeze(-1) * x.unsqueeze(2)).flatten(2)  # (B, T, width * E)
         if state is None:
             zeros = x.new_zeros(self.config.num_layers, x.shape[0], self.config.hidden_dim)
             state = (zeros, zeros)
         lstm = self.lstm
         weights = list(lstm._flat_weights)  # per layer: weight_ih, weight_hh, bias_ih, bias_hh
-        weights[0] = self.augmented_input_weight()
+        weights[0] = blocks.permute(1, 0, 2).flatten(1)  # (4H, width * E), block k reads slot k of the input
         # torch.lstm is nn.LSTM's kernel with explicit weights (nn.LSTM itself checks the input width).
         output, h_n, c_n = torch.lstm(
             augmented,
