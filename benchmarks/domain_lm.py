@@ -4,7 +4,9 @@ The plain LM here is written independently of :mod:`synopsis.models.domain_lm` (
 nn.LSTM -> dropout -> Linear), so the ratio measures the full cost of the attribute augmentation. Every
 variant trains with the experiment's recipe (SGD, truncated BPTT, gradient clipping) on random tokens with
 a batch-constant attribute mask (two of N slots on, as for a style + topic domain); rounds alternate between
-models so that load from other processes hits all of them alike, and the median over rounds is reported.
+models so that load from other processes hits all of them alike. Reported: the median tokens/s over rounds,
+the time ratio to the plain LM (ratio of medians) and its spread (min-max of the per-round ratios), and the
+machine's load average at the start and the end.
 
     python benchmarks/domain_lm.py                # prints a table, writes benchmarks/results/domain_lm.json
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import time
@@ -84,7 +87,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=20)
     parser.add_argument("--bptt", type=int, default=16)
     parser.add_argument("--mix", type=int, default=3, help="domains per batch (the experiment trains on 3)")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--seconds", type=float, default=3.0, help="per model per round")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--output", type=Path, default=Path(__file__).parent / "results" / "domain_lm.json")
@@ -101,6 +104,7 @@ def main() -> None:
         )
         runs[f"DomainLM {variant}"] = (DomainLM(config), mixed)
     runs["DomainLM in, 1 domain"] = (runs["DomainLM in"][0], domain_mask(args.batch, args.slots, 1))
+    load_start = os.getloadavg()
     for model, mask in runs.values():  # warm-up
         tokens_per_second(model, mask, args, 0.3)
     samples: dict[str, list[float]] = {name: [] for name in runs}
@@ -108,27 +112,37 @@ def main() -> None:
         for name, (model, mask) in runs.items():
             samples[name].append(tokens_per_second(model, mask, args, args.seconds))
 
-    plain = statistics.median(samples["nn.LSTM LM"])
+    load_end = os.getloadavg()
+    plain_rounds = samples["nn.LSTM LM"]
+    plain = statistics.median(plain_rounds)
     rows = []
-    print(f"{'model':22s} {'params':>9s} {'tokens/s':>10s} {'time vs nn.LSTM':>16s}")
+    print(f"{'model':22s} {'params':>9s} {'tokens/s':>10s} {'time vs nn.LSTM [round min-max]':>33s}")
     for name, (model, _) in runs.items():
         speed = statistics.median(samples[name])
         params = sum(p.numel() for p in model.parameters())
+        per_round = [p / s for p, s in zip(plain_rounds, samples[name], strict=True)]
         rows.append(
             {
                 "model": name,
                 "parameters": params,
                 "tokens_per_second": speed,
                 "time_ratio": plain / speed,
+                "time_ratio_min": min(per_round),
+                "time_ratio_max": max(per_round),
+                "round_time_ratios": per_round,
                 "rounds": samples[name],
             }
         )
-        print(f"{name:22s} {params:9d} {speed:10.0f} {plain / speed:15.2f}x")
+        spread = f"{plain / speed:.2f}x [{min(per_round):.2f}-{max(per_round):.2f}]"
+        print(f"{name:22s} {params:9d} {speed:10.0f} {spread:>33s}")
+    load = f"load average {load_start[0]:.2f} -> {load_end[0]:.2f}"
+    print(f"median of {args.rounds} alternating rounds; {load}")
     result = {
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "torch": torch.__version__,
         "machine": platform.processor() or platform.machine(),
-        "load_average": list(__import__("os").getloadavg()),
+        "command": " ".join(["python", "benchmarks/domain_lm.py", *__import__("sys").argv[1:]]),
+        "load_average": {"start": list(load_start), "end": list(load_end)},
         "results": rows,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
