@@ -31,7 +31,7 @@ checkpoint, vocabs, transforms_cls = _init_train(opt)
 model = build_model(opt, opt, vocabs, None, -1)
 optim = Optimizer.from_opt(model, opt, checkpoint=None)
 saver = build_model_saver(opt, opt, model, vocabs, optim, -1)
-trainer = build_trainer(opt, -1, model, vocabs, optim, model_saver=saver)
+trainer = build_trainer(opt, -1, model, vocabs, optim, model_saver=None)  # saved after the clock stops
 train_iter = build_dynamic_dataset_iter(opt, transforms_cls, vocabs, task=CorpusTask.TRAIN, copy=True)
 batches, rows = [], 0
 for batch, bucket in train_iter:  # one epoch of the documents (all in one bucket), in OpenNMT's batches
