@@ -5,7 +5,8 @@ nn.LSTM -> dropout -> Linear), so the ratio measures the full cost of the attrib
 variant trains with the experiment's recipe (SGD, truncated BPTT, gradient clipping) on random tokens with
 a batch-constant attribute mask (two of N slots on, as for a style + topic domain); rounds alternate between
 models so that load from other processes hits all of them alike. Reported: the median tokens/s over rounds,
-the time ratio to the plain LM (ratio of medians) and its spread (min-max of the per-round ratios), and the
+the time ratio to the plain LM (ratio of medians) and its spread (min-max of the per-round ratios), by the
+wall clock and by the thread's CPU time (which load from other processes disturbs much less), and the
 machine's load average at the start and the end.
 
     python benchmarks/domain_lm.py                # prints a table, writes benchmarks/results/domain_lm.json
@@ -53,13 +54,14 @@ def domain_mask(batch: int, slots: int, domains: int) -> torch.Tensor:
 
 def tokens_per_second(
     model: nn.Module, mask: torch.Tensor, args: argparse.Namespace, seconds: float
-) -> float:
+) -> tuple[float, float]:
+    """(tokens per wall-clock second, tokens per CPU second of this thread) over ``seconds`` of training."""
     torch.manual_seed(0)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, weight_decay=1e-6, fused=True)  # as the trainer
     data = torch.randint(0, args.vocab, (args.batch, 64 * args.bptt + 1))
     model.train()
     state, tokens, position = None, 0, 0
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.thread_time()
     while time.perf_counter() - start < seconds:
         if position + args.bptt + 1 > data.shape[1]:
             position, state = 0, None
@@ -75,7 +77,7 @@ def tokens_per_second(
         optimizer.step()
         tokens += inputs.numel()
         position += args.bptt
-    return tokens / (time.perf_counter() - start)
+    return tokens / (time.perf_counter() - start), tokens / (time.thread_time() - cpu_start)
 
 
 def main() -> None:
@@ -108,33 +110,44 @@ def main() -> None:
     for model, mask in runs.values():  # warm-up
         tokens_per_second(model, mask, args, 0.3)
     samples: dict[str, list[float]] = {name: [] for name in runs}
+    cpu_samples: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(args.rounds):
         for name, (model, mask) in runs.items():
-            samples[name].append(tokens_per_second(model, mask, args, args.seconds))
+            wall, cpu = tokens_per_second(model, mask, args, args.seconds)
+            samples[name].append(wall)
+            cpu_samples[name].append(cpu)
 
     load_end = os.getloadavg()
-    plain_rounds = samples["nn.LSTM LM"]
-    plain = statistics.median(plain_rounds)
+
+    def ratio(rates: dict[str, list[float]], name: str) -> tuple[float, list[float]]:
+        plain_rounds = rates["nn.LSTM LM"]
+        per_round = [p / s for p, s in zip(plain_rounds, rates[name], strict=True)]
+        return statistics.median(plain_rounds) / statistics.median(rates[name]), per_round
+
     rows = []
-    print(f"{'model':22s} {'params':>9s} {'tokens/s':>10s} {'time vs nn.LSTM [round min-max]':>33s}")
+    print(f"{'':22s} {'':>9s} {'wall clock':^44s} {'CPU time of the thread':^44s}")
+    columns = f" {'tokens/s':>10s} {'time vs nn.LSTM [round min-max]':>33s}"
+    print(f"{'model':22s} {'params':>9s}" + columns * 2)
     for name, (model, _) in runs.items():
-        speed = statistics.median(samples[name])
         params = sum(p.numel() for p in model.parameters())
-        per_round = [p / s for p, s in zip(plain_rounds, samples[name], strict=True)]
-        rows.append(
-            {
-                "model": name,
-                "parameters": params,
-                "tokens_per_second": speed,
-                "time_ratio": plain / speed,
-                "time_ratio_min": min(per_round),
-                "time_ratio_max": max(per_round),
-                "round_time_ratios": per_round,
-                "rounds": samples[name],
-            }
-        )
-        spread = f"{plain / speed:.2f}x [{min(per_round):.2f}-{max(per_round):.2f}]"
-        print(f"{name:22s} {params:9d} {speed:10.0f} {spread:>33s}")
+        row: dict = {"model": name, "parameters": params}
+        line = f"{name:22s} {params:9d}"
+        for clock, rates in (("", samples), ("cpu_", cpu_samples)):
+            value, per_round = ratio(rates, name)
+            row.update(
+                {
+                    f"{clock}tokens_per_second": statistics.median(rates[name]),
+                    f"{clock}time_ratio": value,
+                    f"{clock}time_ratio_min": min(per_round),
+                    f"{clock}time_ratio_max": max(per_round),
+                    f"{clock}round_time_ratios": per_round,
+                    f"{clock}rounds": rates[name],
+                }
+            )
+            spread = f"{value:.2f}x [{min(per_round):.2f}-{max(per_round):.2f}]"
+            line += f" {statistics.median(rates[name]):10.0f} {spread:>33s}"
+        rows.append(row)
+        print(line)
     load = f"load average {load_start[0]:.2f} -> {load_end[0]:.2f}"
     print(f"median of {args.rounds} alternating rounds; {load}")
     result = {
