@@ -4,7 +4,10 @@ The plain LM here is written independently of :mod:`synopsis.models.domain_lm` (
 nn.LSTM -> dropout -> Linear), so the ratio measures the full cost of the attribute augmentation. Every
 variant trains with the experiment's recipe (SGD, truncated BPTT, gradient clipping) on random tokens with
 a batch-constant attribute mask (two of N slots on, as for a style + topic domain); rounds alternate between
-models so that load from other processes hits all of them alike, and the median over rounds is reported.
+models so that load from other processes hits all of them alike. Reported: the median tokens/s over rounds,
+the time ratio to the plain LM (ratio of medians) and its spread (min-max of the per-round ratios), by the
+wall clock and by the thread's CPU time (which load from other processes disturbs much less), and the
+machine's load average at the start and the end.
 
     python benchmarks/domain_lm.py                # prints a table, writes benchmarks/results/domain_lm.json
 """
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import time
@@ -50,13 +54,14 @@ def domain_mask(batch: int, slots: int, domains: int) -> torch.Tensor:
 
 def tokens_per_second(
     model: nn.Module, mask: torch.Tensor, args: argparse.Namespace, seconds: float
-) -> float:
+) -> tuple[float, float]:
+    """(tokens per wall-clock second, tokens per CPU second of this thread) over ``seconds`` of training."""
     torch.manual_seed(0)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, weight_decay=1e-6, fused=True)  # as the trainer
     data = torch.randint(0, args.vocab, (args.batch, 64 * args.bptt + 1))
     model.train()
     state, tokens, position = None, 0, 0
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.thread_time()
     while time.perf_counter() - start < seconds:
         if position + args.bptt + 1 > data.shape[1]:
             position, state = 0, None
@@ -72,7 +77,7 @@ def tokens_per_second(
         optimizer.step()
         tokens += inputs.numel()
         position += args.bptt
-    return tokens / (time.perf_counter() - start)
+    return tokens / (time.perf_counter() - start), tokens / (time.thread_time() - cpu_start)
 
 
 def main() -> None:
@@ -84,7 +89,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=20)
     parser.add_argument("--bptt", type=int, default=16)
     parser.add_argument("--mix", type=int, default=3, help="domains per batch (the experiment trains on 3)")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--seconds", type=float, default=3.0, help="per model per round")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--output", type=Path, default=Path(__file__).parent / "results" / "domain_lm.json")
@@ -101,34 +106,56 @@ def main() -> None:
         )
         runs[f"DomainLM {variant}"] = (DomainLM(config), mixed)
     runs["DomainLM in, 1 domain"] = (runs["DomainLM in"][0], domain_mask(args.batch, args.slots, 1))
+    load_start = os.getloadavg()
     for model, mask in runs.values():  # warm-up
         tokens_per_second(model, mask, args, 0.3)
     samples: dict[str, list[float]] = {name: [] for name in runs}
+    cpu_samples: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(args.rounds):
         for name, (model, mask) in runs.items():
-            samples[name].append(tokens_per_second(model, mask, args, args.seconds))
+            wall, cpu = tokens_per_second(model, mask, args, args.seconds)
+            samples[name].append(wall)
+            cpu_samples[name].append(cpu)
 
-    plain = statistics.median(samples["nn.LSTM LM"])
+    load_end = os.getloadavg()
+
+    def ratio(rates: dict[str, list[float]], name: str) -> tuple[float, list[float]]:
+        plain_rounds = rates["nn.LSTM LM"]
+        per_round = [p / s for p, s in zip(plain_rounds, rates[name], strict=True)]
+        return statistics.median(plain_rounds) / statistics.median(rates[name]), per_round
+
     rows = []
-    print(f"{'model':22s} {'params':>9s} {'tokens/s':>10s} {'time vs nn.LSTM':>16s}")
+    print(f"{'':22s} {'':>9s} {'wall clock':^44s} {'CPU time of the thread':^44s}")
+    columns = f" {'tokens/s':>10s} {'time vs nn.LSTM [round min-max]':>33s}"
+    print(f"{'model':22s} {'params':>9s}" + columns * 2)
     for name, (model, _) in runs.items():
-        speed = statistics.median(samples[name])
         params = sum(p.numel() for p in model.parameters())
-        rows.append(
-            {
-                "model": name,
-                "parameters": params,
-                "tokens_per_second": speed,
-                "time_ratio": plain / speed,
-                "rounds": samples[name],
-            }
-        )
-        print(f"{name:22s} {params:9d} {speed:10.0f} {plain / speed:15.2f}x")
+        row: dict = {"model": name, "parameters": params}
+        line = f"{name:22s} {params:9d}"
+        for clock, rates in (("", samples), ("cpu_", cpu_samples)):
+            value, per_round = ratio(rates, name)
+            row.update(
+                {
+                    f"{clock}tokens_per_second": statistics.median(rates[name]),
+                    f"{clock}time_ratio": value,
+                    f"{clock}time_ratio_min": min(per_round),
+                    f"{clock}time_ratio_max": max(per_round),
+                    f"{clock}round_time_ratios": per_round,
+                    f"{clock}rounds": rates[name],
+                }
+            )
+            spread = f"{value:.2f}x [{min(per_round):.2f}-{max(per_round):.2f}]"
+            line += f" {statistics.median(rates[name]):10.0f} {spread:>33s}"
+        rows.append(row)
+        print(line)
+    load = f"load average {load_start[0]:.2f} -> {load_end[0]:.2f}"
+    print(f"median of {args.rounds} alternating rounds; {load}")
     result = {
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "torch": torch.__version__,
         "machine": platform.processor() or platform.machine(),
-        "load_average": list(__import__("os").getloadavg()),
+        "command": " ".join(["python", "benchmarks/domain_lm.py", *__import__("sys").argv[1:]]),
+        "load_average": {"start": list(load_start), "end": list(load_end)},
         "results": rows,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)

@@ -9,9 +9,9 @@ For each input length, each model runs in its own subprocess (so that peak RSS, 
 ``resource.getrusage``, is that model's alone), alternating stock / Hie-BART for ``--rounds`` rounds so
 that load from other processes hits both alike. Per subprocess: one warm-up, then ``--steps`` timed
 forward+backward steps (batch 1, 128 target tokens) and ``--steps`` timed greedy generations of
-``--new-tokens`` tokens (encoder once, with the KV cache). Reported: the minimum over all timed steps (on a
-shared machine, load from other processes only ever adds time, so the minimum is the least noisy
-estimate) and the median.
+``--new-tokens`` tokens (encoder once, with the KV cache). Reported: the median over all timed steps of each
+model, their ratio, and the spread of that ratio over rounds (min-max of the per-round ratios of medians);
+the machine's load average is recorded at the start and the end.
 
     python benchmarks/hie_bart.py        # prints a table, writes benchmarks/results/hie_bart.json
 """
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import resource
 import statistics
@@ -27,6 +28,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+# Wall-clock seconds and the thread's CPU seconds (one thread: the work done, much less disturbed by load from
+# other processes) of each timed step.
+KINDS = ("train_step", "generate", "train_step_cpu", "generate_cpu")
 
 
 def bart_base_config():  # noqa: ANN201 - transformers is imported lazily
@@ -95,15 +100,20 @@ def run_one(kind: str, length: int, args: argparse.Namespace) -> dict[str, objec
                 do_sample=False,
             )
 
-    timings: dict[str, list[float]] = {"train_step": [], "generate": []}
+    timings: dict[str, list[float]] = {name: [] for name in KINDS}
     for name, fn in (("train_step", train_step), ("generate", generate)):
         fn()  # warm-up
         for _ in range(args.steps):
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.thread_time()
             fn()
             timings[name].append(time.perf_counter() - start)
+            timings[f"{name}_cpu"].append(time.thread_time() - cpu_start)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
     return {"kind": kind, "length": length, **timings, "peak_rss_mb": round(peak_mb, 1)}
+
+
+def spread(row: dict, name: str) -> str:
+    return f"{row[f'{name}_ratio']:.3f} [{row[f'{name}_ratio_min']:.3f}-{row[f'{name}_ratio_max']:.3f}]"
 
 
 def main() -> None:
@@ -112,7 +122,7 @@ def main() -> None:
     parser.add_argument("--word-heads", type=int, default=10)
     parser.add_argument("--sentence-tokens", type=int, default=25, help="tokens per sentence")
     parser.add_argument("--steps", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--new-tokens", type=int, default=16)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", type=Path, default=Path(__file__).parent / "results" / "hie_bart.json")
@@ -126,9 +136,11 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(width=160)
+    console = Console(width=220)
     results: dict[tuple[str, int], dict[str, list[float]]] = {}
+    per_round: dict[tuple[str, int], list[dict[str, list[float]]]] = {}
     peaks: dict[tuple[str, int], float] = {}
+    load_start = os.getloadavg()
     passthrough = [
         f"--word-heads={args.word_heads}",
         f"--sentence-tokens={args.sentence_tokens}",
@@ -147,43 +159,60 @@ def main() -> None:
                     text=True,
                 )
                 row = json.loads(out.stdout.strip().splitlines()[-1])
-                entry = results.setdefault((kind, length), {"train_step": [], "generate": []})
-                entry["train_step"] += row["train_step"]
-                entry["generate"] += row["generate"]
+                entry = results.setdefault((kind, length), {name: [] for name in KINDS})
+                for name in KINDS:
+                    entry[name] += row[name]
+                per_round.setdefault((kind, length), []).append({name: row[name] for name in KINDS})
                 peaks[(kind, length)] = max(peaks.get((kind, length), 0.0), row["peak_rss_mb"])
 
     table = Table(title=f"Hie-BART ({args.word_heads}:{12 - args.word_heads} heads) vs BART, bart-base size")
-    for column in ("input tokens", "fwd+bwd BART s", "fwd+bwd Hie s", "ratio (median)", "generate BART s",
-                   "generate Hie s", "ratio (median)", "peak RSS BART MB", "peak RSS Hie MB"):  # fmt: skip
+    for column in ("input tokens", "fwd+bwd BART s", "fwd+bwd Hie s", "Hie/BART [round min-max]",
+                   "Hie/BART CPU time", "generate BART s", "generate Hie s", "Hie/BART [round min-max]",
+                   "Hie/BART CPU time", "peak RSS BART MB", "peak RSS Hie MB"):  # fmt: skip
         table.add_column(column, justify="right")
     rows = []
     for length in args.lengths:
         stock, hie = results[("bart", length)], results[("hie-bart", length)]
         row = {"length": length}
-        for name in ("train_step", "generate"):
-            row[f"{name}_bart_s"], row[f"{name}_hie_s"] = min(stock[name]), min(hie[name])
+        for name in KINDS:
+            row[f"{name}_bart_s"] = statistics.median(stock[name])
+            row[f"{name}_hie_s"] = statistics.median(hie[name])
             row[f"{name}_ratio"] = row[f"{name}_hie_s"] / row[f"{name}_bart_s"]
-            row[f"{name}_median_ratio"] = statistics.median(hie[name]) / statistics.median(stock[name])
+            rounds = [
+                statistics.median(h[name]) / statistics.median(b[name])
+                for b, h in zip(per_round[("bart", length)], per_round[("hie-bart", length)], strict=True)
+            ]
+            row[f"{name}_round_ratios"] = rounds
+            row[f"{name}_ratio_min"], row[f"{name}_ratio_max"] = min(rounds), max(rounds)
         row["peak_rss_bart_mb"], row["peak_rss_hie_mb"] = peaks[("bart", length)], peaks[("hie-bart", length)]
         rows.append(row)
         table.add_row(
             str(length),
             f"{row['train_step_bart_s']:.2f}",
             f"{row['train_step_hie_s']:.2f}",
-            f"{row['train_step_ratio']:.3f} ({row['train_step_median_ratio']:.3f})",
+            spread(row, "train_step"),
+            spread(row, "train_step_cpu"),
             f"{row['generate_bart_s']:.2f}",
             f"{row['generate_hie_s']:.2f}",
-            f"{row['generate_ratio']:.3f} ({row['generate_median_ratio']:.3f})",
+            spread(row, "generate"),
+            spread(row, "generate_cpu"),
             f"{row['peak_rss_bart_mb']:.0f}",
             f"{row['peak_rss_hie_mb']:.0f}",
         )
     console.print(table)
-    console.print("times: minimum over all timed steps; target: Hie-BART at most 1.15x stock time")
+    load_end = os.getloadavg()
+    console.print(
+        f"times: wall clock (CPU time of the thread where marked), median over all timed steps "
+        f"({args.rounds} alternating rounds x {args.steps} steps); "
+        f"ratio spread: min-max over rounds; load average {load_start[0]:.2f} at the start, "
+        f"{load_end[0]:.2f} at the end"
+    )
     args.json.parent.mkdir(parents=True, exist_ok=True)
     settings = {k: v for k, v in vars(args).items() if k not in ("json", "one")}
     payload = {
         "settings": settings,
         "machine": {"python": platform.python_version(), "processor": platform.processor()},
+        "load_average": {"start": list(load_start), "end": list(load_end)},
         "rows": rows,
         "raw": {f"{k}-{n}": v for (k, n), v in results.items()},
     }

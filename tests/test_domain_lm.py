@@ -219,3 +219,99 @@ def test_state_carried_across_windows_keeps_row_order(variant: str) -> None:
     torch.testing.assert_close(torch.cat([first, second], dim=1), whole)
     torch.testing.assert_close((h2, c2), (h, c))
     torch.testing.assert_close(whole, reference_logits(model, ids, mask.unsqueeze(1).expand(5, 8, 4)))
+
+
+class PerGroupReference(DomainLM):
+    """The previous recurrence (up to commit cc9acc1): rows grouped by attribute combination, time cut where a
+    row's combination changes, one ``nn.LSTM`` call per group with U_0 + sum_a m_a U_a as input weight."""
+
+    def _augmented_recurrence(self, x, mask, state):
+        from torch.func import functional_call
+
+        from synopsis.models.domain_lm import MaskGroups
+
+        if mask.dim() == 2:
+            mask = mask.unsqueeze(1).expand(x.shape[0], x.shape[1], mask.shape[-1])
+        batch, time = x.shape[:2]
+        if state is None:
+            zeros = x.new_zeros(1, batch, H)
+            state = (zeros, zeros)
+        changes = (mask[:, 1:] != mask[:, :-1]).any(dim=-1).any(dim=0).nonzero().flatten()
+        bounds = [0, *(changes + 1).tolist(), time]
+        pieces = []
+        for start, end in zip(bounds[:-1], bounds[1:], strict=True):
+            groups = MaskGroups.of(mask[:, start])
+            blocks = torch.cat([self.lstm.weight_ih_l0.unsqueeze(0), self.input_weight]).flatten(1)
+            weights = (groups.stacked_gates() @ blocks).view(-1, *self.lstm.weight_ih_l0.shape).unbind(0)
+            xs, hs, cs = (groups.sort(x[:, start:end]), groups.sort(state[0], 1), groups.sort(state[1], 1))
+            outs, new_h, new_c = [], [], []
+            for w, x_k, h_k, c_k in zip(
+                weights,
+                xs.split(groups.sizes),
+                hs.split(groups.sizes, 1),
+                cs.split(groups.sizes, 1),
+                strict=True,
+            ):
+                parameters = {**dict(self.lstm.named_parameters()), "weight_ih_l0": w}
+                out, (h_k, c_k) = functional_call(self.lstm, parameters, (x_k, (h_k, c_k)))
+                outs.append(out)
+                new_h.append(h_k)
+                new_c.append(c_k)
+            pieces.append(groups.unsort(torch.cat(outs)))
+            state = (groups.unsort(torch.cat(new_h, 1), 1), groups.unsort(torch.cat(new_c, 1), 1))
+        return torch.cat(pieces, dim=1), state
+
+
+@pytest.mark.parametrize("variant", ["in", "in_out"])
+def test_one_lstm_call_equals_the_per_group_implementation(variant: str) -> None:
+    """Same logits, gradients and perplexity as the per-group recurrence it replaced, on a mixed batch with
+    domains changing mid-window (per-token masks) and carried state."""
+    from synopsis.lm.corpus import TokenStream
+    from synopsis.lm.training import perplexity
+
+    model = make(variant)
+    reference = PerGroupReference(model.config).eval()
+    reference.load_state_dict(model.state_dict())
+    ids = torch.randint(0, V, (5, 9))
+    mask = torch.tensor([[0, 1, 1, 0], [1, 0, 0, 1], [0, 1, 1, 0], [0, 0, 0, 0], [1, 0, 1, 0]]).float()
+    mask = mask.unsqueeze(1).repeat(1, 9, 1)
+    mask[1, 5:] = torch.tensor([0.0, 1.0, 0.0, 1.0])
+    mask[4, 2:] = torch.tensor([1.0, 0.0, 0.0, 1.0])
+    results = []
+    for m in (model, reference):
+        m.zero_grad()
+        first, state = m(ids[:, :4], mask[:, :4])
+        second, _ = m(ids[:, 4:], mask[:, 4:], state)
+        logits = torch.cat([first, second], dim=1)
+        F.cross_entropy(logits.flatten(0, 1), ids.roll(-1, 1).flatten()).backward()
+        results.append((logits, [p.grad.clone() for p in m.parameters()]))
+    torch.testing.assert_close(results[0][0], results[1][0], atol=1e-5, rtol=1e-5)
+    for ours, theirs in zip(results[0][1], results[1][1], strict=True):
+        torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
+    sets = [{"style": "spoken", "topic": "public"}, {"style": "written", "topic": "everyday"}]
+    stream = TokenStream(torch.randint(0, V, (200,)), (torch.arange(200) // 37) % 2, sets)
+    for batch_size in (1, 3):
+        assert perplexity(model, stream, batch_size, 16) == pytest.approx(
+            perplexity(reference, stream, batch_size, 16), rel=1e-5
+        )
+
+
+def test_baseline_does_no_attribute_work() -> None:
+    """The baseline ignores a mask entirely: same logits with and without one, and a wrong shape is fine."""
+    model = make("baseline")
+    ids = torch.randint(0, V, (3, 5))
+    torch.testing.assert_close(model(ids, torch.ones(3, 7))[0], model(ids)[0])
+
+
+@pytest.mark.parametrize("variant", ["in", "in_out"])
+def test_both_input_forms_equal_the_concatenated_equations(variant: str) -> None:
+    """Fewer combinations than N+1 (one-hot of the combination), at least N+1 (the paper's p'), one, and a
+    non-binary mask: all equal the equations written out."""
+    model = make(variant)
+    ids = torch.randint(0, V, (6, 5))
+    many = torch.tensor(
+        [[0, 1, 1, 0], [1, 0, 0, 1], [1, 0, 1, 0], [0, 0, 0, 0], [0, 1, 0, 1], [1, 1, 1, 1]]
+    ).float()
+    for mask in (many, many[[0, 1, 0, 1, 1, 0]], many[[2] * 6], many * 0.5):
+        expected = reference_logits(model, ids, mask.unsqueeze(1).expand(6, 5, 4))
+        torch.testing.assert_close(model(ids, mask)[0], expected)

@@ -256,3 +256,16 @@ def test_decoder_buffers_follow_the_memory_device() -> None:
 
     assert device_of(None, {"a": [torch.zeros(1, device="meta")]}) == torch.device("meta")
     assert device_of(None, 3) == torch.device("cpu")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_beam_and_greedy_search_on_a_gpu() -> None:  # pragma: no cover - CPU-only CI
+    table = torch.log_softmax(torch.randn(6, 6), dim=-1).cuda()
+
+    def step(tokens, state, memory):
+        return table[tokens], state + 1
+
+    state = torch.zeros(2, device="cuda")
+    beams = beam_search(step, state, None, batch_size=2, bos_id=0, eos_id=1, num_beams=2, max_length=5)
+    greedy = greedy_search(step, state, None, batch_size=2, bos_id=0, eos_id=1, max_length=5)
+    assert len(beams) == len(greedy) == 2

@@ -230,22 +230,21 @@ def test_bad_model_directories_raise_clear_errors(tmp_path) -> None:
 
 
 def test_encoder_equals_a_packed_bidirectional_lstm() -> None:
-    """The written-out encoder gives the packed nn.LSTM's outputs, final states and gradients."""
+    """The padded-batch encoder gives the packed nn.LSTM's outputs, final states and gradients."""
     model, _ = tiny_model()
-    embedded = torch.randn(3, 7, 8, requires_grad=True)
-    lengths = torch.tensor([7, 4, 1])
+    embedded = torch.randn(4, 7, 8, requires_grad=True)
+    lengths = torch.tensor([7, 4, 1, 6])
     mask = torch.arange(7).unsqueeze(0) < lengths.unsqueeze(1)
-    fw, h_fw, c_fw = model._encoder_direction(embedded, mask, reverse=False)
-    bw, h_bw, c_bw = model._encoder_direction(embedded, mask, reverse=True)
-    ours = torch.cat([fw, bw], dim=-1)
+    ours, h_ours, c_ours = model._bidirectional(embedded, mask)
     packed = torch.nn.utils.rnn.pack_padded_sequence(
         embedded, lengths, batch_first=True, enforce_sorted=False
     )
     out, (h_n, c_n) = model.encoder(packed)
     reference, _ = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=7)
     assert torch.allclose(ours, reference, atol=1e-6)
-    assert torch.allclose(torch.stack([h_fw, h_bw]), h_n, atol=1e-6)
-    assert torch.allclose(torch.stack([c_fw, c_bw]), c_n, atol=1e-6)
-    (grad_ours,) = torch.autograd.grad((ours**2).sum() + c_fw.sum() + c_bw.sum(), embedded)
+    assert torch.equal(ours[~mask], torch.zeros_like(ours[~mask]))  # padding: exactly zero
+    assert torch.allclose(h_ours, torch.cat([h_n[0], h_n[1]], dim=-1), atol=1e-6)
+    assert torch.allclose(c_ours, torch.cat([c_n[0], c_n[1]], dim=-1), atol=1e-6)
+    (grad_ours,) = torch.autograd.grad((ours**2).sum() + c_ours.sum(), embedded)
     (grad_ref,) = torch.autograd.grad((reference**2).sum() + c_n.sum(), embedded)
     assert torch.allclose(grad_ours, grad_ref, atol=1e-5)

@@ -13,17 +13,17 @@ Context representation (variant "out")::
 
     h'(t) = [h(t); m_1 h(t); ...; m_N h(t)]     (N+1)H dims, before the output layer V' = [W_0 W_1 ... W_N]
 
-Neither concatenation is materialised. Both layers are linear in the augmented vector, so
-``U' p' = (U_0 + sum_a m_a U_a) p`` and ``V' h' = (W_0 + sum_a m_a W_a) h``: one effective 4H x E (resp.
-V x H) matrix per distinct attribute combination, of which a batch has only a handful. That is exactly the
-paper's function at the cost of a plain LSTM LM; tests check it against the concatenated equations.
-``U_0`` is the ``nn.LSTM``'s own input weight (the recurrence stays in PyTorch's fused kernel) and
-``U_1..U_N`` are ``input_weight``; ``W_0..W_N`` are ``output_weight``. An input with no active slot (all
-attributes unknown) uses the shared blocks only.
+The input side is computed as the paper writes it: p'(t) is built (B x T x (N+1)E) and fed through U' in one
+call of PyTorch's fused LSTM kernel for the whole batch, whatever the attribute combinations of its rows (and
+of its tokens: a row may cross a document boundary into another domain inside a BPTT window). ``U_0`` is the
+``nn.LSTM``'s own input weight and ``U_1..U_N`` are ``input_weight``. The output layer is linear in h'(t), so
+``V' h' = (W_0 + sum_a m_a W_a) h``: one effective V x H matrix per distinct attribute combination (a batch
+has only a handful), the paper's function without materialising h'; ``W_0..W_N`` are ``output_weight``. Tests
+check both against the concatenated equations. An input with no active slot (all attributes unknown) uses the
+shared blocks only; the baseline does no attribute work at all.
 
 Dropout on the LSTM's input is applied to p(t) *before* it is copied into the attribute blocks, so that
-p_a(t) = p(t) holds during training as the paper defines it (one dropout mask, not N+1 independent ones);
-this is also what makes the effective-weight form exact in training.
+p_a(t) = p(t) holds during training as the paper defines it (one dropout mask, not N+1 independent ones).
 
 Attribute values unseen in training have no slot: :meth:`DomainLM.attribute_mask` maps them to zeros (the
 shared part only) and warns once per value. Variant "baseline" is the plain LSTM LM (no slots used).
@@ -39,7 +39,6 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.func import functional_call
 from torch.nn import functional as F
 
 from synopsis.checkpoint import load_checkpoint, save_checkpoint
@@ -168,87 +167,95 @@ class DomainLM(nn.Module):
         ``attribute_mask`` is (B, N) for one attribute set per row or (B, T, N) per token; ``None`` means no
         attribute is active (shared part only).
         """
-        batch, time = input_ids.shape
-        n = self.config.num_slots
-        if attribute_mask is None or n == 0:
-            mask = input_ids.new_zeros((batch, time, n), dtype=torch.float32)
-        else:
-            mask = attribute_mask.to(torch.float32)
-            if mask.dim() == 2:
-                mask = mask.unsqueeze(1).expand(batch, time, mask.shape[-1])
-            if mask.shape != (batch, time, len(self.config.attribute_slots)):
-                raise ValueError(
-                    f"attribute_mask has shape {tuple(attribute_mask.shape)}, expected (B, N) or (B, T, N) "
-                    f"with N = {len(self.config.attribute_slots)}"
-                )
-
         # One dropout mask on p(t), shared by its copies p_a(t) (see the module docstring).
         embedded = self.dropout(self.embedding(input_ids))  # (B, T, E)
-        hidden, state = self._recurrence(embedded, mask, state)
+        mask = self._check_mask(input_ids, attribute_mask)
+        if mask is not None and self.config.augment_input:
+            hidden, state = self._augmented_recurrence(embedded, mask, state)
+        else:  # the baseline, variant "out", or no attribute given: U' p' = U_0 p
+            hidden, state = self.lstm(embedded, state)
         hidden = self.dropout(hidden)
+        if mask is None or not self.config.augment_output:
+            return F.linear(hidden, self.output_weight[0], self.output_bias), state
+        if mask.dim() == 2:
+            mask = mask.unsqueeze(1).expand(*input_ids.shape, mask.shape[-1])
         return self._output_logits(hidden, mask), state
 
+    def _check_mask(
+        self, input_ids: torch.Tensor, attribute_mask: torch.Tensor | None
+    ) -> torch.Tensor | None:
+        """The (B, N) or (B, T, N) float mask, or ``None`` when there is no attribute work to do (the
+        baseline, a model without slots, or no mask given)."""
+        if attribute_mask is None or self.config.num_slots == 0:
+            return None
+        n = len(self.config.attribute_slots)
+        expected = (input_ids.shape[0], n) if attribute_mask.dim() == 2 else (*input_ids.shape, n)
+        if tuple(attribute_mask.shape) != expected:
+            raise ValueError(
+                f"attribute_mask has shape {tuple(attribute_mask.shape)}, expected (B, N) or (B, T, N) "
+                f"with N = {n}"
+            )
+        return attribute_mask.to(torch.float32)
+
     def augmented_input_weight(self) -> torch.Tensor:
-        """U' = [U_0 U_1 ... U_N], 4H x (N+1)E: the paper's input matrix (never multiplied by here)."""
+        """U' = [U_0 U_1 ... U_N], 4H x (N+1)E: the paper's input matrix."""
         return torch.cat([self.lstm.weight_ih_l0, *self.input_weight], dim=1)
 
-    def _recurrence(
+    def _augmented_recurrence(
         self, x: torch.Tensor, mask: torch.Tensor, state: LSTMState | None
     ) -> tuple[torch.Tensor, LSTMState]:
-        """The LSTM over p'(t), run as ``nn.LSTM`` over p(t) with U_0 + sum_a m_a U_a as input weight.
+        """The LSTM over p'(t) with U' = [U_0 U_1 ... U_N] as input weight: one call of PyTorch's fused LSTM
+        kernel for the whole batch, whatever the attribute combinations of its rows and tokens (a mask may
+        change inside a window, at a document boundary).
 
-        Rows are grouped by attribute combination and time is cut where any row's combination changes
-        (a document boundary), so each piece is one fused ``nn.LSTM`` call with one effective weight.
-        """
-        if not self.config.augment_input or self.config.num_slots == 0:
-            return self.lstm(x, state)
-        batch, time = x.shape[:2]
+        The input is ``selector (x) p`` through the matching weight blocks, in the narrower of two exact
+        forms:
+        the paper's p'(t) = [1; m_1; ...; m_N] (x) p(t) through U' ((N+1)E wide), or, when the batch holds
+        fewer than N+1 distinct attribute combinations (the usual case: a batch cut from the training stream
+        holds two or three domains), onehot(combination) (x) p(t) through [U_c1 ... U_cK] with
+        U_c = U_0 + sum_a m_a U_a (KE wide; one domain: exactly a plain LSTM's cost). Both are
+        ``U' p'(t)`` for every token; the blocks are built from U_0..U_N inside the graph, so the gradients
+        are U''s."""
+        n = mask.shape[-1]
+        blocks = torch.cat([self.lstm.weight_ih_l0.unsqueeze(0), self.input_weight])  # (N+1, 4H, E)
+        selector = torch.cat([mask.new_ones(*mask.shape[:-1], 1), mask], dim=-1)  # (..., N+1): [1; m]
+        binary = bool(((mask == 0) | (mask == 1)).all())
+        if binary and n < 24:  # 0/1 masks: one integer code per combination, exact in float32
+            codes = mask @ (2.0 ** torch.arange(n, device=mask.device, dtype=mask.dtype))
+            unique, inverse = torch.unique(codes, return_inverse=True)
+            if len(unique) < n + 1:
+                first = torch.zeros(len(unique), dtype=torch.long, device=mask.device)
+                first.scatter_(0, inverse.flatten(), torch.arange(inverse.numel(), device=mask.device))
+                combos = selector.reshape(-1, n + 1)[first]  # (K, N+1) the [1; m] of each combination
+                blocks = (combos @ blocks.flatten(1)).view(len(unique), *blocks.shape[1:])  # U_c per combo
+                selector = F.one_hot(inverse, len(unique)).to(x.dtype)
+        if selector.dim() == 2:
+            selector = selector.unsqueeze(1)  # (B, 1, width): one selection per row
+        if selector.shape[-1] == 1:  # one combination: the plain LSTM input
+            augmented = x
+        else:
+            augmented = (selector.unsqueeze(-1) * x.unsqueeze(2)).flatten(2)  # (B, T, width * E)
         if state is None:
-            zeros = x.new_zeros(self.config.num_layers, batch, self.config.hidden_dim)
+            zeros = x.new_zeros(self.config.num_layers, x.shape[0], self.config.hidden_dim)
             state = (zeros, zeros)
-        changes = (mask[:, 1:] != mask[:, :-1]).any(dim=-1).any(dim=0).nonzero().flatten()
-        bounds = [0, *(changes + 1).tolist(), time]
-        pieces = []
-        for start, end in zip(bounds[:-1], bounds[1:], strict=True):
-            output, state = self._recurrence_piece(x[:, start:end], mask[:, start], state)
-            pieces.append(output)
-        return (pieces[0] if len(pieces) == 1 else torch.cat(pieces, dim=1)), state
-
-    def _recurrence_piece(
-        self, x: torch.Tensor, mask: torch.Tensor, state: LSTMState
-    ) -> tuple[torch.Tensor, LSTMState]:
-        """``x`` (B, T, E) whose rows keep the attribute mask ``mask`` (B, N) throughout."""
-        groups = MaskGroups.of(mask)
-        # U_0 + sum_a m_a U_a for every group, from one matrix product.
-        blocks = torch.cat([self.lstm.weight_ih_l0.unsqueeze(0), self.input_weight]).flatten(1)
-        weights = (groups.stacked_gates() @ blocks).view(-1, *self.lstm.weight_ih_l0.shape).unbind(0)
-        if len(weights) == 1:
-            return self._lstm_with_input_weight(x, weights[0], state)
-        x, h, c = groups.sort(x), groups.sort(state[0], dim=1), groups.sort(state[1], dim=1)
-        outputs, hs, cs = [], [], []
-        for weight, x_k, h_k, c_k in zip(
-            weights, x.split(groups.sizes), h.split(groups.sizes, 1), c.split(groups.sizes, 1), strict=True
-        ):
-            output, (h_k, c_k) = self._lstm_with_input_weight(x_k, weight, (h_k, c_k))
-            outputs.append(output)
-            hs.append(h_k)
-            cs.append(c_k)
-        return groups.unsort(torch.cat(outputs)), (
-            groups.unsort(torch.cat(hs, dim=1), dim=1),
-            groups.unsort(torch.cat(cs, dim=1), dim=1),
+        lstm = self.lstm
+        weights = list(lstm._flat_weights)  # per layer: weight_ih, weight_hh, bias_ih, bias_hh
+        weights[0] = blocks.permute(1, 0, 2).flatten(1)  # (4H, width * E), block k reads slot k of the input
+        # torch.lstm is nn.LSTM's kernel with explicit weights (nn.LSTM itself checks the input width).
+        output, h_n, c_n = torch.lstm(
+            augmented,
+            state,
+            weights,
+            lstm.bias,
+            lstm.num_layers,
+            float(lstm.dropout),
+            self.training,
+            lstm.bidirectional,
+            lstm.batch_first,
         )
-
-    def _lstm_with_input_weight(
-        self, x: torch.Tensor, weight: torch.Tensor, state: LSTMState
-    ) -> tuple[torch.Tensor, LSTMState]:
-        """The model's ``nn.LSTM`` (its fused kernel) with ``weight`` in place of the first layer's U_0."""
-        parameters = dict(self.lstm.named_parameters())
-        parameters["weight_ih_l0"] = weight
-        return functional_call(self.lstm, parameters, (x, state))
+        return output, (h_n, c_n)
 
     def _output_logits(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        if not self.config.augment_output:
-            return F.linear(hidden, self.output_weight[0], self.output_bias)
         # V' h' = (W_0 + sum_a m_a W_a) h: one effective matrix per distinct attribute combination, all of
         # them from one matrix product (and one in the backward pass).
         flat = hidden.reshape(-1, hidden.shape[-1])

@@ -16,22 +16,43 @@ One file, config in / tensors out. Notation follows See et al. (ACL 2017), secti
 ``pointer=False`` gives the plain attention seq2seq baseline (P = P_vocab over the fixed vocabulary),
 ``coverage=False`` drops the coverage feature and loss, so the paper's three systems are one flag apart.
 
+The copy mixture and its loss are one module, :class:`CopyMixture`, used by both the teacher-forced loss and
+:meth:`PointerGenerator.decode_step`; the lowercased word tokens and ids that training and summarization feed
+the model come from one place too (:func:`document_words`, :func:`encode_batch`).
+
 Decoding lives in :mod:`synopsis.generation`; this module exposes the step function it needs:
 :meth:`PointerGenerator.encode` once, then :meth:`PointerGenerator.decode_step` per token.
+
+Where the time goes on CPU, and what is done about it (the functions are unchanged):
+
+* the encoder is PyTorch's fused LSTM (``torch.lstm``, the kernel behind ``nn.LSTM``; cuDNN on GPUs) on
+  right-aligned rows, with padding made an exact no-op (see :meth:`PointerGenerator._bidirectional`), instead
+  of a packed sequence, whose CPU backward is quadratic in the length;
+* ``W_h h_i`` is computed once per source; the rest of the attention energy is per step and is one custom
+  autograd function (:class:`_AttentionEnergy`) that writes the (B, L, 2H) pre-activation into one reused
+  buffer and recomputes it in the backward pass instead of keeping one such tensor per target step;
+* ``tanh(x) = 2 sigmoid(2x) - 1``: PyTorch's CPU ``tanh`` is ~3x slower than its ``sigmoid``, and the constant
+  ``-1`` only shifts every energy of a row by ``sum(v)``, which the softmax ignores.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from synopsis.errors import CheckpointError, ConfigError
+from synopsis.text import word_tokenize
+
+if TYPE_CHECKING:
+    from synopsis.document import Document
+    from synopsis.vocab import Vocab
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -40,6 +61,10 @@ VOCAB_FILE = "vocab.txt"
 # Probabilities are clamped before the log: a saturated p_gen (0 or 1) times a zero attention weight or a zero
 # vocabulary probability must give a large finite loss, never -log(0) = inf and then NaN gradients.
 _EPS = 1e-12
+# Input-gate pre-activation added at padding steps of the encoder: sigmoid(-1e4) is exactly 0 in fp32 and
+# fp16, so from a zero state a padding step gives c = f * 0 + 0 * g = 0 and h = o * tanh(0) = 0 exactly.
+# Finite (not -inf) so that the 0 * weight products at real tokens stay 0 instead of NaN.
+_CLOSED_GATE = -1e4
 
 
 @dataclass
@@ -77,10 +102,13 @@ class EncoderOutput:
     """What every decoder step reads; all tensors have the batch first (so beams can be expanded)."""
 
     states: torch.Tensor  # (B, L, 2H) h_i
-    features: torch.Tensor  # (B, L, 2H) W_h h_i, precomputed once
+    features: torch.Tensor  # (B, L, 2H) 2 W_h h_i, precomputed once (doubled: see the module docstring)
     mask: torch.Tensor  # (B, L) True at real tokens
     extended_ids: torch.Tensor  # (B, L) source ids in the extended vocabulary (for copying)
     num_oovs: int  # size of the largest OOV list in the batch
+    # Scratch space for the attention pre-activation, reused by every step on this source (never an input:
+    # not copied when decoders expand or reorder the rows, it is re-made at the new size).
+    workspace: torch.Tensor | None = field(default=None, init=False, repr=False, compare=False)
 
 
 @dataclass
@@ -109,6 +137,135 @@ class ForwardOutput:
     token_nll: torch.Tensor  # (B, T) per-token -log P(w*), zeros at padding
 
 
+class _AttentionEnergy(torch.autograd.Function):
+    """Attention energies of one decoder step, ``e'_i = v2 . sigmoid(F2_i + q2 + c_i w2)`` (B, L).
+
+    With ``F2 = 2 W_h h_i``, ``q2 = 2 (W_s s_t + b_attn)``, ``w2 = 2 w_c`` and ``v2 = 2 v`` this is
+    ``v . tanh(W_h h_i + W_s s_t + w_c c_i + b_attn) + sum(v)`` (See et al. 2017, eq. 1 and 11): the paper's
+    energy up to a per-row constant, so the same attention after the softmax.
+
+    The (B, L, 2H) pre-activation is written into ``workspace`` (one buffer per source, reused by every step)
+    and recomputed in the backward pass: autograd would otherwise keep one such tensor per target step.
+    """
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: Any,
+        features2: torch.Tensor,
+        query2: torch.Tensor,
+        coverage: torch.Tensor | None,
+        coverage_weight2: torch.Tensor,
+        v2: torch.Tensor,
+        workspace: torch.Tensor,
+    ) -> torch.Tensor:
+        activation = _pre_activation(features2, query2, coverage, coverage_weight2, workspace).sigmoid_()
+        ctx.save_for_backward(features2, query2, coverage, coverage_weight2, v2)
+        ctx.workspace = workspace
+        return activation @ v2
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        features2, query2, coverage, coverage_weight2, v2 = ctx.saved_tensors
+        need_f, need_q, need_c, need_w, need_v, _ = ctx.needs_input_grad
+        s = _pre_activation(features2, query2, coverage, coverage_weight2, ctx.workspace).sigmoid_()
+        grad_v = torch.einsum("bl,blk->k", grad, s) if need_v else None
+        # d e' / d z = v2 * s (1 - s), times the incoming gradient; the last multiply allocates the result
+        # (autograd accumulates it into the gradient of F2, so it cannot live in the reused buffer).
+        s.addcmul_(s, s, value=-1.0).mul_(grad.unsqueeze(-1))
+        grad_z = s * v2
+        grad_q = grad_z.sum(1) if need_q else None
+        grad_c = grad_z @ coverage_weight2 if need_c and coverage is not None else None
+        grad_w = torch.einsum("blk,bl->k", grad_z, coverage) if need_w and coverage is not None else None
+        return grad_z if need_f else None, grad_q, grad_c, grad_w, grad_v, None
+
+
+def _pre_activation(
+    features2: torch.Tensor,
+    query2: torch.Tensor,
+    coverage: torch.Tensor | None,
+    coverage_weight2: torch.Tensor,
+    out: torch.Tensor,
+) -> torch.Tensor:
+    torch.add(features2, query2.unsqueeze(1), out=out)
+    if coverage is not None:
+        # w_c c_i is an outer product: one fused multiply-add, not a Linear with one input feature.
+        out.addcmul_(coverage.unsqueeze(-1), coverage_weight2)
+    return out
+
+
+class CopyMixture(nn.Module):
+    """The pointer's final distribution and its loss (See et al. 2017, eq. 9, 12 and 13), one module for the
+    teacher-forced loss and for decoding, as OpenNMT-py's ``CopyGenerator`` / ``CopyGeneratorLoss``.
+
+    ``P(w) = p_gen P_vocab(w) + (1 - p_gen) sum_{i: w_i = w} a_i`` over the extended vocabulary (this
+    article's OOVs after the fixed vocabulary); with the pointer off, ``P = P_vocab``. It has no parameters
+    (p_gen's linear layer stays on the model, so checkpoints keep their names) and reads the flags from the
+    model's config, which the trainer changes between phases.
+    """
+
+    def __init__(self, config: PointerGeneratorConfig) -> None:
+        super().__init__()
+        self.config = config
+
+    def forward(
+        self,
+        vocab_logits: torch.Tensor,
+        attention: torch.Tensor,
+        p_gen: torch.Tensor,
+        extended_ids: torch.Tensor,
+        num_oovs: int,
+    ) -> torch.Tensor:
+        """(N, V + num_oovs) probabilities for N rows (one decoder step); (N, V) with the pointer off."""
+        vocab_probs = torch.softmax(vocab_logits, dim=-1)
+        if not self.config.pointer:
+            return vocab_probs
+        probs = p_gen.unsqueeze(-1) * vocab_probs
+        if num_oovs:
+            probs = torch.cat([probs, probs.new_zeros(probs.size(0), num_oovs)], dim=-1)
+        # scatter_add (not scatter): a word that occurs k times in the article gets all k weights.
+        return probs.scatter_add(1, extended_ids, (1.0 - p_gen).unsqueeze(-1) * attention)
+
+    def token_nll(
+        self,
+        vocab_logits: torch.Tensor,
+        attention: torch.Tensor,
+        p_gen: torch.Tensor,
+        extended_ids: torch.Tensor,
+        labels: torch.Tensor,
+    ) -> torch.Tensor:
+        """``-log P(w*_t)`` (B, T) of the gold extended ids ``labels`` (B, T), with the vocabulary logits
+        (B, T, V), attention (B, T, L) and p_gen (B, T) of all steps.
+
+        Only the gold word's probability is needed, so the (B, T, V + OOV) distribution is never built;
+        the result equals ``-log`` of :meth:`forward`'s probability of the gold word (tested)."""
+        cfg = self.config
+        log_vocab = torch.log_softmax(vocab_logits, dim=-1)
+        if not cfg.pointer:
+            # Without copying, an OOV target can only be predicted as UNK; log domain: exact for tiny P.
+            labels = labels.masked_fill(labels >= cfg.vocab_size, cfg.unk_id)
+            return -log_vocab.gather(2, labels.unsqueeze(-1)).squeeze(-1)
+        gold_log_vocab = log_vocab.gather(2, labels.clamp(max=cfg.vocab_size - 1).unsqueeze(-1)).squeeze(-1)
+        # An extended (copied OOV) id has no generation probability, only the copy term.
+        gold_vocab = gold_log_vocab.exp() * labels.lt(cfg.vocab_size)
+        copy = (attention * extended_ids.unsqueeze(1).eq(labels.unsqueeze(-1))).sum(-1)
+        return -torch.log((p_gen * gold_vocab + (1.0 - p_gen) * copy).clamp(min=_EPS))
+
+    def loss(
+        self, token_nll: torch.Tensor, token_coverage: torch.Tensor, target_mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+        """(loss, nll, coverage loss, number of tokens): means over real target tokens (eq. 13), the coverage
+        term ``sum_i min(a_i^t, c_i^t)`` weighted by lambda when coverage is on; an all-padding batch gives
+        0, not 0/0."""
+        num_tokens = int(target_mask.sum())
+        denominator = max(num_tokens, 1)
+        nll = (token_nll * target_mask).sum() / denominator
+        coverage_loss = (token_coverage * target_mask).sum() / denominator
+        cfg = self.config
+        loss = nll + cfg.coverage_loss_weight * coverage_loss if cfg.coverage else nll
+        return loss, nll, coverage_loss, num_tokens
+
+
 class PointerGenerator(nn.Module):
     def __init__(self, config: PointerGeneratorConfig) -> None:
         super().__init__()
@@ -129,24 +286,23 @@ class PointerGenerator(nn.Module):
         self.out_hidden = nn.Linear(h + 2 * h, h)  # V [h_t; h*_t] + b
         self.out_vocab = nn.Linear(h, v)  # V' . + b'
         self.dropout = nn.Dropout(config.dropout)
+        self.copy = CopyMixture(config)  # no parameters: the state dict keys are unchanged
 
     # ------------------------------------------------------------------ encoder
     def encode(
         self, input_ids: torch.Tensor, extended_ids: torch.Tensor | None = None, num_oovs: int = 0
     ) -> tuple[EncoderOutput, DecoderState]:
-        """Run the encoder. ``input_ids`` (B, L) use UNK for OOVs; padding is ``config.pad_id``."""
+        """Run the encoder. ``input_ids`` (B, L) use UNK for OOVs; padding is ``config.pad_id`` at the end."""
         cfg = self.config
         mask = input_ids.ne(cfg.pad_id)
         embedded = self.dropout(self.embedding(input_ids))
-        forward_states, h_fw, c_fw = self._encoder_direction(embedded, mask, reverse=False)
-        backward_states, h_bw, c_bw = self._encoder_direction(embedded, mask, reverse=True)
-        states = torch.cat([forward_states, backward_states], dim=-1)
-        # Final states of both directions -> (B, 2H) -> reduced to the decoder's H.
-        h0 = F.relu(self.reduce_h(torch.cat([h_fw, h_bw], dim=-1)))
-        c0 = F.relu(self.reduce_c(torch.cat([c_fw, c_bw], dim=-1)))
+        states, h_n, c_n = self._bidirectional(embedded, mask)
+        # Final states of both directions (B, 2H) -> reduced to the decoder's H.
+        h0 = F.relu(self.reduce_h(h_n))
+        c0 = F.relu(self.reduce_c(c_n))
         encoder_output = EncoderOutput(
             states=states,
-            features=self.attn_encoder(states),
+            features=2.0 * self.attn_encoder(states),
             mask=mask,
             extended_ids=input_ids if extended_ids is None else extended_ids,
             num_oovs=num_oovs if cfg.pointer else 0,
@@ -160,44 +316,79 @@ class PointerGenerator(nn.Module):
         )
         return encoder_output, state
 
-    def _encoder_direction(
-        self, embedded: torch.Tensor, mask: torch.Tensor, reverse: bool
+    def _bidirectional(
+        self, embedded: torch.Tensor, mask: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One direction of the bidirectional encoder over a padded batch, exactly as a packed sequence:
-        padding never changes the state and gets zero outputs. Returns (outputs (B, L, H), h_n, c_n).
+        """The bidirectional encoder over a padded batch, exactly as over a packed sequence: outputs
+        (B, L, 2H) with zeros at padding, and final (h, c) of both directions (B, 2H) taken after each row's
+        own tokens.
 
-        Written out (with ``self.encoder``'s own weights) because the packed ``nn.LSTM`` backward on CPU
-        zero-fills a copy of the whole packed input at every time step: quadratic in the length, it was
-        ~75% of a training step at 400 source tokens. Input projections are one matmul; ``unbind``/``stack``
-        keep the per-step backward linear."""
-        suffix = "_reverse" if reverse else ""
+        Rows are right-aligned (padding first), and a padding step is an exact no-op on the zero initial
+        state: an extra input feature, 1 at padding, drives the input gate to exactly 0 through a fixed
+        ``_CLOSED_GATE`` weight. Then both directions are one fused LSTM call each, whose final state is
+        every row's: the forward direction reads the rows rolled right by their padding, the backward one
+        reads them flipped (which reverses every row within its length and puts its padding first).
+        Not a packed sequence: its CPU backward zero-fills a copy of the whole packed input at every step,
+        quadratic in the length."""
+        batch, length, dim = embedded.shape
+        positions = torch.arange(length, device=embedded.device)
+        padding = length - mask.sum(1, keepdim=True)  # (B, 1)
+        closed = positions.lt(padding).unsqueeze(-1).to(embedded.dtype)  # (B, L, 1) leading padding
+        roll = (positions - padding) % length  # row b rolled right by its padding
+        forward_in = embedded.gather(1, roll.unsqueeze(-1).expand(-1, -1, dim))
+        forward_out, h_fw, c_fw = self._encoder_direction(forward_in, closed, "")
+        backward_out, h_bw, c_bw = self._encoder_direction(embedded.flip(1), closed, "_reverse")
+        unroll = (positions + padding) % length  # back to left-aligned; padding lands on zero outputs
+        forward_out = forward_out.gather(1, unroll.unsqueeze(-1).expand(-1, -1, forward_out.size(-1)))
+        states = torch.cat([forward_out, backward_out.flip(1)], dim=-1)
+        return states, torch.cat([h_fw, h_bw], dim=-1), torch.cat([c_fw, c_bw], dim=-1)
+
+    def _encoder_direction(
+        self, inputs: torch.Tensor, closed: torch.Tensor, suffix: str
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One direction of ``self.encoder`` (its own weights) over right-aligned rows, from a zero state."""
         lstm = self.encoder
-        w_ih, w_hh = getattr(lstm, f"weight_ih_l0{suffix}"), getattr(lstm, f"weight_hh_l0{suffix}")
-        bias = getattr(lstm, f"bias_ih_l0{suffix}") + getattr(lstm, f"bias_hh_l0{suffix}")
-        steps = F.linear(embedded, w_ih, bias).unbind(1)
-        keep = mask.unsqueeze(-1).unbind(1)
-        h = embedded.new_zeros(embedded.size(0), w_hh.size(1))
-        c = h
-        outputs: list[torch.Tensor] = [h] * len(steps)
-        for t in reversed(range(len(steps))) if reverse else range(len(steps)):
-            i, f, g, o = (steps[t] + F.linear(h, w_hh)).chunk(4, dim=-1)  # PyTorch's gate order
-            c_t = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-            h_t = torch.sigmoid(o) * torch.tanh(c_t)
-            c, h = torch.where(keep[t], c_t, c), torch.where(keep[t], h_t, h)
-            outputs[t] = h_t * keep[t]
-        return torch.stack(outputs, dim=1), h, c
+        w_ih = getattr(lstm, f"weight_ih_l0{suffix}")
+        hidden = w_ih.size(0) // 4
+        gate = w_ih.new_zeros(4 * hidden, 1)
+        gate[:hidden] = _CLOSED_GATE  # PyTorch's gate order is i, f, g, o
+        weights = [
+            torch.cat([w_ih, gate], dim=1),
+            getattr(lstm, f"weight_hh_l0{suffix}"),
+            getattr(lstm, f"bias_ih_l0{suffix}"),
+            getattr(lstm, f"bias_hh_l0{suffix}"),
+        ]
+        zeros = inputs.new_zeros(1, inputs.size(0), hidden)
+        # torch.lstm is nn.LSTM's kernel (oneDNN on CPU, cuDNN on GPUs) with explicit weights: one layer, one
+        # direction, batch first.
+        outputs, h_n, c_n = torch.lstm(
+            torch.cat([inputs, closed], dim=-1),
+            (zeros, zeros),
+            weights,
+            True,  # has_biases
+            1,  # num_layers
+            0.0,  # dropout
+            self.training,
+            False,  # bidirectional
+            True,  # batch_first
+        )
+        return outputs, h_n[0], c_n[0]
 
     # ------------------------------------------------------------------ one decoder step
     def _attention(
         self, s_t: torch.Tensor, encoder: EncoderOutput, coverage: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        # The (B, L, 2H) pre-activation dominates the cost of a step: write it once and update it in place
-        # (w_c c_i is an outer product, so addcmul_ rather than a Linear with one input feature).
-        # Both in-place ops are autograd-safe: the sum is not needed for backward, tanh saves its output.
-        hidden = encoder.features + self.attn_decoder(s_t).unsqueeze(1)
-        if self.config.coverage:
-            hidden.addcmul_(coverage.unsqueeze(-1), self.attn_coverage.weight.squeeze(-1))
-        scores = self.attn_v(hidden.tanh_()).squeeze(-1)
+        features = encoder.features
+        if encoder.workspace is None or encoder.workspace.shape != features.shape:
+            encoder.workspace = torch.empty_like(features, memory_format=torch.contiguous_format)
+        scores = _AttentionEnergy.apply(
+            features,
+            2.0 * self.attn_decoder(s_t),
+            coverage if self.config.coverage else None,
+            2.0 * self.attn_coverage.weight.squeeze(-1),
+            2.0 * self.attn_v.weight.squeeze(0),
+            encoder.workspace,
+        )
         # Masked softmax with a finite fill (exp underflows to exactly 0) and a final multiply by the mask:
         # an all-pad row (empty article) gets all-zero attention instead of the NaN of softmax(-inf, ...).
         scores = scores.masked_fill(~encoder.mask, torch.finfo(scores.dtype).min)
@@ -232,15 +423,8 @@ class PointerGenerator(nn.Module):
     def decode_step(self, prev_ids: torch.Tensor, state: DecoderState, encoder: EncoderOutput) -> StepOutput:
         """One decoder step. ``prev_ids`` (B,) may hold extended ids (copied OOVs): those are read as UNK."""
         features, attention, p_gen, new_state = self._recurrent_step(prev_ids, state, encoder)
-        vocab_probs = torch.softmax(self._vocab_logits(features), dim=-1)
-        if self.config.pointer:
-            probs = p_gen.unsqueeze(-1) * vocab_probs
-            if encoder.num_oovs:
-                probs = torch.cat([probs, probs.new_zeros(probs.size(0), encoder.num_oovs)], dim=-1)
-            # scatter_add (not scatter): a word that occurs k times in the article gets all k weights.
-            probs = probs.scatter_add(1, encoder.extended_ids, (1.0 - p_gen).unsqueeze(-1) * attention)
-        else:
-            probs = vocab_probs
+        logits = self._vocab_logits(features)
+        probs = self.copy(logits, attention, p_gen, encoder.extended_ids, encoder.num_oovs)
         return StepOutput(probs, attention, state.coverage, p_gen, new_state)
 
     # ------------------------------------------------------------------ teacher-forced loss
@@ -255,17 +439,10 @@ class PointerGenerator(nn.Module):
         """Teacher-forced loss. ``labels`` (B, T) are extended ids with ``pad_id`` at padding;
         ``decoder_input_ids`` are ``[BOS] + labels[:-1]`` (extended ids are mapped to UNK inside).
 
-        Only the gold word's probability is needed, so instead of materialising the (B, T, V + OOV)
-        final distribution this computes ``p_gen P_vocab(w*) + (1 - p_gen) sum_{i: w_i = w*} a_i``
-        directly, with the vocabulary projection batched over all steps (equal to :meth:`decode_step`'s
-        distribution; tested).
-        The loss is averaged over real target tokens; an all-padding batch gives 0, not 0/0."""
-        cfg = self.config
+        The recurrent part runs step by step; the vocabulary projection and :class:`CopyMixture`'s loss run
+        once over all steps. The loss is averaged over real target tokens."""
         encoder, state = self.encode(input_ids, extended_ids, num_oovs)
-        if not cfg.pointer:
-            # Without copying, an OOV target can only be predicted as UNK.
-            labels = labels.masked_fill(labels >= cfg.vocab_size, cfg.unk_id)
-        target_mask = labels.ne(cfg.pad_id)
+        target_mask = labels.ne(self.config.pad_id)
         features, attentions, p_gens, coverage_terms = [], [], [], []
         for t in range(labels.size(1)):
             coverage = state.coverage
@@ -274,24 +451,17 @@ class PointerGenerator(nn.Module):
             attentions.append(attention)
             p_gens.append(p_gen)
             coverage_terms.append(torch.minimum(attention, coverage).sum(-1))
-        log_vocab = torch.log_softmax(self._vocab_logits(torch.stack(features, dim=1)), dim=-1)  # (B, T, V)
-        gold_log_vocab = log_vocab.gather(2, labels.clamp(max=cfg.vocab_size - 1).unsqueeze(-1)).squeeze(-1)
-        if cfg.pointer:
-            # An extended (copied OOV) id has no generation probability, only the copy term.
-            gold_vocab = gold_log_vocab.exp() * labels.lt(cfg.vocab_size)
-            p_gen = torch.stack(p_gens, dim=1)  # (B, T)
-            attention = torch.stack(attentions, dim=1)  # (B, T, L)
-            copy = (attention * encoder.extended_ids.unsqueeze(1).eq(labels.unsqueeze(-1))).sum(-1)
-            token_nll = -torch.log((p_gen * gold_vocab + (1.0 - p_gen) * copy).clamp(min=_EPS))
-        else:
-            token_nll = -gold_log_vocab  # log domain: exact even for tiny probabilities
+        token_nll = self.copy.token_nll(
+            self._vocab_logits(torch.stack(features, dim=1)),
+            torch.stack(attentions, dim=1),
+            torch.stack(p_gens, dim=1),
+            encoder.extended_ids,
+            labels,
+        )
         token_nll = token_nll * target_mask
-        token_cov = torch.stack(coverage_terms, dim=1) * target_mask
-        num_tokens = int(target_mask.sum())
-        denominator = max(num_tokens, 1)
-        nll = token_nll.sum() / denominator
-        coverage_loss = token_cov.sum() / denominator
-        loss = nll + cfg.coverage_loss_weight * coverage_loss if cfg.coverage else nll
+        loss, nll, coverage_loss, num_tokens = self.copy.loss(
+            token_nll, torch.stack(coverage_terms, dim=1), target_mask
+        )
         return ForwardOutput(loss, nll, coverage_loss, num_tokens, token_nll)
 
     # ------------------------------------------------------------------ files
@@ -370,4 +540,68 @@ def config_for_vocab(vocab: Any, **kwargs: Any) -> PointerGeneratorConfig:
         eos_id=vocab.eos_id,
         vocab_fingerprint=vocab.fingerprint,
         **kwargs,
+    )
+
+
+# ---------------------------------------------------------------------- preprocessing (training, inference)
+def document_words(document: Document | str) -> list[str]:
+    """The lowercased word tokens the model reads for an article (See et al. lowercase everything).
+
+    The one tokenisation of both training and summarization: a :class:`~synopsis.document.Document` is read
+    as its sentences joined by spaces, a string as it is."""
+    text = document if isinstance(document, str) else " ".join(s.text for s in document.sentences)
+    return word_tokenize(text, lower=True)
+
+
+def summary_words(reference: str) -> list[str]:
+    """The lowercased word tokens of a reference summary (the training target), tokenised as articles are."""
+    return word_tokenize(reference, lower=True)
+
+
+@dataclass
+class Batch:
+    """Model inputs for a batch of articles (and, for training, their summaries)."""
+
+    input_ids: torch.Tensor  # (B, L) OOV -> UNK
+    extended_ids: torch.Tensor  # (B, L)
+    decoder_input_ids: torch.Tensor | None  # (B, T) [BOS] + target, or None without targets
+    labels: torch.Tensor | None  # (B, T) extended ids + [EOS], pad at padding, or None without targets
+    num_oovs: int
+    oovs: list[list[str]]
+
+
+def encode_batch(
+    vocab: Vocab,
+    sources: Sequence[Sequence[str]],
+    targets: Sequence[Sequence[str]] | None = None,
+    max_source: int | None = None,
+    max_target: int | None = None,
+    device: torch.device | str | None = None,
+) -> Batch:
+    """Ids for a batch of word-tokenised articles (and summaries): the extended vocabulary of each article,
+    padding at the end. Articles are cut to ``max_source`` words; ``[BOS] + target`` and ``target + [EOS]``
+    are cut to ``max_target``, so a truncated target gets no EOS (as in the authors' code)."""
+    encoded = [vocab.encode_source(list(s)[:max_source]) for s in sources]
+
+    def pad(rows: list[list[int]]) -> torch.Tensor:
+        width = max(1, max(len(r) for r in rows))
+        return torch.tensor(
+            [r + [vocab.pad_id] * (width - len(r)) for r in rows], dtype=torch.long, device=device
+        )
+
+    decoder_input_ids = labels = None
+    if targets is not None:
+        decoder_inputs, label_rows = [], []
+        for target, src in zip(targets, encoded, strict=True):
+            ids = vocab.encode_target(target, src.oovs)
+            decoder_inputs.append(([vocab.bos_id] + ids)[:max_target])
+            label_rows.append((ids + [vocab.eos_id])[:max_target])
+        decoder_input_ids, labels = pad(decoder_inputs), pad(label_rows)
+    return Batch(
+        input_ids=pad([s.ids for s in encoded]),
+        extended_ids=pad([s.extended_ids for s in encoded]),
+        decoder_input_ids=decoder_input_ids,
+        labels=labels,
+        num_oovs=max(len(s.oovs) for s in encoded),
+        oovs=[s.oovs for s in encoded],
     )

@@ -20,7 +20,6 @@ from synopsis.document import Document
 from synopsis.errors import CheckpointError, ConfigError, InputError
 from synopsis.generation.config import GENERATION_CONFIG_FILE, GenerationConfig
 from synopsis.summarizers.base import Summarizer
-from synopsis.text import word_tokenize
 
 logger = logging.getLogger(__name__)
 
@@ -86,28 +85,23 @@ class PointerGeneratorSummarizer(Summarizer):
         import torch
 
         from synopsis.generation import beam_search, build_processors, greedy_search
+        from synopsis.models.pointer_generator import encode_batch
 
         g, vocab = self.generation, self.vocab
         min_length = g.min_length if min_length is None else min_length
-        encoded = [vocab.encode_source(list(a)[: g.max_source_tokens]) for a in articles]
-        width = max(len(e.ids) for e in encoded)
-        input_ids = torch.full((len(encoded), width), vocab.pad_id, dtype=torch.long)
-        extended_ids = input_ids.clone()
-        for row, e in enumerate(encoded):
-            input_ids[row, : len(e.ids)] = torch.tensor(e.ids)
-            extended_ids[row, : len(e.ids)] = torch.tensor(e.extended_ids)
-        num_oovs = max(len(e.oovs) for e in encoded)
+        device = next(self.model.parameters()).device
+        batch = encode_batch(vocab, articles, max_source=g.max_source_tokens, device=device)
 
         def step(tokens: torch.Tensor, state: Any, memory: Any) -> tuple[torch.Tensor, Any]:
             out = self.model.decode_step(tokens, state, memory)
             return out.probs.log(), out.state  # log(0) = -inf marks ids outside this article's OOV list
 
         with torch.inference_mode():
-            memory, state = self.model.encode(input_ids, extended_ids, num_oovs)
+            memory, state = self.model.encode(batch.input_ids, batch.extended_ids, batch.num_oovs)
             # The decoders count EOS as a token; min/max_length here count words.
             processors = build_processors({**asdict(g), "min_length": min_length + 1}, vocab.eos_id)
             common = dict(
-                batch_size=len(encoded),
+                batch_size=len(articles),
                 bos_id=vocab.bos_id,
                 eos_id=vocab.eos_id,
                 max_length=g.max_length,
@@ -125,7 +119,7 @@ class PointerGeneratorSummarizer(Summarizer):
                     length_penalty_kind=g.length_penalty_kind,
                     **common,
                 )
-        return [vocab.decode(h.tokens, e.oovs) for h, e in zip(hypotheses, encoded, strict=True)]
+        return [vocab.decode(h.tokens, oovs) for h, oovs in zip(hypotheses, batch.oovs, strict=True)]
 
     def summarize(
         self,
@@ -134,13 +128,15 @@ class PointerGeneratorSummarizer(Summarizer):
         references: Sequence[Sequence[str]] | None = None,
     ) -> list[str]:
         """One summary per document. Instructions are ignored: the pointer-generator is not controllable."""
+        from synopsis.models.pointer_generator import document_words
+
         self._check_batch(documents, instructions, references)
         if not documents:
             return []
         articles, min_lengths = [], []
         for i, document in enumerate(documents):
             name = document.id or f"document {i + 1}"
-            tokens = word_tokenize(" ".join(s.text for s in document.sentences), lower=True)
+            tokens = document_words(document)
             if not tokens:
                 raise InputError(f"{name}: document is empty; nothing to summarize")
             if len(tokens) < self.generation.min_length:

@@ -45,8 +45,14 @@ from synopsis.config import from_dict, to_dict
 from synopsis.data.example import Example
 from synopsis.errors import ConfigError, InputError
 from synopsis.generation.config import GENERATION_CONFIG_FILE, GenerationConfig
-from synopsis.models.pointer_generator import PointerGenerator, config_for_vocab
-from synopsis.text import word_tokenize
+from synopsis.models.pointer_generator import (
+    Batch,
+    PointerGenerator,
+    config_for_vocab,
+    document_words,
+    encode_batch,
+    summary_words,
+)
 from synopsis.training.plots import plot_curves
 from synopsis.vocab import Vocab
 
@@ -155,12 +161,10 @@ def read_split(data: DataConfig, split: str | None, path: str | None = None) -> 
 
 
 def document_tokens(example_or_text: Example | str) -> list[str]:
-    """Lowercased word tokens of an article (See et al. lowercase everything)."""
+    """Lowercased word tokens of an article, as the summarizer reads it (:func:`document_words`)."""
     if isinstance(example_or_text, Example):
-        text = " ".join(s.text for s in example_or_text.document.sentences)
-    else:
-        text = example_or_text
-    return word_tokenize(text, lower=True)
+        return document_words(example_or_text.document)
+    return document_words(example_or_text)
 
 
 def make_pairs(examples: Sequence[Example], all_references: bool, limit: int | None = None) -> list[Pair]:
@@ -169,43 +173,15 @@ def make_pairs(examples: Sequence[Example], all_references: bool, limit: int | N
         source = document_tokens(example)
         references = example.references if all_references else example.references[:1]
         for reference in references:
-            target = word_tokenize(reference, lower=True)
+            target = summary_words(reference)
             if source and target:
                 pairs.append(Pair(source, target))
     return pairs
 
 
-@dataclass
-class Batch:
-    input_ids: torch.Tensor  # (B, L) OOV -> UNK
-    extended_ids: torch.Tensor  # (B, L)
-    decoder_input_ids: torch.Tensor  # (B, T)
-    labels: torch.Tensor  # (B, T) extended ids, pad at padding
-    num_oovs: int
-    oovs: list[list[str]]
-
-
 def collate(pairs: Sequence[Pair], vocab: Vocab, max_source: int, max_target: int) -> Batch:
-    """Tensors for a batch; targets that are truncated get no EOS (as in the authors' code)."""
-    sources = [vocab.encode_source(p.source[:max_source]) for p in pairs]
-    decoder_inputs, labels = [], []
-    for pair, src in zip(pairs, sources, strict=True):
-        target = vocab.encode_target(pair.target, src.oovs)
-        decoder_inputs.append(([vocab.bos_id] + target)[:max_target])
-        labels.append((target + [vocab.eos_id])[:max_target])
-
-    def pad(rows: list[list[int]]) -> torch.Tensor:
-        width = max(1, max(len(r) for r in rows))
-        return torch.tensor([r + [vocab.pad_id] * (width - len(r)) for r in rows], dtype=torch.long)
-
-    return Batch(
-        input_ids=pad([s.ids for s in sources]),
-        extended_ids=pad([s.extended_ids for s in sources]),
-        decoder_input_ids=pad(decoder_inputs),
-        labels=pad(labels),
-        num_oovs=max(len(s.oovs) for s in sources),
-        oovs=[s.oovs for s in sources],
-    )
+    """Tensors for a batch of training pairs (:func:`encode_batch`, shared with the summarizer)."""
+    return encode_batch(vocab, [p.source for p in pairs], [p.target for p in pairs], max_source, max_target)
 
 
 def epoch_batches(
