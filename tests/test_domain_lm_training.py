@@ -14,8 +14,8 @@ from synopsis.experiments.domain_lm import ExperimentConfig, ModelSizes, run_exp
 from synopsis.lm.corpus import AttributedDocument, TokenStream, build_vocabulary
 from synopsis.lm.sampling import sample
 from synopsis.lm.training import (
+    LMTrainConfig,
     ScheduleState,
-    TrainConfig,
     perplexity,
     train_language_model,
     update_schedule,
@@ -86,7 +86,7 @@ def test_training_lowers_dev_perplexity_and_attributes_help() -> None:
     model, train, dev, _ = setup_training()
     before = perplexity(model, dev)
     result = train_language_model(
-        model, train, dev, TrainConfig(batch_size=4, bptt=8, max_epochs=6, learning_rate=1.0)
+        model, train, dev, LMTrainConfig(batch_size=4, bptt=8, max_epochs=6, learning_rate=1.0)
     )
     after = perplexity(model, dev)
     assert after < 0.75 * before and math.isclose(after, result.best_dev_perplexity, rel_tol=1e-5)
@@ -95,7 +95,7 @@ def test_training_lowers_dev_perplexity_and_attributes_help() -> None:
 
 
 def test_resume_reproduces_the_next_batch_loss(tmp_path) -> None:
-    config = TrainConfig(batch_size=4, bptt=8, max_epochs=2, learning_rate=0.5)
+    config = LMTrainConfig(batch_size=4, bptt=8, max_epochs=2, learning_rate=0.5)
     straight: dict[tuple[int, int], float] = {}
     model, train, dev, _ = setup_training()
     train_language_model(
@@ -103,7 +103,7 @@ def test_resume_reproduces_the_next_batch_loss(tmp_path) -> None:
     )
 
     model, train, dev, _ = setup_training()
-    first = TrainConfig(**{**config.__dict__, "max_epochs": 1})
+    first = LMTrainConfig(**{**config.__dict__, "max_epochs": 1})
     train_language_model(model, train, dev, first, run_dir=tmp_path)
     resumed: dict[tuple[int, int], float] = {}
     model, train, dev, _ = setup_training(
@@ -144,7 +144,7 @@ def test_experiment_on_tiny_data_writes_the_three_tables(tmp_path) -> None:
         max_tokens_per_domain=None,
         min_count=2,
         model=ModelSizes(embedding_dim=8, hidden_dim=8),
-        training=TrainConfig(batch_size=2, bptt=8, max_epochs=1, learning_rate=0.5),
+        training=LMTrainConfig(batch_size=2, bptt=8, max_epochs=1, learning_rate=0.5),
         held_out=["style=spoken, topic=public", "style=written, topic=everyday"],
     )
     results = run_experiment(config, tmp_path / "out")

@@ -14,7 +14,7 @@ from synopsis.document import Document
 from synopsis.errors import ConfigError, InputError
 from synopsis.models.pointer_generator import PointerGenerator
 from synopsis.summarizers.pointer_generator import PointerGeneratorSummarizer
-from synopsis.training.pointer_generator import TrainConfig, Trainer
+from synopsis.training.pointer_generator import PointerGeneratorTrainConfig, Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,9 +32,9 @@ def corpus(shared_data: Path, tmp_path_factory) -> Path:
     return folder
 
 
-def tiny_config(corpus: Path, **schedule) -> TrainConfig:
+def tiny_config(corpus: Path, **schedule) -> PointerGeneratorTrainConfig:
     return from_dict(
-        TrainConfig,
+        PointerGeneratorTrainConfig,
         {
             "data": {
                 "corpus": "jsonl",
@@ -69,7 +69,9 @@ class RecordingTrainer(Trainer):
     losses: dict[int, float]
 
 
-def run(config: TrainConfig, out: Path, resume: bool = False, stop: int | None = None) -> RecordingTrainer:
+def run(
+    config: PointerGeneratorTrainConfig, out: Path, resume: bool = False, stop: int | None = None
+) -> RecordingTrainer:
     trainer = RecordingTrainer(config, out, resume=resume, progress=False)
     trainer.losses = {}
     trainer.run(stop_at_step=stop)
@@ -178,7 +180,7 @@ def test_paper_config_runs_on_cnn_stories(shared_data: Path, tmp_path: Path) -> 
     from synopsis.config import merge, parse_overrides
 
     data = yaml.safe_load((ROOT / "configs" / "pointer_generator_cnndm.yaml").read_text())
-    paper = from_dict(TrainConfig, data)
+    paper = from_dict(PointerGeneratorTrainConfig, data)
     assert (paper.model.hidden_dim, paper.model.embedding_dim, paper.vocab.max_size) == (256, 128, 50_000)
     assert (paper.optim.learning_rate, paper.optim.initial_accumulator, paper.optim.max_grad_norm) == (
         0.15,
@@ -208,7 +210,7 @@ def test_paper_config_runs_on_cnn_stories(shared_data: Path, tmp_path: Path) -> 
             "schedule.coverage_steps=1",
         ]
     )
-    config = from_dict(TrainConfig, merge(data, overrides))
+    config = from_dict(PointerGeneratorTrainConfig, merge(data, overrides))
     trainer = run(config, tmp_path / "cnn")
     assert trainer.state["step"] == 3
     summarizer = PointerGeneratorSummarizer.from_pretrained(

@@ -23,14 +23,14 @@ def train(
 ) -> None:
     """Train a pointer-generator network (See et al., 2017) with the paper's two-phase schedule."""
     from synopsis.config import load_config, parse_overrides
-    from synopsis.training.pointer_generator import TRAIN_CONFIG_FILE, TrainConfig
+    from synopsis.training.pointer_generator import TRAIN_CONFIG_FILE, PointerGeneratorTrainConfig
     from synopsis.training.pointer_generator import train as run_training
 
     if config is None and resume and (output_dir / TRAIN_CONFIG_FILE).is_file():
         config = output_dir / TRAIN_CONFIG_FILE
     elif config is None:
         raise ConfigError("--config is required (except with --resume on an existing run)")
-    train_config = load_config(TrainConfig, config, parse_overrides(sets))
+    train_config = load_config(PointerGeneratorTrainConfig, config, parse_overrides(sets))
     if threads is not None:
         import torch
 

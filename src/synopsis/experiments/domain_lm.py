@@ -41,7 +41,7 @@ from synopsis.lm.corpus import (
     select_domains,
     split_train_dev,
 )
-from synopsis.lm.training import TrainConfig, perplexity, progress_bar, train_language_model
+from synopsis.lm.training import LMTrainConfig, perplexity, progress_bar, train_language_model
 from synopsis.models.domain_lm import (
     MODEL_VERSION,
     VARIANTS,
@@ -89,7 +89,7 @@ class ExperimentConfig:
     held_out: list[str] = field(default_factory=list)
     model: ModelSizes = field(default_factory=ModelSizes)
     # lr 0.5 and 6 epochs: see configs/domain_lm.yaml (bounded so the default run fits in < 60 min on CPU).
-    training: TrainConfig = field(default_factory=lambda: TrainConfig(learning_rate=0.5, max_epochs=6))
+    training: LMTrainConfig = field(default_factory=lambda: LMTrainConfig(learning_rate=0.5, max_epochs=6))
 
     def __post_init__(self) -> None:
         unknown = [v for v in self.variants if v not in VARIANTS]

@@ -39,7 +39,7 @@ from synopsis.models.domain_lm import DomainLM
 
 
 @dataclass
-class TrainConfig:
+class LMTrainConfig:
     batch_size: int = 20
     bptt: int = 16
     learning_rate: float = 0.1
@@ -86,7 +86,7 @@ def update_schedule(state: ScheduleState, dev_nll: float, threshold: float) -> S
 
 
 @dataclass
-class TrainResult:
+class LMTrainResult:
     best_dev_perplexity: float
     epochs: int
     history: list[dict[str, float]] = field(default_factory=list)
@@ -130,14 +130,14 @@ def train_language_model(
     model: DomainLM,
     train: TokenStream,
     dev: TokenStream,
-    config: TrainConfig,
+    config: LMTrainConfig,
     run_dir: str | Path | None = None,
     resume: bool = False,
     progress: Progress | None = None,
     description: str = "train",
     on_batch: Callable[[int, int, float], None] | None = None,
     extra_state: dict[str, Any] | None = None,
-) -> TrainResult:
+) -> LMTrainResult:
     """Train in place; the model ends with the best dev weights. ``run_dir`` enables checkpoints and resume.
 
     ``on_batch(epoch, batch, loss)`` is called after every update (tests use it to compare runs).
@@ -241,7 +241,7 @@ def train_language_model(
                 )
         progress.remove_task(task)
     model.load_state_dict(best_weights)
-    return TrainResult(
+    return LMTrainResult(
         best_dev_perplexity=math.exp(schedule.best_dev_nll),
         epochs=len(history),
         history=history,

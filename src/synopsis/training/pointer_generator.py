@@ -113,7 +113,7 @@ class ScheduleConfig:
 
 
 @dataclass
-class TrainConfig:
+class PointerGeneratorTrainConfig:
     data: DataConfig = field(default_factory=DataConfig)
     vocab: VocabConfig = field(default_factory=VocabConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -231,7 +231,7 @@ class Trainer:
 
     def __init__(
         self,
-        config: TrainConfig,
+        config: PointerGeneratorTrainConfig,
         output_dir: str | Path,
         resume: bool = False,
         progress: bool = True,
@@ -242,9 +242,8 @@ class Trainer:
         if resume:
             if not config_path.is_file():
                 raise InputError(f"{self.output_dir}: nothing to resume (no {TRAIN_CONFIG_FILE})")
-            saved = from_dict(
-                TrainConfig, json.loads(config_path.read_text(encoding="utf-8")), str(config_path)
-            )
+            saved_data = json.loads(config_path.read_text(encoding="utf-8"))
+            saved = from_dict(PointerGeneratorTrainConfig, saved_data, str(config_path))
             if to_dict(saved) != to_dict(config):
                 raise ConfigError(
                     f"{config_path}: the given config differs from the run's saved config; "
@@ -491,7 +490,7 @@ class Trainer:
 
 
 def train(
-    config: TrainConfig, output_dir: str | Path, resume: bool = False, progress: bool = True
+    config: PointerGeneratorTrainConfig, output_dir: str | Path, resume: bool = False, progress: bool = True
 ) -> dict[str, Any]:
     """Train (or resume) a pointer-generator run; returns the final trainer state."""
     return Trainer(config, output_dir, resume=resume, progress=progress).run()

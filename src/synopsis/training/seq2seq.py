@@ -104,7 +104,7 @@ class Seq2SeqTrainConfig:
 
 
 @dataclass
-class TrainResult:
+class Seq2SeqTrainResult:
     best_score: float
     best_step: int
     best_metrics: dict[str, float]
@@ -269,7 +269,7 @@ class Seq2SeqTrainer:
         return max(0.0, (total - step) / max(1, total - warmup))
 
     # ------------------------------------------------------------------ loop
-    def train(self, stop_at_step: int | None = None) -> TrainResult:
+    def train(self, stop_at_step: int | None = None) -> Seq2SeqTrainResult:
         """Train to ``max_steps`` (or early stopping); ``stop_at_step`` interrupts as a kill would (tests)."""
         from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -319,7 +319,7 @@ class Seq2SeqTrainer:
                     if stopped_early:
                         logger.info("early stop: no improvement in %d evaluations", cfg.patience)
                         break
-        return TrainResult(
+        return Seq2SeqTrainResult(
             best_score=state["best_score"],
             best_step=state["best_step"],
             best_metrics=state["best_metrics"],
@@ -440,7 +440,7 @@ def save_config(config: Seq2SeqTrainConfig, path: Path) -> None:
 
 def train_seq2seq(
     config: Seq2SeqTrainConfig, resume: bool = False, show_progress: bool = True
-) -> TrainResult:
+) -> Seq2SeqTrainResult:
     """Fine-tune per ``config``; see :class:`Seq2SeqTrainer`."""
     trainer = Seq2SeqTrainer(config, resume=resume, show_progress=show_progress)
     save_config(config, trainer.run_dir / "config.yaml")
