@@ -1,4 +1,4 @@
-"""LSTM language model with attribute-shared and attribute-specific representations (seed 002).
+"""LSTM language model with attribute-shared and attribute-specific representations.
 
 A domain is a combination of attributes such as ``{"style": "spoken", "topic": "public-affairs"}``. The model
 has one *slot* per attribute **value** seen in training, named ``"name=value"`` (``config.attribute_slots``),
