@@ -1,15 +1,14 @@
 """Training and evaluation of :class:`~synopsis.models.domain_lm.DomainLM` with truncated BPTT.
 
 Recipe (the domain-attribute LM paper, after the RNNLM toolkit of Mikolov et al.): plain SGD; the loss is
-the cross-entropy summed over the BPTT window and averaged over the batch rows (the convention of the
-RNNLM / Chainer / TF-PTB recipes that a learning rate like the paper's 0.1 refers to); dropout on the LSTM's
-input and output; L2 as weight decay; gradient-norm clipping. After every epoch the dev log-likelihood ratio r = LL(prev) / LL(now)
-(= the dev NLL ratio) decides: once r < 1.003 the learning rate is halved, and from then on halved every
-epoch, until r < 1.003 a second time, which stops training (early stopping); an epoch that makes dev worse
-is undone (the best weights are restored) first. The best model by dev perplexity is kept. A checkpoint is
-written atomically after every epoch and ``resume`` continues from the latest one exactly (weights,
-optimizer, RNG, schedule).
-"""
+the cross-entropy summed over the BPTT window and averaged over the batch rows (the convention of the RNNLM
+/ Chainer / TF-PTB recipes that a learning rate like the paper's 0.1 refers to); dropout on the LSTM's input
+and output; L2 as weight decay; gradient-norm clipping. After every epoch the dev log-likelihood ratio r =
+LL(prev) / LL(now) (= the dev NLL ratio) decides: once r < 1.003 the learning rate is halved, and from then
+on halved every epoch, until r < 1.003 a second time, which stops training (early stopping); an epoch that
+makes dev worse is undone (the best weights are restored) first. The best model by dev perplexity is kept. A
+checkpoint is written atomically after every epoch and ``resume`` continues from the latest one exactly
+(weights, optimizer, RNG, schedule). """
 
 from __future__ import annotations
 
