@@ -193,8 +193,10 @@ class ProgressReporter:
         unit: str = "items",
         completed: int = 0,
         enabled: bool | None = None,
+        announce: bool = False,
     ) -> None:
         self.description, self.total, self.unit = description, total, unit
+        self.announce = announce
         self.completed = self._start = completed
         self.enabled = progress_enabled() if enabled is None else enabled
         self._bar: Any = None
@@ -230,6 +232,8 @@ class ProgressReporter:
             self._task = self._bar.add_task(
                 self.description, total=self.total, completed=self.completed, rate=""
             )
+        elif self.enabled and self.announce:
+            log.info("%s", self.line())
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -255,6 +259,8 @@ class ProgressReporter:
         rate = self.rate()
         done = f"{self.completed:,}"
         speed = f", {self.speed()}" if rate > 0 else ""
+        if self.total == 1:  # one long step
+            return f"{self.description}: {'done' if self.completed else 'running'}"
         if self.total is None:
             return f"{self.description}: {done} {self.unit}{speed}"
         share = self.completed / self.total if self.total else 1.0
@@ -275,9 +281,11 @@ class ProgressReporter:
             log.info("%s", self.line())
 
 
-def track(items: Iterable[T], description: str, total: int | None, unit: str = "examples") -> Iterator[T]:
+def track(
+    items: Iterable[T], description: str, total: int | None, unit: str = "examples", announce: bool = False
+) -> Iterator[T]:
     """``items`` with a :class:`ProgressReporter` (the progress hook the library's long loops take)."""
-    with ProgressReporter(description, total, unit) as progress:
+    with ProgressReporter(description, total, unit, announce=announce) as progress:
         for item in items:
             yield item
             progress.advance()
@@ -303,10 +311,31 @@ def refuse_to_overwrite_inputs(output: Path | None, inputs: Iterable[Path | None
             continue
         if _same_file(output, given):
             raise OutputError(
-                f"{output}: {option} would overwrite an input of this command; choose another {option}"
+                f"{output}: {option} would overwrite the input {given}; choose another {option}"
             )
         if given.is_dir() and output.exists() and output.resolve().is_relative_to(given.resolve()):
             raise OutputError(
                 f"{output}: {option} is an existing file inside the input folder {given} (it may be one "
                 f"of the input files); choose another {option}"
             )
+
+
+# ------------------------------------------------------------------------------------------ training runs
+def training_account(run_dir: Path, step: int | None = None, unit: str = "step") -> str:
+    """What an interrupted training run saved: ``at step 1234; last checkpoint: ... (step 1200); resume
+    with: ...``, or that it stopped before its first checkpoint (then the same command starts afresh)."""
+    from synopsis.checkpoint import CheckpointManager
+    from synopsis.errors import CheckpointError
+
+    at = f" at {unit} {step}" if step is not None else ""
+    try:
+        latest = CheckpointManager(run_dir).latest()
+    except CheckpointError:
+        latest = None
+    if latest is None:
+        return (
+            f"stopped{at}, before the first checkpoint: nothing to resume; the same command starts "
+            f"afresh in {run_dir}"
+        )
+    saved = latest.name.rpartition("-")[2].lstrip("0") or "0"
+    return f"stopped{at}; last checkpoint: {latest} ({unit} {saved}); resume with: {resume_command()}"
