@@ -33,6 +33,10 @@ _STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.ERO
 def output_error(path: str | Path, err: OSError) -> OutputError:
     """A one-line :class:`OutputError` naming ``path`` and the reason (``No space left on device``, ...)."""
     reason = err.strerror or str(err) or type(err).__name__
+    if err.errno in (errno.EEXIST, errno.ENOTDIR):
+        blocker = next((p for p in Path(path).parents if p.exists()), None)
+        if blocker is not None and not blocker.is_dir():
+            reason = f"{blocker} is a file, not a folder"
     return OutputError(f"{path}: cannot write ({reason})")
 
 

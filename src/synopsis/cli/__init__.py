@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with warnings.catch_warnings(), runtime.signals_as_interrupts():
             warnings.showwarning = _show_warning
-            result = app(args=argv, standalone_mode=False)
+            result = app(args=argv, prog_name="synopsis", standalone_mode=False)
     except runtime.Interrupted as stop:
         _say(f"{_stopped(stop.signum)}: {stop}")
         return stop.exit_code

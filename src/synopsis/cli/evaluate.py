@@ -171,6 +171,8 @@ def _align(predictions: _Records, other: _Records, what: str) -> list[int]:
 
 
 SENTENCES = ("auto", "newline", "punkt")
+#: from this many examples on, each stage says when it starts (in logs; a terminal shows bars anyway)
+ANNOUNCE_FROM = 5000
 
 
 def evaluate(
@@ -288,7 +290,7 @@ def evaluate(
     count = len(preds.texts)
 
     def progress(items, description, total):  # noqa: ANN001, ANN202 - the library's progress hook
-        return track(items, description, total, unit="examples", announce=count >= 5000)
+        return track(items, description, total, unit="examples", announce=count >= ANNOUNCE_FROM)
 
     report = evaluate_corpus(
         preds.texts,

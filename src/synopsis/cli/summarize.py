@@ -169,7 +169,8 @@ def summarize(
         references = None
 
     size = batch_size or (1 if extractive else NEURAL_BATCH_SIZE)
-    _run(summarizer, ids, documents, instructions, references, size, output, resume, outline, extractive)
+    label = None if extractive else str(model) if model is not None else "the bundled model"
+    _run(summarizer, ids, documents, instructions, references, size, output, resume, outline, label)
 
 
 def _run(
@@ -182,9 +183,11 @@ def _run(
     output: Path | None,
     resume: bool,
     outline: bool,
-    extractive: bool,
+    model: str | None,
 ) -> None:
-    """Summarize batch by batch; each batch goes to --output (or stdout) as soon as it is done."""
+    """Summarize batch by batch; each batch goes to --output (or stdout) as soon as it is done.
+
+    ``model`` names a neural model, whose empty output for a whole first batch means broken weights."""
     from synopsis.cli.output import PredictionWriter
 
     writer = PredictionWriter(output, resume=resume) if output is not None else None
@@ -222,9 +225,9 @@ def _run(
                     None if references is None else [references[i] for i in rows],
                 )
                 blank = sum(not p.strip() for p in predictions)
-                if blank == len(predictions) and done == 0 and not extractive:
+                if blank == len(predictions) and done == 0 and model is not None:
                     raise CheckpointError(
-                        f"the model produced empty summaries for all {blank} document(s) of the first batch; "
+                        f"{model}: produced empty summaries for all {blank} document(s) of the first batch; "
                         "its weights look untrained or corrupt"
                     )
                 empty += blank
