@@ -31,7 +31,10 @@ def _checker(allowed: Range) -> Callable[[Any], Any]:
 def ranged(default: Any, *names: str, allowed: Range, help: str, **kwargs: Any) -> Any:  # noqa: A002
     """A ``typer.Option`` whose value must lie in ``allowed`` (NaN and infinities never do); the range is
     checked while the command line is parsed, before any work, and shown in ``--help``."""
-    return typer.Option(default, *names, help=f"{help} [{allowed}]", callback=_checker(allowed), **kwargs)
+    from rich.markup import escape  # typer renders help as rich markup: "[a finite number]" would vanish
+
+    described = f"{help} {escape(f'[{allowed}]')}"
+    return typer.Option(default, *names, help=described, callback=_checker(allowed), **kwargs)
 
 
 def threads_option() -> Any:

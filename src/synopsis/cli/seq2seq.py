@@ -23,7 +23,7 @@ DEFAULT_SHARED = Path("../shared/data")
 
 
 def train(
-    model: Path | None = typer.Option(None, "--model", help="Local Hugging Face model directory."),
+    model: Path | None = typer.Option(None, "--model", "-m", help="Local Hugging Face model directory."),
     config: Path | None = typer.Option(
         None, "--config", "-c", help="Training YAML (configs/seq2seq_*.yaml)."
     ),
