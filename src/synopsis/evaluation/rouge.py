@@ -14,6 +14,11 @@ multi-reference formulas: ``-f A`` (hits and counts summed over references, ``ag
 LCS over the lines of each summary; this is ``rougeLsum`` here, while ``rougeL`` treats each summary as one
 unit (what the script computes when a summary is written on one line).
 
+Both tokenizers keep only ASCII letters and digits, so text in another script would score 0:
+``tokenizer="unicode"`` (either mode) takes words of any script instead, one token per character in scripts
+written without spaces (Chinese, Japanese, Thai, ...), and stems ASCII words only; :func:`is_non_latin`
+finds the text the default tokenizers cannot score, which ``evaluate_corpus`` refuses.
+
 Speed comes from (a) stemming each distinct word once (stemming dominates ``rouge-score``'s run time),
 (b) tokenising each text once for all ROUGE types, (c) C-level n-gram counting, and (d) a bit-parallel LCS
 (Hyyrö 2004) whose bit vectors also answer the DP-table queries of ``rouge-score``'s LCS backtracking, so
