@@ -6,6 +6,9 @@ the one message channel: library code logs through :mod:`logging` and never prin
 renders those records on stderr (``-v`` for more, ``-q`` for errors only), and user warnings become one
 ``warning: ...`` line. Third-party noise (weight-loading progress bars, advisory warnings) is silenced unless
 ``-v``. Command modules import torch and models lazily inside the command, so ``--help`` stays fast.
+
+Exit statuses: 0 done, 2 a problem the user can fix (one ``error:`` line, usage errors included), 130 Ctrl-C
+and 143 SIGTERM (one line saying what was saved; see :mod:`synopsis.cli.runtime`).
 """
 
 from __future__ import annotations

@@ -134,6 +134,7 @@ def evaluate_corpus(
             settings["bleu"] += " (tokens: synopsis' Unicode words and punctuation, case kept)"
 
     if "meteor" in metrics:
+        m._meteor_resources()  # load WordNet here once, before any worker process is forked
         meteor = _map(_meteor_one, (aggregate, tokenizer), pairs, threads, track, "METEOR")
         per_example["meteor"] = meteor
         report["meteor"] = {"score": sum(meteor) / len(meteor)}
