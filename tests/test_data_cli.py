@@ -71,11 +71,11 @@ def test_malformed_line_is_named_and_skip_bad_lines_reports_the_count(tmp_path: 
     source.write_text("\n".join(lines) + "\n")
     out = tmp_path / "out.jsonl"
     out.write_text("previous content\n")
-    code, _, err = run(capsys, "data", "convert", "-c", "scitldr", "-i", source, "-o", out)
+    code, _, err = run(capsys, "data", "convert", "--corpus", "scitldr", "--input", source, "-o", out)
     assert_one_line_error(code, err, "s.jsonl:2", "malformed JSON")
     assert out.read_text() == "previous content\n"  # nothing overwritten
     code, stdout, _ = run(
-        capsys, "data", "convert", "-c", "scitldr", "-i", source, "-o", out, "--skip-bad-lines"
+        capsys, "data", "convert", "--corpus", "scitldr", "--input", source, "-o", out, "--skip-bad-lines"
     )
     assert code == 0 and "wrote 3 examples" in stdout and "skipped 1 bad lines" in stdout
     assert len(out.read_text().splitlines()) == 3
@@ -84,7 +84,7 @@ def test_malformed_line_is_named_and_skip_bad_lines_reports_the_count(tmp_path: 
 def test_convert_refuses_to_overwrite_its_input(tmp_path: Path, capsys) -> None:
     source = tmp_path / "s.jsonl"
     source.write_text("\n".join(scitldr_lines()) + "\n")
-    code, _, err = run(capsys, "data", "convert", "-c", "scitldr", "-i", source, "-o", source)
+    code, _, err = run(capsys, "data", "convert", "--corpus", "scitldr", "--input", source, "-o", source)
     assert_one_line_error(code, err, "overwrite the input")
 
 
@@ -105,7 +105,8 @@ def test_bad_files_give_one_line_errors(
     source = tmp_path / "bad.jsonl"
     source.write_bytes(content)
     out = tmp_path / "out.jsonl"
-    argv = ["data", "convert", "-c", "scitldr", "-i", source, "-o", out] if command == "convert" else []
+    convert = ["data", "convert", "--corpus", "scitldr", "--input", source, "-o", out]
+    argv = convert if command == "convert" else []
     argv = argv or ["data", "stats", source, "--corpus", "scitldr"]
     code, _, err = run(capsys, *argv)
     assert_one_line_error(code, err, "bad.jsonl", fragment)
@@ -115,14 +116,17 @@ def test_bad_files_give_one_line_errors(
 def test_missing_input_and_unknown_corpus(tmp_path: Path, capsys) -> None:
     code, _, err = run(capsys, "data", "stats", tmp_path / "nope.jsonl", "--corpus", "synopsis")
     assert_one_line_error(code, err, "nope.jsonl", "no such file")
-    code, _, err = run(capsys, "data", "convert", "-c", "wiki", "-i", tmp_path, "-o", tmp_path / "o.jsonl")
+    code, _, err = run(
+        capsys, "data", "convert", "--corpus", "wiki", "--input", tmp_path, "-o", tmp_path / "o.jsonl"
+    )
     assert_one_line_error(code, err, "unknown corpus 'wiki'")
     code, _, err = run(capsys, "data", "stats", tmp_path, "--corpus", "cnn")
     assert_one_line_error(code, err, "no .story files")
 
 
 def test_option_the_corpus_does_not_take(shared_data: Path, capsys) -> None:
-    args = ("data", "stats", shared_data / "scitldr", "--split", "dev", "-c", "scitldr", "--text-column", "x")
+    args = ("data", "stats", shared_data / "scitldr", "--split", "dev", "--corpus", "scitldr")
+    args += ("--text-column", "x")
     code, _, err = run(capsys, *args)
     assert_one_line_error(code, err, "corpus 'scitldr' has no option 'text_column'")
 
@@ -145,7 +149,7 @@ def test_empty_corpus_does_not_replace_the_output(tmp_path: Path, capsys) -> Non
     out = tmp_path / "out.jsonl"
     out.write_text("keep\n")
     code, _, err = run(
-        capsys, "data", "convert", "-c", "scitldr", "-i", source, "-o", out, "--skip-bad-lines"
+        capsys, "data", "convert", "--corpus", "scitldr", "--input", source, "-o", out, "--skip-bad-lines"
     )
     assert_one_line_error(code, err, "no examples found")
     assert out.read_text() == "keep\n"
@@ -196,9 +200,9 @@ def test_convert_a_folder_of_documents(tmp_path: Path, capsys) -> None:
     (folder / "b.txt").write_text("Plain text document.\n")
     (folder / "c.txt").write_text("   \n")
     out = tmp_path / "docs.jsonl"
-    code, _, err = run(capsys, "data", "convert", "-i", folder, "-o", out)
+    code, _, err = run(capsys, "data", "convert", "--input", folder, "-o", out)
     assert_one_line_error(code, err, "c.txt", "file is empty")
-    code, stdout, _ = run(capsys, "data", "convert", "-i", folder, "-o", out, "--skip-bad-lines")
+    code, stdout, _ = run(capsys, "data", "convert", "--input", folder, "-o", out, "--skip-bad-lines")
     assert code == 0 and "wrote 2 examples" in stdout and "skipped 1 bad lines" in stdout
     first, second = read_examples(out)
     assert (first.id, first.document.title, first.references) == ("a", "Title", [])

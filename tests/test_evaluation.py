@@ -193,9 +193,11 @@ def test_cli_lines_with_two_reference_files(shared_data: Path, tmp_path: Path, c
         [e["target"][:2] for e in examples],
         metrics=("rouge", "bleu", "length"),
         aggregate="mean",
+        split_summaries=True,  # one summary per line: evaluate splits sentences with Punkt for ROUGE-Lsum
     )
     assert report["rouge"] == expected["rouge"] and report["bleu"] == expected["bleu"]
     assert report["settings"]["aggregate"] == "mean"
+    assert "Punkt" in report["settings"]["sentences"] and "auto" in report["settings"]["sentences"]
 
 
 def test_cli_example_jsonl_matches_ids_and_takes_sources(tmp_path: Path) -> None:

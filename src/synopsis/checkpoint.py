@@ -18,7 +18,7 @@ import json
 import logging
 import random
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -158,12 +158,25 @@ def _read_json(path: Path) -> Any:
 
 
 def load_tensors(path: Path) -> dict[str, torch.Tensor]:
+    """The tensors of a safetensors file; a missing or corrupt file, or NaN/inf values, are errors."""
     if not path.exists():
         raise CheckpointError(f"{path.parent}: missing {path.name}; not a synopsis checkpoint")
     try:
-        return load_file(str(path))
+        tensors = load_file(str(path))
     except (SafetensorError, OSError, ValueError) as err:
         raise CheckpointError(f"{path}: truncated or corrupt safetensors file ({err})") from None
+    check_finite_tensors(tensors, path)
+    return tensors
+
+
+def check_finite_tensors(tensors: Mapping[str, torch.Tensor], where: str | Path) -> None:
+    """A :class:`CheckpointError` naming the first floating-point tensor with a NaN or infinite value
+    (a file whose header is valid but whose data is garbage loads without complaint otherwise)."""
+    for name, tensor in tensors.items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise CheckpointError(
+                f"{where}: tensor '{name}' holds NaN or infinite values; the checkpoint is corrupt"
+            )
 
 
 def load_checkpoint(directory: str | Path, with_optimizer: bool = True) -> Checkpoint:

@@ -5,6 +5,10 @@ the closest valid one), wrong types and missing required values with a one-line
 :class:`~synopsis.errors.ConfigError`. Every command that takes a config takes the same overrides,
 ``--set key.path=value`` (:func:`parse_overrides`), with values parsed as YAML: ``1e-3`` is a float,
 ``[a, b]`` a list, ``null`` None.
+
+Every numeric setting has an allowed :class:`Range` (NaN and infinities are never allowed); a config
+dataclass lists its fields' ranges in ``RANGES`` and checks them in ``__post_init__`` with
+:func:`check_ranges`, so a bad value is a one-line error naming the field and the range before any work.
 """
 
 from __future__ import annotations
@@ -12,8 +16,10 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import math
 import types
 import typing
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -23,6 +29,65 @@ from synopsis.errors import ConfigError, InputError
 from synopsis.io import read_text
 
 T = TypeVar("T")
+
+
+def _number(value: float) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """The allowed values of a numeric setting: an interval, closed unless ``low_open``/``high_open``.
+
+    NaN and infinities are outside every range, and so are booleans and non-numbers.
+    """
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def __str__(self) -> str:
+        if self.low is not None and self.high is not None:
+            left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
+            return f"in {left}{_number(self.low)}, {_number(self.high)}{right}"
+        if self.low is not None:
+            return f"{'>' if self.low_open else '>='} {_number(self.low)}"
+        if self.high is not None:
+            return f"{'<' if self.high_open else '<='} {_number(self.high)}"
+        return "a finite number"
+
+    def __contains__(self, value: object) -> bool:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        if not math.isfinite(value):
+            return False
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            return False
+        return self.high is None or (value < self.high if self.high_open else value <= self.high)
+
+    def check(self, name: str, value: Any) -> None:
+        """Raise ``ValueError("name must be >= 1, got 0")`` unless ``value`` is in the range."""
+        if value not in self:
+            raise ValueError(f"{name} must be {self}, got {value!r}")
+
+
+AT_LEAST_ONE = Range(1)
+NON_NEGATIVE = Range(0)
+POSITIVE = Range(0, low_open=True)
+PROBABILITY = Range(0, 1)
+DROPOUT = Range(0, 1, high_open=True)
+FINITE = Range()
+
+
+def check_ranges(config: Any, ranges: Mapping[str, Range]) -> None:
+    """Check ``config``'s fields (dotted names reach into nested sections); ``None`` means "not set"."""
+    for name, allowed in ranges.items():
+        value = config
+        for part in name.split("."):
+            value = getattr(value, part)
+        if value is not None:
+            allowed.check(name, value)
 
 
 def _check_type(value: Any, annotation: Any, where: str) -> Any:
@@ -55,6 +120,8 @@ def _check_type(value: Any, annotation: Any, where: str) -> Any:
         return float(value)
     if annotation in (int, float) and isinstance(value, bool):
         raise ConfigError(f"{where}: expected {annotation.__name__}, got a boolean")
+    if annotation is float and isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{where}: must be a finite number, got {value}")
     if isinstance(annotation, type) and not isinstance(value, annotation):
         raise ConfigError(f"{where}: expected {annotation.__name__}, got {type(value).__name__} {value!r}")
     return value

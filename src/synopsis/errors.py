@@ -21,3 +21,7 @@ class ConfigError(SynopsisError):
 
 class CheckpointError(SynopsisError):
     """A missing, truncated, corrupt or mismatched checkpoint."""
+
+
+class OutputError(SynopsisError):
+    """An output that cannot be written (read-only directory, full disk, ...) or would overwrite an input."""

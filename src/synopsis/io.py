@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -11,12 +12,39 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from synopsis.errors import InputError
+from synopsis.errors import InputError, OutputError
 
 # Larger files are read all the same; this only bounds how much we sniff for binary content.
 _SNIFF_BYTES = 8192
 _UMASK = os.umask(0)
 os.umask(_UMASK)
+
+
+def json_problem(err: json.JSONDecodeError) -> str:
+    """json's message and the column as one phrase ("Unterminated string starting at column 5")."""
+    message = err.msg[: -len(" at")] if err.msg.endswith(" at") else err.msg
+    return f"{message} at column {err.colno}"
+
+
+# Failures of the storage itself (as opposed to a bug) while a file is being written.
+_STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS}
+
+
+def output_error(path: str | Path, err: OSError) -> OutputError:
+    """A one-line :class:`OutputError` naming ``path`` and the reason (``No space left on device``, ...)."""
+    reason = err.strerror or str(err) or type(err).__name__
+    if err.errno in (errno.EEXIST, errno.ENOTDIR):
+        blocker = next((p for p in Path(path).parents if p.exists()), None)
+        if blocker is not None and not blocker.is_dir():
+            reason = f"{blocker} is a file, not a folder"
+    return OutputError(f"{path}: cannot write ({reason})")
+
+
+def _is_write_failure(err: BaseException, tmp: str | Path) -> bool:
+    """A full disk or read-only storage, or any OS error on the temporary output itself."""
+    if not isinstance(err, OSError):
+        return False
+    return err.errno in _STORAGE_ERRNOS or str(err.filename or "").startswith(str(tmp))
 
 
 def _check_file(path: Path) -> None:
@@ -76,7 +104,7 @@ def iter_jsonl(
                 continue
             except json.JSONDecodeError as err:
                 if not skip_bad_lines:
-                    raise InputError(f"{where}: malformed JSON ({err.msg} at column {err.colno})") from None
+                    raise InputError(f"{where}: malformed JSON ({json_problem(err)})") from None
                 stats["skipped"] += 1
                 continue
             yield where, record
@@ -86,20 +114,32 @@ def iter_jsonl(
 
 @contextlib.contextmanager
 def open_for_atomic_write(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
-    """Write to a temporary file beside ``path`` and rename it into place only when the block succeeds."""
+    """Write to a temporary file beside ``path`` and rename it into place only when the block succeeds.
+
+    Whatever stops the block (an error, Ctrl-C) leaves ``path`` as it was. A failure of the storage
+    (read-only directory, full disk, ...) is an :class:`~synopsis.errors.OutputError` naming ``path``.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600 files; give the result the usual permissions
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as err:
+        raise output_error(path, err) from None
+    try:
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600 files; give the result the usual permissions
         with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as handle:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
+        try:
+            os.replace(tmp, path)
+        except OSError as err:
+            raise output_error(path, err) from None
+    except BaseException as err:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if _is_write_failure(err, tmp):
+            raise output_error(path, err) from None  # type: ignore[arg-type]
         raise
 
 
@@ -116,19 +156,30 @@ def write_directory_atomically(path: str | Path, write: Callable[[Path], None]) 
     either the old or the new directory, never a half-written one.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.tmp-"))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.tmp-"))
+    except OSError as err:
+        raise output_error(path, err) from None
+    old = path.with_name(f".{path.name}.old")
     try:
         write(tmp)
-        if path.exists():
-            old = path.with_name(f".{path.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            path.rename(old)
-            tmp.rename(path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            tmp.rename(path)
-    except BaseException:
+        try:
+            if path.exists():
+                shutil.rmtree(old, ignore_errors=True)
+                path.rename(old)
+                tmp.rename(path)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                tmp.rename(path)
+        except OSError as err:
+            raise output_error(path, err) from None
+    except BaseException as err:
+        if not path.exists() and old.exists():  # stopped between the two renames: put the old one back
+            with contextlib.suppress(OSError):
+                old.rename(path)
         shutil.rmtree(tmp, ignore_errors=True)
+        if _is_write_failure(err, tmp):
+            raise output_error(path, err) from None  # type: ignore[arg-type]
         raise
     return path

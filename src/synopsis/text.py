@@ -18,12 +18,27 @@ def _sentence_tokenizer() -> punkt.PunktSentenceTokenizer:
     return punkt.PunktSentenceTokenizer(params, line_breaks="ignore")
 
 
+# Chinese and Japanese end sentences with full-width marks and no space after them (Punkt needs the space);
+# closing quotes and brackets after the mark stay with the sentence.
+_CJK_SENTENCE_END = re.compile(r"[。！？]+[」』”’）》〉】]*")
+
+
 def split_sentences(text: str) -> list[str]:
-    """Split a paragraph into sentences with Punkt (handles abbreviations, decimals, "e.g.")."""
+    """Split a paragraph into sentences with Punkt (handles abbreviations, decimals, "e.g."); "。", "！" and
+    "？" end sentences too."""
     text = text.strip()
     if not text:
         return []
-    return [s.strip() for s in _sentence_tokenizer().tokenize(text) if s.strip()]
+    pieces = [text]
+    if _CJK_SENTENCE_END.search(text):
+        pieces, start = [], 0
+        for match in _CJK_SENTENCE_END.finditer(text):
+            pieces.append(text[start : match.end()])
+            start = match.end()
+        pieces.append(text[start:])
+    tokenizer = _sentence_tokenizer()
+    sentences = (s.strip() for piece in pieces if piece.strip() for s in tokenizer.tokenize(piece.strip()))
+    return [s for s in sentences if s]
 
 
 def split_paragraphs(text: str) -> list[str]:

@@ -6,12 +6,16 @@ the one message channel: library code logs through :mod:`logging` and never prin
 renders those records on stderr (``-v`` for more, ``-q`` for errors only), and user warnings become one
 ``warning: ...`` line. Third-party noise (weight-loading progress bars, advisory warnings) is silenced unless
 ``-v``. Command modules import torch and models lazily inside the command, so ``--help`` stays fast.
+
+Exit statuses: 0 done, 2 a problem the user can fix (one ``error:`` line, usage errors included), 130 Ctrl-C
+and 143 SIGTERM (one line saying what was saved; see :mod:`synopsis.cli.runtime`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 import warnings
 from typing import TextIO
@@ -23,6 +27,7 @@ from synopsis.cli import data as data_cli
 from synopsis.cli import evaluate as evaluate_cli
 from synopsis.cli import lm as lm_cli
 from synopsis.cli import pointer_generator as pointer_generator_cli
+from synopsis.cli import runtime
 from synopsis.cli import seq2seq as seq2seq_cli
 from synopsis.cli import serve as serve_cli
 from synopsis.cli import summarize as summarize_cli
@@ -134,29 +139,68 @@ def _show_warning(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console-script entry point: user errors become ``error: ...`` on stderr and exit code 2."""
+    """Console-script entry point: the exit status of the command.
+
+    User errors become one ``error: ...`` line on stderr and exit status 2 (usage errors too); Ctrl-C and
+    SIGTERM stop cleanly with one line saying what was saved and exit status 130 / 143.
+    """
+    runtime.set_invocation(argv)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), runtime.signals_as_interrupts():
             warnings.showwarning = _show_warning
-            app(args=argv, standalone_mode=False)
+            result = app(args=argv, prog_name="synopsis", standalone_mode=False)
+    except runtime.Interrupted as stop:
+        _say(f"{_stopped(stop.signum)}: {stop}")
+        return stop.exit_code
     except SynopsisError as err:
-        _err.print(f"error: {err}", style="bold red", markup=False, highlight=False)
+        _say(f"error: {err}", style="bold red")
         return 2
     except typer.Exit as exit_:
         return exit_.exit_code
     except typer.Abort:
-        _err.print("aborted")
+        _say("aborted")
         return 130
-    except KeyboardInterrupt:
-        _err.print("interrupted")
-        return 130
-    except Exception as err:  # click usage errors (unknown option, missing argument, bad choice)
+    except KeyboardInterrupt as stop:  # outside a command (while parsing, say)
+        _say(_stopped(runtime.signal_of(stop)))
+        return 128 + runtime.signal_of(stop)
+    except OSError as err:  # an OS failure no library call turned into a SynopsisError (disk, permissions)
+        if err.filename is None and err.strerror is None:
+            raise
+        where = f"{err.filename}: " if err.filename else ""
+        _say(f"error: {where}{err.strerror or err}", style="bold red")
+        return 2
+    except Exception as err:  # click usage errors (unknown option, missing argument, value out of range)
         # typer >= 0.20 vendors its own click, so match the exception by its interface, not its class
         if callable(getattr(err, "show", None)) and isinstance(getattr(err, "exit_code", None), int):
-            err.show()
+            one_line = callable(getattr(err, "format_message", None))
+            if type(err).__name__ == "NoArgsIsHelpError" or not one_line:
+                err.show()
+            else:
+                _say(f"error: {_usage_error(err)}", style="bold red")
             return err.exit_code
         raise
-    return 0
+    if isinstance(result, int) and result == 130:  # typer's status for a KeyboardInterrupt
+        signum = runtime.last_signal[-1] if runtime.last_signal else signal.SIGINT
+        _say(_stopped(signum))
+        return 128 + signum
+    return result if isinstance(result, int) else 0
+
+
+def _say(message: str, style: str | None = None) -> None:
+    """One line on stderr, never parsed as markup (paths may hold ``[/]``)."""
+    _err.print(message, style=style, markup=False, highlight=False)
+
+
+def _stopped(signum: int) -> str:
+    verb = "interrupted" if signum == signal.SIGINT else "terminated"
+    return f"{verb} ({runtime.signal_name(signum)})"
+
+
+def _usage_error(err: Exception) -> str:
+    """A click usage error as one line: the problem, then where to read about the command."""
+    message = " ".join(str(err.format_message()).split())  # type: ignore[attr-defined]
+    ctx = getattr(err, "ctx", None)
+    return f"{message} (see '{ctx.command_path} --help')" if ctx is not None else message
 
 
 if __name__ == "__main__":

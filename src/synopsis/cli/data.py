@@ -9,6 +9,9 @@ from typing import Any
 
 import typer
 
+from synopsis.cli.options import ranged
+from synopsis.cli.runtime import refuse_to_overwrite_inputs, stdout_console, track
+from synopsis.config import POSITIVE
 from synopsis.errors import InputError
 
 app = typer.Typer(help="Convert corpora to synopsis JSONL and inspect them.", no_args_is_help=True)
@@ -25,20 +28,8 @@ def _given(**options: Any) -> dict[str, Any]:
 
 
 def _with_progress(examples: Iterable[Any], description: str) -> Iterator[Any]:
-    """Show a live count on stderr while examples stream through (the total is not known in advance)."""
-    from rich.console import Console
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    columns = (
-        SpinnerColumn(),
-        TextColumn("{task.description}: {task.completed:,} examples"),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
-        task = progress.add_task(description, total=None)
-        for example in examples:
-            yield example
-            progress.advance(task)
+    """A live count on stderr while examples stream through (the total is not known in advance)."""
+    return track(examples, description, None, "examples")
 
 
 # Options shared by both commands (typer needs them spelled out per command).
@@ -65,14 +56,14 @@ _SPAN_ONLY = typer.Option(
 _FORMAT = typer.Option(
     None, "--format", help="documents: text, markdown, json, scisummnet, story, arxiv, qmsum (default: auto)."
 )
-_MAX_INPUT_MB = typer.Option(
-    None, "--max-input-mb", help="documents: refuse files larger than this (default 20)."
+_MAX_INPUT_MB = ranged(
+    None, "--max-input-mb", allowed=POSITIVE, help="documents: refuse files larger than this (default 20)."
 )
 
 
 def convert(
-    corpus: str = typer.Option("auto", "--corpus", "-c", help=_CORPUS_HELP),
-    input_path: Path = typer.Option(..., "--input", "-i", help="Corpus file or folder."),
+    corpus: str = typer.Option("auto", "--corpus", help=_CORPUS_HELP),
+    input_path: Path = typer.Option(..., "--input", help="Corpus file or folder."),
     output: Path = typer.Option(..., "--output", "-o", help="Our JSONL file to write (written atomically)."),
     split: str | None = typer.Option(None, "--split", help="Split inside a corpus folder (train, dev/val)."),
     skip_bad_lines: bool = typer.Option(
@@ -93,8 +84,7 @@ def convert(
     from synopsis.data.example import write_examples
     from synopsis.data.readers import read_corpus
 
-    if output.resolve() == input_path.resolve():
-        raise InputError(f"{output}: the output would overwrite the input; choose another --output")
+    refuse_to_overwrite_inputs(output, [input_path], "--output")
     options = _given(
         text_column=text_column,
         summary_column=summary_column,
@@ -130,7 +120,7 @@ def _extra(stats: dict[str, int]) -> str:
 
 def stats(
     path: Path = typer.Argument(..., help="Our JSONL file, or any corpus file/folder with --corpus."),
-    corpus: str = typer.Option("auto", "--corpus", "-c", help=_CORPUS_HELP),
+    corpus: str = typer.Option("auto", "--corpus", help=_CORPUS_HELP),
     split: str | None = typer.Option(None, "--split", help="Split inside a corpus folder (train, dev/val)."),
     skip_bad_lines: bool = typer.Option(False, "--skip-bad-lines", help="Skip malformed lines or records."),
     json_output: Path | None = typer.Option(None, "--json", help="Also write the numbers to this JSON file."),
@@ -146,12 +136,11 @@ def stats(
     max_input_mb: float | None = _MAX_INPUT_MB,
 ) -> None:
     """Print counts, lengths (words, sentences), section depth and references per example."""
-    from rich.console import Console
-
     from synopsis.data.readers import read_corpus
     from synopsis.data.stats import corpus_stats, stats_table
     from synopsis.io import write_json
 
+    refuse_to_overwrite_inputs(json_output, [path], "--json")
     options = _given(
         text_column=text_column,
         summary_column=summary_column,
@@ -173,7 +162,7 @@ def stats(
         raise InputError(f"{path}: no examples found")
     numbers["skipped"] = read_stats.get("skipped", 0)
     title = f"{path}" + (f" ({split})" if split else "")
-    Console().print(stats_table(numbers, title=title))
+    stdout_console().print(stats_table(numbers, title=title))
     if numbers["skipped"] or _extra(read_stats):
         typer.echo(f"skipped {numbers['skipped']:,} bad lines" + _extra(read_stats))
     if json_output is not None:

@@ -9,13 +9,19 @@ With ``--metrics qs`` both sides are linearised question-summary hierarchies (:m
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import typer
 
+from synopsis.cli.options import default_threads, ranged, threads_option
+from synopsis.cli.runtime import refuse_to_overwrite_inputs, stdout_console, track
+from synopsis.config import NON_NEGATIVE
 from synopsis.errors import ConfigError, InputError
+
+log = logging.getLogger("synopsis.cli")
 
 _FORMATS = ("auto", "lines", "jsonl")
 
@@ -164,6 +170,11 @@ def _align(predictions: _Records, other: _Records, what: str) -> list[int]:
     return list(range(len(predictions.texts)))
 
 
+SENTENCES = ("auto", "newline", "punkt")
+#: from this many examples on, each stage says when it starts (in logs; a terminal shows bars anyway)
+ANNOUNCE_FROM = 5000
+
+
 def evaluate(
     predictions: Path = typer.Option(
         ..., "--predictions", "-p", help="Predictions: one per line, or JSONL with 'prediction'/'summary'."
@@ -183,10 +194,18 @@ def evaluate(
         "rouge-score", "--mode", help="ROUGE convention: rouge-score or perl (ROUGE-1.5.5)."
     ),
     no_stemmer: bool = typer.Option(False, "--no-stemmer", help="ROUGE without Porter stemming."),
-    split_sentences: bool = typer.Option(
-        False,
-        "--split-sentences",
-        help="rougeLsum: split summaries with Punkt (default: one sentence per line).",
+    sentences: str = typer.Option(
+        "auto",
+        "--sentences",
+        help="Sentences for ROUGE-Lsum: newline (one per line inside each summary), punkt (split with "
+        "Punkt, as Hugging Face's run_summarization.py does), or auto: newline when a prediction holds a "
+        "newline, else punkt (one-line summaries, e.g. from a one-per-line file). The choice is printed.",
+    ),
+    tokenizer: str = typer.Option(
+        "ascii",
+        "--tokenizer",
+        help="ascii: the --mode's own tokenizer (a-z/0-9 runs; text in other scripts is refused); unicode: "
+        "words of any script, one token per character in Chinese, Japanese, Thai (ROUGE, BLEU, METEOR).",
     ),
     wordnet_exceptions: bool = typer.Option(
         False,
@@ -203,26 +222,41 @@ def evaluate(
         "--qs-lenient",
         help="qs: parse malformed predicted hierarchies leniently and count what is dropped.",
     ),
-    bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples for 95% CIs (0: none)."),
-    seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
+    bootstrap: int = ranged(
+        1000, "--bootstrap", allowed=NON_NEGATIVE, help="Bootstrap resamples for 95% CIs (0: none)."
+    ),
+    seed: int = ranged(0, "--seed", allowed=NON_NEGATIVE, help="Bootstrap seed."),
     json_out: Path | None = typer.Option(None, "--json", help="Also write the report as JSON here."),
+    threads: int | None = threads_option(),
 ) -> None:
     """Score predictions against references; print tables with the settings and optionally write JSON."""
-    from rich.console import Console
-
     from synopsis.evaluation import evaluate_corpus
+    from synopsis.evaluation.corpus import METRICS
     from synopsis.evaluation.report import render_report
+    from synopsis.evaluation.rouge import AGGREGATES, MODES, TOKENIZERS
     from synopsis.io import write_json
 
-    if input_format not in _FORMATS:
-        raise ConfigError(f"--format must be one of {', '.join(_FORMATS)}, got '{input_format}'")
-    if bootstrap < 0:
-        raise ConfigError(f"--bootstrap must be >= 0, got {bootstrap}")
+    for option, value, choices in (
+        ("--format", input_format, _FORMATS),
+        ("--aggregate", aggregate, AGGREGATES),
+        ("--mode", mode, MODES),
+        ("--sentences", sentences, SENTENCES),
+        ("--tokenizer", tokenizer, TOKENIZERS),
+    ):
+        if value not in choices:
+            raise ConfigError(f"{option} must be one of {', '.join(choices)}, got '{value}'")
     if json_out is not None and json_out.is_dir():
         raise InputError(f"{json_out}: is a directory, expected a file path for --json")
     wanted = [name.strip() for name in metrics.split(",") if name.strip()]
+    if not wanted:
+        raise ConfigError(f"--metrics: no metric given; choose from {', '.join((*METRICS, 'qs'))}")
+    unknown = [name for name in wanted if name not in (*METRICS, "qs")]
+    if unknown:
+        choices = ", ".join((*METRICS, "qs"))
+        raise ConfigError(f"--metrics: unknown metric(s) {', '.join(unknown)}; choose from {choices}")
     qs = "qs" in wanted
     wanted = [name for name in wanted if name != "qs"]
+    refuse_to_overwrite_inputs(json_out, [predictions, *references, sources], "--json")
 
     preds = _read_predictions(predictions, input_format)
     if not preds.texts:
@@ -239,12 +273,25 @@ def evaluate(
     if sources is not None:
         srcs = _read_sources(sources, input_format)
         example_sources = [srcs.texts[j] for j in _align(preds, srcs, "sources")]
+    _check_texts(preds, refs_per_example, refs_where, tokenizer)
 
-    if qs:
+    split = sentences == "punkt" or (sentences == "auto" and not any("\n" in p for p in preds.texts))
+    how = "Punkt (and 。！？)" if split else "newlines"
+    why = {
+        "auto": "auto: " + ("no prediction holds a newline" if split else "predictions hold newlines"),
+        "newline": "--sentences newline",
+        "punkt": "--sentences punkt",
+    }[sentences]
+    if qs:  # the answers inside QS hierarchies: Punkt only when asked (auto keeps the earlier convention)
         qs_report = _qs_report(
-            preds, refs_per_example, refs_where, qs_lenient, aggregate, mode, no_stemmer, split_sentences
+            preds, refs_per_example, refs_where, qs_lenient, aggregate, mode, no_stemmer, sentences == "punkt"
         )
     have_sources = all(s is not None for s in example_sources)
+    count = len(preds.texts)
+
+    def progress(items, description, total):  # noqa: ANN001, ANN202 - the library's progress hook
+        return track(items, description, total, unit="examples", announce=count >= ANNOUNCE_FROM)
+
     report = evaluate_corpus(
         preds.texts,
         refs_per_example,
@@ -253,12 +300,16 @@ def evaluate(
         mode=mode,
         use_stemmer=not no_stemmer,
         aggregate=aggregate,
-        split_summaries=split_sentences,
+        split_summaries=split,
         wordnet_exceptions=wordnet_exceptions,
         bootstrap=bootstrap,
         seed=seed,
-        progress=True,
+        progress=progress,
+        tokenizer=tokenizer,
+        threads=threads or default_threads(),
     )
+    if "rouge" in wanted:  # printed with the scores: which sentence splitting ROUGE-Lsum saw
+        report["settings"]["sentences"] = f"ROUGE-Lsum sentences split at {how} ({why})"
     if qs:
         report["settings"]["qs"] = qs_report.pop("settings")
         report["qs"] = qs_report
@@ -267,10 +318,31 @@ def evaluate(
         "references": [str(p) for p in references],
         "sources": str(sources) if sources else None,
     }
-    Console().print(render_report(report))
+    stdout_console().print(render_report(report))
     if json_out is not None:
         write_json(json_out, report)
-        Console(stderr=True).print(f"wrote {json_out}")
+        log.info("wrote %s", json_out)
+
+
+def _check_texts(preds: _Records, refs: list[list[str]], refs_where: list[list[str]], tokenizer: str) -> None:
+    """Empty references, and text the ASCII tokenizer would score 0, as errors naming the file and line."""
+    from synopsis.evaluation.rouge import is_non_latin
+
+    for texts, wheres in zip(refs, refs_where, strict=True):
+        for text, where in zip(texts, wheres, strict=True):
+            if not text.strip():
+                raise InputError(f"{where}: empty reference (it would score 0 whatever the prediction)")
+    if tokenizer != "ascii":
+        return
+    candidates = [(t, w) for t, w in zip(preds.texts, preds.where, strict=True)] + [
+        (t, w) for ts, ws in zip(refs, refs_where, strict=True) for t, w in zip(ts, ws, strict=True)
+    ]
+    for text, where in candidates:
+        if is_non_latin(text):
+            raise InputError(
+                f"{where}: text mostly in a non-Latin script ({text[:12]!r}...): the rouge-score tokenizer "
+                "keeps only a-z and 0-9 and would score it 0; pass --tokenizer unicode"
+            )
 
 
 def _qs_report(

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import typer
 
-from synopsis.errors import ConfigError, InputError
+from synopsis.cli.options import ranged, set_torch_threads, threads_option
+from synopsis.cli.runtime import reporting_interrupts, stdout_console, training_account
+from synopsis.config import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE
+from synopsis.errors import CheckpointError, ConfigError, InputError
+
+log = logging.getLogger("synopsis.cli")
 
 app = typer.Typer(help="Domain-attribute LSTM language models.", no_args_is_help=True)
 
@@ -47,12 +53,6 @@ def _parse_attributes(pairs: list[str] | None) -> dict[str, str] | None:
     return out
 
 
-def _set_threads(threads: int) -> None:
-    import torch
-
-    torch.set_num_threads(max(1, threads))
-
-
 @app.command("train")
 def train(
     output_dir: Path = typer.Option(..., "--output-dir", "-o", help="Run directory (checkpoints, model/)."),
@@ -65,30 +65,37 @@ def train(
     held_out: str | None = typer.Option(
         None, "--held-out", help="Leave this domain out of training, e.g. 'style=spoken, topic=everyday'."
     ),
-    max_epochs: int | None = typer.Option(None, "--max-epochs"),
+    max_epochs: int | None = ranged(
+        None, "--max-epochs", allowed=AT_LEAST_ONE, help="Override training.max_epochs."
+    ),
     sets: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
     resume: bool = typer.Option(False, "--resume", help="Continue from the run's latest checkpoint."),
-    threads: int = typer.Option(1, "--threads"),
+    threads: int | None = threads_option(),
 ) -> None:
     """Train one language model on the corpus's domains (90% train / 10% dev per domain)."""
     from dataclasses import asdict
 
     import torch
-    from rich.console import Console
 
+    from synopsis.checkpoint import CheckpointManager
     from synopsis.experiments.domain_lm import build_training_data, load_domains, relabel
     from synopsis.io import write_json
     from synopsis.lm.training import train_language_model
     from synopsis.models.domain_lm import DomainLM, DomainLMConfig, attribute_slots_from
     from synopsis.training.plots import plot_curves
 
-    _set_threads(threads)
+    set_torch_threads(threads)
     cfg = _load_config(config, corpus, max_epochs, sets)
     out = Path(output_dir)
-    if (out / "checkpoints").exists() and not resume:
+    latest = CheckpointManager(out).latest()
+    if latest is not None and not resume:
         raise InputError(
             f"{out}: already holds a run; pass --resume to continue it or pick a new --output-dir"
         )
+    if resume and latest is None:
+        log.warning("%s: no checkpoint yet (nothing to resume); starting from the first epoch", out)
+    elif latest is None and out.is_dir() and any(out.iterdir()):
+        log.info("%s: the earlier run stopped before its first checkpoint; starting afresh", out)
     domains = load_domains(cfg, require_grid=False)
     if held_out is not None and held_out not in domains:
         raise InputError(f"--held-out: unknown domain {held_out!r}; domains: {'; '.join(domains)}")
@@ -110,12 +117,19 @@ def train(
         raise ConfigError(str(err)) from None
     torch.manual_seed(cfg.training.seed)
     model = DomainLM(model_config)
-    console = Console(stderr=True)
-    console.print(
-        f"{variant} model, {model.num_parameters():,} parameters, slots {model_config.attribute_slots}; "
-        f"vocab {len(vocab)}, train {len(train_stream)} / dev {len(dev_stream)} tokens"
+    log.info(
+        "%s model, %s parameters, slots %s; vocab %d, train %d / dev %d tokens",
+        variant,
+        f"{model.num_parameters():,}",
+        model_config.attribute_slots,
+        len(vocab),
+        len(train_stream),
+        len(dev_stream),
     )
-    result = train_language_model(model, train_stream, dev_stream, cfg.training, run_dir=out, resume=resume)
+    with reporting_interrupts(lambda: training_account(out, unit="epoch")):
+        result = train_language_model(
+            model, train_stream, dev_stream, cfg.training, run_dir=out, resume=resume
+        )
     model.save_pretrained(out / "model", extra={"lowercase": cfg.lowercase, "held_out": held_out})
     vocab.save(out / "model" / "vocab.json")
     write_json(out / "train_result.json", asdict(result))
@@ -128,9 +142,11 @@ def train(
         title=f"DomainLM ({variant})",
         ylabel="perplexity",
     )
-    console.print(
-        f"best dev perplexity {result.best_dev_perplexity:.2f} after {result.epochs} epochs; "
-        f"model in {out / 'model'}"
+    log.info(
+        "best dev perplexity %.2f after %d epochs; model in %s",
+        result.best_dev_perplexity,
+        result.epochs,
+        out / "model",
     )
 
 
@@ -141,12 +157,25 @@ def _load_model(model_dir: Path):
     from synopsis.vocab import Vocab
 
     model = DomainLM.from_pretrained(model_dir)
+    if not (model_dir / "vocab.json").is_file():
+        raise CheckpointError(
+            f"{model_dir}: missing vocab.json; not a model directory from `synopsis lm train`"
+        )
     vocab = Vocab.load(model_dir / "vocab.json")
     if len(vocab) != model.config.vocab_size:
-        raise InputError(
+        raise CheckpointError(
             f"{model_dir}: vocab.json has {len(vocab)} words, the model {model.config.vocab_size}"
         )
-    state = json.loads((model_dir / "state.json").read_text(encoding="utf-8"))
+    try:
+        state = json.loads((model_dir / "state.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(
+            f"{model_dir}: missing state.json; not a model directory from `synopsis lm train`"
+        ) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CheckpointError(f"{model_dir / 'state.json'}: unreadable ({err})") from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{model_dir / 'state.json'}: expected a JSON object")
     return model, vocab, bool(state.get("lowercase", True))
 
 
@@ -161,19 +190,18 @@ def perplexity_command(
     attribute: list[str] | None = typer.Option(
         None, "--attribute", "-a", help="Give these attributes instead of each document's own (name=value)."
     ),
-    threads: int = typer.Option(1, "--threads"),
+    threads: int | None = threads_option(),
 ) -> None:
     """Test perplexity per domain (unseen attribute values fall back to the shared representation)."""
     import math
 
-    from rich.console import Console
     from rich.table import Table
 
     from synopsis.experiments.domain_lm import load_domains, restrict
     from synopsis.lm.corpus import TokenStream
     from synopsis.lm.training import evaluate
 
-    _set_threads(threads)
+    set_torch_threads(threads)
     model, vocab, lowercase = _load_model(model_dir)
     cfg = _load_config(config, corpus, None, None)
     cfg.lowercase = lowercase
@@ -192,28 +220,39 @@ def perplexity_command(
         stream = TokenStream.from_documents(docs, vocab)
         attrs = given if given is not None else restrict(docs[0].attributes, names)
         total, count = evaluate(model, stream.with_attributes(attrs))
+        if not count:
+            raise InputError(f"--corpus: domain {name!r} has no tokens to score")
+        if not math.isfinite(total):
+            raise CheckpointError(
+                f"{model_dir}: the model gives {name!r} a perplexity of {math.exp(total / count)}; "
+                "its weights are broken (not finite, or far out of range)"
+            )
         grand_total, grand_count = grand_total + total, grand_count + count
         oov = float((stream.ids == vocab.unk_id).float().mean())
         table.add_row(name, str(attrs or "-"), str(count), f"{oov:.1%}", f"{math.exp(total / count):.2f}")
+    if not grand_count:
+        raise InputError("--domain: no domain selected")
     table.add_row("all", "", str(grand_count), "", f"{math.exp(grand_total / grand_count):.2f}")
-    Console().print(table)
+    stdout_console().print(table)
 
 
 @app.command("sample")
 def sample_command(
     model_dir: Path = typer.Option(..., "--model", "-m", help="A model directory (…/model) from `lm train`."),
     attribute: list[str] | None = typer.Option(None, "--attribute", "-a", help="name=value (repeatable)."),
-    prompt: str = typer.Option("", "--prompt"),
-    length: int = typer.Option(60, "--length"),
-    temperature: float = typer.Option(1.0, "--temperature"),
-    seed: int = typer.Option(0, "--seed"),
+    prompt: str = typer.Option("", "--prompt", help="Text the sample continues."),
+    length: int = ranged(60, "--length", allowed=AT_LEAST_ONE, help="Words to sample."),
+    temperature: float = ranged(
+        1.0, "--temperature", allowed=POSITIVE, help="Softmax temperature (< 1: safer, > 1: wilder)."
+    ),
+    seed: int = ranged(0, "--seed", allowed=NON_NEGATIVE, help="Random seed."),
+    threads: int | None = threads_option(),
 ) -> None:
     """Sample text given domain attributes."""
     from synopsis.lm.sampling import detokenize, sample
     from synopsis.text import word_tokenize
 
-    if temperature <= 0 or length < 1:
-        raise InputError("--temperature must be > 0 and --length >= 1")
+    set_torch_threads(threads)
     model, vocab, lowercase = _load_model(model_dir)
     tokens = sample(
         model,
@@ -230,26 +269,31 @@ def sample_command(
 def domain_lm_experiment(
     config: Path | None = typer.Option(None, "--config", "-c", help=CONFIG_HELP),
     corpus: str | None = typer.Option(None, "--corpus", help=CORPUS_HELP),
-    output_dir: Path = typer.Option(Path("runs/domain_lm"), "--output-dir", "-o"),
-    max_epochs: int | None = typer.Option(None, "--max-epochs", help="Override training.max_epochs."),
+    output_dir: Path = typer.Option(
+        Path("runs/domain_lm"), "--output-dir", "-o", help="Experiment directory (results, tables, models)."
+    ),
+    max_epochs: int | None = ranged(
+        None, "--max-epochs", allowed=AT_LEAST_ONE, help="Override training.max_epochs."
+    ),
     sets: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
     fresh: bool = typer.Option(False, "--fresh", help="Retrain models that already have results."),
-    threads: int = typer.Option(1, "--threads"),
+    threads: int | None = threads_option(),
 ) -> None:
     """Leave-one-domain-out: train on the other domains, test on the unseen one; Tables 4-6 + heatmap."""
-    from rich.console import Console
-
     from synopsis.experiments.domain_lm import run_experiment
 
-    _set_threads(threads)
+    set_torch_threads(threads)
     cfg = _load_config(config, corpus, max_epochs, sets)
-    console = Console(stderr=True, highlight=False)
-    results = run_experiment(
-        cfg, output_dir, resume=not fresh
+    account = (
+        f"models finished so far are kept in {output_dir}; the same command continues with the others"
     )
+    with reporting_interrupts(lambda: account):
+        results = run_experiment(cfg, output_dir, resume=not fresh)
     for key, value in results["tables"]["findings"].items():
-        console.print(f"{key}: {value['count']} of {value['of']}")
-    console.print(
-        f"tables: {output_dir / 'tables.md'}, {output_dir / 'results.json'}, "
-        f"{output_dir / 'table5_heatmap.png'}"
+        log.info("%s: %s of %s", key, value["count"], value["of"])
+    log.info(
+        "tables: %s, %s, %s",
+        output_dir / "tables.md",
+        output_dir / "results.json",
+        output_dir / "table5_heatmap.png",
     )

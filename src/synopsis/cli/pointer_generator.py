@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import typer
 
+from synopsis.cli.options import set_torch_threads, threads_option
+from synopsis.cli.runtime import (
+    progress_enabled,
+    refuse_to_overwrite_inputs,
+    reporting_interrupts,
+    training_account,
+)
 from synopsis.errors import ConfigError
+
+log = logging.getLogger("synopsis.cli")
 
 
 def train(
@@ -18,22 +28,31 @@ def train(
     ),
     output_dir: Path = typer.Option(..., "--output-dir", "-o", help="Run directory (checkpoints, model)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --output-dir exactly."),
-    threads: int | None = typer.Option(None, "--threads", help="torch CPU threads (default: torch's)."),
-    quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+    threads: int | None = threads_option(),
+    quiet: bool = typer.Option(
+        False, "--quiet", "-q", help="Errors only; no progress messages (the same as synopsis -q)."
+    ),
 ) -> None:
     """Train a pointer-generator network (See et al., 2017) with the paper's two-phase schedule."""
     from synopsis.config import load_config, parse_overrides
-    from synopsis.training.pointer_generator import TRAIN_CONFIG_FILE, PointerGeneratorTrainConfig
-    from synopsis.training.pointer_generator import train as run_training
+    from synopsis.training.pointer_generator import TRAIN_CONFIG_FILE, PointerGeneratorTrainConfig, Trainer
 
+    if quiet:
+        logging.getLogger("synopsis").setLevel(logging.ERROR)
     if config is None and resume and (output_dir / TRAIN_CONFIG_FILE).is_file():
         config = output_dir / TRAIN_CONFIG_FILE
     elif config is None:
         raise ConfigError("--config is required (except with --resume on an existing run)")
+    if config != output_dir / TRAIN_CONFIG_FILE:
+        refuse_to_overwrite_inputs(output_dir, [config], "--output-dir")
     train_config = load_config(PointerGeneratorTrainConfig, config, parse_overrides(sets))
-    if threads is not None:
-        import torch
+    set_torch_threads(threads)
+    trainer = Trainer(train_config, output_dir, resume=resume, progress=progress_enabled())
 
-        torch.set_num_threads(threads)
-    run_training(train_config, output_dir, resume=resume, progress=not quiet)
-    typer.echo(f"model written to {output_dir / 'model'}")
+    def account() -> str:
+        step = getattr(trainer, "state", {}).get("step")
+        return training_account(output_dir, step)
+
+    with reporting_interrupts(account):
+        trainer.run()
+    log.info("model written to %s", output_dir / "model")

@@ -7,6 +7,15 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from synopsis.cli.options import ranged, set_torch_threads, threads_option
+from synopsis.cli.runtime import (
+    refuse_to_overwrite_inputs,
+    reporting_interrupts,
+    stdout_console,
+    training_account,
+)
+from synopsis.config import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE
+
 if TYPE_CHECKING:  # the training module imports transformers; the CLI loads it only when used
     from synopsis.training.seq2seq import Seq2SeqTrainConfig
 
@@ -14,7 +23,7 @@ DEFAULT_SHARED = Path("../shared/data")
 
 
 def train(
-    model: Path | None = typer.Option(None, "--model", help="Local Hugging Face model directory."),
+    model: Path | None = typer.Option(None, "--model", "-m", help="Local Hugging Face model directory."),
     config: Path | None = typer.Option(
         None, "--config", "-c", help="Training YAML (configs/seq2seq_*.yaml)."
     ),
@@ -27,17 +36,23 @@ def train(
     random_init: bool | None = typer.Option(
         None, "--random-init/--no-random-init", help="Random weights from the model's config.json."
     ),
-    max_steps: int | None = typer.Option(None, "--max-steps"),
-    batch_size: int | None = typer.Option(None, "--batch-size"),
-    grad_accum_steps: int | None = typer.Option(None, "--grad-accum", help="Gradient accumulation steps."),
-    learning_rate: float | None = typer.Option(None, "--lr"),
-    eval_every: int | None = typer.Option(None, "--eval-every"),
-    patience: int | None = typer.Option(None, "--patience", help="Early stopping patience (evaluations)."),
+    max_steps: int | None = ranged(None, "--max-steps", allowed=AT_LEAST_ONE, help="Optimizer steps."),
+    batch_size: int | None = ranged(None, "--batch-size", allowed=AT_LEAST_ONE, help="Examples per batch."),
+    grad_accum_steps: int | None = ranged(
+        None, "--grad-accum", allowed=AT_LEAST_ONE, help="Gradient accumulation steps."
+    ),
+    learning_rate: float | None = ranged(None, "--lr", allowed=POSITIVE, help="Peak learning rate."),
+    eval_every: int | None = ranged(
+        None, "--eval-every", allowed=AT_LEAST_ONE, help="Dev ROUGE every this many steps."
+    ),
+    patience: int | None = ranged(
+        None, "--patience", allowed=NON_NEGATIVE, help="Early stopping patience (evaluations; 0: off)."
+    ),
     sets: list[str] | None = typer.Option(
         None, "--set", help="Any config key, value as YAML: --set warmup_steps=100 (repeatable)."
     ),
     resume: bool = typer.Option(False, "--resume", help="Continue from the run's latest checkpoint."),
-    threads: int | None = typer.Option(None, "--threads", help="torch CPU threads."),
+    threads: int | None = threads_option(),
 ) -> None:
     """Fine-tune a local BART / Hie-BART / T5 / LED checkpoint; dev ROUGE picks the best model.
 
@@ -65,23 +80,30 @@ def train(
     }
     given = {k: str(v) if isinstance(v, Path) else v for k, v in options.items() if v is not None}
     cfg = load_config(Seq2SeqTrainConfig, config, merge(given, parse_overrides(sets)))
+    run_dir = Path(cfg.output_dir)
+    refuse_to_overwrite_inputs(run_dir, [Path(cfg.model), Path(cfg.train_path), config], "--output-dir")
     _run_training(cfg, resume, threads)
 
 
 def _run_training(cfg: Seq2SeqTrainConfig, resume: bool, threads: int | None) -> None:
-    import torch
-    from rich.console import Console
+    import logging
 
-    from synopsis.training.seq2seq import train_seq2seq
+    from synopsis.cli.runtime import progress_enabled
+    from synopsis.training.seq2seq import Seq2SeqTrainer, save_config
 
-    if threads is not None:
-        torch.set_num_threads(max(1, threads))
-    result = train_seq2seq(cfg, resume=resume)
-    console = Console(stderr=True)
+    set_torch_threads(threads)
+    trainer = Seq2SeqTrainer(cfg, resume=resume, show_progress=progress_enabled())
+    save_config(cfg, trainer.run_dir / "config.yaml")
+    with reporting_interrupts(lambda: training_account(trainer.run_dir, trainer.state["step"])):
+        result = trainer.train()
     best = " ".join(f"{k} {v:.2f}" for k, v in result.best_metrics.items())
-    console.print(
-        f"{result.steps} steps{' (stopped early)' if result.stopped_early else ''}; best dev {best} "
-        f"at step {result.best_step}; model: {result.output_dir / 'best'}"
+    logging.getLogger("synopsis.cli").info(
+        "%d steps%s; best dev %s at step %d; model: %s",
+        result.steps,
+        " (stopped early)" if result.stopped_early else "",
+        best,
+        result.best_step,
+        result.output_dir / "best",
     )
 
 
@@ -98,40 +120,45 @@ def hie_bart_heads_experiment(
     ratios: str | None = typer.Option(
         None, "--ratios", help="Word:sentence head splits, e.g. '8:0,6:2,4:4'."
     ),
-    max_steps: int | None = typer.Option(None, "--max-steps"),
+    max_steps: int | None = ranged(
+        None, "--max-steps", allowed=AT_LEAST_ONE, help="Training steps per model (overrides the config)."
+    ),
     sets: list[str] | None = typer.Option(
         None, "--set", help="Any sweep config key, value as YAML: --set d_model=128 (repeatable)."
     ),
-    threads: int = typer.Option(2, "--threads", help="torch CPU threads."),
+    threads: int | None = threads_option(),
 ) -> None:
     """Hie-BART word:sentence head ratios (the paper's Table 2) with small models on SciTLDR, on CPU."""
-    import torch
-    from rich.console import Console
-
     from synopsis.config import load_config, merge, parse_overrides
     from synopsis.experiments.hie_bart_heads import HeadSweepConfig, run_head_sweep
 
-    torch.set_num_threads(max(1, threads))
+    set_torch_threads(threads)
     given: dict[str, object] = {}
     if ratios is not None:
         given["ratios"] = [r.strip() for r in ratios.split(",") if r.strip()]
     if max_steps is not None:
         given["max_steps"] = max_steps
     cfg = load_config(HeadSweepConfig, config, merge(given, parse_overrides(sets)))
-    table = run_head_sweep(cfg, output, data_dir)
-    Console().print(table)
+    account = f"the ratios finished so far are kept in {output}"
+    with reporting_interrupts(lambda: account):
+        table = run_head_sweep(cfg, output, data_dir)
+    stdout_console().print(table)
 
 
 def convert_hie_bart(
     source: Path = typer.Argument(..., help="A BART checkpoint directory (Hugging Face format)."),
     output: Path = typer.Argument(..., help="New directory for the Hie-BART checkpoint."),
-    word_heads: int = typer.Option(
-        ..., "--word-heads", help="Word-level heads per encoder layer; the rest are sentence-level."
+    word_heads: int = ranged(
+        ...,
+        "--word-heads",
+        allowed=AT_LEAST_ONE,
+        help="Word-level heads per encoder layer; the rest are sentence-level.",
     ),
 ) -> None:
     """Write a Hie-BART checkpoint from a BART one: the same weights, and a config.json that says Hie-BART."""
     from synopsis.models.seq2seq import convert_checkpoint
 
+    refuse_to_overwrite_inputs(output, [source], "OUTPUT")
     convert_checkpoint("hie-bart", source, output, word_heads=word_heads)
     typer.echo(f"wrote Hie-BART ({word_heads} word heads) to {output}")
 

@@ -1,13 +1,34 @@
-"""``synopsis summarize``: one document to stdout, or a whole corpus to a predictions file."""
+"""``synopsis summarize``: one document to stdout, or a whole corpus to a predictions file, as it goes.
+
+A corpus run writes each batch's predictions as soon as the batch is done (whole lines, flushed; see
+:mod:`synopsis.cli.output`), shows a progress bar with rate and ETA (plain lines when stderr is not a
+terminal), and ``--resume`` continues an interrupted run where it stopped.
+"""
 
 from __future__ import annotations
 
-import json
+import logging
+import re
 from pathlib import Path
+from typing import Any
 
 import typer
 
-from synopsis.errors import InputError
+from synopsis.cli.options import ranged, set_torch_threads, threads_option
+from synopsis.cli.runtime import (
+    ProgressReporter,
+    progress_enabled,
+    refuse_to_overwrite_inputs,
+    reporting_interrupts,
+    resume_command,
+    track,
+)
+from synopsis.config import AT_LEAST_ONE, FINITE, NON_NEGATIVE, POSITIVE
+from synopsis.errors import CheckpointError, InputError
+
+log = logging.getLogger("synopsis.cli")
+
+NEURAL_BATCH_SIZE = 16
 
 
 def summarize(
@@ -15,11 +36,11 @@ def summarize(
     method: str | None = typer.Option(
         None,
         "--method",
-        "-m",
-        help="pointer-generator (default: bundled model), seq2seq, lead-K, oracle, centrality.",
+        help="pointer-generator (default: the bundled model), seq2seq, lead-K (any K >= 1), oracle, "
+        "centrality. With --model and no --method, the model's config.json decides.",
     ),
     model: Path | None = typer.Option(
-        None, "--model", help="Model directory (pointer-generator or Hugging Face)."
+        None, "--model", "-m", help="Model directory (a pointer-generator or a Hugging Face checkpoint)."
     ),
     instruction: list[str] | None = typer.Option(
         None,
@@ -33,26 +54,60 @@ def summarize(
     corpus: str | None = typer.Option(
         None,
         "--corpus",
-        help="Read INPUT as a corpus (synopsis, scitldr, qmsum, cnn, ...) and summarize every example.",
+        help="Read INPUT as a corpus (synopsis, scitldr, qmsum, cnn, jsonl, ...); summarize every example.",
     ),
     split: str | None = typer.Option(None, "--split", help="Corpus split, where the corpus has them."),
     input_format: str = typer.Option(
         "auto", "--format", help="Document format (auto, text, markdown, json, ...)."
     ),
     output: Path | None = typer.Option(
-        None, "--output", "-o", help="Write predictions (.jsonl or one per line)."
+        None,
+        "--output",
+        "-o",
+        help="Write predictions here as they are made: x.jsonl ({id, prediction} lines) or any other name "
+        "for one prediction per line (sentences joined by a space).",
     ),
-    k: int = typer.Option(3, "--k", help="Sentences to extract (centrality)."),
-    num_beams: int | None = typer.Option(None, "--num-beams"),
-    min_length: int | None = typer.Option(None, "--min-length"),
-    max_length: int | None = typer.Option(None, "--max-length"),
-    length_penalty: float | None = typer.Option(None, "--length-penalty"),
-    no_repeat_ngram_size: int | None = typer.Option(None, "--no-repeat-ngram-size"),
-    max_source_length: int | None = typer.Option(
-        None, "--max-source-length", help="Truncate model inputs (pointer-generator: words; HF: tokens)."
+    resume: bool = typer.Option(
+        False,
+        "--resume",
+        help="Continue an interrupted run: keep what --output holds and skip those examples "
+        "(by id for .jsonl, by count for one-per-line files).",
     ),
-    batch_size: int = typer.Option(16, "--batch-size"),
-    max_input_mb: float = typer.Option(20.0, "--max-input-mb", help="Refuse documents larger than this."),
+    k: int = ranged(3, "--k", allowed=AT_LEAST_ONE, help="Sentences to extract (centrality)."),
+    num_beams: int | None = ranged(
+        None, "--num-beams", allowed=AT_LEAST_ONE, help="Beam width (neural models; default: the model's)."
+    ),
+    min_length: int | None = ranged(
+        None, "--min-length", allowed=NON_NEGATIVE, help="Shortest summary (neural models; default: model's)."
+    ),
+    max_length: int | None = ranged(
+        None, "--max-length", allowed=AT_LEAST_ONE, help="Longest summary (neural models; default: model's)."
+    ),
+    length_penalty: float | None = ranged(
+        None, "--length-penalty", allowed=FINITE, help="Beam search length penalty exponent (neural models)."
+    ),
+    no_repeat_ngram_size: int | None = ranged(
+        None,
+        "--no-repeat-ngram-size",
+        allowed=NON_NEGATIVE,
+        help="Never repeat an n-gram of this size (neural models; 0: off).",
+    ),
+    max_source_length: int | None = ranged(
+        None,
+        "--max-source-length",
+        allowed=AT_LEAST_ONE,
+        help="Truncate model inputs (pointer-generator: words; Hugging Face models: tokens).",
+    ),
+    batch_size: int | None = ranged(
+        None,
+        "--batch-size",
+        allowed=AT_LEAST_ONE,
+        help=f"Documents per batch (default: {NEURAL_BATCH_SIZE} for neural models, 1 for extractive "
+        "methods, so that each summary is written as soon as it is made).",
+    ),
+    max_input_mb: float = ranged(
+        20.0, "--max-input-mb", allowed=POSITIVE, help="Refuse document files larger than this."
+    ),
     skip_bad_lines: bool = typer.Option(
         False, "--skip-bad-lines", help="Skip malformed JSONL lines (counted)."
     ),
@@ -61,37 +116,59 @@ def summarize(
         "--outline",
         help="Show each summary, a question-summary hierarchy ([L↓]/[L-]/[L↑]), as an indented outline.",
     ),
+    threads: int | None = threads_option(),
 ) -> None:
     """Summarize documents. Without --output, summaries go to stdout, one block per document."""
-    from rich.console import Console
-    from rich.progress import track
-
     from synopsis.data.readers import detect_corpus, read_corpus, read_document
-    from synopsis.io import open_for_atomic_write
     from synopsis.summarizers import load_summarizer
 
-    err = Console(stderr=True)
+    if resume and output is None:
+        raise InputError("--resume continues a run that writes --output; give the same --output")
+    if corpus is not None and len(inputs) != 1:
+        raise InputError("--corpus takes exactly one input path")
     instructions_given = list(instruction or [])
+    if corpus is not None and len(instructions_given) > 1:
+        raise InputError("--corpus takes at most one --instruction (it applies to every example)")
+    for path in inputs:
+        if not path.exists():
+            raise InputError(f"{path}: no such file or directory")
+    refuse_to_overwrite_inputs(output, [*inputs, model], "--output")
+    _check_model_path(model)
+    set_torch_threads(threads)
+
+    summarizer = load_summarizer(
+        method,
+        model,
+        k=k,
+        max_source_length=max_source_length,
+        instruction_cache=not no_cache,
+        num_beams=num_beams,
+        min_length=min_length,
+        max_length=max_length,
+        length_penalty=length_penalty,
+        no_repeat_ngram_size=no_repeat_ngram_size,
+    )
+    extractive = _is_extractive(summarizer)
+    if instructions_given and not summarizer.takes_instructions:
+        log.warning("--instruction is ignored: %s does not take instructions", type(summarizer).__name__)
+
     if corpus is not None:
-        if len(inputs) != 1:
-            raise InputError("--corpus takes exactly one input path")
-        if len(instructions_given) > 1:
-            raise InputError("--corpus takes at most one --instruction (it applies to every example)")
         stats: dict[str, int] = {}
         name = detect_corpus(inputs[0]) if corpus == "auto" else corpus
         # Generic JSONL/CSV need no reference column to be summarized (only the oracle reads references).
         options = {"summary_column": None} if name in ("jsonl", "csv") and method != "oracle" else {}
-        examples = list(
-            read_corpus(name, inputs[0], split=split, skip_bad_lines=skip_bad_lines, stats=stats, **options)
+        reader = read_corpus(
+            name, inputs[0], split=split, skip_bad_lines=skip_bad_lines, stats=stats, **options
         )
+        examples = list(track(reader, f"reading {inputs[0]}", None, "examples"))
         if stats.get("skipped"):
-            err.print(f"skipped {stats['skipped']} malformed line(s) in {inputs[0]}")
+            log.info("skipped %d malformed line(s) in %s", stats["skipped"], inputs[0])
         if not examples:
             raise InputError(f"{inputs[0]}: no examples found for corpus '{corpus}'")
         ids = [e.id for e in examples]
         documents = [e.document for e in examples]
         instructions = [(instructions_given or [None])[0] or e.instruction for e in examples]
-        references = [e.references for e in examples]
+        references: list[Any] | None = [e.references for e in examples]
     else:
         documents = [read_document(path, format=input_format, max_mb=max_input_mb) for path in inputs]
         for path, doc in zip(inputs, documents, strict=True):
@@ -106,56 +183,119 @@ def summarize(
         else:
             instructions = [(instructions_given or [None])[0]] * len(documents)
 
-    summarizer = load_summarizer(
-        method,
-        model,
-        k=k,
-        max_source_length=max_source_length,
-        instruction_cache=not no_cache,
-        num_beams=num_beams,
-        min_length=min_length,
-        max_length=max_length,
-        length_penalty=length_penalty,
-        no_repeat_ngram_size=no_repeat_ngram_size,
-    )
-    batches = range(0, len(documents), batch_size)
-    if len(documents) > batch_size:
-        batches = track(batches, description="summarizing", console=err, transient=True)
-    predictions: list[str] = []
-    for start in batches:
-        end = start + batch_size
-        predictions += summarizer.summarize(
-            documents[start:end],
-            instructions[start:end],
-            None if references is None else references[start:end],
+    size = batch_size or (1 if extractive else NEURAL_BATCH_SIZE)
+    label = None if extractive else str(model) if model is not None else "the bundled model"
+    _run(summarizer, ids, documents, instructions, references, size, output, resume, outline, label)
+
+
+def _run(
+    summarizer: Any,
+    ids: list[str],
+    documents: list[Any],
+    instructions: list[str | None],
+    references: list[Any] | None,
+    batch_size: int,
+    output: Path | None,
+    resume: bool,
+    outline: bool,
+    model: str | None,
+) -> None:
+    """Summarize batch by batch; each batch goes to --output (or stdout) as soon as it is done.
+
+    ``model`` names a neural model, whose empty output for a whole first batch means broken weights."""
+    from synopsis.cli.output import PredictionWriter
+
+    writer = PredictionWriter(output, resume=resume) if output is not None else None
+    todo = [i for i, skip in enumerate(writer.skipped(ids) if writer else [False] * len(ids)) if not skip]
+    if writer is not None and len(todo) < len(ids):
+        log.info("resuming: %s holds %d of %d predictions", output, len(ids) - len(todo), len(ids))
+    if not todo:
+        assert writer is not None
+        writer.close()
+        log.info("nothing left to do: %s already holds all %d predictions", output, len(ids))
+        return
+    done, empty = 0, 0
+
+    def account() -> str:
+        if writer is None:
+            return f"stopped after {done} of {len(todo)} documents"
+        return (
+            f"{writer.written} of {len(ids)} predictions are in {output} (whole lines); "
+            f"resume with: {resume_command()}"
         )
 
-    if outline and output is None:
-        predictions = [_as_outline(p, doc_id) for p, doc_id in zip(predictions, ids, strict=True)]
-    if output is None:
-        for i, (doc_id, prediction) in enumerate(zip(ids, predictions, strict=True)):
-            if len(predictions) > 1:
-                typer.echo(f"{'' if i == 0 else chr(10)}== {doc_id}")
-            typer.echo(prediction)
+    shown = progress_enabled() and len(todo) > 1
+    try:
+        with (
+            reporting_interrupts(account),
+            ProgressReporter(
+                "summarizing", len(ids), "documents", completed=len(ids) - len(todo), enabled=shown
+            ) as progress,
+        ):
+            for start in range(0, len(todo), batch_size):
+                rows = todo[start : start + batch_size]
+                predictions = summarizer.summarize(
+                    [documents[i] for i in rows],
+                    [instructions[i] for i in rows],
+                    None if references is None else [references[i] for i in rows],
+                )
+                blank = sum(not p.strip() for p in predictions)
+                if blank == len(predictions) and done == 0 and model is not None:
+                    raise CheckpointError(
+                        f"{model}: produced empty summaries for all {blank} document(s) of the first batch; "
+                        "its weights look untrained or corrupt"
+                    )
+                empty += blank
+                batch_ids = [ids[i] for i in rows]
+                if writer is not None:
+                    writer.write(batch_ids, predictions)
+                else:
+                    _print(batch_ids, predictions, first=done == 0, many=len(ids) > 1, outline=outline)
+                done += len(rows)
+                progress.advance(len(rows))
+    finally:
+        if writer is not None:
+            writer.close()
+    if empty:
+        log.warning("%d of %d summaries are empty", empty, done)
+    if writer is not None:
+        log.info("wrote %d summaries to %s", writer.written, output)
+
+
+def _print(ids: list[str], predictions: list[str], first: bool, many: bool, outline: bool) -> None:
+    for i, (doc_id, prediction) in enumerate(zip(ids, predictions, strict=True)):
+        if outline:
+            prediction = _as_outline(prediction, doc_id)
+        if many:
+            typer.echo(f"{'' if first and i == 0 else chr(10)}== {doc_id}")
+        typer.echo(prediction)
+
+
+def _is_extractive(summarizer: Any) -> bool:
+    from synopsis.summarizers.extractive import CentralitySummarizer, LeadSummarizer, OracleSummarizer
+
+    return isinstance(summarizer, LeadSummarizer | OracleSummarizer | CentralitySummarizer)
+
+
+def _check_model_path(model: Path | None) -> None:
+    """``-m lead-3`` from the days when ``-m`` meant --method: say what ``-m`` is now."""
+    if model is None or model.exists():
         return
-    with open_for_atomic_write(output) as handle:
-        for doc_id, prediction in zip(ids, predictions, strict=True):
-            if output.suffix == ".jsonl":
-                handle.write(json.dumps({"id": doc_id, "prediction": prediction}, ensure_ascii=False) + "\n")
-            else:  # one summary per line: sentences joined by a space
-                handle.write(" ".join(prediction.split("\n")) + "\n")
-    err.print(f"wrote {len(predictions)} summaries to {output}")
+    if re.fullmatch(r"lead-\d+|oracle|centrality|pointer-generator|seq2seq", str(model)):
+        raise InputError(
+            f"{model}: no such model directory (-m is --model in every command; for a method, "
+            f"use --method {model})"
+        )
+    raise InputError(f"{model}: no such model directory")
 
 
 def _as_outline(prediction: str, doc_id: str) -> str:
     """A generated hierarchy as an outline; what could not be parsed is said in one warning line."""
-    import logging
-
     from synopsis.qs import parse_lenient, render_outline
 
     parsed = parse_lenient(prediction)
     if parsed.problems:
-        logging.getLogger("synopsis").warning(
+        log.warning(
             "%s: malformed generated hierarchy (%d problem(s), %d pair(s) dropped); showing what parsed",
             doc_id,
             len(parsed.problems),

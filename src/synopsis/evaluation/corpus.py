@@ -1,16 +1,36 @@
-"""Score a corpus of predictions: every metric, corpus averages, bootstrap intervals, the settings used."""
+"""Score a corpus of predictions: every metric, corpus averages, bootstrap intervals, the settings used.
+
+Long corpora: ``progress`` wraps each per-example loop (the CLI shows a bar, or plain lines in logs), and
+``threads`` > 1 scores ROUGE and METEOR in that many worker processes (the scores do not change).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import logging
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 
 from synopsis.errors import ConfigError, InputError
 from synopsis.evaluation import metrics as m
 from synopsis.evaluation.bootstrap import bootstrap_cis, rouge155_bootstrap
-from synopsis.evaluation.rouge import AGGREGATES, ROUGE_TYPES, RougeScorer, Score
+from synopsis.evaluation.rouge import (
+    AGGREGATES,
+    ROUGE_TYPES,
+    TOKENIZERS,
+    RougeScorer,
+    Score,
+    first_non_latin,
+)
 
 METRICS = ("rouge", "bleu", "meteor", "novel", "repeat", "length")
+T = TypeVar("T")
+#: ``progress(items, description, total)`` yields ``items`` while showing how far it got
+Progress = Callable[[Iterable[Any], str, int], Iterable[Any]]
+
+logger = logging.getLogger(__name__)
+
+_CHUNK = 500  # examples per task sent to a worker process
+_PARALLEL_MIN = 2 * _CHUNK  # fewer examples are scored in this process
 
 
 def evaluate_corpus(
@@ -27,7 +47,9 @@ def evaluate_corpus(
     bootstrap: int = 1000,
     confidence: float = 0.95,
     seed: int = 0,
-    progress: bool = False,
+    progress: bool | Progress = False,
+    tokenizer: str = "ascii",
+    threads: int = 1,
 ) -> dict[str, Any]:
     """Evaluate ``predictions[i]`` against the references ``references[i]`` (and ``sources[i]`` if given).
 
@@ -35,6 +57,10 @@ def evaluate_corpus(
     entry per metric. ROUGE and METEOR are per-example scores averaged over examples, with bootstrap
     ``confidence`` intervals over examples (``bootstrap`` resamples, 0 to skip). Novel n-gram rates need
     ``sources`` and are skipped (with a note in ``settings``) without them.
+
+    Text in a non-Latin script is refused with ``tokenizer="ascii"`` (rouge-score's tokenizer would drop
+    every letter and score 0); ``tokenizer="unicode"`` scores it. An empty reference is an error: it would
+    score 0 whatever the prediction. Empty predictions are scored 0 and counted in a warning.
     """
     unknown = [name for name in metrics if name not in METRICS]
     if unknown:
@@ -48,28 +74,41 @@ def evaluate_corpus(
     for i, refs in enumerate(references):
         if isinstance(refs, str) or not refs:
             raise InputError(f"example {i + 1}: needs a non-empty list of references")
+        for k, ref in enumerate(refs):
+            if not ref.strip():
+                raise InputError(
+                    f"example {i + 1}: reference {k + 1} is empty (it would score 0 whatever the prediction)"
+                )
     if sources is not None and len(sources) != len(predictions):
         raise InputError(f"{len(predictions)} predictions but {len(sources)} sources")
+    if tokenizer not in TOKENIZERS:
+        raise ConfigError(f"unknown tokenizer '{tokenizer}': choose from {', '.join(TOKENIZERS)}")
+    if tokenizer == "ascii":
+        check_latin(predictions, references)
+    if threads < 1:
+        raise ConfigError(f"threads must be >= 1, got {threads}")
+    empty = sum(not p.strip() for p in predictions)
+    if empty:
+        logger.warning("%d of %d predictions are empty (each scores 0)", empty, len(predictions))
+    track = _tracker(progress, len(predictions))
+    words = m.word_function(tokenizer)
 
     report: dict[str, Any] = {"num_examples": len(predictions), "settings": {"aggregate": aggregate}}
     settings = report["settings"]
     per_example: dict[str, list[float]] = {}
 
+    pairs = list(zip(predictions, references, strict=True))
     if "rouge" in metrics:
-        scorer = RougeScorer(
-            ROUGE_TYPES,
-            use_stemmer=use_stemmer,
-            mode=mode,
-            split_summaries=split_summaries,
-            wordnet_exceptions=wordnet_exceptions,
-        )
-        settings["rouge"] = scorer.describe()
-        scores = [
-            scorer.score_multi(refs, pred, aggregate)
-            for pred, refs in _progress(
-                zip(predictions, references, strict=True), progress, "ROUGE", len(predictions)
-            )
-        ]
+        rouge_settings = {
+            "rouge_types": ROUGE_TYPES,
+            "use_stemmer": use_stemmer,
+            "mode": mode,
+            "split_summaries": split_summaries,
+            "wordnet_exceptions": wordnet_exceptions,
+            "tokenizer": tokenizer,
+        }
+        settings["rouge"] = RougeScorer(**rouge_settings).describe()
+        scores = _map(_rouge_one, (rouge_settings, aggregate), pairs, threads, track, "ROUGE")
         report["rouge"] = {}
         for rouge_type in ROUGE_TYPES:
             values = [s[rouge_type] for s in scores]
@@ -88,21 +127,20 @@ def evaluate_corpus(
             )
 
     if "bleu" in metrics:
-        report["bleu"] = m.corpus_bleu(predictions, references)
+        for _ in track([None], "BLEU (one pass over the corpus)", 1):
+            report["bleu"] = m.corpus_bleu(predictions, references, tokenizer)
         settings["bleu"] = f"sacrebleu corpus BLEU-4, {report['bleu']['signature']}"
+        if tokenizer == "unicode":
+            settings["bleu"] += " (tokens: synopsis' Unicode words and punctuation, case kept)"
 
     if "meteor" in metrics:
-        meteor = [
-            m.meteor(pred, refs, aggregate)
-            for pred, refs in _progress(
-                zip(predictions, references, strict=True), progress, "METEOR", len(predictions)
-            )
-        ]
+        m._meteor_resources()  # load WordNet here once, before any worker process is forked
+        meteor = _map(_meteor_one, (aggregate, tokenizer), pairs, threads, track, "METEOR")
         per_example["meteor"] = meteor
         report["meteor"] = {"score": sum(meteor) / len(meteor)}
         settings["meteor"] = (
             "NLTK meteor_score (alpha 0.9, beta 3, gamma 0.5), WordNet 3.0 from Debian, "
-            "lower-cased word tokens"
+            + ("lower-cased Unicode words" if tokenizer == "unicode" else "lower-cased word tokens")
         )
 
     orders = [str(n) for n in m.NGRAM_ORDERS]
@@ -110,27 +148,35 @@ def evaluate_corpus(
         if sources is None:
             settings["novel"] = "skipped: no sources given"
         else:
+            with_sources = list(zip(predictions, sources, strict=True))
             report["novel_ngrams"] = {
                 n: _mean_defined(
-                    m.novel_ngram_rate(p, s, int(n)) for p, s in zip(predictions, sources, strict=True)
+                    m.novel_ngram_rate(p, s, int(n), words)
+                    for p, s in track(with_sources, f"novel {n}-grams", len(with_sources))
                 )
                 for n in orders
             }
             settings["novel"] = "share of summary n-grams absent from the source, averaged over summaries"
     if "repeat" in metrics:
         report["repeated_ngrams"] = {
-            n: _mean_defined(m.repeated_ngram_rate(p, int(n)) for p in predictions) for n in orders
+            n: _mean_defined(m.repeated_ngram_rate(p, int(n), words) for p in predictions) for n in orders
         }
         settings["repeat"] = (
             "share of summary n-grams repeating an earlier one in it, averaged over summaries"
         )
     if "novel" in metrics or "repeat" in metrics or "length" in metrics:
-        settings["words"] = "lower-cased [a-z0-9] runs, unstemmed; sentences: Punkt per line"
+        settings["words"] = (
+            "lower-cased Unicode words (one per character in unspaced scripts)"
+            if tokenizer == "unicode"
+            else "lower-cased [a-z0-9] runs"
+        ) + ", unstemmed; sentences: Punkt per line"
     if "length" in metrics:
-        report["length"] = m.length_stats(predictions, references)
+        for _ in track([None], "lengths", 1):
+            report["length"] = m.length_stats(predictions, references, words)
 
     if bootstrap > 0 and per_example:
-        intervals = bootstrap_cis(per_example, n_samples=bootstrap, confidence=confidence, seed=seed)
+        for _ in track([None], f"bootstrap ({bootstrap} resamples)", 1):
+            intervals = bootstrap_cis(per_example, n_samples=bootstrap, confidence=confidence, seed=seed)
         key = f"ci{round(confidence * 100)}"
         for name, interval in intervals.items():
             if name.startswith("rouge/"):
@@ -161,10 +207,87 @@ def _mean_defined(values) -> float | None:  # noqa: ANN001 - any iterable of flo
     return sum(defined) / len(defined) if defined else None
 
 
-def _progress(items, enabled: bool, label: str, total: int):  # noqa: ANN001, ANN202
-    if not enabled or total < 200:
-        return items
-    from rich.console import Console
-    from rich.progress import track
+def check_latin(predictions: Sequence[str], references: Sequence[Sequence[str]]) -> None:
+    """Refuse text in a non-Latin script, which the ASCII tokenizer would silently score 0."""
+    for what, texts in (("prediction", predictions), ("reference", [r for refs in references for r in refs])):
+        index = first_non_latin(texts)
+        if index is not None:
+            raise InputError(
+                f"{what} {index + 1} is mostly in a non-Latin script ({texts[index][:20]!r}...): the "
+                "rouge-score tokenizer keeps only a-z and 0-9 and would score it 0; "
+                "use the Unicode tokenizer (--tokenizer unicode)"
+            )
 
-    return track(items, description=label, total=total, console=Console(stderr=True), transient=True)
+
+def _tracker(progress: bool | Progress, total: int) -> Progress:
+    if callable(progress):
+        return progress
+    if not progress or total < 200:
+        return lambda items, description, count: items
+
+    def rich_track(items: Iterable[T], description: str, count: int) -> Iterable[T]:
+        from rich.console import Console
+        from rich.progress import track
+
+        console = Console(stderr=True)
+        return track(items, description=description, total=count, console=console, transient=True)
+
+    return rich_track
+
+
+def _rouge_one(settings: tuple[dict[str, Any], str], pair: tuple[str, Sequence[str]]) -> dict[str, Score]:
+    scorer_settings, aggregate = settings
+    return _scorer(tuple(sorted(scorer_settings.items()))).score_multi(pair[1], pair[0], aggregate)
+
+
+_SCORERS: dict[tuple, RougeScorer] = {}
+
+
+def _scorer(key: tuple) -> RougeScorer:
+    if key not in _SCORERS:
+        _SCORERS[key] = RougeScorer(**dict(key))
+    return _SCORERS[key]
+
+
+def _meteor_one(settings: tuple[str, str], pair: tuple[str, Sequence[str]]) -> float:
+    aggregate, tokenizer = settings
+    return m.meteor(pair[0], pair[1], aggregate, tokenizer)
+
+
+def _chunk(task: tuple[Callable[[Any, Any], T], Any, list[Any]]) -> list[T]:
+    function, settings, items = task
+    return [function(settings, item) for item in items]
+
+
+def _ignore_sigint() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+
+
+def _map(
+    function: Callable[[Any, Any], T],
+    settings: Any,
+    items: list[Any],
+    threads: int,
+    track: Progress,
+    description: str,
+) -> list[T]:
+    """``[function(settings, item) for item in items]``, in ``threads`` processes for long lists."""
+    if threads <= 1 or len(items) < _PARALLEL_MIN:
+        return list(track((function(settings, item) for item in items), description, len(items)))
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    # fork: the workers start at once, with this process's caches (stems, WordNet); they only compute
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    context = multiprocessing.get_context(method)
+    pool = ProcessPoolExecutor(threads, mp_context=context, initializer=_ignore_sigint)
+    try:
+        chunks = [(function, settings, items[i : i + _CHUNK]) for i in range(0, len(items), _CHUNK)]
+        results: Iterator[T] = (r for chunk in pool.map(_chunk, chunks) for r in chunk)
+        return list(track(results, f"{description} ({threads} processes)", len(items)))
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in list((getattr(pool, "_processes", None) or {}).values()):
+            process.terminate()

@@ -81,5 +81,6 @@ def render_report(report: dict[str, Any]) -> Group:
     for name, description in report["settings"].items():
         settings.append(f"  {name}: ", style="bold")
         settings.append(f"{description}\n")
+    settings.rstrip()  # no blank line after the report
     parts.append(settings)
     return Group(*parts)

@@ -14,6 +14,11 @@ multi-reference formulas: ``-f A`` (hits and counts summed over references, ``ag
 LCS over the lines of each summary; this is ``rougeLsum`` here, while ``rougeL`` treats each summary as one
 unit (what the script computes when a summary is written on one line).
 
+Both tokenizers keep only ASCII letters and digits, so text in another script would score 0:
+``tokenizer="unicode"`` (either mode) takes words of any script instead, one token per character in scripts
+written without spaces (Chinese, Japanese, Thai, ...), and stems ASCII words only; :func:`is_non_latin`
+finds the text the default tokenizers cannot score, which ``evaluate_corpus`` refuses.
+
 Speed comes from (a) stemming each distinct word once (stemming dominates ``rouge-score``'s run time),
 (b) tokenising each text once for all ROUGE types, (c) C-level n-gram counting, and (d) a bit-parallel LCS
 (Hyyrö 2004) whose bit vectors also answer the DP-table queries of ``rouge-score``'s LCS backtracking, so
@@ -29,11 +34,16 @@ from functools import cache
 from pathlib import Path
 from typing import NamedTuple
 
+import regex
+
 from synopsis.errors import ConfigError
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 MODES = ("rouge-score", "perl")
 AGGREGATES = ("max", "mean")
+#: "ascii": the mode's own tokenizer (a-z/0-9 runs, exactly as rouge-score / ROUGE-1.5.5); "unicode": words
+#: of any script, one token per character in scripts written without spaces (Chinese, Japanese, Thai, ...)
+TOKENIZERS = ("ascii", "unicode")
 
 # Distinct words seen in a corpus are few; beyond this many we stop caching new stems (memory bound).
 _STEM_CACHE_SIZE = 1 << 20
@@ -72,6 +82,39 @@ _PERL_SEPARATORS = re.compile(r"[^A-Za-z0-9]+")  # applied before ASCII lower-ca
 
 def _rouge_score_words(text: str) -> list[str]:
     return _RS_SEPARATORS.sub(" ", text.lower()).split()
+
+
+# Scripts written without spaces between words: each character is a token (as character-level ROUGE for
+# Chinese and Japanese); every other script: runs of letters, marks and digits (marks keep Arabic, Hindi,
+# ... words whole).
+_UNSPACED = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}\p{Tibetan}"
+_UNICODE_WORDS = regex.compile(rf"[{_UNSPACED}]|(?:(?![{_UNSPACED}])[\p{{L}}\p{{M}}\p{{N}}])+")
+_UNICODE_TOKENS = regex.compile(rf"{_UNICODE_WORDS.pattern}|[^\s\p{{L}}\p{{M}}\p{{N}}]")
+_LETTER = regex.compile(r"\p{L}")
+_NON_LATIN_LETTER = regex.compile(r"[^\P{L}\p{Latin}]")
+
+
+def unicode_words(text: str) -> list[str]:
+    """Lower-cased words of any script; one token per character in scripts written without spaces."""
+    return _UNICODE_WORDS.findall(text.lower())
+
+
+def unicode_tokens(text: str) -> list[str]:
+    """:func:`unicode_words` with punctuation and symbols as tokens too, case kept (for BLEU)."""
+    return _UNICODE_TOKENS.findall(text)
+
+
+def is_non_latin(text: str) -> bool:
+    """More than half of the text's letters are outside the Latin script (the ASCII tokenizer drops them)."""
+    if text.isascii():
+        return False
+    letters = len(_LETTER.findall(text))
+    return letters > 0 and len(_NON_LATIN_LETTER.findall(text)) * 2 > letters
+
+
+def first_non_latin(texts: Sequence[str]) -> int | None:
+    """Index of the first text :func:`is_non_latin` finds, or None."""
+    return next((i for i, text in enumerate(texts) if is_non_latin(text)), None)
 
 
 def _perl_words(text: str) -> list[str]:
@@ -357,6 +400,7 @@ class RougeScorer:
         mode: str = "rouge-score",
         split_summaries: bool = False,
         wordnet_exceptions: bool = False,
+        tokenizer: str = "ascii",
     ) -> None:
         unknown = [
             t for t in rouge_types if t not in ("rougeL", "rougeLsum") and not re.fullmatch(r"rouge[1-9]", t)
@@ -369,12 +413,17 @@ class RougeScorer:
             raise ConfigError(f"unknown ROUGE mode '{mode}': choose from {', '.join(MODES)}")
         if wordnet_exceptions and mode != "perl":
             raise ConfigError("wordnet_exceptions applies to mode='perl' only")
+        if tokenizer not in TOKENIZERS:
+            raise ConfigError(f"unknown tokenizer '{tokenizer}': choose from {', '.join(TOKENIZERS)}")
         self.rouge_types = tuple(rouge_types)
         self.use_stemmer = use_stemmer
         self.mode = mode
         self.split_summaries = split_summaries
         self.wordnet_exceptions = wordnet_exceptions and use_stemmer
-        self._words = _perl_words if mode == "perl" else _rouge_score_words
+        self.tokenizer = tokenizer
+        self._words = (
+            unicode_words if tokenizer == "unicode" else _perl_words if mode == "perl" else _rouge_score_words
+        )
 
     @property
     def _stems(self) -> _StemCache | None:
@@ -384,7 +433,11 @@ class RougeScorer:
         """The mode's tokens of ``text`` (stemmed when ``use_stemmer``)."""
         words = self._words(text)
         stems = self._stems
-        return words if stems is None else [t for t in map(stems.__getitem__, words) if t]
+        if stems is None:
+            return words
+        if self.tokenizer == "unicode":  # the Porter stemmers know English only
+            return [t for t in (stems[w] if w.isascii() else w for w in words) if t]
+        return [t for t in map(stems.__getitem__, words) if t]
 
     def _sentences(self, text: str) -> list[str]:
         if self.split_summaries:
@@ -484,5 +537,13 @@ class RougeScorer:
             stem = "NLTK Porter stemmer on words > 3 chars" if self.use_stemmer else "no stemming"
             tokens = "lower-case, split on non-[a-z0-9]"
             convention = "rouge-score 0.1.2 (multi-ref: max = best F per type, mean = average P/R/F)"
-        sentences = "Punkt sentences" if self.split_summaries else "newline-separated sentences"
+        if self.tokenizer == "unicode":
+            tokens = (
+                "Unicode words of any script, lower-cased; one token per character in Chinese, Japanese, "
+                "Thai, Lao, Khmer, Myanmar, Tibetan"
+            )
+            stem = stem.replace("on words", "on ASCII words")
+        sentences = (
+            "Punkt sentences (and 。！？)" if self.split_summaries else "newline-separated sentences"
+        )
         return f"{convention}; tokens: {tokens}; {stem}; rougeLsum: union LCS over {sentences}"

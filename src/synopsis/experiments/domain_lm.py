@@ -23,12 +23,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import product
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from rich.progress import Progress
 
-from synopsis.config import to_dict
+from synopsis.config import AT_LEAST_ONE, DROPOUT, Range, check_ranges, to_dict
 from synopsis.errors import ConfigError, InputError
 from synopsis.io import open_for_atomic_write, write_json
 from synopsis.lm.corpus import (
@@ -75,6 +75,16 @@ class ModelSizes:
     num_layers: int = 1
     dropout: float = 0.5
 
+    RANGES: ClassVar[dict[str, Range]] = {
+        "embedding_dim": AT_LEAST_ONE,
+        "hidden_dim": AT_LEAST_ONE,
+        "num_layers": AT_LEAST_ONE,
+        "dropout": DROPOUT,
+    }
+
+    def __post_init__(self) -> None:
+        check_ranges(self, self.RANGES)
+
 
 @dataclass
 class ExperimentConfig:
@@ -91,14 +101,19 @@ class ExperimentConfig:
     # lr 0.5 and 6 epochs: see configs/domain_lm.yaml (bounded so the default run fits in < 60 min on CPU).
     training: LMTrainConfig = field(default_factory=lambda: LMTrainConfig(learning_rate=0.5, max_epochs=6))
 
+    RANGES: ClassVar[dict[str, Range]] = {
+        "max_tokens_per_domain": AT_LEAST_ONE,
+        "dev_fraction": Range(0.0, 0.5, low_open=True, high_open=True),
+        "min_count": AT_LEAST_ONE,
+    }
+
     def __post_init__(self) -> None:
+        check_ranges(self, self.RANGES)
         unknown = [v for v in self.variants if v not in VARIANTS]
         if unknown or "in" not in self.variants:
             raise ValueError(
                 f"variants must be among {', '.join(VARIANTS)} and include 'in'; got {self.variants}"
             )
-        if not 0.0 < self.dev_fraction < 0.5:
-            raise ValueError(f"dev_fraction must be in (0, 0.5), got {self.dev_fraction}")
 
 
 @dataclass

@@ -10,9 +10,9 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from synopsis.config import to_dict
+from synopsis.config import AT_LEAST_ONE, DROPOUT, NON_NEGATIVE, POSITIVE, Range, check_ranges, to_dict
 from synopsis.errors import InputError
 from synopsis.io import open_for_atomic_write, write_json
 from synopsis.training.seq2seq import METRICS, Seq2SeqTrainConfig, load_examples, train_seq2seq
@@ -56,7 +56,27 @@ class HeadSweepConfig:
     eval_max_length: int = 48
     seed: int = 0
 
+    RANGES: ClassVar[dict[str, Range]] = {
+        "vocab_size": AT_LEAST_ONE,
+        "d_model": AT_LEAST_ONE,
+        "ffn_dim": AT_LEAST_ONE,
+        "layers": AT_LEAST_ONE,
+        "dropout": DROPOUT,
+        "train_examples": AT_LEAST_ONE,
+        "dev_examples": AT_LEAST_ONE,
+        "max_source_length": AT_LEAST_ONE,
+        "max_target_length": AT_LEAST_ONE,
+        "batch_size": AT_LEAST_ONE,
+        "learning_rate": POSITIVE,
+        "warmup_steps": NON_NEGATIVE,
+        "max_steps": AT_LEAST_ONE,
+        "eval_every": AT_LEAST_ONE,
+        "eval_max_length": AT_LEAST_ONE,
+        "seed": NON_NEGATIVE,
+    }
+
     def __post_init__(self) -> None:
+        check_ranges(self, self.RANGES)
         if not self.ratios:
             raise ValueError("ratios: give at least one word:sentence split")
         totals = set()

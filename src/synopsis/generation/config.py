@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
+from synopsis.config import AT_LEAST_ONE, FINITE, NON_NEGATIVE, Range, check_ranges
 from synopsis.generation.penalties import LENGTH_PENALTIES
 
 GENERATION_CONFIG_FILE = "generation_config.json"
@@ -22,17 +24,19 @@ class GenerationConfig:
     no_immediate_repeat: bool = False  # logits processor: ban the token just generated
     max_source_tokens: int = 400
 
+    RANGES: ClassVar[dict[str, Range]] = {
+        "num_beams": AT_LEAST_ONE,
+        "min_length": NON_NEGATIVE,
+        "max_length": AT_LEAST_ONE,
+        "length_penalty": FINITE,
+        "no_repeat_ngram_size": NON_NEGATIVE,
+        "max_source_tokens": AT_LEAST_ONE,
+    }
+
     def __post_init__(self) -> None:
-        if self.num_beams < 1:
-            raise ValueError(f"num_beams must be >= 1, got {self.num_beams}")
-        if self.max_length < 1 or self.min_length < 0 or self.min_length > self.max_length:
-            raise ValueError(
-                f"need 0 <= min_length <= max_length, got {self.min_length} and {self.max_length}"
-            )
+        check_ranges(self, self.RANGES)
+        if self.min_length > self.max_length:
+            raise ValueError(f"min_length ({self.min_length}) must be <= max_length ({self.max_length})")
         if self.length_penalty_kind not in LENGTH_PENALTIES:
             kinds = ", ".join(LENGTH_PENALTIES)
             raise ValueError(f"length_penalty_kind must be one of {kinds}, got {self.length_penalty_kind!r}")
-        if self.no_repeat_ngram_size < 0:
-            raise ValueError(f"no_repeat_ngram_size must be >= 0, got {self.no_repeat_ngram_size}")
-        if self.max_source_tokens < 1:
-            raise ValueError(f"max_source_tokens must be >= 1, got {self.max_source_tokens}")

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -32,6 +32,7 @@ from synopsis.checkpoint import (
     rng_state,
     set_rng_state,
 )
+from synopsis.config import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Range, check_ranges
 from synopsis.errors import CheckpointError
 from synopsis.lm.corpus import TokenStream, batchify, bptt_windows, num_windows
 from synopsis.models.domain_lm import DomainLM
@@ -50,11 +51,21 @@ class LMTrainConfig:
     eval_bptt: int = 64
     seed: int = 1
 
+    RANGES: ClassVar[dict[str, Range]] = {
+        "batch_size": AT_LEAST_ONE,
+        "bptt": AT_LEAST_ONE,
+        "learning_rate": POSITIVE,
+        "halving_threshold": Range(1.0),
+        "max_epochs": AT_LEAST_ONE,
+        "weight_decay": NON_NEGATIVE,
+        "clip_norm": POSITIVE,
+        "eval_batch_size": AT_LEAST_ONE,
+        "eval_bptt": AT_LEAST_ONE,
+        "seed": NON_NEGATIVE,
+    }
+
     def __post_init__(self) -> None:
-        if self.batch_size < 1 or self.bptt < 1 or self.max_epochs < 1:
-            raise ValueError("batch_size, bptt and max_epochs must be positive")
-        if self.learning_rate <= 0 or self.halving_threshold < 1.0:
-            raise ValueError("learning_rate must be > 0 and halving_threshold >= 1")
+        check_ranges(self, self.RANGES)
 
 
 @dataclass

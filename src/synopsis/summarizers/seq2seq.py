@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from synopsis.checkpoint import check_finite_tensors
 from synopsis.document import Document
 from synopsis.errors import ConfigError
 from synopsis.models.inputs import Seq2SeqInputs, SourceEncoding
@@ -62,6 +63,7 @@ class Seq2SeqSummarizer(Summarizer):
     ) -> Seq2SeqSummarizer:
         """Load ``model_dir``; what the model is comes from its ``config.json``."""
         model, tokenizer = load_seq2seq(model_dir)
+        check_finite_tensors(model.state_dict(), model_dir)
         inputs = Seq2SeqInputs(model.config, tokenizer, max_source_length=max_source_length)
         return cls(model, tokenizer, inputs, instruction_cache=instruction_cache, **generation_options)
 

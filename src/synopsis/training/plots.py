@@ -7,6 +7,8 @@ from pathlib import Path
 
 import matplotlib
 
+from synopsis.io import open_for_atomic_write
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
@@ -33,7 +35,9 @@ def plot_curves(
     ax.legend()
     fig.tight_layout()
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
+    try:
+        with open_for_atomic_write(path, "wb") as handle:  # an interrupt never leaves half a PNG
+            fig.savefig(handle, format="png")
+    finally:
+        plt.close(fig)
     return path

@@ -30,7 +30,7 @@ import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -41,10 +41,20 @@ from synopsis.checkpoint import (
     rng_state,
     set_rng_state,
 )
-from synopsis.config import from_dict, to_dict
+from synopsis.config import (
+    AT_LEAST_ONE,
+    DROPOUT,
+    NON_NEGATIVE,
+    POSITIVE,
+    Range,
+    check_ranges,
+    from_dict,
+    to_dict,
+)
 from synopsis.data.example import Example
 from synopsis.errors import ConfigError, InputError
 from synopsis.generation.config import GENERATION_CONFIG_FILE, GenerationConfig
+from synopsis.io import write_json
 from synopsis.models.pointer_generator import (
     Batch,
     PointerGenerator,
@@ -122,20 +132,38 @@ class PointerGeneratorTrainConfig:
     generation: GenerationConfig = field(default_factory=GenerationConfig)  # defaults stored with the model
     seed: int = 1
 
+    RANGES: ClassVar[dict[str, Range]] = {
+        "data.max_source_tokens": AT_LEAST_ONE,
+        "data.max_target_tokens": AT_LEAST_ONE,
+        "data.max_train_examples": AT_LEAST_ONE,
+        "data.max_dev_examples": AT_LEAST_ONE,
+        "vocab.max_size": AT_LEAST_ONE,
+        "vocab.min_count": AT_LEAST_ONE,
+        "model.embedding_dim": AT_LEAST_ONE,
+        "model.hidden_dim": AT_LEAST_ONE,
+        "model.coverage_loss_weight": NON_NEGATIVE,
+        "model.dropout": DROPOUT,
+        "optim.learning_rate": POSITIVE,
+        "optim.initial_accumulator": NON_NEGATIVE,
+        "optim.max_grad_norm": POSITIVE,
+        "optim.batch_size": AT_LEAST_ONE,
+        "schedule.max_steps": AT_LEAST_ONE,
+        "schedule.eval_every": AT_LEAST_ONE,
+        "schedule.patience": AT_LEAST_ONE,
+        "schedule.coverage_steps": NON_NEGATIVE,
+        "schedule.save_every": AT_LEAST_ONE,
+        "schedule.log_every": AT_LEAST_ONE,
+        "schedule.max_minutes": POSITIVE,
+        "seed": NON_NEGATIVE,
+    }
+
     def __post_init__(self) -> None:
-        positive = {
-            "data.max_source_tokens": self.data.max_source_tokens,
-            "data.max_target_tokens": self.data.max_target_tokens,
-            "optim.batch_size": self.optim.batch_size,
-            "schedule.eval_every": self.schedule.eval_every,
-            "schedule.save_every": self.schedule.save_every,
-            "vocab.max_size": self.vocab.max_size,
-        }
-        for name, value in positive.items():
-            if value < 1:
-                raise ValueError(f"{name} must be >= 1, got {value}")
-        if self.optim.learning_rate <= 0:
-            raise ValueError(f"optim.learning_rate must be > 0, got {self.optim.learning_rate}")
+        check_ranges(self, self.RANGES)
+        if self.schedule.eval_every > self.schedule.max_steps:
+            raise ValueError(
+                f"schedule.eval_every ({self.schedule.eval_every}) must be <= schedule.max_steps "
+                f"({self.schedule.max_steps}): the run would never be validated, so no model would be kept"
+            )
 
 
 # ---------------------------------------------------------------------- data
@@ -239,7 +267,14 @@ class Trainer:
         self.output_dir = Path(output_dir)
         self.progress = progress
         config_path = self.output_dir / TRAIN_CONFIG_FILE
-        if resume:
+        # A run that stopped before its first checkpoint left only its config and vocabulary: start afresh.
+        unfinished = config_path.is_file() and CheckpointManager(self.output_dir).latest() is None
+        if unfinished:
+            logger.warning(
+                f"{self.output_dir}: the earlier run stopped before its first checkpoint; starting afresh"
+            )
+            resume = False
+        elif resume:
             if not config_path.is_file():
                 raise InputError(f"{self.output_dir}: nothing to resume (no {TRAIN_CONFIG_FILE})")
             saved_data = json.loads(config_path.read_text(encoding="utf-8"))
@@ -249,7 +284,7 @@ class Trainer:
                     f"{config_path}: the given config differs from the run's saved config; "
                     "resume without --config (or with the same one), or use a new --output-dir"
                 )
-        elif self.output_dir.exists() and any(self.output_dir.iterdir()):
+        elif self.output_dir.is_dir() and any(self.output_dir.iterdir()):
             raise InputError(
                 f"{self.output_dir}: directory exists and is not empty; use --resume or a new --output-dir"
             )
@@ -276,7 +311,7 @@ class Trainer:
                 (p.source + p.target for p in self.train_pairs), cfg.vocab.max_size, cfg.vocab.min_count
             )
             self.vocab.save(vocab_path)
-            (self.output_dir / TRAIN_CONFIG_FILE).write_text(json.dumps(to_dict(cfg), indent=2) + "\n")
+            write_json(self.output_dir / TRAIN_CONFIG_FILE, to_dict(cfg))
         m = cfg.model
         model_config = config_for_vocab(
             self.vocab,
@@ -341,8 +376,6 @@ class Trainer:
 
     def _export(self, name: str) -> None:
         """A loadable model directory: weights, config, vocabulary and decoding defaults."""
-        from synopsis.io import write_json
-
         self.model.save_pretrained(self.output_dir / name, self.vocab)
         write_json(self.output_dir / name / GENERATION_CONFIG_FILE, to_dict(self.config.generation))
 
@@ -472,7 +505,11 @@ class Trainer:
                     self._save(is_best)
                 bar.update(task, completed=step)
         self._plot()
-        logger.info(f"done at step {self.state['step']}; best validation loss {self.state['best_loss']:.4f}")
+        best = self.state["best_loss"]
+        logger.info(
+            f"done at step {self.state['step']}; "
+            + (f"best validation loss {best:.4f}" if math.isfinite(best) else "no validation loss computed")
+        )
         return self.state
 
     def _plot(self) -> None:

@@ -28,7 +28,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import yaml
@@ -40,7 +40,7 @@ from synopsis.checkpoint import (
     set_rng_state,
     write_training_state,
 )
-from synopsis.config import to_dict
+from synopsis.config import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Range, check_ranges, to_dict
 from synopsis.data.example import Example
 from synopsis.errors import CheckpointError, InputError
 from synopsis.io import open_for_atomic_write, write_directory_atomically, write_json
@@ -89,14 +89,30 @@ class Seq2SeqTrainConfig:
     keep_checkpoints: int = 2
     seed: int = 0
 
+    RANGES: ClassVar[dict[str, Range]] = {
+        "max_train_examples": AT_LEAST_ONE,
+        "max_dev_examples": AT_LEAST_ONE,
+        "max_source_length": AT_LEAST_ONE,
+        "max_target_length": AT_LEAST_ONE,
+        "batch_size": AT_LEAST_ONE,
+        "grad_accum_steps": AT_LEAST_ONE,
+        "learning_rate": POSITIVE,
+        "weight_decay": NON_NEGATIVE,
+        "warmup_steps": NON_NEGATIVE,
+        "max_steps": AT_LEAST_ONE,
+        "clip_grad_norm": NON_NEGATIVE,  # 0: no clipping
+        "eval_every": AT_LEAST_ONE,
+        "patience": NON_NEGATIVE,  # 0: no early stopping
+        "eval_batch_size": AT_LEAST_ONE,
+        "eval_num_beams": AT_LEAST_ONE,
+        "eval_max_length": AT_LEAST_ONE,
+        "eval_no_repeat_ngram_size": NON_NEGATIVE,
+        "keep_checkpoints": AT_LEAST_ONE,
+        "seed": NON_NEGATIVE,
+    }
+
     def __post_init__(self) -> None:
-        for name in ("batch_size", "grad_accum_steps", "max_steps", "eval_every", "eval_batch_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.learning_rate <= 0:
-            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
-        if self.patience < 0 or self.warmup_steps < 0:
-            raise ValueError("patience and warmup_steps must be >= 0")
+        check_ranges(self, self.RANGES)
         if self.convert is not None and self.convert.get("method") not in CONVERTERS:
             raise ValueError(
                 f"convert.method must be one of {', '.join(CONVERTERS)}, got {self.convert.get('method')!r}"

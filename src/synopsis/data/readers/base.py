@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from synopsis.document import Section
 from synopsis.errors import InputError
-from synopsis.io import read_text
+from synopsis.io import json_problem, read_text
 
 T = TypeVar("T")
 
@@ -45,7 +45,7 @@ def parse_json(text: str, where: str | Path) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
-        raise InputError(f"{where}:{err.lineno}: malformed JSON ({err.msg} at column {err.colno})") from None
+        raise InputError(f"{where}:{err.lineno}: malformed JSON ({json_problem(err)})") from None
 
 
 def require(record: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any:

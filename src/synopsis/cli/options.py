@@ -1,0 +1,62 @@
+"""Options that mean the same thing in every command, and numeric options with an allowed range.
+
+Short flags, one meaning each across all commands: ``-o`` output (file or run directory), ``-c`` config,
+``-m`` model, ``-i`` input, ``-p``/``-r`` predictions/references, ``-a`` attribute; ``-v``/``-q`` are global.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import typer
+
+from synopsis.config import AT_LEAST_ONE, Range
+
+THREADS_HELP = "CPU threads to compute with (default: $OMP_NUM_THREADS if set, else one per core)."
+
+
+def _checker(allowed: Range) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        values = value if isinstance(value, list | tuple) else [value]
+        for item in values:
+            if item is not None and item not in allowed:
+                raise typer.BadParameter(f"must be {allowed}, got {item}")
+        return value
+
+    return check
+
+
+def ranged(default: Any, *names: str, allowed: Range, help: str, **kwargs: Any) -> Any:  # noqa: A002
+    """A ``typer.Option`` whose value must lie in ``allowed`` (NaN and infinities never do); the range is
+    checked while the command line is parsed, before any work, and shown in ``--help``."""
+    from rich.markup import escape  # typer renders help as rich markup: "[a finite number]" would vanish
+
+    described = f"{help} {escape(f'[{allowed}]')}"
+    return typer.Option(default, *names, help=described, callback=_checker(allowed), **kwargs)
+
+
+def threads_option() -> Any:
+    """``--threads``: the same option, default and range in every command that computes."""
+    return ranged(None, "--threads", allowed=AT_LEAST_ONE, help=THREADS_HELP)
+
+
+def default_threads() -> int:
+    """What ``--threads`` defaults to: ``$OMP_NUM_THREADS``, else the CPUs this process may use."""
+    try:
+        return max(1, int(os.environ["OMP_NUM_THREADS"]))
+    except (KeyError, ValueError):
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except AttributeError:  # not on Linux
+            return os.cpu_count() or 1
+
+
+def set_torch_threads(threads: int | None) -> None:
+    """``torch.set_num_threads`` when ``--threads`` is given; otherwise torch keeps its own default (which
+    follows the same rule as :func:`default_threads`)."""
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)

@@ -1,0 +1,130 @@
+"""Predictions streamed to a file as they are made: whole lines only, flushed after every batch, resumable.
+
+Formats: ``.jsonl`` holds one ``{"id", "prediction"}`` object per line (a summary's sentences separated by
+``"\\n"`` inside the string); any other name holds one prediction per line, its sentences joined by a space
+(``synopsis evaluate`` splits them again for ROUGE-Lsum, as Hugging Face's ``run_summarization.py`` does).
+
+A batch is written with one ``write`` while Ctrl-C and SIGTERM are held back, so an interrupted run leaves
+only whole lines. ``resume=True`` keeps what the file holds and reports which examples to skip: by id for
+JSONL, by count for plain lines. A last line cut short by ``kill -9`` (or a full disk) is dropped with a
+warning first, so an interrupted run and its resumed run write the same file as one uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from synopsis.cli.runtime import deferred_signals
+from synopsis.errors import OutputError
+from synopsis.io import output_error
+
+log = logging.getLogger("synopsis.cli")
+
+
+def as_line(prediction: str) -> str:
+    """A prediction on one line: its sentences (one per line in extractive summaries) joined by a space."""
+    return " ".join(prediction.replace("\r", "\n").split("\n"))
+
+
+class PredictionWriter:
+    """See the module docstring. ``written`` counts the predictions the file holds (kept and new)."""
+
+    def __init__(self, path: Path, resume: bool = False) -> None:
+        self.path = path
+        self.jsonl = path.suffix.lower() == ".jsonl"
+        self.done_ids: Counter[str] = Counter()
+        self.done_lines = 0
+        if resume and path.exists():
+            self._recover()
+        elif resume:
+            log.info("%s does not exist yet: nothing to resume, starting from the first example", path)
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if resume else os.O_TRUNC)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd: int | None = os.open(path, flags, 0o666)
+        except OSError as err:
+            raise output_error(path, err) from None
+        self.written = self.done_lines
+
+    def _recover(self) -> None:
+        try:
+            data = self.path.read_bytes()
+        except OSError as err:
+            raise OutputError(f"{self.path}: cannot read it to resume ({err.strerror or err})") from None
+        whole = data.rfind(b"\n") + 1
+        if whole < len(data):
+            log.warning(
+                "%s: dropped a last line cut short (%d bytes; the run was killed while writing it)",
+                self.path,
+                len(data) - whole,
+            )
+            try:
+                os.truncate(self.path, whole)
+            except OSError as err:
+                raise output_error(self.path, err) from None
+        lines = data[:whole].decode("utf-8", errors="replace").split("\n")[:-1]
+        self.done_lines = len(lines)
+        if not self.jsonl:
+            return
+        for number, line in enumerate(lines, start=1):
+            try:
+                record = json.loads(line)
+                self.done_ids[str(record["id"])] += 1
+            except (json.JSONDecodeError, KeyError, TypeError):
+                raise OutputError(
+                    f"{self.path}:{number}: not a line of predictions ({{'id', 'prediction'}}); "
+                    "--resume continues a predictions file written by synopsis summarize"
+                ) from None
+
+    def skipped(self, ids: Sequence[str]) -> list[bool]:
+        """Which of ``ids`` (the run's examples, in order) the file already holds."""
+        if not self.jsonl:
+            return [i < self.done_lines for i in range(len(ids))]
+        remaining = Counter(self.done_ids)
+        out = []
+        for example_id in ids:
+            out.append(remaining[example_id] > 0)
+            remaining[example_id] -= 1
+        return out
+
+    def write(self, ids: Sequence[str], predictions: Sequence[str]) -> None:
+        """Append one batch as whole lines, in one write that a signal cannot cut."""
+        if self.jsonl:
+            lines = [
+                json.dumps({"id": i, "prediction": p}, ensure_ascii=False) + "\n"
+                for i, p in zip(ids, predictions, strict=True)
+            ]
+        else:
+            lines = [as_line(p) + "\n" for p in predictions]
+        data = memoryview("".join(lines).encode("utf-8"))
+        assert self._fd is not None, "write after close"
+        with deferred_signals():
+            try:
+                start: int | None = os.lseek(self._fd, 0, os.SEEK_END)
+            except OSError:  # a pipe
+                start = None
+            try:
+                while data:
+                    data = data[os.write(self._fd, data) :]
+            except OSError as err:
+                if start is not None:  # no half line left behind (a full disk, say)
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(self._fd, start)
+                raise output_error(self.path, err) from None
+        self.written += len(predictions)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            try:
+                os.fsync(fd)
+            except OSError:
+                pass  # some special files (pipes, /dev/stdout) cannot be synced
+            finally:
+                os.close(fd)

@@ -1,0 +1,341 @@
+"""What every command shares at run time: signals, progress, consoles, output safety, the command line.
+
+* **Signals.** :func:`signals_as_interrupts` (installed by :func:`synopsis.cli.main`) turns SIGTERM into a
+  :class:`Terminated` (a ``KeyboardInterrupt``), so a kill runs the same clean-up as Ctrl-C: atomic writes
+  drop their temporary files, streamed outputs keep whole lines. A command that saved something says what
+  with :func:`reporting_interrupts`; ``main`` then prints that one line and exits 130 (SIGINT) or 143
+  (SIGTERM). :func:`deferred_signals` holds a signal back until a write of whole lines is complete.
+* **Progress.** :class:`ProgressReporter`: a bar with rate and ETA on a terminal, a plain line every
+  ``$SYNOPSIS_PROGRESS_INTERVAL`` seconds (default 30) when stderr is a file or a pipe, nothing with ``-q``.
+* **Consoles.** :func:`stdout_console`: tables and text for stdout, never wrapped when stdout is not a
+  terminal. Messages go through :mod:`logging` (``synopsis.cli``), which the one handler prints without
+  markup, so a path such as ``a[/]b`` is printed as it is.
+* **Output safety.** :func:`refuse_to_overwrite_inputs`: no command writes over one of its own inputs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import shlex
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from rich.console import Console
+
+from synopsis.errors import OutputError
+
+T = TypeVar("T")
+log = logging.getLogger("synopsis.cli")
+
+
+# ------------------------------------------------------------------------------------------ signals
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Python was when the signal came, like Ctrl-C's KeyboardInterrupt."""
+
+    signum = signal.SIGTERM
+
+
+class Interrupted(Exception):  # noqa: N818 - what the user did, not a failure
+    """A command stopped by a signal, with a one-line account of what it saved (printed by ``main``)."""
+
+    def __init__(self, message: str, signum: int = signal.SIGINT) -> None:
+        super().__init__(message)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+#: the signal of the last interrupt (typer turns an unreported KeyboardInterrupt into exit status 130)
+last_signal: list[int] = []
+
+
+def signal_of(err: BaseException) -> int:
+    return int(getattr(err, "signum", signal.SIGINT))
+
+
+def signal_name(signum: int) -> str:
+    return "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    last_signal.append(signum)
+    raise Terminated()
+
+
+def _on_sigint(signum: int, frame: Any) -> None:
+    last_signal.append(signum)
+    raise KeyboardInterrupt()
+
+
+@contextlib.contextmanager
+def signals_as_interrupts() -> Iterator[None]:
+    """SIGTERM raises :class:`Terminated`; SIGINT keeps raising KeyboardInterrupt (unless it is ignored)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    last_signal.clear()
+    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, _on_sigterm)}
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        previous[signal.SIGINT] = signal.signal(signal.SIGINT, _on_sigint)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
+def deferred_signals() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM back while the block runs (a write of whole lines); then act on them."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    previous = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        handler = signal.getsignal(signum)
+        if handler not in (signal.SIG_IGN, signal.SIG_DFL, None):
+            previous[signum] = signal.signal(signum, lambda s, _frame: pending.append(s))
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if pending:
+            last_signal.append(pending[0])
+            raise Terminated() if pending[0] == signal.SIGTERM else KeyboardInterrupt()
+
+
+@contextlib.contextmanager
+def reporting_interrupts(describe: Callable[[], str]) -> Iterator[None]:
+    """A KeyboardInterrupt (or SIGTERM) inside the block becomes :class:`Interrupted` with ``describe()``."""
+    try:
+        yield
+    except KeyboardInterrupt as err:
+        signum = signal_of(err)
+        try:
+            message = describe()
+        except Exception as problem:  # the account must not hide the interrupt
+            message = f"(could not tell what was saved: {problem})"
+        raise Interrupted(message, signum) from None
+
+
+# ------------------------------------------------------------------------------------------ command line
+_invocation: list[list[str]] = []
+
+
+def set_invocation(argv: Sequence[str] | None) -> None:
+    _invocation[:] = [list(sys.argv[1:] if argv is None else argv)]
+
+
+def resume_command() -> str:
+    """This command line with ``--resume`` added (for "resume with: ..." messages)."""
+    args = list(_invocation[0]) if _invocation else []
+    if "--resume" not in args:
+        args.append("--resume")
+    return shlex.join(["synopsis", *args])
+
+
+# ------------------------------------------------------------------------------------------ consoles
+def stdout_console() -> Console:
+    """Rich output for stdout; when stdout is a pipe or a file, lines are never wrapped or cut."""
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console = Console(highlight=False, width=100_000, soft_wrap=True, color_system=None)
+    return console
+
+
+def stderr_is_terminal() -> bool:
+    return Console(stderr=True).is_terminal
+
+
+def progress_enabled() -> bool:
+    """Progress is shown unless ``-q`` (the ``synopsis`` loggers then speak at ERROR only)."""
+    return logging.getLogger("synopsis").isEnabledFor(logging.INFO)
+
+
+# ------------------------------------------------------------------------------------------ progress
+def _duration(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
+
+
+def plain_interval() -> float:
+    """Seconds between plain progress lines (``$SYNOPSIS_PROGRESS_INTERVAL``, default 30)."""
+    try:
+        return max(0.0, float(os.environ.get("SYNOPSIS_PROGRESS_INTERVAL", "30")))
+    except ValueError:
+        return 30.0
+
+
+class ProgressReporter:
+    """Progress of ``total`` items (``None``: unknown): a rich bar with rate and ETA on a terminal, plain
+    ``description: done/total unit (pct), rate, ETA`` lines every :func:`plain_interval` seconds otherwise."""
+
+    def __init__(
+        self,
+        description: str,
+        total: int | None,
+        unit: str = "items",
+        completed: int = 0,
+        enabled: bool | None = None,
+        announce: bool = False,
+    ) -> None:
+        self.description, self.total, self.unit = description, total, unit
+        self.announce = announce
+        self.completed = self._start = completed
+        self.enabled = progress_enabled() if enabled is None else enabled
+        self._bar: Any = None
+        self._task: Any = None
+        self._started = self._last_line = time.monotonic()
+
+    def __enter__(self) -> ProgressReporter:
+        if self.enabled and stderr_is_terminal():
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                SpinnerColumn,
+                TaskProgressColumn,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            columns: list[Any] = [TextColumn("{task.description}")]
+            if self.total is None:
+                columns += [SpinnerColumn(), TextColumn("{task.completed:,} " + self.unit)]
+            else:
+                columns += [BarColumn(), MofNCompleteColumn(), TaskProgressColumn()]
+            columns += [
+                TextColumn("{task.fields[rate]}"),
+                TimeElapsedColumn(),
+            ]
+            if self.total is not None:
+                columns += [TextColumn("ETA"), TimeRemainingColumn()]
+            self._bar = Progress(*columns, console=Console(stderr=True), transient=True)
+            self._bar.__enter__()
+            self._task = self._bar.add_task(
+                self.description, total=self.total, completed=self.completed, rate=""
+            )
+        elif self.enabled and self.announce:
+            log.info("%s", self.line())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(*exc)
+            self._bar = None
+
+    def rate(self) -> float:
+        elapsed = time.monotonic() - self._started
+        return (self.completed - self._start) / elapsed if elapsed > 0 else 0.0
+
+    def speed(self) -> str:
+        """``2.7 documents/s``, or ``14.8 s/document`` when slower than one a second."""
+        rate = self.rate()
+        if rate <= 0:
+            return ""
+        if rate >= 1:
+            return f"{rate:,.1f} {self.unit}/s"
+        return f"{1 / rate:,.1f} s/{self.unit[:-1] if self.unit.endswith('s') else self.unit}"
+
+    def line(self) -> str:
+        """``summarizing: 40/619 documents (6%), 2.7 documents/s, ETA 3m34s``"""
+        rate = self.rate()
+        done = f"{self.completed:,}"
+        speed = f", {self.speed()}" if rate > 0 else ""
+        if self.total == 1:  # one long step
+            return f"{self.description}: {'done' if self.completed else 'running'}"
+        if self.total is None:
+            return f"{self.description}: {done} {self.unit}{speed}"
+        share = self.completed / self.total if self.total else 1.0
+        eta = (self.total - self.completed) / rate if rate > 0 else math.inf
+        counts = f"{done}/{self.total:,} {self.unit} ({share:.0%})"
+        return f"{self.description}: {counts}{speed}, ETA {_duration(eta)}"
+
+    def advance(self, count: int = 1) -> None:
+        self.completed += count
+        if not self.enabled:
+            return
+        if self._bar is not None:
+            self._bar.update(self._task, completed=self.completed, rate=self.speed())
+            return
+        now = time.monotonic()
+        if now - self._last_line >= plain_interval():
+            self._last_line = now
+            log.info("%s", self.line())
+
+
+def track(
+    items: Iterable[T], description: str, total: int | None, unit: str = "examples", announce: bool = False
+) -> Iterator[T]:
+    """``items`` with a :class:`ProgressReporter` (the progress hook the library's long loops take)."""
+    with ProgressReporter(description, total, unit, announce=announce) as progress:
+        for item in items:
+            yield item
+            progress.advance()
+
+
+# ------------------------------------------------------------------------------------------ outputs
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+    except OSError:
+        pass
+    return a.resolve() == b.resolve()
+
+
+def refuse_to_overwrite_inputs(output: Path | None, inputs: Iterable[Path | None], option: str) -> None:
+    """An :class:`OutputError` if ``output`` is one of ``inputs``, or an existing file inside an input folder
+    (which may be one of the corpus's own files)."""
+    if output is None:
+        return
+    for given in inputs:
+        if given is None:
+            continue
+        if _same_file(output, given):
+            raise OutputError(
+                f"{output}: {option} would overwrite the input {given}; choose another {option}"
+            )
+        if given.is_dir() and output.exists() and output.resolve().is_relative_to(given.resolve()):
+            raise OutputError(
+                f"{output}: {option} is an existing file inside the input folder {given} (it may be one "
+                f"of the input files); choose another {option}"
+            )
+
+
+# ------------------------------------------------------------------------------------------ training runs
+def training_account(run_dir: Path, step: int | None = None, unit: str = "step") -> str:
+    """What an interrupted training run saved: ``at step 1234; last checkpoint: ... (step 1200); resume
+    with: ...``, or that it stopped before its first checkpoint (then the same command starts afresh)."""
+    from synopsis.checkpoint import CheckpointManager
+    from synopsis.errors import CheckpointError
+
+    at = f" at {unit} {step}" if step is not None else ""
+    try:
+        latest = CheckpointManager(run_dir).latest()
+    except CheckpointError:
+        latest = None
+    if latest is None:
+        return (
+            f"stopped{at}, before the first checkpoint: nothing to resume; the same command starts "
+            f"afresh in {run_dir}"
+        )
+    saved = latest.name.rpartition("-")[2].lstrip("0") or "0"
+    return f"stopped{at}; last checkpoint: {latest} ({unit} {saved}); resume with: {resume_command()}"
