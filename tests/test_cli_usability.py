@@ -277,10 +277,10 @@ def test_numeric_options_out_of_range_are_one_line_errors(
 def test_training_config_values_out_of_range(override: dict, fragment: str) -> None:
     """Before: max_steps <= 0 and eval_every > max_steps trained nothing ("best validation loss inf"),
     hidden_dim 0 and dropout 2.0 were tracebacks after the data was read, lr nan trained on NaN."""
-    from synopsis.training.pointer_generator import TrainConfig
+    from synopsis.training.pointer_generator import PointerGeneratorTrainConfig
 
     with pytest.raises(ConfigError) as info:
-        from_dict(TrainConfig, override)
+        from_dict(PointerGeneratorTrainConfig, override)
     assert fragment in str(info.value)
 
 
@@ -300,11 +300,12 @@ def _config_classes() -> list[type]:
     from synopsis.experiments.domain_lm import ExperimentConfig, ModelSizes
     from synopsis.experiments.hie_bart_heads import HeadSweepConfig
     from synopsis.generation.config import GenerationConfig
-    from synopsis.lm.training import TrainConfig as LMTrainConfig
-    from synopsis.training.pointer_generator import TrainConfig
+    from synopsis.lm.training import LMTrainConfig
+    from synopsis.training.pointer_generator import PointerGeneratorTrainConfig
     from synopsis.training.seq2seq import Seq2SeqTrainConfig
 
-    return [TrainConfig, Seq2SeqTrainConfig, LMTrainConfig, ExperimentConfig, ModelSizes, HeadSweepConfig,
+    return [PointerGeneratorTrainConfig, Seq2SeqTrainConfig, LMTrainConfig, ExperimentConfig, ModelSizes,
+            HeadSweepConfig,
             GenerationConfig]  # fmt: skip
 
 
@@ -440,9 +441,9 @@ def tiny_pg_config(corpus: Path, **schedule: int) -> dict:
 
 def test_a_run_killed_before_its_first_checkpoint_can_be_rerun_or_resumed(tmp_path: Path, caplog) -> None:
     """Before: "directory exists and is not empty" without --resume, "nothing to resume" with it."""
-    from synopsis.training.pointer_generator import TrainConfig, Trainer
+    from synopsis.training.pointer_generator import PointerGeneratorTrainConfig, Trainer
 
-    config = from_dict(TrainConfig, tiny_pg_config(pg_corpus(tmp_path), save_every=100))
+    config = from_dict(PointerGeneratorTrainConfig, tiny_pg_config(pg_corpus(tmp_path), save_every=100))
     out = tmp_path / "run"
     Trainer(config, out, progress=False).run(stop_at_step=1)  # killed at step 1: no checkpoint yet
     assert (out / "train_config.json").is_file() and not (out / "checkpoints" / "latest").exists()
@@ -657,10 +658,10 @@ def test_no_infinite_best_loss_and_no_at_at_column(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Before: "best validation loss inf" after a run that never validated; "... starting at at column 5"."""
-    from synopsis.training.pointer_generator import TrainConfig
+    from synopsis.training.pointer_generator import PointerGeneratorTrainConfig
 
     with pytest.raises(ConfigError, match="would never be validated"):
-        from_dict(TrainConfig, {"schedule": {"max_steps": 10, "eval_every": 500}})
+        from_dict(PointerGeneratorTrainConfig, {"schedule": {"max_steps": 10, "eval_every": 500}})
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "a", "text": "unterminated}')
     code, _, err = run(capsys, "summarize", bad, "--corpus", "jsonl", "--method", "lead-1")

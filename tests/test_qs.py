@@ -454,7 +454,7 @@ def test_qmsum_qs_corpora_and_convert(tmp_path: Path, capsys) -> None:
     ]
     assert childq[1].instruction == "Summarize the budget discussion [ANS] Money was tight."
     out = tmp_path / "qs.jsonl"
-    args = ["data", "convert", "--corpus", "qmsum-qs", "-i", str(tmp_path / "qmsum"), "--split", "train"]
+    args = ["data", "convert", "--corpus", "qmsum-qs", "--input", str(tmp_path / "qmsum"), "--split", "train"]
     args.append("-o")
     assert main([*args, str(out)]) == 0
     stdout = capsys.readouterr().out

@@ -591,8 +591,8 @@ def test_registry_refuses_duplicate_and_bad_names() -> None:
     [
         (["serve", "--model", "nameonly"], "expected NAME=DIR"),
         (["serve", "--model", "x=/definitely/not/here"], "is not a directory"),
-        (["serve", "--workers", "0"], "--workers must be >= 1"),
-        (["serve", "--threads", "0"], "inference_threads must be > 0"),
+        (["serve", "--workers", "0"], "'--workers': must be >= 1, got 0"),
+        (["serve", "--threads", "0"], "'--threads': must be >= 1, got 0"),
         (["serve", "--no-builtin"], "--no-builtin needs at least one --model"),
         (["serve", "--log-level", "loud"], "--log-level"),
     ],

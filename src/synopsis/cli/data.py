@@ -11,7 +11,7 @@ import typer
 
 from synopsis.cli.options import ranged
 from synopsis.cli.runtime import refuse_to_overwrite_inputs, stdout_console, track
-from synopsis.config import POSITIVE
+from synopsis.config import AT_LEAST_ONE, POSITIVE, Range
 from synopsis.errors import InputError
 
 app = typer.Typer(help="Convert corpora to synopsis JSONL and inspect them.", no_args_is_help=True)
@@ -191,11 +191,18 @@ def instructsum(
     split: str | None = typer.Option(None, "--split", help="qmsum: split inside the folder (train, val)."),
     queries: str = typer.Option("all", "--queries", help="qmsum: general, specific or all queries."),
     relevant_span_only: bool = _SPAN_ONLY,
-    ratio: float = typer.Option(
-        0.7, "--levenshtein", help="Drop a target at least this x its length (words) from all others."
+    ratio: float = ranged(
+        0.7,
+        "--levenshtein",
+        allowed=Range(0, None, low_open=True),
+        help="Drop a target at least this x its length (words) from all others.",
     ),
-    min_cluster_size: int = typer.Option(5, "--min-cluster-size", help="Drop clusters smaller than this."),
-    min_title_words: int = typer.Option(2, "--min-title-words", help="Cluster only titles this long."),
+    min_cluster_size: int = ranged(
+        5, "--min-cluster-size", allowed=AT_LEAST_ONE, help="Drop clusters smaller than this."
+    ),
+    min_title_words: int = ranged(
+        2, "--min-title-words", allowed=AT_LEAST_ONE, help="Cluster only titles this long."
+    ),
     keep_noncontiguous: bool = typer.Option(
         False,
         "--keep-noncontiguous",
@@ -206,8 +213,10 @@ def instructsum(
         "--test-category-absent",
         help="Split: clusters with no article in a category starting with this (paper: Geography) are test.",
     ),
-    dev_clusters: int = typer.Option(50, "--dev-clusters", help="Split: random non-test clusters for dev."),
-    seed: int = typer.Option(0, "--seed", help="Split: random seed."),
+    dev_clusters: int = ranged(
+        50, "--dev-clusters", allowed=Range(0, None), help="Split: random non-test clusters for dev."
+    ),
+    seed: int = ranged(0, "--seed", allowed=Range(0, None), help="Split: random seed."),
     skip_bad_lines: bool = typer.Option(False, "--skip-bad-lines", help="Skip malformed article lines."),
 ) -> None:
     """Build InstructSum data: title clusters, filters and cumulative instructions; or QMSum instructions."""

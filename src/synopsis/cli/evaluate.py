@@ -231,7 +231,7 @@ def evaluate(
 ) -> None:
     """Score predictions against references; print tables with the settings and optionally write JSON."""
     from synopsis.evaluation import evaluate_corpus
-    from synopsis.evaluation.corpus import METRICS
+    from synopsis.evaluation.corpus import METRICS, lsum_sentences
     from synopsis.evaluation.report import render_report
     from synopsis.evaluation.rouge import AGGREGATES, MODES, TOKENIZERS
     from synopsis.io import write_json
@@ -275,13 +275,7 @@ def evaluate(
         example_sources = [srcs.texts[j] for j in _align(preds, srcs, "sources")]
     _check_texts(preds, refs_per_example, refs_where, tokenizer)
 
-    split = sentences == "punkt" or (sentences == "auto" and not any("\n" in p for p in preds.texts))
-    how = "Punkt (and 。！？)" if split else "newlines"
-    why = {
-        "auto": "auto: " + ("no prediction holds a newline" if split else "predictions hold newlines"),
-        "newline": "--sentences newline",
-        "punkt": "--sentences punkt",
-    }[sentences]
+    split, sentence_setting = lsum_sentences(preds.texts, sentences)
     if qs:  # the answers inside QS hierarchies: Punkt only when asked (auto keeps the earlier convention)
         qs_report = _qs_report(
             preds, refs_per_example, refs_where, qs_lenient, aggregate, mode, no_stemmer, sentences == "punkt"
@@ -309,7 +303,7 @@ def evaluate(
         threads=threads or default_threads(),
     )
     if "rouge" in wanted:  # printed with the scores: which sentence splitting ROUGE-Lsum saw
-        report["settings"]["sentences"] = f"ROUGE-Lsum sentences split at {how} ({why})"
+        report["settings"]["sentences"] = sentence_setting
     if qs:
         report["settings"]["qs"] = qs_report.pop("settings")
         report["qs"] = qs_report

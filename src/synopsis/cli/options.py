@@ -1,7 +1,8 @@
 """Options that mean the same thing in every command, and numeric options with an allowed range.
 
 Short flags, one meaning each across all commands: ``-o`` output (file or run directory), ``-c`` config,
-``-m`` model, ``-i`` input, ``-p``/``-r`` predictions/references, ``-a`` attribute; ``-v``/``-q`` are global.
+``-m`` model, ``-i`` instruction (repeatable), ``-p``/``-r`` predictions/references, ``-a`` attribute;
+``-v``/``-q`` are global.
 """
 
 from __future__ import annotations

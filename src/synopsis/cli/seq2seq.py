@@ -198,7 +198,9 @@ def convert_section_tokens(
     kind: str = typer.Option(
         "sectok", "--kind", help="sectok: one [SEC] token; lvlsectok: [SEC-L1], [SEC-L2], ... by depth."
     ),
-    max_depth: int = typer.Option(4, "--max-depth", min=1, help="Deepest LVLSECTOK level (deeper uses it)."),
+    max_depth: int = ranged(
+        4, "--max-depth", allowed=AT_LEAST_ONE, help="Deepest LVLSECTOK level (deeper uses it)."
+    ),
 ) -> None:
     """The SECTOK / LVLSECTOK baselines of HIBRIDS: a marker token starts every section of the input."""
     from synopsis.models.seq2seq import convert_checkpoint

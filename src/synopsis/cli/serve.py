@@ -9,6 +9,8 @@ import os
 
 import typer
 
+from synopsis.cli.options import ranged, threads_option
+from synopsis.config import AT_LEAST_ONE, Range
 from synopsis.errors import ConfigError
 
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -32,25 +34,25 @@ def _log_config(level: str) -> dict:
 
 def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0: all interfaces)."),
-    port: int = typer.Option(8000, "--port", help="Port to listen on."),
+    port: int = ranged(8000, "--port", allowed=Range(1, 65535), help="Port to listen on."),
     model: list[str] = typer.Option(
         [], "--model", help="Offer a model directory under a name: NAME=DIR (repeatable)."
     ),
-    workers: int = typer.Option(
-        1, "--workers", help="Worker processes; each loads every model (memory grows with N)."
+    workers: int = ranged(
+        1, "--workers", allowed=AT_LEAST_ONE, help="Worker processes; each loads every model (memory x N)."
     ),
-    threads: int | None = typer.Option(
-        None, "--threads", help="Inference threads per worker (default: min(2, CPUs))."
+    threads: int | None = threads_option(),
+    queue_size: int = ranged(
+        64, "--queue-size", allowed=Range(0, None), help="Requests that may wait for a thread (then 503)."
     ),
-    queue_size: int = typer.Option(
-        64, "--queue-size", help="Requests that may wait for a thread (then 503)."
+    timeout: float = ranged(
+        60.0, "--timeout", allowed=Range(0, None, low_open=True), help="Seconds per request (then 504)."
     ),
-    timeout: float = typer.Option(
-        60.0, "--timeout", help="Seconds per request, queueing included (then 504)."
+    max_body_mb: float = ranged(
+        10.0, "--max-body-mb", allowed=Range(0, None, low_open=True), help="Largest request body (then 413)."
     ),
-    max_body_mb: float = typer.Option(10.0, "--max-body-mb", help="Largest request body (then 413)."),
-    max_instructions: int = typer.Option(
-        16, "--max-instructions", help="Instructions per request (then 422)."
+    max_instructions: int = ranged(
+        16, "--max-instructions", allowed=AT_LEAST_ONE, help="Instructions per request (then 422)."
     ),
     no_builtin: bool = typer.Option(
         False,

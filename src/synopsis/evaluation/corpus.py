@@ -291,3 +291,22 @@ def _map(
         pool.shutdown(wait=False, cancel_futures=True)
         for process in list((getattr(pool, "_processes", None) or {}).values()):
             process.terminate()
+
+
+#: How ROUGE-Lsum finds the sentences of summaries: ``auto`` keeps newlines when any prediction holds one
+#: and otherwise splits with Punkt (as Hugging Face's ``run_summarization.py`` does with nltk).
+SENTENCE_POLICIES = ("auto", "newline", "punkt")
+
+
+def lsum_sentences(predictions: list[str], policy: str = "auto") -> tuple[bool, str]:
+    """(split summaries into sentences?, the settings line that says which splitting ROUGE-Lsum saw)."""
+    if policy not in SENTENCE_POLICIES:
+        raise ConfigError(f"sentences must be one of {', '.join(SENTENCE_POLICIES)}, got {policy!r}")
+    split = policy == "punkt" or (policy == "auto" and not any("\n" in p for p in predictions))
+    how = "Punkt (and 。！？)" if split else "newlines"
+    why = {
+        "auto": "auto: " + ("no prediction holds a newline" if split else "predictions hold newlines"),
+        "newline": "--sentences newline",
+        "punkt": "--sentences punkt",
+    }[policy]
+    return split, f"ROUGE-Lsum sentences split at {how} ({why})"

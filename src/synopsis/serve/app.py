@@ -367,9 +367,12 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
         """
         references = _check_evaluate(body, settings)
         from synopsis.evaluation import evaluate_corpus
+        from synopsis.evaluation.corpus import lsum_sentences
+
+        split, sentence_setting = lsum_sentences(body.predictions, body.sentences)
 
         def job() -> dict[str, Any]:
-            return evaluate_corpus(
+            report = evaluate_corpus(
                 body.predictions,
                 references,
                 body.sources,
@@ -377,11 +380,14 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
                 mode=body.mode,
                 use_stemmer=body.use_stemmer,
                 aggregate=body.aggregate,
-                split_summaries=body.split_sentences,
+                split_summaries=split,
                 wordnet_exceptions=body.wordnet_exceptions,
                 bootstrap=body.bootstrap,
                 seed=body.seed,
             )
+            if "rouge" in body.metrics:
+                report["settings"]["sentences"] = sentence_setting
+            return report
 
         return await run(request, job)
 

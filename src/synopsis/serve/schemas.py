@@ -115,7 +115,7 @@ class EvaluateRequest(_Strict):
     mode: Literal["rouge-score", "perl"] = "rouge-score"
     aggregate: Literal["max", "mean"] = "max"
     use_stemmer: bool = True
-    split_sentences: bool = False
+    sentences: Literal["auto", "newline", "punkt"] = "auto"  # as `synopsis evaluate --sentences`
     wordnet_exceptions: bool = False
     bootstrap: int = Field(1000, ge=0, le=10_000)
     seed: int = 0
