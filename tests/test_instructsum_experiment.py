@@ -18,7 +18,7 @@ def test_shipped_instructsum_config_is_valid() -> None:
 
     config = load_config(InstructSumExperimentConfig, CONFIGS / "instructsum_qmsum.yaml")
     assert config.variants == ["no-instruction", "full", "instructsum"]
-    assert config.max_source_length == 512 and config.source == "relevant-span"
+    assert config.max_source_length == 256 and config.source == "relevant-span"
     with pytest.raises(ValueError, match="variants"):
         InstructSumExperimentConfig(variants=["cached"])
     with pytest.raises(ValueError, match="source"):

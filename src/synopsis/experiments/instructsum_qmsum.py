@@ -60,7 +60,7 @@ class InstructSumExperimentConfig:
     queries: str = "all"  # QMSum query lists: general, specific or all
     train_examples: int | None = None  # None: all 1,257 train queries
     dev_examples: int | None = None  # None: all 272 val queries
-    max_source_length: int = 512  # tokens of the source part (prompt lead-in + meeting text + EOS)
+    max_source_length: int = 256  # tokens of the source part (prompt lead-in + meeting text + EOS)
     max_target_length: int = 64  # answer tokens trained on (QMSum answers: median 82)
     d_model: int = 128
     d_ff: int = 512
@@ -69,8 +69,8 @@ class InstructSumExperimentConfig:
     dropout: float = 0.0
     batch_size: int = 8
     learning_rate: float = 2e-3
-    warmup_steps: int = 30
-    max_steps: int = 200
+    warmup_steps: int = 20
+    max_steps: int = 120
     eval_batch_size: int = 16
     eval_max_length: int = 64
     no_repeat_ngram_size: int = 3
