@@ -1,4 +1,4 @@
-"""``synopsis train seq2seq``, ``synopsis convert`` and ``synopsis experiment hie-bart-heads``."""
+"""``synopsis train seq2seq``, ``synopsis convert``, ``synopsis experiment hie-bart-heads|instructsum``."""
 
 from __future__ import annotations
 
@@ -143,6 +143,35 @@ def hie_bart_heads_experiment(
     with reporting_interrupts(lambda: account):
         table = run_head_sweep(cfg, output, data_dir)
     stdout_console().print(table)
+
+
+def instructsum_experiment(
+    output: Path = typer.Option(
+        Path("runs/instructsum_qmsum"), "--output-dir", "--output", "-o", help="Output directory."
+    ),
+    config: Path | None = typer.Option(
+        None, "--config", "-c", help="Experiment YAML (configs/instructsum_qmsum.yaml)."
+    ),
+    data_dir: Path = typer.Option(
+        DEFAULT_SHARED, "--data", help="Shared data folder (qmsum/train, qmsum/val, tokenizers/t5)."
+    ),
+    max_steps: int | None = typer.Option(None, "--max-steps", help="Optimizer steps per variant."),
+    sets: list[str] | None = typer.Option(
+        None, "--set", help="Any experiment config key, value as YAML: --set d_model=64 (repeatable)."
+    ),
+    threads: int = typer.Option(1, "--threads", help="torch CPU threads."),
+) -> None:
+    """InstructSum on QMSum with small T5s on CPU: no instruction vs full attention vs the cached model."""
+    import torch
+    from rich.console import Console
+
+    from synopsis.config import load_config, merge, parse_overrides
+    from synopsis.experiments.instructsum_qmsum import InstructSumExperimentConfig, run_instructsum_experiment
+
+    torch.set_num_threads(max(1, threads))
+    given: dict[str, object] = {} if max_steps is None else {"max_steps": max_steps}
+    cfg = load_config(InstructSumExperimentConfig, config, merge(given, parse_overrides(sets)))
+    Console().print(run_instructsum_experiment(cfg, output, data_dir))
 
 
 def convert_hie_bart(
