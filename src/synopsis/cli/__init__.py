@@ -57,6 +57,7 @@ convert_app.command("section-tokens")(seq2seq_cli.convert_section_tokens)
 train_app.command("pointer-generator")(pointer_generator_cli.train)
 train_app.command("seq2seq")(seq2seq_cli.train)
 experiment_app.command("hie-bart-heads")(seq2seq_cli.hie_bart_heads_experiment)
+experiment_app.command("hibrids")(seq2seq_cli.hibrids_experiment)
 experiment_app.command("domain-lm")(lm_cli.domain_lm_experiment)
 
 _err = Console(stderr=True, highlight=False, soft_wrap=True)
