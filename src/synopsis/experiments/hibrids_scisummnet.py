@@ -360,8 +360,8 @@ def _table(
     for row in rows:
         lines.append(
             f"| {row['variant']} | {row['rouge1']:.2f} | {row['rouge2']:.2f} | {row['rougeL']:.2f} | "
-            f"{row['average']:.2f} | {row['best_step']} | {row['dev_loss']:.4f} | "
-            f"{row['final_dev_loss']:.4f} | {row['seconds']:.0f} |"
+            f"{row['average']:.2f} | {row['best_step']} | {row['dev_loss']:.6f} | "
+            f"{row['final_dev_loss']:.6f} | {row['seconds']:.0f} |"
         )
     lines += [
         "",
@@ -446,8 +446,7 @@ def _plot_biases(biases: dict[str, Any], path: Path) -> None:
         )
         finite = grid[np.isfinite(grid)]
         limit = float(np.abs(finite).max()) if finite.size else 1.0
-        cmap = plt.get_cmap("RdBu_r").copy()
-        cmap.set_bad("#dddddd")
+        cmap = plt.get_cmap("RdBu_r").with_extremes(bad="#dddddd")
         image = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=-limit, vmax=limit, aspect="auto")
         ax.set_xticks(range(len(bias["path_lengths"])), bias["path_lengths"], fontsize=7)
         ax.set_yticks(range(len(bias["level_differences"])), bias["level_differences"], fontsize=7)
