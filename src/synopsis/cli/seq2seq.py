@@ -1,4 +1,4 @@
-"""``synopsis train seq2seq``, ``synopsis convert``, ``synopsis experiment hie-bart-heads|instructsum``."""
+"""``synopsis train seq2seq``, ``synopsis convert`` and the seq2seq experiments (``synopsis experiment ...``)."""
 
 from __future__ import annotations
 
@@ -172,6 +172,43 @@ def instructsum_experiment(
     given: dict[str, object] = {} if max_steps is None else {"max_steps": max_steps}
     cfg = load_config(InstructSumExperimentConfig, config, merge(given, parse_overrides(sets)))
     Console().print(run_instructsum_experiment(cfg, output, data_dir))
+
+
+def hibrids_experiment(
+    output: Path = typer.Option(
+        Path("runs/hibrids_scisummnet"), "--output-dir", "--output", "-o", help="Output directory."
+    ),
+    config: Path | None = typer.Option(
+        None, "--config", "-c", help="Experiment YAML (configs/hibrids_scisummnet.yaml)."
+    ),
+    data_dir: Path = typer.Option(
+        DEFAULT_SHARED, "--data", help="Shared data folder (scisummnet/, tokenizers/)."
+    ),
+    variants: str | None = typer.Option(
+        None, "--variants", help="Comma-separated subset of base,sectok,hibrids-enc,hibrids-dec."
+    ),
+    max_steps: int | None = typer.Option(None, "--max-steps", help="Optimizer steps per variant."),
+    sets: list[str] | None = typer.Option(
+        None, "--set", help="Any experiment config key, value as YAML: --set d_model=128 (repeatable)."
+    ),
+    threads: int = typer.Option(2, "--threads", help="torch CPU threads."),
+) -> None:
+    """HIBRIDS (Cao & Wang, 2022): base, SECTOK, HIBRIDS-ENC and -DEC as small models on SciSummNet."""
+    import torch
+    from rich.console import Console
+
+    from synopsis.config import load_config, merge, parse_overrides
+    from synopsis.experiments.hibrids_scisummnet import HibridsExperimentConfig, run_hibrids_experiment
+
+    torch.set_num_threads(max(1, threads))
+    given: dict[str, object] = {}
+    if variants is not None:
+        given["variants"] = [v.strip() for v in variants.split(",") if v.strip()]
+    if max_steps is not None:
+        given["max_steps"] = max_steps
+    cfg = load_config(HibridsExperimentConfig, config, merge(given, parse_overrides(sets)))
+    table = run_hibrids_experiment(cfg, output, data_dir)
+    Console().print(table)
 
 
 def convert_hie_bart(

@@ -1,0 +1,462 @@
+"""HIBRIDS at CPU scale on SciSummNet: base vs SECTOK vs HIBRIDS-ENC vs HIBRIDS-DEC.
+
+Cao & Wang, "HIBRIDS: Attention with Hierarchical Biases for Structure-aware Long Document Summarization",
+ACL 2022. Small BARTs trained from random init on SciSummNet (ACL papers with their section trees -> the
+human summary), one per variant, all at the same size, steps, data order and seed, and all starting from
+the *same* random base weights: the base model is built once (seeded) and saved, then converted per variant
+(``section-tokens`` with SECTOK markers; ``hibrids`` with only the encoder or only the decoder tables).
+The HIBRIDS tables start at zero (the converter's choice; the paper draws N(0, 0.02) when training from
+scratch), so every variant computes exactly the base model at step 0 and a table cell that no training
+pair ever reached is still exactly zero after training (Adam moves nothing without a gradient; weight decay
+of zero is zero) -- the heatmap greys those cells out.
+
+SciSummNet has no splits: papers sorted by id, the last ``dev_fraction`` of them are dev, the rest train
+(symlinked into ``output/split/{train,dev}``). Writes ``table.md``, ``results.json``, ``scores.png`` (dev
+ROUGE and dev loss per variant) and ``bias_heatmap.png`` (learned biases indexed by PathLen x LvlDiff, the
+shape of the paper's Table 5).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from synopsis.config import to_dict
+from synopsis.errors import InputError
+from synopsis.io import open_for_atomic_write, write_json
+from synopsis.training.seq2seq import METRICS, Seq2SeqTrainConfig, load_examples, train_seq2seq
+
+logger = logging.getLogger(__name__)
+
+#: variant name -> ``convert`` options applied to the saved random base model (None: the base itself)
+VARIANTS: dict[str, dict[str, Any] | None] = {
+    "base": None,
+    "sectok": {"method": "section-tokens", "markers": "sectok"},
+    "hibrids-enc": {"method": "hibrids", "encoder": True, "decoder": False},
+    "hibrids-dec": {"method": "hibrids", "encoder": False, "decoder": True},
+}
+#: relations of the paper's Table 5 discussion: (PathLen, LvlDiff) -> name (query section x, key section y)
+NAMED_RELATIONS = {
+    (0, 0): "self",
+    (1, 1): "child",
+    (-1, -1): "parent",
+    (2, 0): "next sibling",
+    (-2, 0): "previous sibling",
+    (2, 2): "grandchild",
+    (-2, -2): "grandparent",
+}
+
+
+@dataclass
+class HibridsExperimentConfig:
+    """Small BARTs from random init on SciSummNet (paper -> human summary), one per HIBRIDS variant."""
+
+    variants: list[str] = field(default_factory=lambda: list(VARIANTS))
+    tokenizer: str = "corpus-bpe"  # "corpus-bpe": byte-level BPE trained on the train papers; "gpt2": 50k
+    vocab_size: int = 8000  # corpus-bpe only
+    d_model: int = 64
+    ffn_dim: int = 256
+    layers: int = 2  # encoder and decoder layers each (HIBRIDS-DEC needs >= 2 decoder layers)
+    heads: int = 4
+    dropout: float = 0.1
+    dev_fraction: float = 0.1  # the last 10% of papers by id are dev
+    train_examples: int | None = None  # None: every train paper
+    dev_examples: int = 50  # dev papers scored (the first of the dev split)
+    tokenizer_examples: int = 300  # train papers the corpus BPE is trained on
+    max_source_length: int = 1024
+    max_target_length: int = 160
+    batch_size: int = 8
+    learning_rate: float = 3e-3
+    warmup_steps: int = 30
+    max_steps: int = 200
+    eval_every: int = 100
+    eval_max_length: int = 128
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.variants:
+            raise ValueError("variants: give at least one of " + ", ".join(VARIANTS))
+        unknown = [v for v in self.variants if v not in VARIANTS]
+        if unknown:
+            raise ValueError(f"variants {unknown}: choose from {', '.join(VARIANTS)}")
+        if self.d_model % self.heads:
+            raise ValueError(f"d_model {self.d_model} is not divisible by heads {self.heads}")
+        if self.layers < 2:
+            raise ValueError("layers must be >= 2 (HIBRIDS-DEC weights the last layer by the one before)")
+        if not 0 < self.dev_fraction < 1:
+            raise ValueError(f"dev_fraction must be in (0, 1), got {self.dev_fraction}")
+        if self.tokenizer not in ("corpus-bpe", "gpt2"):
+            raise ValueError(f"tokenizer must be corpus-bpe or gpt2, got {self.tokenizer!r}")
+        for name in ("max_steps", "eval_every", "batch_size", "dev_examples", "max_source_length"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+
+
+def split_papers(corpus: Path, out_dir: Path, dev_fraction: float) -> tuple[Path, Path, dict[str, Any]]:
+    """Deterministic split by paper id: the last ``dev_fraction`` of the sorted ids are dev (symlinks)."""
+    papers = sorted(p for p in corpus.iterdir() if p.is_dir() and (p / "Reference_XML").is_dir())
+    if len(papers) < 2:
+        raise InputError(f"{corpus}: fewer than 2 SciSummNet papers")
+    n_dev = max(1, math.ceil(len(papers) * dev_fraction))
+    parts = {"train": papers[:-n_dev], "dev": papers[-n_dev:]}
+    dirs = {}
+    for name, members in parts.items():
+        directory = out_dir / name
+        directory.mkdir(parents=True, exist_ok=True)
+        for paper in members:
+            link = directory / paper.name
+            if not link.exists():
+                link.symlink_to(paper.resolve(), target_is_directory=True)
+        dirs[name] = directory
+    info = {
+        "papers": len(papers),
+        "train": len(parts["train"]),
+        "dev": n_dev,
+        "first_dev_id": parts["dev"][0].name,
+        "rule": f"papers sorted by id; the last {n_dev} ({dev_fraction:.0%}) are dev",
+    }
+    return dirs["train"], dirs["dev"], info
+
+
+def _tokenizer(cfg: HibridsExperimentConfig, data_dir: Path, train_dir: Path, out_dir: Path) -> Any:
+    from synopsis.models.seq2seq import bart_tokenizer_from_files
+
+    if cfg.tokenizer == "gpt2":
+        gpt2 = data_dir / "tokenizers" / "gpt2"
+        return bart_tokenizer_from_files(gpt2 / "vocab.json", gpt2 / "merges.txt")
+    from tokenizers import ByteLevelBPETokenizer
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if not (out_dir / "vocab.json").is_file():
+        limit = cfg.tokenizer_examples
+        if cfg.train_examples is not None:
+            limit = min(limit, cfg.train_examples)
+        texts = []
+        for example in load_examples("scisummnet", train_dir, None, limit):
+            texts += [s.text for s in example.document.sentences] + example.references
+            texts += [s.heading for s in example.document.sections if s.heading]
+        bpe = ByteLevelBPETokenizer()
+        bpe.train_from_iterator(
+            texts,
+            vocab_size=cfg.vocab_size,
+            min_frequency=2,
+            show_progress=False,
+            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],  # BART's ids 0..4
+        )
+        bpe.save_model(str(out_dir))
+    return bart_tokenizer_from_files(out_dir / "vocab.json", out_dir / "merges.txt")
+
+
+def _base_model(cfg: HibridsExperimentConfig, tokenizer: Any, directory: Path) -> Path:
+    """A random BART (seeded) saved with its tokenizer: every variant is converted from these weights."""
+    if (directory / "model.safetensors").is_file():
+        return directory
+    import torch
+    from transformers import AutoModelForSeq2SeqLM, BartConfig
+
+    config = BartConfig(
+        vocab_size=len(tokenizer),
+        d_model=cfg.d_model,
+        encoder_layers=cfg.layers,
+        decoder_layers=cfg.layers,
+        encoder_attention_heads=cfg.heads,
+        decoder_attention_heads=cfg.heads,
+        encoder_ffn_dim=cfg.ffn_dim,
+        decoder_ffn_dim=cfg.ffn_dim,
+        max_position_embeddings=max(cfg.max_source_length, cfg.max_target_length) + 2,
+        dropout=cfg.dropout,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        decoder_start_token_id=tokenizer.eos_token_id,
+        forced_eos_token_id=tokenizer.eos_token_id,
+    )
+    torch.manual_seed(cfg.seed)
+    model = AutoModelForSeq2SeqLM.from_config(config)
+    directory.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(directory, safe_serialization=True)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+def _variant_model(cfg: HibridsExperimentConfig, base: Path, variant: str, models: Path) -> Path:
+    options = VARIANTS[variant]
+    if options is None:
+        return base
+    target = models / variant
+    if (target / "config.json").is_file():
+        return target
+    import torch
+
+    from synopsis.models.seq2seq import convert_checkpoint
+
+    torch.manual_seed(cfg.seed)  # SECTOK's new marker embeddings
+    options = dict(options)
+    return convert_checkpoint(options.pop("method"), base, target, **options)
+
+
+def run_hibrids_experiment(cfg: HibridsExperimentConfig, output: str | Path, data_dir: str | Path) -> str:
+    """Train one model per variant; write the table, JSON and the two PNGs; return the table.
+
+    Runs that already exist in ``output`` are resumed (a finished run is only re-read).
+    """
+    output, data_dir = Path(output), Path(data_dir)
+    corpus = data_dir / "scisummnet"
+    if not corpus.is_dir():
+        raise InputError(f"{corpus}: SciSummNet not found (pass --data ../shared/data)")
+    started, load_before = time.perf_counter(), os.getloadavg()
+    train_dir, dev_dir, split = split_papers(corpus, output / "split", cfg.dev_fraction)
+    tokenizer = _tokenizer(cfg, data_dir, train_dir, output / "tokenizer")
+    base = _base_model(cfg, tokenizer, output / "models" / "base")
+    rows, biases = [], {}
+    for variant in cfg.variants:
+        model_dir = _variant_model(cfg, base, variant, output / "models")
+        run_config = Seq2SeqTrainConfig(
+            model=str(model_dir),
+            output_dir=str(output / "runs" / variant),
+            train_path=str(train_dir),
+            train_corpus="scisummnet",
+            dev_path=str(dev_dir),
+            max_train_examples=cfg.train_examples,
+            max_dev_examples=cfg.dev_examples,
+            max_source_length=cfg.max_source_length,
+            max_target_length=cfg.max_target_length,
+            batch_size=cfg.batch_size,
+            learning_rate=cfg.learning_rate,
+            warmup_steps=cfg.warmup_steps,
+            max_steps=cfg.max_steps,
+            eval_every=cfg.eval_every,
+            patience=0,
+            eval_max_length=cfg.eval_max_length,
+            keep_checkpoints=1,
+            seed=cfg.seed,
+        )
+        logger.warning("hibrids experiment: training %s", variant)
+        start = time.perf_counter()
+        resume = (Path(run_config.output_dir) / "checkpoints" / "latest").is_file()
+        result = train_seq2seq(run_config, resume=resume, show_progress=False)
+        dev = result.history["dev"]
+        rows.append(
+            {
+                "variant": variant,
+                **{m: result.best_metrics[m] for m in METRICS},
+                "average": result.best_score,
+                "dev_loss": min(d["loss"] for _, d in dev),
+                "final_dev_loss": dev[-1][1]["loss"],
+                "best_step": result.best_step,
+                "steps": result.steps,
+                "seconds": round(time.perf_counter() - start, 1),
+            }
+        )
+        if variant.startswith("hibrids"):
+            biases[variant] = learned_biases(Path(run_config.output_dir) / "checkpoints")
+    wall = round(time.perf_counter() - started, 1)
+    run_info = {"wall_seconds": wall, "loadavg_before": load_before, "loadavg_after": os.getloadavg()}
+    table = _table(cfg, rows, biases, split, run_info)
+    write_json(
+        output / "results.json",
+        {"config": to_dict(cfg), "split": split, "run": run_info, "rows": rows, "biases": biases},
+    )
+    with open_for_atomic_write(output / "table.md") as handle:
+        handle.write(table)
+    _plot_scores(rows, output / "scores.png")
+    _plot_biases(biases, output / "bias_heatmap.png")
+    return table
+
+
+def learned_biases(checkpoints: Path) -> dict[str, Any]:
+    """The HIBRIDS tables of the newest checkpoint under ``checkpoints``, as PathLen x LvlDiff grids.
+
+    Encoder tables (buckets x heads per layer) are averaged over heads; the decoder table has one column.
+    A cell is None where (PathLen, LvlDiff) is impossible, or where the table entry is exactly zero for
+    every head (zero-initialised and never reached by a gradient: the relation never occurred).
+    """
+    from safetensors.torch import load_file
+
+    from synopsis.models.hibrids import FULL_INDEX
+
+    latest = (checkpoints / "latest").read_text(encoding="utf-8").strip()
+    weights = load_file(str(checkpoints / latest / "model.safetensors"))
+    tables = {name: w.float() for name, w in weights.items() if "hibrids" in name}
+    seen = [
+        pair
+        for pair, bucket in FULL_INDEX.items()
+        if any(bool((w[bucket] != 0).any()) for w in tables.values())
+    ]
+    path_max = max([abs(p) for p, _ in seen] + [4])
+    level_max = max([abs(lvl) for _, lvl in seen] + [2])
+    paths = list(range(-path_max, path_max + 1))
+    levels = list(range(-level_max, level_max + 1))
+
+    def grid(weight: Any) -> list[list[float | None]]:
+        mean = weight.mean(dim=1)
+        cells: list[list[float | None]] = []
+        for level in levels:
+            row: list[float | None] = []
+            for path in paths:
+                bucket = FULL_INDEX.get((path, level))
+                live = bucket is not None and bool((weight[bucket] != 0).any())
+                row.append(round(float(mean[bucket]), 5) if live else None)
+            cells.append(row)
+        return cells
+
+    layers = {}
+    for name, weight in sorted(tables.items()):
+        part = "encoder" if ".encoder." in name else "decoder"
+        number = next((int(t) for t in name.split(".") if t.isdigit()), 0)
+        layers[f"{part} layer {number}"] = {"heads": int(weight.shape[1]), "grid": grid(weight)}
+    return {"path_lengths": paths, "level_differences": levels, "seen_relations": len(seen), "tables": layers}
+
+
+def _named_values(bias: dict[str, Any], table: str) -> dict[str, float | None]:
+    grid = bias["tables"][table]["grid"]
+    values = {}
+    for (path, level), name in NAMED_RELATIONS.items():
+        if path in bias["path_lengths"] and level in bias["level_differences"]:
+            cell = grid[bias["level_differences"].index(level)][bias["path_lengths"].index(path)]
+            values[name] = cell
+    return values
+
+
+def _last_table(bias: dict[str, Any]) -> str:
+    names = list(bias["tables"])
+    encoders = [n for n in names if n.startswith("encoder")]
+    return encoders[-1] if encoders else names[-1]
+
+
+def _table(
+    cfg: HibridsExperimentConfig,
+    rows: list[dict[str, Any]],
+    biases: dict[str, Any],
+    split: dict[str, Any],
+    run: dict[str, Any],
+) -> str:
+    load = ", ".join(f"{x:.1f}" for x in run["loadavg_before"])
+    load_after = ", ".join(f"{x:.1f}" for x in run["loadavg_after"])
+    lines = [
+        f"# HIBRIDS on SciSummNet, small BARTs ({cfg.heads} heads, d_model {cfg.d_model}, "
+        f"{cfg.layers}+{cfg.layers} layers, {cfg.max_steps} steps of batch {cfg.batch_size} "
+        "from random init)",
+        "",
+        f"Split: {split['rule']} ({split['train']} train / {split['dev']} dev papers; dev starts at "
+        f"{split['first_dev_id']}); the first {cfg.train_examples or split['train']} train papers are used. "
+        f"Source: the paper's sections, first {cfg.max_source_length} tokens; target: the human summary, "
+        f"first {cfg.max_target_length} tokens. Dev ROUGE F1 x 100 on the first {cfg.dev_examples} dev "
+        "papers (rouge-score, Porter stemming; rougeL = sentence-level LCS), best evaluation of each run; "
+        f"greedy decoding, no repeated trigrams, at most {cfg.eval_max_length} tokens. Dev loss: "
+        "teacher-forced cross-entropy per target token, lowest over the evaluations. All variants start "
+        "from the same random base weights (HIBRIDS tables zero-initialised) with the same data order and "
+        "seed.",
+        "",
+        "| variant | ROUGE-1 | ROUGE-2 | ROUGE-L | average | best step | dev loss | final dev loss "
+        "| seconds |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['variant']} | {row['rouge1']:.2f} | {row['rouge2']:.2f} | {row['rougeL']:.2f} | "
+            f"{row['average']:.2f} | {row['best_step']} | {row['dev_loss']:.6f} | "
+            f"{row['final_dev_loss']:.6f} | {row['seconds']:.0f} |"
+        )
+    lines += [
+        "",
+        f"Wall time {run['wall_seconds']:.0f} s; load average (1, 5, 15 min) {load} before, "
+        f"{load_after} after (2 CPU cores shared with other jobs).",
+    ]
+    if biases:
+        lines += [
+            "",
+            "Learned biases (mean over heads) at the relations the paper discusses; '-' = never reached:",
+            "",
+            "| variant, table | " + " | ".join(NAMED_RELATIONS.values()) + " | relations seen |",
+            "|---|" + "---|" * (len(NAMED_RELATIONS) + 1),
+        ]
+        for variant, bias in biases.items():
+            table = _last_table(bias)
+            values = _named_values(bias, table)
+            cells = [
+                "-" if values.get(name) is None else f"{values[name]:+.4f}"
+                for name in NAMED_RELATIONS.values()
+            ]
+            lines.append(f"| {variant}, {table} | " + " | ".join(cells) + f" | {bias['seen_relations']} |")
+    lines += [
+        "",
+        "These small models trained for minutes on CPU do NOT reproduce the paper's numbers (BART-large "
+        "fine-tuned on GovReport / QSGen-Hier). They show that the four variants train end to end on real "
+        "section trees under one budget. Differences of this size are within run-to-run noise unless "
+        "repeated over seeds; at this budget greedy summaries depend little on the input, so the dev loss "
+        "is the more telling column.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _plot_scores(rows: list[dict[str, Any]], path: Path) -> None:
+    """Dev ROUGE bars and the dev loss per variant."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [row["variant"] for row in rows]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.2), dpi=110)
+    width = 0.2
+    for offset, metric in enumerate((*METRICS, "average")):
+        xs = [i + (offset - 1.5) * width for i in range(len(rows))]
+        left.bar(xs, [row[metric] for row in rows], width, label=metric)
+    left.set_xticks(range(len(rows)), labels)
+    left.set_ylabel("dev ROUGE F1 x 100")
+    left.legend(fontsize=8)
+    left.grid(axis="y", alpha=0.3)
+    right.bar(labels, [row["dev_loss"] for row in rows], color="tab:gray")
+    low = min(row["dev_loss"] for row in rows)
+    high = max(row["dev_loss"] for row in rows)
+    right.set_ylim(low - 0.05 * max(high - low, 0.1) - 0.05, high + 0.05 * max(high - low, 0.1) + 0.05)
+    right.set_ylabel("dev loss (cross-entropy per token)")
+    right.grid(axis="y", alpha=0.3)
+    fig.suptitle("HIBRIDS variants on SciSummNet, small models from scratch (not the paper's scale)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def _plot_biases(biases: dict[str, Any], path: Path) -> None:
+    """One heatmap per HIBRIDS table (PathLen across, LvlDiff down); grey = impossible or never reached."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    panels = [(variant, name, bias) for variant, bias in biases.items() for name in bias["tables"]]
+    fig, axes = plt.subplots(
+        1, max(1, len(panels)), figsize=(5.2 * max(1, len(panels)), 4.0), dpi=110, squeeze=False
+    )
+    if not panels:
+        axes[0][0].text(0.5, 0.5, "no HIBRIDS variant in this run", ha="center", va="center")
+        axes[0][0].axis("off")
+    for ax, (variant, name, bias) in zip(axes[0], panels, strict=False):
+        grid = np.array(
+            [[np.nan if v is None else v for v in row] for row in bias["tables"][name]["grid"]], dtype=float
+        )
+        finite = grid[np.isfinite(grid)]
+        limit = float(np.abs(finite).max()) if finite.size else 1.0
+        cmap = plt.get_cmap("RdBu_r").with_extremes(bad="#dddddd")
+        image = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=-limit, vmax=limit, aspect="auto")
+        ax.set_xticks(range(len(bias["path_lengths"])), bias["path_lengths"], fontsize=7)
+        ax.set_yticks(range(len(bias["level_differences"])), bias["level_differences"], fontsize=7)
+        ax.set_xlabel("PathLen (x -> y; > 0: y later)")
+        ax.set_ylabel("LvlDiff = depth(y) - depth(x)")
+        heads = bias["tables"][name]["heads"]
+        ax.set_title(f"{variant}: {name}" + (f" (mean of {heads} heads)" if heads > 1 else ""), fontsize=9)
+        fig.colorbar(image, ax=ax, fraction=0.046)
+    fig.suptitle("Learned HIBRIDS biases (grey: impossible pair or never reached); small models, CPU scale")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
