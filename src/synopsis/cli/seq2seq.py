@@ -1,4 +1,4 @@
-"""``synopsis train seq2seq``, ``synopsis convert`` and the seq2seq experiments (``synopsis experiment ...``)."""
+"""``synopsis train seq2seq``, ``synopsis convert`` and the seq2seq experiments."""
 
 from __future__ import annotations
 
@@ -155,20 +155,21 @@ def instructsum_experiment(
     data_dir: Path = typer.Option(
         DEFAULT_SHARED, "--data", help="Shared data folder (qmsum/train, qmsum/val, tokenizers/t5)."
     ),
-    max_steps: int | None = typer.Option(None, "--max-steps", help="Optimizer steps per variant."),
+    max_steps: int | None = ranged(
+        None, "--max-steps", allowed=AT_LEAST_ONE, help="Optimizer steps per variant."
+    ),
     sets: list[str] | None = typer.Option(
         None, "--set", help="Any experiment config key, value as YAML: --set d_model=64 (repeatable)."
     ),
-    threads: int = typer.Option(1, "--threads", help="torch CPU threads."),
+    threads: int | None = threads_option(),
 ) -> None:
     """InstructSum on QMSum with small T5s on CPU: no instruction vs full attention vs the cached model."""
-    import torch
     from rich.console import Console
 
     from synopsis.config import load_config, merge, parse_overrides
     from synopsis.experiments.instructsum_qmsum import InstructSumExperimentConfig, run_instructsum_experiment
 
-    torch.set_num_threads(max(1, threads))
+    set_torch_threads(threads)
     given: dict[str, object] = {} if max_steps is None else {"max_steps": max_steps}
     cfg = load_config(InstructSumExperimentConfig, config, merge(given, parse_overrides(sets)))
     Console().print(run_instructsum_experiment(cfg, output, data_dir))
@@ -187,20 +188,21 @@ def hibrids_experiment(
     variants: str | None = typer.Option(
         None, "--variants", help="Comma-separated subset of base,sectok,hibrids-enc,hibrids-dec."
     ),
-    max_steps: int | None = typer.Option(None, "--max-steps", help="Optimizer steps per variant."),
+    max_steps: int | None = ranged(
+        None, "--max-steps", allowed=AT_LEAST_ONE, help="Optimizer steps per variant."
+    ),
     sets: list[str] | None = typer.Option(
         None, "--set", help="Any experiment config key, value as YAML: --set d_model=128 (repeatable)."
     ),
-    threads: int = typer.Option(2, "--threads", help="torch CPU threads."),
+    threads: int | None = threads_option(),
 ) -> None:
     """HIBRIDS (Cao & Wang, 2022): base, SECTOK, HIBRIDS-ENC and -DEC as small models on SciSummNet."""
-    import torch
     from rich.console import Console
 
     from synopsis.config import load_config, merge, parse_overrides
     from synopsis.experiments.hibrids_scisummnet import HibridsExperimentConfig, run_hibrids_experiment
 
-    torch.set_num_threads(max(1, threads))
+    set_torch_threads(threads)
     given: dict[str, object] = {}
     if variants is not None:
         given["variants"] = [v.strip() for v in variants.split(",") if v.strip()]
