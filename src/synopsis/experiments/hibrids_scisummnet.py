@@ -28,6 +28,7 @@ from typing import Any
 
 from synopsis.config import to_dict
 from synopsis.errors import InputError
+from synopsis.experiments.small_bart import experiment_tokenizer, small_bart_config
 from synopsis.io import open_for_atomic_write, write_json
 from synopsis.training.seq2seq import METRICS, Seq2SeqTrainConfig, load_examples, train_seq2seq
 
@@ -124,32 +125,17 @@ def split_papers(corpus: Path, out_dir: Path, dev_fraction: float) -> tuple[Path
 
 
 def _tokenizer(cfg: HibridsExperimentConfig, data_dir: Path, train_dir: Path, out_dir: Path) -> Any:
-    from synopsis.models.seq2seq import bart_tokenizer_from_files
-
-    if cfg.tokenizer == "gpt2":
-        gpt2 = data_dir / "tokenizers" / "gpt2"
-        return bart_tokenizer_from_files(gpt2 / "vocab.json", gpt2 / "merges.txt")
-    from tokenizers import ByteLevelBPETokenizer
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if not (out_dir / "vocab.json").is_file():
+    def texts() -> list[str]:
         limit = cfg.tokenizer_examples
         if cfg.train_examples is not None:
             limit = min(limit, cfg.train_examples)
-        texts = []
+        out: list[str] = []
         for example in load_examples("scisummnet", train_dir, None, limit):
-            texts += [s.text for s in example.document.sentences] + example.references
-            texts += [s.heading for s in example.document.sections if s.heading]
-        bpe = ByteLevelBPETokenizer()
-        bpe.train_from_iterator(
-            texts,
-            vocab_size=cfg.vocab_size,
-            min_frequency=2,
-            show_progress=False,
-            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],  # BART's ids 0..4
-        )
-        bpe.save_model(str(out_dir))
-    return bart_tokenizer_from_files(out_dir / "vocab.json", out_dir / "merges.txt")
+            out += [s.text for s in example.document.sentences] + example.references
+            out += [s.heading for s in example.document.sections if s.heading]
+        return out
+
+    return experiment_tokenizer(cfg.tokenizer, data_dir, out_dir, cfg.vocab_size, texts)
 
 
 def _base_model(cfg: HibridsExperimentConfig, tokenizer: Any, directory: Path) -> Path:
@@ -157,27 +143,10 @@ def _base_model(cfg: HibridsExperimentConfig, tokenizer: Any, directory: Path) -
     if (directory / "model.safetensors").is_file():
         return directory
     import torch
-    from transformers import AutoModelForSeq2SeqLM, BartConfig
+    from transformers import AutoModelForSeq2SeqLM
 
-    config = BartConfig(
-        vocab_size=len(tokenizer),
-        d_model=cfg.d_model,
-        encoder_layers=cfg.layers,
-        decoder_layers=cfg.layers,
-        encoder_attention_heads=cfg.heads,
-        decoder_attention_heads=cfg.heads,
-        encoder_ffn_dim=cfg.ffn_dim,
-        decoder_ffn_dim=cfg.ffn_dim,
-        max_position_embeddings=max(cfg.max_source_length, cfg.max_target_length) + 2,
-        dropout=cfg.dropout,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        decoder_start_token_id=tokenizer.eos_token_id,
-        forced_eos_token_id=tokenizer.eos_token_id,
-    )
     torch.manual_seed(cfg.seed)
-    model = AutoModelForSeq2SeqLM.from_config(config)
+    model = AutoModelForSeq2SeqLM.from_config(small_bart_config(cfg, tokenizer))
     directory.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(directory, safe_serialization=True)
     tokenizer.save_pretrained(directory)

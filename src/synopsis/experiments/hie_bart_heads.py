@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from synopsis.config import AT_LEAST_ONE, DROPOUT, NON_NEGATIVE, POSITIVE, Range, check_ranges, to_dict
 from synopsis.errors import InputError
+from synopsis.experiments.small_bart import experiment_tokenizer, small_bart_config
 from synopsis.io import open_for_atomic_write, write_json
 from synopsis.training.seq2seq import METRICS, Seq2SeqTrainConfig, load_examples, train_seq2seq
 
@@ -101,53 +102,19 @@ class HeadSweepConfig:
 
 
 def _sweep_tokenizer(cfg: HeadSweepConfig, data_dir: Path, out_dir: Path) -> Any:
-    from synopsis.models.seq2seq import bart_tokenizer_from_files
-
-    if cfg.tokenizer == "gpt2":
-        gpt2 = data_dir / "tokenizers" / "gpt2"
-        return bart_tokenizer_from_files(gpt2 / "vocab.json", gpt2 / "merges.txt")
-    from tokenizers import ByteLevelBPETokenizer
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if not (out_dir / "vocab.json").is_file():
-        texts = []
+    def texts() -> list[str]:
+        out: list[str] = []
         for example in load_examples("scitldr", data_dir / "scitldr", "train", cfg.train_examples):
-            texts += [s.text for s in example.document.sentences] + example.references
-        bpe = ByteLevelBPETokenizer()
-        bpe.train_from_iterator(
-            texts,
-            vocab_size=cfg.vocab_size,
-            min_frequency=2,
-            show_progress=False,
-            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],  # BART's ids 0..4
-        )
-        bpe.save_model(str(out_dir))
-    return bart_tokenizer_from_files(out_dir / "vocab.json", out_dir / "merges.txt")
+            out += [s.text for s in example.document.sentences] + example.references
+        return out
+
+    return experiment_tokenizer(cfg.tokenizer, data_dir, out_dir, cfg.vocab_size, texts)
 
 
 def _sweep_base_model(cfg: HeadSweepConfig, tokenizer: Any, directory: Path) -> Path:
     """A BART config + tokenizer directory (no weights: every run starts from random_init)."""
-    from transformers import BartConfig
-
-    config = BartConfig(
-        vocab_size=len(tokenizer),
-        d_model=cfg.d_model,
-        encoder_layers=cfg.layers,
-        decoder_layers=cfg.layers,
-        encoder_attention_heads=cfg.heads,
-        decoder_attention_heads=cfg.heads,
-        encoder_ffn_dim=cfg.ffn_dim,
-        decoder_ffn_dim=cfg.ffn_dim,
-        max_position_embeddings=max(cfg.max_source_length, cfg.max_target_length) + 2,
-        dropout=cfg.dropout,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        decoder_start_token_id=tokenizer.eos_token_id,
-        forced_eos_token_id=tokenizer.eos_token_id,
-    )
     directory.mkdir(parents=True, exist_ok=True)
-    config.save_pretrained(directory)
+    small_bart_config(cfg, tokenizer).save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory
 

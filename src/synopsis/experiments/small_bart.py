@@ -1,0 +1,56 @@
+"""Small BARTs trained from scratch, shared by the CPU-scale experiments: a tokenizer and a config."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+
+def experiment_tokenizer(
+    kind: str, data_dir: Path, out_dir: Path, vocab_size: int, texts: Callable[[], Iterable[str]]
+) -> Any:
+    """GPT-2's byte-level BPE (``kind="gpt2"``), or one trained on ``texts()`` (read only when ``out_dir``
+    holds no trained vocabulary yet) with BART's special tokens at ids 0..4."""
+    from synopsis.models.seq2seq import bart_tokenizer_from_files
+
+    if kind == "gpt2":
+        gpt2 = data_dir / "tokenizers" / "gpt2"
+        return bart_tokenizer_from_files(gpt2 / "vocab.json", gpt2 / "merges.txt")
+    from tokenizers import ByteLevelBPETokenizer
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if not (out_dir / "vocab.json").is_file():
+        bpe = ByteLevelBPETokenizer()
+        bpe.train_from_iterator(
+            list(texts()),
+            vocab_size=vocab_size,
+            min_frequency=2,
+            show_progress=False,
+            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],  # BART's ids 0..4
+        )
+        bpe.save_model(str(out_dir))
+    return bart_tokenizer_from_files(out_dir / "vocab.json", out_dir / "merges.txt")
+
+
+def small_bart_config(cfg: Any, tokenizer: Any) -> Any:
+    """A BART config from an experiment config's sizes (d_model, layers, heads, ffn_dim, lengths, dropout)."""
+    from transformers import BartConfig
+
+    return BartConfig(
+        vocab_size=len(tokenizer),
+        d_model=cfg.d_model,
+        encoder_layers=cfg.layers,
+        decoder_layers=cfg.layers,
+        encoder_attention_heads=cfg.heads,
+        decoder_attention_heads=cfg.heads,
+        encoder_ffn_dim=cfg.ffn_dim,
+        decoder_ffn_dim=cfg.ffn_dim,
+        max_position_embeddings=max(cfg.max_source_length, cfg.max_target_length) + 2,
+        dropout=cfg.dropout,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        decoder_start_token_id=tokenizer.eos_token_id,
+        forced_eos_token_id=tokenizer.eos_token_id,
+    )
