@@ -161,8 +161,18 @@ def evaluate_corpus(
         report["repeated_ngrams"] = {
             n: _mean_defined(m.repeated_ngram_rate(p, int(n), words) for p in predictions) for n in orders
         }
+        # The references' own rates, for a "no more than k times the human rate" reading.
+        all_references = [r for refs in references for r in refs]
+        report["reference_repeated_ngrams"] = {
+            n: _mean_defined(m.repeated_ngram_rate(r, int(n), words) for r in all_references) for n in orders
+        }
+        report["doubled_words"] = {
+            "predictions": sum(m.has_doubled_word(p, words) for p in predictions) / len(predictions),
+            "references": sum(m.has_doubled_word(r, words) for r in all_references) / len(all_references),
+        }
         settings["repeat"] = (
-            "share of summary n-grams repeating an earlier one in it, averaged over summaries"
+            "share of summary n-grams repeating an earlier one in it, averaged over summaries (references: "
+            "over all references); doubled words: share of summaries with a word directly repeated"
         )
     if "novel" in metrics or "repeat" in metrics or "length" in metrics:
         settings["words"] = (

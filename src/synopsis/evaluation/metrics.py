@@ -52,6 +52,13 @@ def repeated_ngram_rate(summary: str, n: int, tokenize: Callable[[str], list[str
     return 1.0 - len(set(grams)) / len(grams)
 
 
+def has_doubled_word(summary: str, tokenize: Callable[[str], list[str]] = words) -> bool:
+    """Whether a word directly follows itself ("learning learning"), the failure of an attention that stays
+    on the source word it has just copied."""
+    tokens = tokenize(summary)
+    return any(a == b for a, b in zip(tokens, tokens[1:], strict=False))
+
+
 def sentence_count(text: str) -> int:
     """Sentences in a summary: Punkt sentences of each newline-separated line."""
     return sum(len(split_sentences(line)) for line in text.split("\n"))

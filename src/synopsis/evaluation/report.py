@@ -44,9 +44,17 @@ def render_report(report: dict[str, Any]) -> Group:
         other.add_row("BLEU-4", f"{bleu['score']:.2f}", f"BP {bleu['brevity_penalty']:.3f}")
     if "meteor" in report:
         other.add_row("METEOR x100", _pct(report["meteor"]["score"]), _interval(report["meteor"].get(ci_key)))
-    for key, label in (("novel_ngrams", "novel"), ("repeated_ngrams", "repeated")):
-        for n, rate in report.get(key, {}).items():
-            other.add_row(f"{label} {n}-grams %", _pct(rate), "")
+    for n, rate in report.get("novel_ngrams", {}).items():
+        other.add_row(f"novel {n}-grams %", _pct(rate), "")
+    reference_rates = report.get("reference_repeated_ngrams", {})
+    for n, rate in report.get("repeated_ngrams", {}).items():
+        reference = reference_rates.get(n)
+        note = "" if reference is None else f"refs {_pct(reference)}"
+        other.add_row(f"repeated {n}-grams %", _pct(rate), note)
+    if "doubled_words" in report:
+        doubled = report["doubled_words"]
+        note = f"refs {_pct(doubled['references'])}"
+        other.add_row("summaries with a doubled word %", _pct(doubled["predictions"]), note)
     if "length" in report:
         length = report["length"]
         other.add_row(

@@ -68,6 +68,43 @@ _CLOSED_GATE = -1e4
 
 
 @dataclass
+class SourceProfile:
+    """What held-out inputs of the training corpus look like, so that a summarizer can say when a document
+    is far from them. Written by the trainer from the validation split (which the vocabulary never saw)."""
+
+    corpus: str
+    documents: int
+    words_median: int
+    words_p99: int
+    known_word_rate_min: float  # share of a document's alphabetic words in the vocabulary, lowest document
+    known_word_rate_median: float
+
+
+def known_word_rate(words: Sequence[str], vocab: Vocab) -> float:
+    """Share of the alphabetic words (numbers and punctuation aside) in the vocabulary; 1.0 if none."""
+    alphabetic = [w for w in words if any(c.isalpha() for c in w)]
+    if not alphabetic:
+        return 1.0
+    return sum(w in vocab for w in alphabetic) / len(alphabetic)
+
+
+def source_profile(corpus: str, sources: Sequence[Sequence[str]], vocab: Vocab) -> SourceProfile:
+    """The :class:`SourceProfile` of these tokenised documents (see :func:`document_words`)."""
+    if not sources:
+        raise ValueError("source_profile needs at least one document")
+    lengths = sorted(len(words) for words in sources)
+    rates = sorted(known_word_rate(words, vocab) for words in sources)
+    return SourceProfile(
+        corpus=corpus,
+        documents=len(sources),
+        words_median=lengths[len(lengths) // 2],
+        words_p99=lengths[min(len(lengths) - 1, round(0.99 * (len(lengths) - 1)))],
+        known_word_rate_min=round(rates[0], 4),
+        known_word_rate_median=round(rates[len(rates) // 2], 4),
+    )
+
+
+@dataclass
 class PointerGeneratorConfig:
     """Architecture and the ids of the special tokens (taken from the vocabulary, never hard-coded)."""
 
@@ -83,6 +120,7 @@ class PointerGeneratorConfig:
     bos_id: int = 2
     eos_id: int = 3
     vocab_fingerprint: str = ""
+    source_profile: SourceProfile | None = None  # the inputs it was validated on (None: not recorded)
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "embedding_dim", "hidden_dim"):

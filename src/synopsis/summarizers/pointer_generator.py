@@ -148,6 +148,9 @@ class PointerGeneratorSummarizer(Summarizer):
                     len(tokens),
                     self.generation.min_length,
                 )
+            note = self.scope_note(document, tokens)
+            if note:
+                logger.warning("%s: %s", name, note)
             articles.append(tokens)
             min_lengths.append(min(len(tokens), self.generation.min_length))
         summaries: list[str] = [""] * len(articles)
@@ -157,6 +160,42 @@ class PointerGeneratorSummarizer(Summarizer):
             for row, words in zip(rows, self.generate([articles[i] for i in rows], min_length), strict=True):
                 summaries[row] = detokenize(words)
         return summaries
+
+    def scope_note(self, document: Document, words: Sequence[str]) -> str | None:
+        """One line saying how ``document`` is far from the inputs the model was trained for (much longer,
+        sectioned, mostly unknown words), what the model did with it and what suits it better; ``None`` if it
+        is not far, or if the model does not record its inputs (``config.source_profile``)."""
+        from synopsis.models.pointer_generator import known_word_rate
+
+        profile = self.model.config.source_profile
+        if profile is None:
+            return None
+        kind, far, better = profile.corpus, [], []
+        if len(words) > 2 * profile.words_p99:
+            read = min(len(words), self.generation.max_source_tokens)
+            far.append(
+                f"{len(words):,} words (typically {profile.words_median}), read the first {read}"
+            )
+            better.append(
+                "a long-input model (--method seq2seq, an LED or HIBRIDS checkpoint) or --method centrality"
+            )
+        headings = [s for s in document.sections if s.heading]
+        if len(headings) >= 2:
+            far.append(f"{len(headings)} sections, read as one plain text")
+            better.append("HIBRIDS, which reads the section tree (docs/hibrids.md)")
+        rate = known_word_rate(words, self.vocab)
+        if rate < profile.known_word_rate_min:
+            far.append(
+                f"{rate:.0%} of its words in the vocabulary (every {kind} dev input: "
+                f"{profile.known_word_rate_min:.0%} or more): not English, or another kind of text"
+            )
+            better.append("--method lead-3, or a model trained on such text (synopsis train)")
+        if not far:
+            return None
+        return (
+            f"far from the inputs this model was trained for ({kind}): {'; '.join(far)}. "
+            f"Better suited: {'; '.join(better)}."
+        )
 
     def generation_options(self) -> dict[str, Any]:
         return asdict(self.generation)

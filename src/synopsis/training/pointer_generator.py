@@ -61,6 +61,7 @@ from synopsis.models.pointer_generator import (
     config_for_vocab,
     document_words,
     encode_batch,
+    source_profile,
     summary_words,
 )
 from synopsis.training.plots import plot_curves
@@ -321,6 +322,10 @@ class Trainer:
             coverage=False,  # phase 1 never uses coverage; it is switched on for phase 2
             coverage_loss_weight=m.coverage_loss_weight,
             dropout=m.dropout,
+            # What the held-out inputs look like, for summarize's out-of-scope note.
+            source_profile=source_profile(
+                cfg.data.corpus, [document_words(e.document) for e in dev_examples], self.vocab
+            ),
         )
         torch.manual_seed(cfg.seed)
         self.model = PointerGenerator(model_config)
