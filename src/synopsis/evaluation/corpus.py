@@ -66,10 +66,12 @@ def evaluate_corpus(
     every letter and score 0); ``tokenizer="unicode"`` scores it. An empty reference is an error: it would
     score 0 whatever the prediction. Empty predictions are scored 0 and counted in a warning.
 
-    ``shard`` (a :class:`~synopsis.sharding.Shard` of a ``torchrun`` launch; every process calls this with
-    the same arguments) splits the per-example scores (ROUGE, METEOR, novel n-grams) across the processes:
-    each scores one contiguous block, and every process gets all scores back in input order, so that the
-    averages, BLEU, lengths and the bootstrap (the same resamples) are exactly those of one process.
+    ``shard`` (a :class:`~synopsis.sharding.Shard` of a ``torchrun`` launch) splits the per-example scores
+    (ROUGE, METEOR, novel n-grams) across the processes: each scores one contiguous block, and every
+    process gets all scores back in input order, so that the averages, BLEU, lengths and the bootstrap
+    (the same resamples) are exactly those of one process. Every process calls this with the same examples
+    and the same per-example metrics (the processes meet at each of them); the others may leave out the
+    rest (``bleu``, ``repeat``, ``length``, ``bootstrap=0``), as ``synopsis evaluate`` does.
     """
     unknown = [name for name in metrics if name not in METRICS]
     if unknown:
