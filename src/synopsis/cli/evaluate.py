@@ -20,6 +20,7 @@ from synopsis.cli.options import default_threads, ranged, threads_option
 from synopsis.cli.runtime import refuse_to_overwrite_inputs, stdout_console, track
 from synopsis.config import NON_NEGATIVE
 from synopsis.errors import ConfigError, InputError
+from synopsis.sharding import Shard
 
 log = logging.getLogger("synopsis.cli")
 
@@ -171,6 +172,8 @@ def _align(predictions: _Records, other: _Records, what: str) -> list[int]:
 
 
 SENTENCES = ("auto", "newline", "punkt")
+#: the metrics scored example by example, which a launch of several processes splits among them
+PER_EXAMPLE = ("rouge", "meteor", "novel")
 #: from this many examples on, each stage says when it starts (in logs; a terminal shows bars anyway)
 ANNOUNCE_FROM = 5000
 
@@ -229,7 +232,39 @@ def evaluate(
     json_out: Path | None = typer.Option(None, "--json", help="Also write the report as JSON here."),
     threads: int | None = threads_option(),
 ) -> None:
-    """Score predictions against references; print tables with the settings and optionally write JSON."""
+    """Score predictions against references; print tables with the settings and optionally write JSON.
+
+    Under torchrun or accelerate launch, the processes share the per-example scoring and the main one
+    prints the same report as one process would (and writes --json)."""
+    from synopsis.cli.launch import errors_from_main_only, launched
+
+    # every warning here would be the same in each process: the others print errors only
+    with launched(others=logging.ERROR) as shard, errors_from_main_only(shard):
+        _evaluate(
+            shard, predictions, references, sources, input_format, aggregate, mode, no_stemmer, sentences,
+            tokenizer, wordnet_exceptions, metrics, qs_lenient, bootstrap, seed, json_out, threads,
+        )  # fmt: skip
+
+
+def _evaluate(
+    shard: Shard,
+    predictions: Path,
+    references: list[Path],
+    sources: Path | None,
+    input_format: str,
+    aggregate: str,
+    mode: str,
+    no_stemmer: bool,
+    sentences: str,
+    tokenizer: str,
+    wordnet_exceptions: bool,
+    metrics: str,
+    qs_lenient: bool,
+    bootstrap: int,
+    seed: int,
+    json_out: Path | None,
+    threads: int | None,
+) -> None:
     from synopsis.evaluation import evaluate_corpus
     from synopsis.evaluation.corpus import METRICS, lsum_sentences
     from synopsis.evaluation.report import render_report
@@ -284,8 +319,15 @@ def evaluate(
     count = len(preds.texts)
 
     def progress(items, description, total):  # noqa: ANN001, ANN202 - the library's progress hook
+        if not shard.is_main:
+            return items
+        if shard.distributed:
+            description = f"{description} ({shard.describe()})"
         return track(items, description, total, unit="examples", announce=count >= ANNOUNCE_FROM)
 
+    if not shard.is_main:  # the others only score their share of the examples (the same collectives)
+        wanted = [name for name in wanted if name in PER_EXAMPLE]
+        bootstrap = 0
     report = evaluate_corpus(
         preds.texts,
         refs_per_example,
@@ -301,7 +343,10 @@ def evaluate(
         progress=progress,
         tokenizer=tokenizer,
         threads=threads or default_threads(),
+        shard=shard if shard.distributed else None,
     )
+    if not shard.is_main:  # the main process reports; the others only helped to score
+        return
     if "rouge" in wanted:  # printed with the scores: which sentence splitting ROUGE-Lsum saw
         report["settings"]["sentences"] = sentence_setting
     if qs:

@@ -32,12 +32,27 @@ def as_line(prediction: str) -> str:
     return " ".join(prediction.replace("\r", "\n").split("\n"))
 
 
+def render_lines(ids: Sequence[str], predictions: Sequence[str], jsonl: bool) -> list[str]:
+    """The lines of a predictions file: ``{"id", "prediction"}`` objects, or one prediction per line."""
+    if jsonl:
+        return [
+            json.dumps({"id": i, "prediction": p}, ensure_ascii=False) + "\n"
+            for i, p in zip(ids, predictions, strict=True)
+        ]
+    return [as_line(p) + "\n" for p in predictions]
+
+
+def is_jsonl(path: Path) -> bool:
+    """Whether a predictions file at ``path`` holds JSONL (by its name)."""
+    return path.suffix.lower() == ".jsonl"
+
+
 class PredictionWriter:
     """See the module docstring. ``written`` counts the predictions the file holds (kept and new)."""
 
     def __init__(self, path: Path, resume: bool = False) -> None:
         self.path = path
-        self.jsonl = path.suffix.lower() == ".jsonl"
+        self.jsonl = is_jsonl(path)
         self.done_ids: Counter[str] = Counter()
         self.done_lines = 0
         if resume and path.exists():
@@ -95,13 +110,9 @@ class PredictionWriter:
 
     def write(self, ids: Sequence[str], predictions: Sequence[str]) -> None:
         """Append one batch as whole lines, in one write that a signal cannot cut."""
-        if self.jsonl:
-            lines = [
-                json.dumps({"id": i, "prediction": p}, ensure_ascii=False) + "\n"
-                for i, p in zip(ids, predictions, strict=True)
-            ]
-        else:
-            lines = [as_line(p) + "\n" for p in predictions]
+        self._append(render_lines(ids, predictions, self.jsonl))
+
+    def _append(self, lines: Sequence[str]) -> None:
         data = memoryview("".join(lines).encode("utf-8"))
         assert self._fd is not None, "write after close"
         with deferred_signals():
@@ -117,7 +128,7 @@ class PredictionWriter:
                     with contextlib.suppress(OSError):
                         os.ftruncate(self._fd, start)
                 raise output_error(self.path, err) from None
-        self.written += len(predictions)
+        self.written += len(lines)
 
     def close(self) -> None:
         if self._fd is not None:
@@ -128,3 +139,18 @@ class PredictionWriter:
                 pass  # some special files (pipes, /dev/stdout) cannot be synced
             finally:
                 os.close(fd)
+
+
+class PartWriter(PredictionWriter):
+    """One process's part file of a sharded run (:mod:`synopsis.sharding`): appended to, whole lines only,
+    each record with the example's position in the input."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, resume=path.exists())  # the main process has already cut any half line
+
+    def write_records(self, indices: Sequence[int], ids: Sequence[str], predictions: Sequence[str]) -> None:
+        from synopsis.sharding import part_record
+
+        self._append(
+            [part_record(i, d, p) for i, d, p in zip(indices, ids, predictions, strict=True)]
+        )

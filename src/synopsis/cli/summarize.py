@@ -24,7 +24,8 @@ from synopsis.cli.runtime import (
     track,
 )
 from synopsis.config import AT_LEAST_ONE, FINITE, NON_NEGATIVE, POSITIVE
-from synopsis.errors import CheckpointError, InputError
+from synopsis.errors import CheckpointError, InputError, SynopsisError
+from synopsis.sharding import Shard, part_files, remove_parts
 
 log = logging.getLogger("synopsis.cli")
 
@@ -118,10 +119,60 @@ def summarize(
     ),
     threads: int | None = threads_option(),
 ) -> None:
-    """Summarize documents. Without --output, summaries go to stdout, one block per document."""
+    """Summarize documents. Without --output, summaries go to stdout, one block per document.
+
+    Under torchrun or accelerate launch, the processes share the documents and the main one writes
+    --output, the same file as one process would (see docs/distributed.md)."""
+    from synopsis.cli.launch import errors_from_main_only, launched
+
+    with launched() as shard:
+        with errors_from_main_only(shard):
+            job = _prepare(
+                shard, inputs, method, model, instruction, no_cache, corpus, split, input_format, output,
+                resume, k, num_beams, min_length, max_length, length_penalty, no_repeat_ngram_size,
+                max_source_length, batch_size, max_input_mb, skip_bad_lines, threads,
+            )  # fmt: skip
+        summarizer, ids, documents, instructions, references, size, label = job
+        if output is not None and (shard.distributed or (resume and part_files(output))):
+            _run_sharded(
+                summarizer, ids, documents, instructions, references, size, output, resume, label, shard
+            )
+        else:
+            _run(summarizer, ids, documents, instructions, references, size, output, resume, outline, label)
+
+
+def _prepare(
+    shard: Shard,
+    inputs: list[Path],
+    method: str | None,
+    model: Path | None,
+    instruction: list[str] | None,
+    no_cache: bool,
+    corpus: str | None,
+    split: str | None,
+    input_format: str,
+    output: Path | None,
+    resume: bool,
+    k: int,
+    num_beams: int | None,
+    min_length: int | None,
+    max_length: int | None,
+    length_penalty: float | None,
+    no_repeat_ngram_size: int | None,
+    max_source_length: int | None,
+    batch_size: int | None,
+    max_input_mb: float,
+    skip_bad_lines: bool,
+    threads: int | None,
+) -> tuple[Any, list[str], list[Any], list[str | None], list[Any] | None, int, str | None]:
+    """Check the options, load the summarizer and read the documents (every process alike)."""
     from synopsis.data.readers import detect_corpus, read_corpus, read_document
     from synopsis.summarizers import load_summarizer
 
+    if shard.distributed and output is None:
+        raise InputError(
+            f"{shard.world} processes write one file: give --output (-o); to print summaries, run one process"
+        )
     if resume and output is None:
         raise InputError("--resume continues a run that writes --output; give the same --output")
     if corpus is not None and len(inputs) != 1:
@@ -148,6 +199,8 @@ def summarize(
         length_penalty=length_penalty,
         no_repeat_ngram_size=no_repeat_ngram_size,
     )
+    if shard.device is not None:
+        summarizer.to(shard.device)
     extractive = _is_extractive(summarizer)
     if instructions_given and not summarizer.takes_instructions:
         log.warning("--instruction is ignored: %s does not take instructions", type(summarizer).__name__)
@@ -185,7 +238,10 @@ def summarize(
 
     size = batch_size or (1 if extractive else NEURAL_BATCH_SIZE)
     label = None if extractive else str(model) if model is not None else "the bundled model"
-    _run(summarizer, ids, documents, instructions, references, size, output, resume, outline, label)
+    if output is not None and not resume and shard.is_main:
+        for stale in remove_parts(output):  # a fresh run: parts of an earlier run must not be resumed
+            log.info("removed %s, left by an earlier interrupted run", stale)
+    return summarizer, ids, documents, instructions, references, size, label
 
 
 def _run(
@@ -260,6 +316,160 @@ def _run(
         log.warning("%d of %d summaries are empty", empty, done)
     if writer is not None:
         log.info("wrote %d summaries to %s", writer.written, output)
+
+
+def _run_sharded(
+    summarizer: Any,
+    ids: list[str],
+    documents: list[Any],
+    instructions: list[str | None],
+    references: list[Any] | None,
+    batch_size: int,
+    output: Path,
+    resume: bool,
+    model: str | None,
+    shard: Shard,
+) -> None:
+    """A corpus run split across the processes of a launch (or a one-process ``--resume`` of one).
+
+    The main process works out what is left (:func:`_plan`); the work is cut into the batches a
+    one-process run would make (``--batch-size`` examples by position in the input), and each process
+    summarizes one contiguous block of them into its part file (:mod:`synopsis.sharding`). Every
+    document is so decoded in the same batch as in a one-process run, and the merged file is the same byte
+    for byte. When all are done, the main process writes ``output`` in input order (atomically) and
+    deletes the parts; an interrupted run keeps them, and ``--resume`` with any number of processes
+    continues from the output and the parts together.
+    """
+    from synopsis.cli.output import PartWriter
+    from synopsis.sharding import count_lines, part_path
+
+    plan: Any = None
+    if shard.is_main:
+        try:
+            plan = _plan(ids, output, resume, shard)
+        except SynopsisError as err:
+            plan = err
+    plan = shard.broadcast(plan)
+    if isinstance(plan, SynopsisError):
+        if shard.is_main:
+            raise plan
+        raise typer.Exit(2)
+    todo, kept = plan
+    batches: list[list[int]] = []
+    for i in todo:  # the batches of a one-process run: by position in the input
+        if batches and batches[-1][0] // batch_size == i // batch_size:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    block = shard.block(len(batches))
+    my_batches = batches[block.start : block.stop]
+    mine = [i for batch in my_batches for i in batch]
+    part = part_path(output, shard.rank, shard.world)
+    writer = PartWriter(part) if mine else None
+    done, empty = 0, 0
+
+    def account() -> str:
+        if not shard.is_main:
+            return f"{shard.describe()}: {done} of its {len(mine)} predictions are in {part}"
+        parts = part_files(output)
+        saved = count_lines([output]) + count_lines(parts)
+        where = f" and {len(parts)} part file(s) {output}.part-*" if parts else ""
+        return (
+            f"{saved} of {len(ids)} predictions are saved in {output}{where} (kept for --resume); resume "
+            f"with the same launch, or any other number of processes: {resume_command()}"
+        )
+
+    shown = progress_enabled() and shard.is_main and len(mine) > 1
+    description = f"summarizing ({shard.describe()})" if shard.distributed else "summarizing"
+    try:
+        with (
+            reporting_interrupts(account),
+            ProgressReporter(description, len(mine), "documents", enabled=shown) as progress,
+        ):
+            for rows in my_batches:
+                predictions = summarizer.summarize(
+                    [documents[i] for i in rows],
+                    [instructions[i] for i in rows],
+                    None if references is None else [references[i] for i in rows],
+                )
+                blank = sum(not p.strip() for p in predictions)
+                if blank == len(predictions) and done == 0 and model is not None:
+                    raise CheckpointError(
+                        f"{model}: produced empty summaries for all {blank} document(s) of the first batch; "
+                        "its weights look untrained or corrupt"
+                    )
+                empty += blank
+                assert writer is not None
+                writer.write_records(rows, [ids[i] for i in rows], predictions)
+                done += len(rows)
+                progress.advance(len(rows))
+    finally:
+        if writer is not None:
+            writer.close()
+    with reporting_interrupts(account):
+        counts = shard.gather([(done, empty)])
+        if not shard.is_main or not _merge(ids, output, kept, todo):
+            return
+    made, blanks = sum(c[0] for c in counts), sum(c[1] for c in counts)
+    if blanks:
+        log.warning("%d of %d summaries are empty", blanks, made)
+    processes = f" ({shard.world} processes)" if shard.distributed else ""
+    log.info("wrote %d summaries to %s%s", len(ids), output, processes)
+
+
+def _plan(ids: list[str], output: Path, resume: bool, shard: Shard) -> tuple[list[int], list[bool]]:
+    """(positions left to summarize, positions ``output`` holds already): from the output so far (kept as it
+    is, as a one-process ``--resume`` does) and the part files of earlier runs, whatever their size."""
+    from synopsis.cli.output import PredictionWriter
+    from synopsis.sharding import read_part
+
+    writer = PredictionWriter(output, resume=resume)  # a fresh run empties the output; --resume keeps it
+    try:
+        kept = writer.skipped(ids)
+    finally:
+        writer.close()
+    in_parts: set[int] = set()
+    for path in part_files(output):  # none in a fresh run: _prepare removed them
+        in_parts.update(read_part(path, ids))
+    todo = [i for i in range(len(ids)) if not kept[i] and i not in in_parts]
+    if len(todo) < len(ids):
+        log.info(
+            "resuming: %s holds %d of %d predictions, its part files %d more; %d left for %d process(es)",
+            output,
+            sum(kept),
+            len(ids),
+            len(ids) - len(todo) - sum(kept),
+            len(todo),
+            shard.world,
+        )
+    return todo, kept
+
+
+def _merge(ids: list[str], output: Path, kept: list[bool], todo: list[int]) -> bool:
+    """Main process: ``output`` := what it held, then every other prediction (from the part files) in input
+    order, written atomically; then the parts are deleted. False if there was nothing to add."""
+    from synopsis.cli.output import is_jsonl, render_lines
+    from synopsis.errors import OutputError
+    from synopsis.sharding import read_part, remove_parts, write_in_order
+
+    predictions: dict[int, str] = {}
+    for path in part_files(output):
+        predictions.update(read_part(path, ids))
+    missing = [i for i in range(len(ids)) if not kept[i] and i not in predictions]
+    if missing:
+        raise OutputError(
+            f"{output}: the part files lack {len(missing)} prediction(s) (the first: '{ids[missing[0]]}'): "
+            "on several machines, --output must be on a filesystem they share; --resume makes what is missing"
+        )
+    if not todo and not predictions:
+        log.info("nothing left to do: %s already holds all %d predictions", output, len(ids))
+        return False
+    rest = [i for i in range(len(ids)) if not kept[i]]
+    head = output.read_bytes()
+    lines = render_lines([ids[i] for i in rest], [predictions[i] for i in rest], is_jsonl(output))
+    write_in_order(output, head, lines)
+    remove_parts(output)
+    return True
 
 
 def _print(ids: list[str], predictions: list[str], first: bool, many: bool, outline: bool) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from synopsis.errors import ConfigError, InputError
 from synopsis.evaluation import metrics as m
@@ -21,6 +21,9 @@ from synopsis.evaluation.rouge import (
     Score,
     first_non_latin,
 )
+
+if TYPE_CHECKING:
+    from synopsis.sharding import Shard
 
 METRICS = ("rouge", "bleu", "meteor", "novel", "repeat", "length")
 T = TypeVar("T")
@@ -50,6 +53,7 @@ def evaluate_corpus(
     progress: bool | Progress = False,
     tokenizer: str = "ascii",
     threads: int = 1,
+    shard: Shard | None = None,
 ) -> dict[str, Any]:
     """Evaluate ``predictions[i]`` against the references ``references[i]`` (and ``sources[i]`` if given).
 
@@ -61,6 +65,13 @@ def evaluate_corpus(
     Text in a non-Latin script is refused with ``tokenizer="ascii"`` (rouge-score's tokenizer would drop
     every letter and score 0); ``tokenizer="unicode"`` scores it. An empty reference is an error: it would
     score 0 whatever the prediction. Empty predictions are scored 0 and counted in a warning.
+
+    ``shard`` (a :class:`~synopsis.sharding.Shard` of a ``torchrun`` launch) splits the per-example scores
+    (ROUGE, METEOR, novel n-grams) across the processes: each scores one contiguous block, and every
+    process gets all scores back in input order, so that the averages, BLEU, lengths and the bootstrap
+    (the same resamples) are exactly those of one process. Every process calls this with the same examples
+    and the same per-example metrics (the processes meet at each of them); the others may leave out the
+    rest (``bleu``, ``repeat``, ``length``, ``bootstrap=0``), as ``synopsis evaluate`` does.
     """
     unknown = [name for name in metrics if name not in METRICS]
     if unknown:
@@ -93,6 +104,13 @@ def evaluate_corpus(
     track = _tracker(progress, len(predictions))
     words = m.word_function(tokenizer)
 
+    def scores_of(function: Callable[[Any, Any], T], settings: Any, items: list[Any], what: str) -> list[T]:
+        if shard is None or not shard.distributed:
+            return _map(function, settings, items, threads, track, what)
+        block = shard.block(len(items))
+        mine = _map(function, settings, items[block.start : block.stop], threads, track, what)
+        return shard.gather(mine)
+
     report: dict[str, Any] = {"num_examples": len(predictions), "settings": {"aggregate": aggregate}}
     settings = report["settings"]
     per_example: dict[str, list[float]] = {}
@@ -108,7 +126,7 @@ def evaluate_corpus(
             "tokenizer": tokenizer,
         }
         settings["rouge"] = RougeScorer(**rouge_settings).describe()
-        scores = _map(_rouge_one, (rouge_settings, aggregate), pairs, threads, track, "ROUGE")
+        scores = scores_of(_rouge_one, (rouge_settings, aggregate), pairs, "ROUGE")
         report["rouge"] = {}
         for rouge_type in ROUGE_TYPES:
             values = [s[rouge_type] for s in scores]
@@ -135,7 +153,7 @@ def evaluate_corpus(
 
     if "meteor" in metrics:
         m._meteor_resources()  # load WordNet here once, before any worker process is forked
-        meteor = _map(_meteor_one, (aggregate, tokenizer), pairs, threads, track, "METEOR")
+        meteor = scores_of(_meteor_one, (aggregate, tokenizer), pairs, "METEOR")
         per_example["meteor"] = meteor
         report["meteor"] = {"score": sum(meteor) / len(meteor)}
         settings["meteor"] = (
@@ -150,10 +168,7 @@ def evaluate_corpus(
         else:
             with_sources = list(zip(predictions, sources, strict=True))
             report["novel_ngrams"] = {
-                n: _mean_defined(
-                    m.novel_ngram_rate(p, s, int(n), words)
-                    for p, s in track(with_sources, f"novel {n}-grams", len(with_sources))
-                )
+                n: _mean_defined(scores_of(_novel_one, (int(n), tokenizer), with_sources, f"novel {n}-grams"))
                 for n in orders
             }
             settings["novel"] = "share of summary n-grams absent from the source, averaged over summaries"
@@ -262,6 +277,11 @@ def _scorer(key: tuple) -> RougeScorer:
 def _meteor_one(settings: tuple[str, str], pair: tuple[str, Sequence[str]]) -> float:
     aggregate, tokenizer = settings
     return m.meteor(pair[0], pair[1], aggregate, tokenizer)
+
+
+def _novel_one(settings: tuple[int, str], pair: tuple[str, str]) -> float | None:
+    order, tokenizer = settings
+    return m.novel_ngram_rate(pair[0], pair[1], order, m.word_function(tokenizer))
 
 
 def _chunk(task: tuple[Callable[[Any, Any], T], Any, list[Any]]) -> list[T]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from typing import Any
 
 from synopsis.document import Document
 from synopsis.errors import InputError
@@ -31,6 +32,13 @@ class Summarizer(ABC):
         references: Sequence[Sequence[str]] | None = None,
     ) -> list[str]:
         """One summary per document."""
+
+    def to(self, device: Any) -> Summarizer:
+        """Move the model (if any) to ``device``, e.g. a process's own GPU in a sharded run; returns self."""
+        model = getattr(self, "model", None)
+        if model is not None and hasattr(model, "to"):
+            model.to(device)
+        return self
 
     @staticmethod
     def _check_batch(
