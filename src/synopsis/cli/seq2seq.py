@@ -89,11 +89,11 @@ def _run_training(cfg: Seq2SeqTrainConfig, resume: bool, threads: int | None) ->
     import logging
 
     from synopsis.cli.runtime import progress_enabled
-    from synopsis.training.seq2seq import Seq2SeqTrainer, save_config
+    from synopsis.training.seq2seq import Seq2SeqTrainer
 
     set_torch_threads(threads)
     trainer = Seq2SeqTrainer(cfg, resume=resume, show_progress=progress_enabled())
-    save_config(cfg, trainer.run_dir / "config.yaml")
+    trainer.save_config()
     with reporting_interrupts(lambda: training_account(trainer.run_dir, trainer.state["step"])):
         result = trainer.train()
     best = " ".join(f"{k} {v:.2f}" for k, v in result.best_metrics.items())
