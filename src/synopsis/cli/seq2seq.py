@@ -37,9 +37,11 @@ def train(
         None, "--random-init/--no-random-init", help="Random weights from the model's config.json."
     ),
     max_steps: int | None = ranged(None, "--max-steps", allowed=AT_LEAST_ONE, help="Optimizer steps."),
-    batch_size: int | None = ranged(None, "--batch-size", allowed=AT_LEAST_ONE, help="Examples per batch."),
+    batch_size: int | None = ranged(
+        None, "--batch-size", allowed=AT_LEAST_ONE, help="Examples per forward pass (per process)."
+    ),
     grad_accum_steps: int | None = ranged(
-        None, "--grad-accum", allowed=AT_LEAST_ONE, help="Gradient accumulation steps."
+        None, "--grad-accum", allowed=AT_LEAST_ONE, help="Global batch = --batch-size x this, any world size."
     ),
     learning_rate: float | None = ranged(None, "--lr", allowed=POSITIVE, help="Peak learning rate."),
     eval_every: int | None = ranged(

@@ -42,7 +42,7 @@ from synopsis.training.distributed import Distributed
 
 @dataclass
 class LMTrainConfig:
-    batch_size: int = 20
+    batch_size: int = 20  # rows of the stream: the global batch, shared by all processes
     bptt: int = 16
     learning_rate: float = 0.1
     halving_threshold: float = 1.003

@@ -11,6 +11,12 @@ independent of the number of processes:
   (:meth:`Distributed.shard`: examples ``rank, rank + W, rank + 2W, ...``, so ranks get a similar mix of
   lengths when a batch is sorted by length). Resuming = starting the walk at the saved position, which is
   the same on 1 or N processes, so a resume on another world size is exact by construction.
+* **Loading.** :meth:`Distributed.loader` is a DataLoader over :class:`GlobalBatchSampler` (one item per
+  optimizer step: this rank's micro-batches, collated), with its own generator so that it never draws from
+  the RNG streams a resume restores. It is not ``accelerator.prepare(dataloader)``: Accelerate's sharded
+  samplers deal whole batches to the ranks in turn (the global batch would change with the world size) or,
+  with ``split_batches``, skip batches shorter than the batch size and pad the last one with repeated
+  examples, which would change the gradient.
 * **A global batch not divisible by the world size** is split as evenly as possible (shares differ by at
   most one example). A rank whose share is empty (an epoch's last, short batch with fewer examples than
   processes) runs a *filler*: one real example of the batch whose loss is multiplied by 0, so every rank

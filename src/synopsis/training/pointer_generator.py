@@ -108,7 +108,7 @@ class OptimConfig:
     learning_rate: float = 0.15
     initial_accumulator: float = 0.1
     max_grad_norm: float = 2.0
-    batch_size: int = 16
+    batch_size: int = 16  # the global batch: shared by all processes of a distributed run
 
 
 @dataclass

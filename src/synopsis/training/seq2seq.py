@@ -72,8 +72,8 @@ class Seq2SeqTrainConfig:
     source_prefix: str | None = None  # None: the checkpoint's own ("summarize: " for T5)
     max_source_length: int | None = None  # None: the model's maximum
     max_target_length: int = 128
-    batch_size: int = 8
-    grad_accum_steps: int = 1
+    batch_size: int = 8  # examples per forward pass (at most, on each process)
+    grad_accum_steps: int = 1  # global batch = batch_size x grad_accum_steps, on any number of processes
     learning_rate: float = 5e-5
     weight_decay: float = 0.01
     warmup_steps: int = 0
