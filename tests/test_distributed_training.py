@@ -253,10 +253,11 @@ def s2s_corpus(shared_data: Path, tmp_path_factory) -> Path:
     return path
 
 
-S2S = {  # 10 pairs; a global batch of 3 x 2: epochs end inside a global batch, shares are uneven
-    "batch_size": 3,
+S2S = {  # 10 pairs in batches of 4, 4, 2 per epoch; global batch 4 x 2: step 2 takes 2 + 4 across epochs.
+    # One process runs 2 micro-batches a step, each of two processes 1 (gradient accumulation per world size).
+    "batch_size": 4,
     "grad_accum_steps": 2,
-    "max_steps": 4,
+    "max_steps": 3,
     "eval_every": 1,
     "learning_rate": 1e-3,
     "max_dev_examples": 2,
@@ -289,15 +290,16 @@ def test_seq2seq_stopped_on_one_process_resumes_on_two(
         return Seq2SeqTrainConfig(model=str(bart_dir), output_dir=str(out), train_path=str(s2s_corpus), **S2S)
 
     one = train_seq2seq(config(tmp_path / "one"), show_progress=False)
-    Seq2SeqTrainer(config(tmp_path / "part"), show_progress=False).train(stop_at_step=2)  # "killed" at 2
+    Seq2SeqTrainer(config(tmp_path / "part"), show_progress=False).train(stop_at_step=1)  # "killed" at 1
     launched(torchrun(tmp_path, *s2s_cli(bart_dir, s2s_corpus, tmp_path / "part"), "--resume"), tmp_path)
     history = json.loads((tmp_path / "part" / "history.json").read_text())
-    assert [step for step, _ in history["train_loss"]] == [1, 2, 3, 4]
+    assert [step for step, _ in history["train_loss"]] == [1, 2, 3]
+    assert len(checkpoint_state(tmp_path / "part", 3)["rng_ranks"]) == 2  # steps 2 and 3 ran on 2 processes
     ones = {step: loss for step, loss in one.history["train_loss"]}
-    worst = assert_curves_match(s2s_losses(tmp_path / "part"), ones, [3, 4])
+    worst = assert_curves_match(s2s_losses(tmp_path / "part"), ones, [2, 3])
     dev = {step: m["loss"] for step, m in history["dev"]}
-    assert_curves_match(dev, {step: m["loss"] for step, m in one.history["dev"]}, [3, 4])
-    weights = assert_weights_match(s2s_weights(tmp_path / "part", 4), s2s_weights(tmp_path / "one", 4))
+    assert_curves_match(dev, {step: m["loss"] for step, m in one.history["dev"]}, [2, 3])
+    weights = assert_weights_match(s2s_weights(tmp_path / "part", 3), s2s_weights(tmp_path / "one", 3))
     print(f"\nseq2seq 1 -> 2: loss {worst:.2e} weights {weights:.2e}")
 
 
@@ -322,8 +324,8 @@ def test_hie_bart_converted_under_accelerate_launch_matches_one_process(
     saved = json.loads((tmp_path / "two" / "best" / "config.json").read_text())
     assert saved["model_type"] == "hie_bart"
     assert len(checkpoint_state(tmp_path / "two")["rng_ranks"]) == 2
-    worst = assert_curves_match(s2s_losses(tmp_path / "two"), s2s_losses(tmp_path / "one"), [1, 2, 3, 4])
-    weights = assert_weights_match(s2s_weights(tmp_path / "two", 4), s2s_weights(tmp_path / "one", 4))
+    worst = assert_curves_match(s2s_losses(tmp_path / "two"), s2s_losses(tmp_path / "one"), [1, 2, 3])
+    weights = assert_weights_match(s2s_weights(tmp_path / "two", 3), s2s_weights(tmp_path / "one", 3))
     print(f"\nhie-bart 1 vs 2: loss {worst:.2e} weights {weights:.2e}")
 
 
