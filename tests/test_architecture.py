@@ -1,10 +1,9 @@
 """The floors of the package: a module imports only floors below its own (or its own package).
 
 Bottom up: errors, text, io, qs -> document, vocab, checkpoint -> evaluation, data -> config -> models ->
-generation, training, lm -> experiments -> summarizers -> cli, serve, ``__main__`` (``python -m synopsis``).
-The CLI and the service share the summarizers, never each other's code: the service never imports the CLI,
-and the CLI touches the service only in ``cli/serve.py``, the command that launches it. Library code logs and
-never prints.
+generation, training, lm -> experiments -> summarizers -> cli, serve. The CLI and the service share the
+summarizers, never each other's code: the service never imports the CLI, and the CLI touches the service only
+in ``cli/serve.py``, the command that launches it. Library code logs and never prints.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ FLOORS = {
     "generation": 5, "training": 5, "lm": 5,
     "experiments": 6,
     "summarizers": 7,
-    "cli": 8, "serve": 8, "__main__": 8,
+    "cli": 8, "serve": 8,
 }  # fmt: skip
 APART = {("cli", "serve"), ("serve", "cli")}
 LAUNCHER = Path("cli") / "serve.py"  # `synopsis serve` starts the service: the one allowed crossing
@@ -34,8 +33,8 @@ def _modules() -> list[tuple[str, ast.Module, Path]]:
     out = []
     for path in sorted(PACKAGE.rglob("*.py")):
         relative = path.relative_to(PACKAGE)
-        if relative.name == "__init__.py" and len(relative.parts) == 1:
-            continue  # the package's own re-exports
+        if relative.name in ("__init__.py", "__main__.py") and len(relative.parts) == 1:
+            continue  # the package's own re-exports, and `python -m synopsis` (the CLI's entry point)
         out.append((relative.with_suffix("").parts[0], ast.parse(path.read_text(encoding="utf-8")), relative))
     return out
 

@@ -47,6 +47,7 @@ independent of the number of processes:
 from __future__ import annotations
 
 import contextlib
+import datetime
 import hashlib
 import logging
 import os
@@ -64,6 +65,7 @@ from synopsis.errors import ConfigError
 logger = logging.getLogger(__name__)
 
 WORLD_SIZE_VARIABLES = ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
+COLLECTIVE_TIMEOUT = datetime.timedelta(hours=24)  # how long a process waits for the others at a collective
 
 
 def launched_world_size() -> int:
@@ -149,10 +151,14 @@ class Distributed:
     def launch(cls) -> Distributed:
         """From ``torchrun`` / ``accelerate launch`` / no launcher (then one process)."""
         from accelerate import Accelerator
+        from accelerate.utils import InitProcessGroupKwargs
 
         # torchrun sets no ACCELERATE_USE_CPU: without a GPU, Accelerate would run every process alone.
         cpu = launched_world_size() > 1 and not _has_accelerator_device()
-        accelerator = Accelerator(cpu=cpu)
+        # The others wait while the main process validates (beam search over a dev set can take long); a
+        # process that dies is noticed by the launcher, which stops the rest at once.
+        timeout = InitProcessGroupKwargs(timeout=COLLECTIVE_TIMEOUT)
+        accelerator = Accelerator(cpu=cpu, kwargs_handlers=[timeout])
         distributed = cls(accelerator)
         if not distributed.is_main:  # only the main process logs (the others: errors only)
             logging.getLogger("synopsis").setLevel(max(logging.ERROR, logging.getLogger("synopsis").level))
