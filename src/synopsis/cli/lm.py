@@ -82,11 +82,13 @@ def train(
     from synopsis.io import write_json
     from synopsis.lm.training import train_language_model
     from synopsis.models.domain_lm import DomainLM, DomainLMConfig, attribute_slots_from
+    from synopsis.training.distributed import Distributed
     from synopsis.training.plots import plot_curves
 
     set_torch_threads(threads)
     cfg = _load_config(config, corpus, max_epochs, sets)
     out = Path(output_dir)
+    distributed = Distributed.launch()  # one process, or one of several (torchrun / accelerate launch)
     latest = CheckpointManager(out).latest()
     if latest is not None and not resume:
         raise InputError(
@@ -126,10 +128,13 @@ def train(
         len(train_stream),
         len(dev_stream),
     )
+    distributed.barrier()  # every process has looked at the run directory before anyone writes
     with reporting_interrupts(lambda: training_account(out, unit="epoch")):
         result = train_language_model(
-            model, train_stream, dev_stream, cfg.training, run_dir=out, resume=resume
+            model, train_stream, dev_stream, cfg.training, run_dir=out, resume=resume, distributed=distributed
         )
+    if not distributed.is_main:
+        return
     model.save_pretrained(out / "model", extra={"lowercase": cfg.lowercase, "held_out": held_out})
     vocab.save(out / "model" / "vocab.json")
     write_json(out / "train_result.json", asdict(result))

@@ -116,6 +116,13 @@ def deferred_signals() -> Iterator[None]:
             raise Terminated() if pending[0] == signal.SIGTERM else KeyboardInterrupt()
 
 
+def is_main_process() -> bool:
+    """False in the processes of rank > 0 that ``torchrun`` / ``accelerate launch`` start: only the main
+    process says what an interrupted run saved (every process exits with the same status)."""
+    rank = os.environ.get("RANK", "0")
+    return not rank.isdigit() or int(rank) == 0
+
+
 @contextlib.contextmanager
 def reporting_interrupts(describe: Callable[[], str]) -> Iterator[None]:
     """A KeyboardInterrupt (or SIGTERM) inside the block becomes :class:`Interrupted` with ``describe()``."""

@@ -37,9 +37,11 @@ def train(
         None, "--random-init/--no-random-init", help="Random weights from the model's config.json."
     ),
     max_steps: int | None = ranged(None, "--max-steps", allowed=AT_LEAST_ONE, help="Optimizer steps."),
-    batch_size: int | None = ranged(None, "--batch-size", allowed=AT_LEAST_ONE, help="Examples per batch."),
+    batch_size: int | None = ranged(
+        None, "--batch-size", allowed=AT_LEAST_ONE, help="Examples per forward pass (per process)."
+    ),
     grad_accum_steps: int | None = ranged(
-        None, "--grad-accum", allowed=AT_LEAST_ONE, help="Gradient accumulation steps."
+        None, "--grad-accum", allowed=AT_LEAST_ONE, help="Global batch = --batch-size x this, any world size."
     ),
     learning_rate: float | None = ranged(None, "--lr", allowed=POSITIVE, help="Peak learning rate."),
     eval_every: int | None = ranged(
@@ -89,11 +91,11 @@ def _run_training(cfg: Seq2SeqTrainConfig, resume: bool, threads: int | None) ->
     import logging
 
     from synopsis.cli.runtime import progress_enabled
-    from synopsis.training.seq2seq import Seq2SeqTrainer, save_config
+    from synopsis.training.seq2seq import Seq2SeqTrainer
 
     set_torch_threads(threads)
     trainer = Seq2SeqTrainer(cfg, resume=resume, show_progress=progress_enabled())
-    save_config(cfg, trainer.run_dir / "config.yaml")
+    trainer.save_config()
     with reporting_interrupts(lambda: training_account(trainer.run_dir, trainer.state["step"])):
         result = trainer.train()
     best = " ".join(f"{k} {v:.2f}" for k, v in result.best_metrics.items())

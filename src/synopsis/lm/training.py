@@ -8,7 +8,14 @@ LL(prev) / LL(now) (= the dev NLL ratio) decides: once r < 1.003 the learning ra
 on halved every epoch, until r < 1.003 a second time, which stops training (early stopping); an epoch that
 makes dev worse is undone (the best weights are restored) first. The best model by dev perplexity is kept. A
 checkpoint is written atomically after every epoch and ``resume`` continues from the latest one exactly
-(weights, optimizer, RNG, schedule). """
+(weights, optimizer, RNG, schedule).
+
+Several processes (``distributed=Distributed.launch(...)``, what ``synopsis lm train`` passes): the
+``batch_size`` rows of the batchified stream are the global batch; each process runs its share of the rows
+(with their own LSTM states), the loss is normalised by the global number of rows, the main process
+evaluates dev (the result is broadcast, so every process applies the same learning-rate rule) and writes
+the checkpoints (:mod:`synopsis.training.distributed`). Row order does not depend on the number of
+processes, so an epoch's losses, and a resume from an epoch's checkpoint, are the same on 1 or N. """
 
 from __future__ import annotations
 
@@ -25,22 +32,17 @@ import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from torch.nn import functional as F
 
-from synopsis.checkpoint import (
-    CheckpointManager,
-    check_finite,
-    load_checkpoint,
-    rng_state,
-    set_rng_state,
-)
+from synopsis.checkpoint import CheckpointManager, load_checkpoint
 from synopsis.config import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Range, check_ranges
 from synopsis.errors import CheckpointError
 from synopsis.lm.corpus import TokenStream, batchify, bptt_windows, num_windows
 from synopsis.models.domain_lm import DomainLM
+from synopsis.training.distributed import Distributed
 
 
 @dataclass
 class LMTrainConfig:
-    batch_size: int = 20
+    batch_size: int = 20  # rows of the stream: the global batch, shared by all processes
     bptt: int = 16
     learning_rate: float = 0.1
     halving_threshold: float = 1.003
@@ -109,10 +111,11 @@ def evaluate(model: DomainLM, stream: TokenStream, batch_size: int = 1, bptt: in
     """Summed NLL (nats) and number of predicted tokens; the hidden state is carried across windows."""
     was_training = model.training
     model.eval()
-    table = stream.mask_table(model.attribute_mask)
+    device = model.output_weight.device
+    table = stream.mask_table(model.attribute_mask).to(device)
     ids, groups = batchify(stream, batch_size)
     total, count, state = 0.0, 0, None
-    for inputs, targets, window_groups in bptt_windows(ids, groups, bptt):
+    for inputs, targets, window_groups in bptt_windows(ids.to(device), groups.to(device), bptt):
         logits, state = model(inputs, table[window_groups], state)
         total += F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="sum").item()
         count += targets.numel()
@@ -125,7 +128,7 @@ def perplexity(model: DomainLM, stream: TokenStream, batch_size: int = 1, bptt: 
     return math.exp(total / count)
 
 
-def progress_bar() -> Progress:
+def progress_bar(disable: bool = False) -> Progress:
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -133,6 +136,7 @@ def progress_bar() -> Progress:
         TextColumn("{task.fields[info]}"),
         TimeRemainingColumn(),
         transient=True,
+        disable=disable,
     )
 
 
@@ -147,17 +151,25 @@ def train_language_model(
     description: str = "train",
     on_batch: Callable[[int, int, float], None] | None = None,
     extra_state: dict[str, Any] | None = None,
+    distributed: Distributed | None = None,
 ) -> LMTrainResult:
     """Train in place; the model ends with the best dev weights. ``run_dir`` enables checkpoints and resume.
 
-    ``on_batch(epoch, batch, loss)`` is called after every update (tests use it to compare runs).
+    ``on_batch(epoch, batch, loss)`` is called after every update with the (global) per-token loss (tests
+    use it to compare runs). ``distributed``: one process (the default) or :meth:`Distributed.launch`.
     """
+    dist = distributed or Distributed.single()
+    dist.require_batch_size(config.batch_size, "training.batch_size")
     torch.manual_seed(config.seed)
     # fused: one kernel per parameter for decay + update; the attribute blocks multiply the parameters, so
     # the plain per-tensor loop would cost the augmented models more than their forward/backward does.
     optimizer = torch.optim.SGD(
         model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay, fused=True
     )
+    # ``model`` keeps the weights (evaluation, checkpoints); ``train_model`` runs the steps (DDP on N). The
+    # variants without input blocks keep an empty ``input_weight`` that no step uses.
+    unused = any(parameter.numel() == 0 for parameter in model.parameters())
+    train_model, optimizer = dist.prepare(model, optimizer, find_unused_parameters=unused)
     schedule = ScheduleState(config.learning_rate)
     history: list[dict[str, float]] = []
     best_weights = copy.deepcopy(model.state_dict())
@@ -179,13 +191,17 @@ def train_language_model(
         history = checkpoint.state["history"]
         start_epoch = checkpoint.state["epoch"] + 1
         best_weights = load_checkpoint(Path(run_dir) / "best", with_optimizer=False).model_state
-        set_rng_state(checkpoint.state["rng"])
+        dist.restore_rng(checkpoint.state, config.seed, checkpoint.state["epoch"])
+    else:
+        dist.seed_ranks(config.seed)
 
-    table = train.mask_table(model.attribute_mask)
+    table = train.mask_table(model.attribute_mask).to(dist.device)
     ids, groups = batchify(train, config.batch_size)
     steps = num_windows(ids, config.bptt)
+    (rows,) = dist.shard(range(config.batch_size))  # this process's rows of the global batch
+    ids, groups = ids[rows.indices].to(dist.device), groups[rows.indices].to(dist.device)
     own_progress = progress is None
-    progress = progress or progress_bar()
+    progress = progress or progress_bar(disable=not dist.is_main)
     started = time.perf_counter()
     trained_tokens, train_seconds = 0, 0.0
     with progress if own_progress else contextlib.nullcontext():
@@ -199,25 +215,34 @@ def train_language_model(
             model.train()
             state = None
             epoch_loss, epoch_tokens, epoch_start = 0.0, 0, time.perf_counter()
-            for batch, (inputs, targets, window_groups) in enumerate(bptt_windows(ids, groups, config.bptt)):
-                if state is not None:  # truncated BPTT: keep the state, cut the graph
-                    state = (state[0].detach(), state[1].detach())
-                logits, state = model(inputs, table[window_groups], state)
-                token_loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
-                check_finite(token_loss.item(), epoch)
+            for batch, window in enumerate(bptt_windows(ids, groups, config.bptt)):
+
+                def row_loss(window: tuple[torch.Tensor, ...]) -> torch.Tensor:
+                    """Sum over the window, mean over rows: the convention the paper's lr 0.1 refers to."""
+                    nonlocal state
+                    inputs, targets, window_groups = window
+                    if state is not None:  # truncated BPTT: keep the state, cut the graph
+                        state = (state[0].detach(), state[1].detach())
+                    logits, state = train_model(inputs, table[window_groups], state)
+                    return F.cross_entropy(logits.flatten(0, 1), targets.flatten()) * targets.shape[1]
+
                 optimizer.zero_grad(set_to_none=True)
-                # Sum over the window, mean over rows: the convention the paper's lr 0.1 refers to.
-                (token_loss * targets.shape[1]).backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
+                loss = dist.backward(
+                    train_model, [(window, False)], lambda w: w[1].shape[0], row_loss, step=epoch
+                )
+                dist.clip_grad_norm_(model.parameters(), config.clip_norm)
                 optimizer.step()
-                epoch_loss += token_loss.item() * targets.numel()
-                epoch_tokens += targets.numel()
+                window_tokens = loss.count * window[1].shape[1]  # all rows, all processes
+                epoch_loss += loss.total
+                epoch_tokens += window_tokens
                 if on_batch is not None:
-                    on_batch(epoch, batch, token_loss.item())
+                    on_batch(epoch, batch, loss.total / window_tokens)
                 progress.update(task, advance=1, info=f"ppl {math.exp(epoch_loss / epoch_tokens):8.1f}")
             train_seconds += time.perf_counter() - epoch_start
             trained_tokens += epoch_tokens
-            dev_total, dev_count = evaluate(model, dev, config.eval_batch_size, config.eval_bptt)
+            dev_total, dev_count = dist.main_computes(  # every process applies the same rule
+                lambda: evaluate(model, dev, config.eval_batch_size, config.eval_bptt)
+            )
             dev_nll = dev_total / dev_count
             improved = dev_nll < schedule.best_dev_nll
             if improved:
@@ -233,7 +258,8 @@ def train_language_model(
                 }
             )
             schedule = update_schedule(schedule, dev_nll, config.halving_threshold)
-            if manager is not None:
+            rng = dist.rng_states() if manager is not None else {}  # every process's; the main one writes
+            if manager is not None and dist.is_main:
                 manager.save(
                     epoch,
                     is_best=improved,
@@ -243,7 +269,7 @@ def train_language_model(
                         "epoch": epoch,
                         "schedule": asdict(schedule),
                         "history": history,
-                        "rng": rng_state(),
+                        **rng,
                         "train_config": asdict(config),
                         **(extra_state or {}),
                     },

@@ -8,6 +8,11 @@ Resume is exact: a checkpoint holds the weights, the Adagrad accumulators, the s
 epoch's batch order (which is a pure function of ``seed`` and the epoch number) and all RNG states, so the
 batch after a resume, and its loss, are the same as without the interruption.
 
+Several processes (``torchrun``, ``accelerate launch``): ``optim.batch_size`` is the global batch; every
+process takes its share of each global batch, the loss is the token mean over the whole global batch, and
+only the main process validates, writes and logs (:mod:`synopsis.training.distributed`). The same config
+gives the same losses on any number of processes, and a run resumes on another number exactly.
+
 Run layout (``--output-dir``)::
 
     train_config.json      the full training configuration (a resume reuses it)
@@ -27,20 +32,14 @@ import json
 import logging
 import math
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
 
-from synopsis.checkpoint import (
-    CheckpointManager,
-    check_finite,
-    load_checkpoint,
-    rng_state,
-    set_rng_state,
-)
+from synopsis.checkpoint import CheckpointManager, load_checkpoint
 from synopsis.config import (
     AT_LEAST_ONE,
     DROPOUT,
@@ -64,6 +63,7 @@ from synopsis.models.pointer_generator import (
     source_profile,
     summary_words,
 )
+from synopsis.training.distributed import Distributed, LoadedStep
 from synopsis.training.plots import plot_curves
 from synopsis.vocab import Vocab
 
@@ -109,7 +109,7 @@ class OptimConfig:
     learning_rate: float = 0.15
     initial_accumulator: float = 0.1
     max_grad_norm: float = 2.0
-    batch_size: int = 16
+    batch_size: int = 16  # the global batch: shared by all processes of a distributed run
 
 
 @dataclass
@@ -213,6 +213,11 @@ def collate(pairs: Sequence[Pair], vocab: Vocab, max_source: int, max_target: in
     return encode_batch(vocab, [p.source for p in pairs], [p.target for p in pairs], max_source, max_target)
 
 
+def batch_to(batch: Batch, device: torch.device) -> Batch:
+    move = {k: getattr(batch, k) for k in ("input_ids", "extended_ids", "decoder_input_ids", "labels")}
+    return dataclasses.replace(batch, **{k: v.to(device) for k, v in move.items() if v is not None})
+
+
 def epoch_batches(
     num_pairs: int, lengths: Sequence[int], batch_size: int, seed: int, epoch: int
 ) -> list[list[int]]:
@@ -264,9 +269,11 @@ class Trainer:
         output_dir: str | Path,
         resume: bool = False,
         progress: bool = True,
+        distributed: Distributed | None = None,
     ) -> None:
         self.output_dir = Path(output_dir)
-        self.progress = progress
+        self.distributed = distributed or Distributed.launch()
+        self.progress = progress and self.distributed.is_main
         config_path = self.output_dir / TRAIN_CONFIG_FILE
         # A run that stopped before its first checkpoint left only its config and vocabulary: start afresh.
         unfinished = config_path.is_file() and CheckpointManager(self.output_dir).latest() is None
@@ -291,6 +298,8 @@ class Trainer:
             )
         self.config = config
         self.resume = resume
+        self.distributed.require_batch_size(config.optim.batch_size, "optim.batch_size")
+        self.distributed.barrier()  # every process has looked at the run directory before anyone writes
 
     # -------------------------------------------------------------- setup
     def _prepare(self) -> None:
@@ -304,15 +313,17 @@ class Trainer:
         if not dev_pairs:
             raise InputError(f"{cfg.data.path}: no usable validation pairs in split '{cfg.data.dev_split}'")
         vocab_path = self.output_dir / VOCAB_FILE
+        dist = self.distributed
         if self.resume:
             self.vocab = Vocab.load(vocab_path)
-        else:
-            self.output_dir.mkdir(parents=True, exist_ok=True)
+        else:  # every process builds the same vocabulary; the main process writes it
             self.vocab = Vocab.build(
                 (p.source + p.target for p in self.train_pairs), cfg.vocab.max_size, cfg.vocab.min_count
             )
-            self.vocab.save(vocab_path)
-            write_json(self.output_dir / TRAIN_CONFIG_FILE, to_dict(cfg))
+            if dist.is_main:
+                self.output_dir.mkdir(parents=True, exist_ok=True)
+                self.vocab.save(vocab_path)
+                write_json(self.output_dir / TRAIN_CONFIG_FILE, to_dict(cfg))
         m = cfg.model
         model_config = config_for_vocab(
             self.vocab,
@@ -329,11 +340,21 @@ class Trainer:
         )
         torch.manual_seed(cfg.seed)
         self.model = PointerGenerator(model_config)
-        self.optimizer = _make_optimizer(self.model, cfg.optim)
+        # self.model is the module (weights, validation, export); self.train_model runs the training steps.
+        # Without the pointer, p_gen's weights take no part in a step: DDP must not wait for them.
+        self.train_model, self.optimizer = dist.prepare(
+            self.model, _make_optimizer(self.model, cfg.optim), find_unused_parameters=not m.pointer
+        )
         d = cfg.data
         self.dev_batches = [
-            collate(
-                dev_pairs[i : i + cfg.optim.batch_size], self.vocab, d.max_source_tokens, d.max_target_tokens
+            batch_to(
+                collate(
+                    dev_pairs[i : i + cfg.optim.batch_size],
+                    self.vocab,
+                    d.max_source_tokens,
+                    d.max_target_tokens,
+                ),
+                dist.device,
             )
             for i in range(0, len(dev_pairs), cfg.optim.batch_size)
         ]
@@ -352,6 +373,8 @@ class Trainer:
         }
         if self.resume:
             self._load(self.manager.latest())
+        else:
+            dist.seed_ranks(cfg.seed)
 
     def _load(self, path: Path | None) -> None:
         if path is None:
@@ -361,60 +384,68 @@ class Trainer:
         self.model.load_state_dict(checkpoint.model_state)
         if checkpoint.optimizer_state is not None:
             self.optimizer.load_state_dict(checkpoint.optimizer_state)
-        rng = checkpoint.state.pop("rng", None)
+        self.distributed.restore_rng(checkpoint.state, self.config.seed, checkpoint.state["step"])
         self.state.update(checkpoint.state)
-        if rng is not None:
-            set_rng_state(rng)
         logger.info(f"resumed from {path} at step {self.state['step']} ({self.state['phase']} phase)")
 
     def _save(self, is_best: bool) -> None:
+        rng = self.distributed.rng_states()  # every process's RNG states; the main process writes
+        if not self.distributed.is_main:
+            return
         self.manager.save(
             self.state["step"],
             is_best=is_best,
             model_state=self.model.state_dict(),
             config=dataclasses.asdict(self.model.config),
-            state={**self.state, "rng": rng_state()},
+            state={**self.state, **rng},
             optimizer=self.optimizer,
         )
         if is_best:
             self._export("model")
 
     def _export(self, name: str) -> None:
-        """A loadable model directory: weights, config, vocabulary and decoding defaults."""
+        """A loadable model directory: weights, config, vocabulary and decoding defaults (main process)."""
+        if not self.distributed.is_main:
+            return
         self.model.save_pretrained(self.output_dir / name, self.vocab)
         write_json(self.output_dir / name / GENERATION_CONFIG_FILE, to_dict(self.config.generation))
 
     # -------------------------------------------------------------- loop
-    def _batches(self) -> Iterator[Batch]:
-        """Endless batches, starting at the saved position inside the saved epoch."""
+    def _batches(self):  # noqa: ANN202 - an endless iterator of LoadedStep
+        """Endless steps from the saved position: this process's share of each global batch, collated."""
         cfg = self.config
-        while True:
-            order = epoch_batches(
-                len(self.train_pairs), self.lengths, cfg.optim.batch_size, cfg.seed, self.state["epoch"]
-            )
-            while self.state["batch_in_epoch"] < len(order):
-                indices = order[self.state["batch_in_epoch"]]
-                self.state["batch_in_epoch"] += 1
-                yield collate(
-                    [self.train_pairs[i] for i in indices],
-                    self.vocab,
-                    cfg.data.max_source_tokens,
-                    cfg.data.max_target_tokens,
-                )
-            self.state["epoch"] += 1
-            self.state["batch_in_epoch"] = 0
 
-    def train_step(self, batch: Batch) -> float:
+        def order(epoch: int) -> list[list[int]]:
+            return epoch_batches(len(self.train_pairs), self.lengths, cfg.optim.batch_size, cfg.seed, epoch)
+
+        def make(indices: list[int]) -> Batch:
+            pairs = [self.train_pairs[i] for i in indices]
+            return collate(pairs, self.vocab, cfg.data.max_source_tokens, cfg.data.max_target_tokens)
+
+        return self.distributed.loader(order, make, self.state["epoch"], self.state["batch_in_epoch"])
+
+    def train_step(self, batch: LoadedStep) -> float:
+        """One optimizer step on this process's share of a global batch; the global mean loss."""
+        dist, pad_id = self.distributed, self.model.config.pad_id
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        out = self.model(
-            batch.input_ids, batch.decoder_input_ids, batch.labels, batch.extended_ids, batch.num_oovs
+
+        def loss(part: Batch) -> torch.Tensor:
+            part = batch_to(part, dist.device)
+            return self.train_model(
+                part.input_ids, part.decoder_input_ids, part.labels, part.extended_ids, part.num_oovs
+            ).loss
+
+        result = dist.backward(
+            self.train_model,
+            batch.batches,
+            count=lambda part: int(part.labels.ne(pad_id).sum()),
+            loss=loss,
+            step=self.state["step"],
         )
-        check_finite(out.loss.detach(), self.state["step"])
-        out.loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.optim.max_grad_norm)
+        dist.clip_grad_norm_(self.model.parameters(), self.config.optim.max_grad_norm)
         self.optimizer.step()
-        return float(out.loss.detach())
+        return result.mean
 
     def _phase_limit(self) -> int:
         s = self.config.schedule
@@ -427,6 +458,7 @@ class Trainer:
         logger.info(
             f"main phase done at step {self.state['step']}; starting the coverage phase from the best model"
         )
+        self.distributed.barrier()  # the main process has finished writing best/
         best = load_checkpoint(self.output_dir / "best")
         self.model.load_state_dict(best.model_state)
         if best.optimizer_state is not None:
@@ -466,8 +498,8 @@ class Trainer:
                 phase_over = self.state["step"] >= self._phase_limit() or (
                     self.state["phase"] == "main" and self.state["bad_evals"] >= s.patience
                 )
-                if self.state["phase"] == "main" and s.max_minutes is not None:
-                    phase_over = phase_over or self.state["minutes"] >= s.max_minutes
+                if self.state["phase"] == "main" and s.max_minutes is not None:  # clocks differ: agree
+                    phase_over = phase_over or self.distributed.any(self.state["minutes"] >= s.max_minutes)
                 if phase_over:
                     if self.state["phase"] == "main" and cfg.model.coverage:
                         self._start_coverage_phase()
@@ -478,7 +510,9 @@ class Trainer:
                         self._save(is_best=False)
                         self._export("model")
                     break
-                loss = self.train_step(next(batches))
+                step_batch = next(batches)
+                self.state.update(epoch=step_batch.epoch, batch_in_epoch=step_batch.batch_in_epoch)
+                loss = self.train_step(step_batch)
                 self.state["step"] += 1
                 self.state["minutes"] = (time.monotonic() - started) / 60.0
                 running.append(loss)
@@ -489,8 +523,10 @@ class Trainer:
                     running.clear()
                     bar.update(task, info=f"loss {avg:.3f}")
                 is_best = False
-                if step % s.eval_every == 0:
-                    metrics = evaluate_loss(self.model, self.dev_batches)
+                if step % s.eval_every == 0:  # on the main process; every process gets the result
+                    metrics = self.distributed.main_computes(
+                        lambda: evaluate_loss(self.model, self.dev_batches)
+                    )
                     curves = self.state["curves"]
                     curves["validation"].append((step, metrics["loss"]))
                     # Apart as well: the total jumps when the coverage loss is switched on.
@@ -518,6 +554,8 @@ class Trainer:
         return self.state
 
     def _plot(self) -> None:
+        if not self.distributed.is_main:
+            return
         labels = {
             "train": "train loss",
             "validation": "validation loss (selects the model)",

@@ -1,8 +1,12 @@
 """Fine-tuning Hugging Face seq2seq checkpoints (BART, Hie-BART, T5, LED) on synopsis Examples.
 
-Training runs through Accelerate (device placement, gradient accumulation). Every ``eval_every`` optimizer
-steps the model summarizes the dev set and is scored with ROUGE; the best model so far is written to
-``output_dir/best`` and training stops early after ``patience`` evaluations without improvement.
+Training runs through Accelerate (device placement, DDP), also under ``torchrun`` / ``accelerate launch``.
+One optimizer step takes a global batch of ``batch_size x grad_accum_steps`` examples, whatever the number
+of processes: each process takes its share and runs it in micro-batches of at most ``batch_size`` (so the
+accumulation steps shrink as processes are added), and the loss is the token mean over the whole global
+batch (:mod:`synopsis.training.distributed`). Every ``eval_every`` optimizer steps the main process
+summarizes the dev set and scores it with ROUGE; the best model so far is written to ``output_dir/best``
+and training stops early (on every process) after ``patience`` evaluations without improvement.
 
 Run directory::
 
@@ -33,19 +37,14 @@ from typing import Any, ClassVar
 import torch
 import yaml
 
-from synopsis.checkpoint import (
-    CheckpointManager,
-    check_finite,
-    read_training_state,
-    set_rng_state,
-    write_training_state,
-)
+from synopsis.checkpoint import CheckpointManager, read_training_state, write_training_state
 from synopsis.config import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Range, check_ranges, to_dict
 from synopsis.data.example import Example
 from synopsis.errors import CheckpointError, InputError
 from synopsis.io import open_for_atomic_write, write_directory_atomically, write_json
 from synopsis.models.inputs import Seq2SeqInputs, SourceEncoding
 from synopsis.models.seq2seq import CONVERTERS, convert_seq2seq, load_seq2seq
+from synopsis.training.distributed import Distributed
 
 logger = logging.getLogger(__name__)
 
@@ -73,8 +72,8 @@ class Seq2SeqTrainConfig:
     source_prefix: str | None = None  # None: the checkpoint's own ("summarize: " for T5)
     max_source_length: int | None = None  # None: the model's maximum
     max_target_length: int = 128
-    batch_size: int = 8
-    grad_accum_steps: int = 1
+    batch_size: int = 8  # examples per forward pass (at most, on each process)
+    grad_accum_steps: int = 1  # global batch = batch_size x grad_accum_steps, on any number of processes
     learning_rate: float = 5e-5
     weight_decay: float = 0.01
     warmup_steps: int = 0
@@ -171,11 +170,16 @@ class Seq2SeqTrainer:
 
     inputs_class: type[Seq2SeqInputs] = Seq2SeqInputs
 
-    def __init__(self, config: Seq2SeqTrainConfig, resume: bool = False, show_progress: bool = True) -> None:
-        from accelerate import Accelerator
-
+    def __init__(
+        self,
+        config: Seq2SeqTrainConfig,
+        resume: bool = False,
+        show_progress: bool = True,
+        distributed: Distributed | None = None,
+    ) -> None:
         self.config = config
-        self.show_progress = show_progress
+        self.distributed = dist = distributed or Distributed.launch()
+        self.show_progress = show_progress and dist.is_main
         self.run_dir = Path(config.output_dir)
         self.checkpoints = CheckpointManager(self.run_dir, keep=config.keep_checkpoints)
         latest = self.checkpoints.latest()
@@ -186,8 +190,8 @@ class Seq2SeqTrainer:
         if resume and latest is None:
             logger.warning("%s: no checkpoint to resume from; starting from the beginning", self.run_dir)
 
+        dist.require_batch_size(config.batch_size * config.grad_accum_steps, "batch_size x grad_accum_steps")
         torch.manual_seed(config.seed)
-        self.accelerator = Accelerator(gradient_accumulation_steps=config.grad_accum_steps)
         # a checkpoint is a complete model dir (its tokenizer has Hie-BART's marker too)
         model, self.tokenizer = self.load_model(latest or Path(config.model), random_init=latest is None)
         self.inputs = self.inputs_class(
@@ -208,7 +212,7 @@ class Seq2SeqTrainer:
             ],
             lr=config.learning_rate,
         )
-        self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
+        self.model, self.optimizer = dist.prepare(model, optimizer)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
         self.state: dict[str, Any] = {
             "step": 0,
@@ -222,6 +226,9 @@ class Seq2SeqTrainer:
         }
         if latest is not None:
             self._restore(latest)
+        else:
+            dist.seed_ranks(config.seed)
+        dist.barrier()  # every process has read the run directory before anyone writes
 
     def load_model(self, directory: Path, random_init: bool) -> tuple[Any, Any]:
         """(model, tokenizer) from the starting model (converted if asked) or a run's checkpoint."""
@@ -260,22 +267,30 @@ class Seq2SeqTrainer:
         generator = torch.Generator().manual_seed(self.config.seed * 1_000_003 + epoch)
         return torch.randperm(len(self.train_sources), generator=generator).tolist()
 
-    def _batches(self):
-        """Micro-batches in a per-epoch order that depends only on (seed, epoch): resumable exactly."""
+    def _batches(self):  # noqa: ANN202 - an endless iterator of LoadedStep
+        """Global batches (``grad_accum_steps`` batches of ``batch_size`` in a per-epoch order that depends
+        only on (seed, epoch)), from the saved position: this process's micro-batches of each."""
         size = self.config.batch_size
-        while True:
-            order = self._epoch_order(self.state["epoch"])
-            starts = range(0, len(order), size)
-            for index in range(self.state["batch_in_epoch"], len(starts)):
-                chosen = order[starts[index] : starts[index] + size]
-                self.state["batch_in_epoch"] = index + 1
-                yield self.inputs.model_inputs(
-                    self.inputs.collate(
-                        [self.train_sources[i] for i in chosen], [self.train_targets[i] for i in chosen]
-                    )
+
+        def order(epoch: int) -> list[list[int]]:
+            indices = self._epoch_order(epoch)
+            return [indices[start : start + size] for start in range(0, len(indices), size)]
+
+        def make(chosen: list[int]) -> dict[str, torch.Tensor]:
+            return self.inputs.model_inputs(
+                self.inputs.collate(
+                    [self.train_sources[i] for i in chosen], [self.train_targets[i] for i in chosen]
                 )
-            self.state["epoch"] += 1
-            self.state["batch_in_epoch"] = 0
+            )
+
+        return self.distributed.loader(
+            order,
+            make,
+            self.state["epoch"],
+            self.state["batch_in_epoch"],
+            group=self.config.grad_accum_steps,
+            micro_batch_size=size,
+        )
 
     def _lr_factor(self, step: int) -> float:
         """Linear warm-up, then linear decay to 0 at max_steps."""
@@ -289,7 +304,7 @@ class Seq2SeqTrainer:
         """Train to ``max_steps`` (or early stopping); ``stop_at_step`` interrupts as a kill would (tests)."""
         from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-        cfg, state = self.config, self.state
+        cfg, state, dist = self.config, self.state, self.distributed
         stopped_early = False
         running, count = 0.0, 0
         batches = self._batches()
@@ -305,24 +320,27 @@ class Seq2SeqTrainer:
             task = progress.add_task("train", total=cfg.max_steps, completed=state["step"], info="")
             self.model.train()
             while state["step"] < cfg.max_steps and state["step"] != stop_at_step:
-                for _ in range(cfg.grad_accum_steps):
-                    batch = {k: v.to(self.accelerator.device) for k, v in next(batches).items()}
-                    with self.accelerator.accumulate(self.model):
-                        loss = self.model(**batch).loss
-                        check_finite(loss.detach(), state["step"])
-                        self.accelerator.backward(loss)
-                        if self.accelerator.sync_gradients and cfg.clip_grad_norm > 0:
-                            self.accelerator.clip_grad_norm_(self.model.parameters(), cfg.clip_grad_norm)
-                        self.optimizer.step()
-                        self.optimizer.zero_grad()
-                    running, count = running + loss.item(), count + 1
+                step_batch = next(batches)
+                state["epoch"], state["batch_in_epoch"] = step_batch.epoch, step_batch.batch_in_epoch
+                self.optimizer.zero_grad()
+                loss = dist.backward(
+                    self.model,
+                    step_batch.batches,
+                    count=lambda batch: int((batch["labels"] != -100).sum()),  # the loss's own mean
+                    loss=lambda batch: self.model(**{k: v.to(dist.device) for k, v in batch.items()}).loss,
+                    step=state["step"],
+                )
+                if cfg.clip_grad_norm > 0:
+                    dist.clip_grad_norm_(self.model.parameters(), cfg.clip_grad_norm)
+                self.optimizer.step()
+                running, count = running + loss.mean, count + 1
                 self.scheduler.step()
                 state["step"] += 1
                 progress.update(task, advance=1, info=f"loss {running / count:.3f}")
                 if state["step"] % cfg.eval_every == 0 or state["step"] == cfg.max_steps:
                     state["history"]["train_loss"].append([state["step"], running / count])
                     running, count = 0.0, 0
-                    metrics = self.evaluate()
+                    metrics = dist.main_computes(self.evaluate)  # every process takes the same decision
                     self.model.train()
                     stopped_early = self._after_evaluation(metrics)
                     logger.info(
@@ -347,13 +365,13 @@ class Seq2SeqTrainer:
 
     @torch.inference_mode()
     def predict(self, sources: Sequence[SourceEncoding]) -> list[str]:
-        model = self.accelerator.unwrap_model(self.model)
+        model = self.distributed.unwrap(self.model)
         model.eval()
         predictions: list[str] = []
         size = self.config.eval_batch_size
         for start in range(0, len(sources), size):
             batch = self.inputs.model_inputs(
-                self.inputs.collate(sources[start : start + size]), self.accelerator.device
+                self.inputs.collate(sources[start : start + size]), self.distributed.device
             )
             output = model.generate(
                 **batch,
@@ -370,7 +388,7 @@ class Seq2SeqTrainer:
 
         More sensitive than ROUGE for small models whose greedy summaries barely depend on the input yet.
         """
-        model = self.accelerator.unwrap_model(self.model)
+        model = self.distributed.unwrap(self.model)
         model.eval()
         total, tokens = 0.0, 0
         size = self.config.eval_batch_size
@@ -379,7 +397,7 @@ class Seq2SeqTrainer:
                 self.inputs.collate(
                     self.dev_sources[start : start + size], self.dev_targets[start : start + size]
                 ),
-                self.accelerator.device,
+                self.distributed.device,
             )
             count = int((batch["labels"] != -100).sum())
             total += model(**batch).loss.item() * count  # the loss is the mean over non-padding labels
@@ -403,22 +421,28 @@ class Seq2SeqTrainer:
             state.update(
                 best_score=metrics["average"], best_step=state["step"], best_metrics=metrics, bad_evals=0
             )
-            write_directory_atomically(self.run_dir / "best", self._write_model)
+            if self.distributed.is_main:
+                write_directory_atomically(self.run_dir / "best", self._write_model)
         else:
             state["bad_evals"] += 1
         self._save_checkpoint()
-        self._write_history()
+        if self.distributed.is_main:
+            self._write_history()
         return cfg.patience > 0 and state["bad_evals"] >= cfg.patience
 
     # ------------------------------------------------------------------ checkpoints
     def _write_model(self, directory: Path) -> None:
-        self.accelerator.unwrap_model(self.model).save_pretrained(directory, safe_serialization=True)
+        self.distributed.unwrap(self.model).save_pretrained(directory, safe_serialization=True)
         self.tokenizer.save_pretrained(directory)
 
     def _save_checkpoint(self) -> None:
+        rng = self.distributed.rng_states()  # every process's RNG states; the main process writes
+        if not self.distributed.is_main:
+            return
+
         def write(directory: Path) -> None:
             self._write_model(directory)
-            extra = {"scheduler": self.scheduler.state_dict(), "train_config": to_dict(self.config)}
+            extra = {"scheduler": self.scheduler.state_dict(), "train_config": to_dict(self.config), **rng}
             write_training_state(directory, {**self.state, **extra}, self.optimizer)
 
         self.checkpoints.save_with(
@@ -431,7 +455,7 @@ class Seq2SeqTrainer:
             raise CheckpointError(f"{path}: no optimizer state; cannot resume from it")
         self.optimizer.load_state_dict(optimizer_state)
         self.scheduler.load_state_dict(saved.pop("scheduler"))
-        set_rng_state(saved.pop("rng"))
+        self.distributed.restore_rng(saved, self.config.seed, saved["step"])
         saved.pop("train_config", None)
         self.state.update(saved)
         logger.info("resumed from %s at step %d", path, self.state["step"])
@@ -449,6 +473,12 @@ class Seq2SeqTrainer:
         plot_curves(curves, self.run_dir / "curves.png", title="seq2seq training", ylabel="loss / ROUGE F1")
 
 
+    def save_config(self) -> None:
+        """``config.yaml`` in the run directory (main process)."""
+        if self.distributed.is_main:
+            save_config(self.config, self.run_dir / "config.yaml")
+
+
 def save_config(config: Seq2SeqTrainConfig, path: Path) -> None:
     with open_for_atomic_write(path) as handle:
         yaml.safe_dump(to_dict(config), handle, sort_keys=False)
@@ -459,5 +489,5 @@ def train_seq2seq(
 ) -> Seq2SeqTrainResult:
     """Fine-tune per ``config``; see :class:`Seq2SeqTrainer`."""
     trainer = Seq2SeqTrainer(config, resume=resume, show_progress=show_progress)
-    save_config(config, trainer.run_dir / "config.yaml")
+    trainer.save_config()
     return trainer.train()
