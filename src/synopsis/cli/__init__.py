@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
             warnings.showwarning = _show_warning
             result = app(args=argv, prog_name="synopsis", standalone_mode=False)
     except runtime.Interrupted as stop:
-        if runtime.is_main_process():
+        if stop.every_process or runtime.is_main_process():
             _say(f"{_stopped(stop.signum)}: {stop}")
         return stop.exit_code
     except SynopsisError as err:

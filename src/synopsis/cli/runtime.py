@@ -46,9 +46,10 @@ class Terminated(KeyboardInterrupt):
 class Interrupted(Exception):  # noqa: N818 - what the user did, not a failure
     """A command stopped by a signal, with a one-line account of what it saved (printed by ``main``)."""
 
-    def __init__(self, message: str, signum: int = signal.SIGINT) -> None:
+    def __init__(self, message: str, signum: int = signal.SIGINT, every_process: bool = False) -> None:
         super().__init__(message)
         self.signum = signum
+        self.every_process = every_process  # under a launcher: each process has its own account
 
     @property
     def exit_code(self) -> int:
@@ -124,8 +125,9 @@ def is_main_process() -> bool:
 
 
 @contextlib.contextmanager
-def reporting_interrupts(describe: Callable[[], str]) -> Iterator[None]:
-    """A KeyboardInterrupt (or SIGTERM) inside the block becomes :class:`Interrupted` with ``describe()``."""
+def reporting_interrupts(describe: Callable[[], str], every_process: bool = False) -> Iterator[None]:
+    """A KeyboardInterrupt (or SIGTERM) inside the block becomes :class:`Interrupted` with ``describe()``,
+    printed by the main process only unless ``every_process`` (each then tells what it saved itself)."""
     try:
         yield
     except KeyboardInterrupt as err:
@@ -134,7 +136,7 @@ def reporting_interrupts(describe: Callable[[], str]) -> Iterator[None]:
             message = describe()
         except Exception as problem:  # the account must not hide the interrupt
             message = f"(could not tell what was saved: {problem})"
-        raise Interrupted(message, signum) from None
+        raise Interrupted(message, signum, every_process) from None
 
 
 # ------------------------------------------------------------------------------------------ command line

@@ -383,7 +383,7 @@ def _run_sharded(
     description = f"summarizing ({shard.describe()})" if shard.distributed else "summarizing"
     try:
         with (
-            reporting_interrupts(account),
+            reporting_interrupts(account, every_process=True),
             ProgressReporter(description, len(mine), "documents", enabled=shown) as progress,
         ):
             for rows in my_batches:

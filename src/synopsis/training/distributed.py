@@ -47,10 +47,8 @@ independent of the number of processes:
 from __future__ import annotations
 
 import contextlib
-import datetime
 import hashlib
 import logging
-import os
 import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -61,28 +59,9 @@ import torch
 
 from synopsis.checkpoint import check_finite, rng_state, set_rng_state
 from synopsis.errors import ConfigError
+from synopsis.sharding import COLLECTIVE_TIMEOUT, launched_processes
 
 logger = logging.getLogger(__name__)
-
-WORLD_SIZE_VARIABLES = ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
-COLLECTIVE_TIMEOUT = datetime.timedelta(hours=24)  # how long a process waits for the others at a collective
-
-
-def launched_world_size() -> int:
-    """The number of processes the launcher started (1 without a launcher)."""
-    for name in WORLD_SIZE_VARIABLES:
-        value = os.environ.get(name, "")
-        if value.isdigit():
-            return int(value)
-    return 1
-
-
-def _has_accelerator_device() -> bool:
-    accelerator = getattr(torch, "accelerator", None)
-    if accelerator is not None:
-        return bool(accelerator.is_available())
-    return torch.cuda.is_available()  # pragma: no cover - older torch
-
 
 @dataclass
 class Part:
@@ -154,7 +133,7 @@ class Distributed:
         from accelerate.utils import InitProcessGroupKwargs
 
         # torchrun sets no ACCELERATE_USE_CPU: without a GPU, Accelerate would run every process alone.
-        cpu = launched_world_size() > 1 and not _has_accelerator_device()
+        cpu = launched_processes() > 1 and not torch.accelerator.is_available()
         # The others wait while the main process validates (beam search over a dev set can take long); a
         # process that dies is noticed by the launcher, which stops the rest at once.
         timeout = InitProcessGroupKwargs(timeout=COLLECTIVE_TIMEOUT)
