@@ -270,3 +270,19 @@ def test_bundled_model_summarizes_a_real_abstract(shared_data: Path, tmp_path: P
     assert main(["summarize", str(document)]) == 0
     summary = capsys.readouterr().out.strip()
     assert len(summary.split()) >= PointerGeneratorSummarizer.from_pretrained().generation.min_length
+
+
+def test_the_final_model_is_the_mean_of_the_last_coverage_checkpoints(corpus: Path, tmp_path: Path) -> None:
+    from safetensors.torch import load_file
+
+    config = tiny_config(corpus, coverage_steps=4, save_every=2, average_last=2)
+    trainer = run(config, tmp_path / "run")
+    start = trainer.state["phase_start_step"]
+    checkpoints = sorted((tmp_path / "run" / "checkpoints").glob("step-*"))
+    last_two = [d for d in checkpoints if int(d.name.split("-")[1]) > start][-2:]
+    assert [int(d.name.split("-")[1]) for d in last_two] == [start + 2, start + 4]
+    states = [load_file(str(d / "model.safetensors")) for d in last_two]
+    final = load_file(str(tmp_path / "run" / "model" / "model.safetensors"))
+    assert any(not torch.equal(states[0][k], states[1][k]) for k in final)
+    for name, tensor in final.items():
+        torch.testing.assert_close(tensor, (states[0][name] + states[1][name]) / 2)

@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from synopsis.checkpoint import CheckpointManager, load_checkpoint
+from synopsis.checkpoint import MODEL_FILE, CheckpointManager, load_checkpoint, load_tensors
 from synopsis.config import (
     AT_LEAST_ONE,
     DROPOUT,
@@ -121,6 +121,9 @@ class ScheduleConfig:
     save_every: int = 500
     log_every: int = 50
     max_minutes: float | None = None  # wall-clock budget for the main phase (the coverage phase still runs)
+    # The final model is the mean of the weights of the coverage phase's last K checkpoints (checkpoint
+    # averaging; 1: the last weights, as in the paper). Checkpoints come every save_every steps.
+    average_last: int = 1
 
 
 @dataclass
@@ -155,6 +158,7 @@ class PointerGeneratorTrainConfig:
         "schedule.save_every": AT_LEAST_ONE,
         "schedule.log_every": AT_LEAST_ONE,
         "schedule.max_minutes": POSITIVE,
+        "schedule.average_last": AT_LEAST_ONE,
         "seed": NON_NEGATIVE,
     }
 
@@ -359,7 +363,7 @@ class Trainer:
             for i in range(0, len(dev_pairs), cfg.optim.batch_size)
         ]
         self.lengths = [min(len(p.source), d.max_source_tokens) for p in self.train_pairs]
-        self.manager = CheckpointManager(self.output_dir)
+        self.manager = CheckpointManager(self.output_dir, keep=max(2, cfg.schedule.average_last))
         self.state: dict[str, Any] = {
             "step": 0,
             "epoch": 0,
@@ -402,6 +406,18 @@ class Trainer:
         )
         if is_best:
             self._export("model")
+
+    def _average_last_checkpoints(self, count: int) -> None:
+        """Load the mean of the weights of the coverage phase's last ``count`` checkpoints (fewer if the phase
+        wrote fewer); the checkpoints themselves keep the weights training reached, for an exact resume."""
+        start = self.state["phase_start_step"]
+        steps = sorted(self.manager.ckpt_dir.glob("step-*"))
+        chosen = [d for d in steps if int(d.name.split("-")[1]) > start][-count:]
+        states = [load_tensors(d / MODEL_FILE) for d in chosen]
+        mean = {name: sum(state[name] for state in states) / len(states) for name in states[0]}
+        self.model.load_state_dict(mean)
+        names = ", ".join(d.name for d in chosen)
+        logger.info(f"final model: the mean of the weights of {len(chosen)} checkpoints ({names})")
 
     def _export(self, name: str) -> None:
         """A loadable model directory: weights, config, vocabulary and decoding defaults (main process)."""
@@ -508,6 +524,8 @@ class Trainer:
                     if self.state["phase"] == "coverage":
                         # The paper keeps the model at the end of its short coverage phase.
                         self._save(is_best=False)
+                        if s.average_last > 1:
+                            self._average_last_checkpoints(s.average_last)
                         self._export("model")
                     break
                 step_batch = next(batches)
