@@ -25,12 +25,14 @@ logger = logging.getLogger(__name__)
 
 _NO_SPACE_BEFORE = re.compile(r" ([.,;:!?)\]}%])")
 _NO_SPACE_AFTER = re.compile(r"([(\[{]) ")
+_SENTENCE_START = re.compile(r"(^|[.!?] )([a-z])")
 
 
 def detokenize(tokens: Sequence[str]) -> str:
-    """Light detokenisation of lowercased word tokens (the model's output stays lowercase)."""
+    """Light detokenisation of lowercased word tokens: no space before closing punctuation, every sentence's
+    first letter capitalised (the model's output is otherwise lowercase)."""
     text = _NO_SPACE_AFTER.sub(r"\1", _NO_SPACE_BEFORE.sub(r"\1", " ".join(tokens)))
-    return text[:1].upper() + text[1:]
+    return _SENTENCE_START.sub(lambda m: m.group(1) + m.group(2).upper(), text)
 
 
 def bundled_model_dir() -> Path:
