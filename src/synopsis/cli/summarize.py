@@ -290,18 +290,10 @@ def _run(
         ):
             for start in range(0, len(todo), batch_size):
                 rows = todo[start : start + batch_size]
-                predictions = summarizer.summarize(
-                    [documents[i] for i in rows],
-                    [instructions[i] for i in rows],
-                    None if references is None else [references[i] for i in rows],
+                predictions = _summarize_rows(
+                    summarizer, rows, documents, instructions, references, model if done == 0 else None
                 )
-                blank = sum(not p.strip() for p in predictions)
-                if blank == len(predictions) and done == 0 and model is not None:
-                    raise CheckpointError(
-                        f"{model}: produced empty summaries for all {blank} document(s) of the first batch; "
-                        "its weights look untrained or corrupt"
-                    )
-                empty += blank
+                empty += sum(not p.strip() for p in predictions)
                 batch_ids = [ids[i] for i in rows]
                 if writer is not None:
                     writer.write(batch_ids, predictions)
@@ -387,18 +379,10 @@ def _run_sharded(
             ProgressReporter(description, len(mine), "documents", enabled=shown) as progress,
         ):
             for rows in my_batches:
-                predictions = summarizer.summarize(
-                    [documents[i] for i in rows],
-                    [instructions[i] for i in rows],
-                    None if references is None else [references[i] for i in rows],
+                predictions = _summarize_rows(
+                    summarizer, rows, documents, instructions, references, model if done == 0 else None
                 )
-                blank = sum(not p.strip() for p in predictions)
-                if blank == len(predictions) and done == 0 and model is not None:
-                    raise CheckpointError(
-                        f"{model}: produced empty summaries for all {blank} document(s) of the first batch; "
-                        "its weights look untrained or corrupt"
-                    )
-                empty += blank
+                empty += sum(not p.strip() for p in predictions)
                 assert writer is not None
                 writer.write_records(rows, [ids[i] for i in rows], predictions)
                 done += len(rows)
@@ -512,3 +496,26 @@ def _as_outline(prediction: str, doc_id: str) -> str:
             parsed.dropped,
         )
     return render_outline(parsed.tree)
+
+
+def _summarize_rows(
+    summarizer: Any,
+    rows: list[int],
+    documents: list,
+    instructions: list,
+    references: list | None,
+    first_batch_of: Path | None,
+) -> list[str]:
+    """Summaries of the documents at ``rows``; an all-empty first batch from a model (``first_batch_of``, its
+    path) means untrained or corrupt weights, and stops the run before it writes a file of blanks."""
+    predictions = summarizer.summarize(
+        [documents[i] for i in rows],
+        [instructions[i] for i in rows],
+        None if references is None else [references[i] for i in rows],
+    )
+    if first_batch_of is not None and predictions and not any(p.strip() for p in predictions):
+        raise CheckpointError(
+            f"{first_batch_of}: produced empty summaries for all {len(predictions)} document(s) of the first "
+            "batch; its weights look untrained or corrupt"
+        )
+    return predictions
