@@ -178,7 +178,9 @@ def test_interrupted_launch_resumes_with_one_process_to_the_same_file(tmp_path: 
     assert out.read_bytes() == b""  # only the main process writes it, at the end
     saved = [line for p in parts for line in p.read_text().splitlines()]
     assert 6 <= len(saved) < 40 and all(json.loads(line)["prediction"] for line in saved)
-    main_line = next(line for line in err.splitlines() if line.startswith("terminated (SIGTERM): "))
+    main_line = next(
+        line for line in err.splitlines() if line.startswith("terminated (SIGTERM): ") and " of 40 " in line
+    )
     assert f"{len(saved)} of 40 predictions are saved in {out} and 2 part file(s)" in main_line
     assert main_line.endswith("--resume") and "kept for --resume" in main_line
     assert "terminated (SIGTERM): process 2 of 2: " in err

@@ -68,7 +68,8 @@ class ModelEntry:
             return self.configure(self.summarizer, dict(options))
         except (ValueError, ConfigError) as err:
             # Cross-field problems (min_length > max_length, also against the model's own defaults).
-            raise OptionError(next(iter(options)), str(err)) from None
+            named = [name for name in options if name in str(err)]  # the option the message is about
+            raise OptionError((named or list(options))[0], str(err)) from None
 
     def public(self) -> dict[str, Any]:
         return {
