@@ -2,12 +2,17 @@
 
 The plain LM here is written independently of :mod:`synopsis.models.domain_lm` (embedding -> dropout ->
 nn.LSTM -> dropout -> Linear), so the ratio measures the full cost of the attribute augmentation. Every
-variant trains with the experiment's recipe (SGD, truncated BPTT, gradient clipping) on random tokens with
-a batch-constant attribute mask (two of N slots on, as for a style + topic domain); rounds alternate between
-models so that load from other processes hits all of them alike. Reported: the median tokens/s over rounds,
-the time ratio to the plain LM (ratio of medians) and its spread (min-max of the per-round ratios), by the
-wall clock and by the thread's CPU time (which load from other processes disturbs much less), and the
-machine's load average at the start and the end.
+variant trains with the experiment's recipe (fused SGD with weight decay, truncated BPTT, gradient clipping)
+on random tokens. The batch's rows come from ``--mix`` domains (two of N slots on per domain, as for a
+style + topic domain), and the mask is given per token, (B, T, N), as the trainer gives it; an extra row
+trains (in) with one domain per batch. Rounds alternate
+between models, and within a round the models take turns every 0.1 s (``--slice``), so that the machine's
+slow phases (seconds long on a shared machine) hit all of them alike. Each model trains in its own process,
+one at a time, and the processes are fresh every round: no model's memory allocations change another's (as in
+a real run), and where a process's memory lands, which changes its speed by up to ~10% here, is sampled by the
+rounds too. Reported: the median tokens/s over rounds, the time ratio to the plain LM (ratio of medians) and
+its spread (min-max of the per-round ratios), by the wall clock and by the thread's CPU time (which load from
+other processes disturbs much less), and the machine's load average at the start and the end.
 
     python benchmarks/domain_lm.py                # prints a table, writes benchmarks/results/domain_lm.json
 """
@@ -16,8 +21,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import platform
+import resource
 import statistics
 import time
 from pathlib import Path
@@ -52,32 +59,106 @@ def domain_mask(batch: int, slots: int, domains: int) -> torch.Tensor:
     return mask
 
 
-def tokens_per_second(
-    model: nn.Module, mask: torch.Tensor, args: argparse.Namespace, seconds: float
-) -> tuple[float, float]:
-    """(tokens per wall-clock second, tokens per CPU second of this thread) over ``seconds`` of training."""
-    torch.manual_seed(0)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, weight_decay=1e-6, fused=True)  # as the trainer
-    data = torch.randint(0, args.vocab, (args.batch, 64 * args.bptt + 1))
-    model.train()
-    state, tokens, position = None, 0, 0
-    start, cpu_start = time.perf_counter(), time.thread_time()
-    while time.perf_counter() - start < seconds:
-        if position + args.bptt + 1 > data.shape[1]:
-            position, state = 0, None
-        inputs = data[:, position : position + args.bptt]
-        targets = data[:, position + 1 : position + args.bptt + 1]
-        if state is not None:
-            state = (state[0].detach(), state[1].detach())
-        logits, state = model(inputs, mask, state)
-        loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten()) * args.bptt
-        optimizer.zero_grad(set_to_none=True)
+class Trainer:
+    """One model in training with the experiment's recipe, resumable: ``run`` trains for a slice of time and
+    adds the tokens, wall-clock and thread CPU seconds to the totals."""
+
+    def __init__(self, model: nn.Module, mask: torch.Tensor, args: argparse.Namespace) -> None:
+        torch.manual_seed(0)
+        self.model, self.mask, self.bptt = model.train(), mask, args.bptt
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1, weight_decay=1e-6, fused=True)  # as ours
+        self.data = torch.randint(0, args.vocab, (args.batch, 64 * args.bptt + 1))
+        self.state: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.position = 0
+        self.tokens, self.wall, self.cpu, self.faults = 0, 0.0, 0.0, 0
+
+    def run(self, seconds: float) -> None:
+        start, cpu_start = time.perf_counter(), time.thread_time()
+        faults_start = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        while time.perf_counter() - start < seconds:
+            self.step()
+        self.wall += time.perf_counter() - start
+        self.cpu += time.thread_time() - cpu_start
+        self.faults += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults_start
+
+    def step(self) -> None:
+        if self.position + self.bptt + 1 > self.data.shape[1]:
+            self.position, self.state = 0, None
+        inputs = self.data[:, self.position : self.position + self.bptt]
+        targets = self.data[:, self.position + 1 : self.position + self.bptt + 1]
+        if self.state is not None:  # truncated BPTT
+            self.state = (self.state[0].detach(), self.state[1].detach())
+        logits, self.state = self.model(inputs, self.mask, self.state)
+        loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten()) * self.bptt
+        self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
-        optimizer.step()
-        tokens += inputs.numel()
-        position += args.bptt
-    return tokens / (time.perf_counter() - start), tokens / (time.thread_time() - cpu_start)
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 5.0)
+        self.optimizer.step()
+        self.tokens += inputs.numel()
+        self.position += self.bptt
+
+
+# glibc returns the top of its heap to the kernel when more than M_TRIM_THRESHOLD is free there, and serves
+# requests above M_MMAP_THRESHOLD by mmap; both thresholds adapt to the sizes freed so far. So whether every
+# training step faults megabytes of fresh pages in again depends on the order of a process's allocations: in
+# fresh processes here, ~400 page faults per step for the plain LM (1.3 ms of system time) and ~2700 for
+# DomainLM (in) (9 ms), and other counts when the same models share a process. Fixed high thresholds
+# (environment variables read by glibc at start) remove that for every model alike.
+FIXED_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(256 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
+
+# name -> (variant, None: the plain LM; domains per batch, None: --mix)
+MODELS: dict[str, tuple[str | None, int | None]] = {
+    "nn.LSTM LM": (None, None),
+    "DomainLM baseline": ("baseline", None),
+    "DomainLM in": ("in", None),
+    "DomainLM out": ("out", None),
+    "DomainLM in_out": ("in_out", None),
+    "DomainLM in, 1 domain": ("in", 1),
+}
+
+
+def build(name: str, args: argparse.Namespace) -> tuple[nn.Module, torch.Tensor]:
+    """The model and its (B, T, N) mask, given per token as the trainer's ``table[window_groups]`` is."""
+    variant, mix = MODELS[name]
+    torch.manual_seed(0)
+    mask = domain_mask(args.batch, args.slots, mix or args.mix)
+    mask = mask.unsqueeze(1).expand(-1, args.bptt, -1).contiguous()
+    if variant is None:
+        return PlainLSTMLM(args.vocab, args.embedding, args.hidden, 0.5), mask
+    slots = [f"a{i}=v" for i in range(args.slots)]
+    config = DomainLMConfig(args.vocab, args.embedding, args.hidden, variant=variant, attribute_slots=slots)
+    return DomainLM(config), mask
+
+
+def worker(conn, name: str, args: argparse.Namespace) -> None:
+    """One model in its own process (its own heap, as in a real run): trains for the slices it is sent
+    (seconds; ``None`` ends) and answers each with the slice's (tokens, wall-clock s, thread CPU s)."""
+    torch.set_num_threads(args.threads)
+    model, mask = build(name, args)
+    trainer = Trainer(model, mask, args)
+    conn.send(sum(p.numel() for p in model.parameters()))
+    while (seconds := conn.recv()) is not None:
+        trainer.tokens, trainer.wall, trainer.cpu, trainer.faults = 0, 0.0, 0.0, 0
+        trainer.run(seconds)
+        conn.send((trainer.tokens, trainer.wall, trainer.cpu, trainer.faults))
+
+
+def one_round(workers: dict, seconds: float, slice_seconds: float, first: int, step_tokens: int = 1) -> dict:
+    """``seconds`` of training per model, the models taking turns every ``slice_seconds`` (one at a time,
+    starting with model ``first``), so that a slow phase of the machine hits all of them alike. Per model:
+    (tokens per wall-clock second, tokens per CPU second of the thread, page faults per training step)."""
+    names = list(workers)
+    names = names[first:] + names[:first]
+    totals = {name: [0, 0.0, 0.0, 0] for name in names}
+    for _ in range(max(1, round(seconds / slice_seconds))):
+        for name in names:
+            workers[name].send(slice_seconds)
+            for i, value in enumerate(workers[name].recv()):
+                totals[name][i] += value
+    return {
+        name: (tokens / wall, tokens / cpu, faults * step_tokens / tokens)
+        for name, (tokens, wall, cpu, faults) in totals.items()
+    }
 
 
 def main() -> None:
@@ -91,32 +172,46 @@ def main() -> None:
     parser.add_argument("--mix", type=int, default=3, help="domains per batch (the experiment trains on 3)")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--seconds", type=float, default=3.0, help="per model per round")
+    parser.add_argument("--slice", type=float, default=0.1, help="models take turns every SLICE seconds")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--malloc",
+        choices=["fixed", "default"],
+        default="fixed",
+        help="fixed: glibc's mmap and trim thresholds set high for every model (no page faults from heap "
+        "trimming); default: glibc's own dynamic thresholds",
+    )
     parser.add_argument("--output", type=Path, default=Path(__file__).parent / "results" / "domain_lm.json")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
 
-    slots = [f"a{i}=v" for i in range(args.slots)]
-    mixed = domain_mask(args.batch, args.slots, args.mix)
-    plain_lm = PlainLSTMLM(args.vocab, args.embedding, args.hidden, 0.5)
-    runs: dict[str, tuple[nn.Module, torch.Tensor]] = {"nn.LSTM LM": (plain_lm, mixed)}
-    for variant in ("baseline", "in", "out", "in_out"):
-        config = DomainLMConfig(
-            args.vocab, args.embedding, args.hidden, variant=variant, attribute_slots=slots
-        )
-        runs[f"DomainLM {variant}"] = (DomainLM(config), mixed)
-    runs["DomainLM in, 1 domain"] = (runs["DomainLM in"][0], domain_mask(args.batch, args.slots, 1))
+    if args.malloc == "fixed":  # read by glibc when each worker process starts
+        os.environ.update(FIXED_MALLOC)
+    context = multiprocessing.get_context("spawn")
+    samples: dict[str, list[float]] = {name: [] for name in MODELS}
+    cpu_samples: dict[str, list[float]] = {name: [] for name in MODELS}
+    faults: dict[str, list[float]] = {name: [] for name in MODELS}
+    parameters: dict[str, int] = {}
     load_start = os.getloadavg()
-    for model, mask in runs.values():  # warm-up
-        tokens_per_second(model, mask, args, 0.3)
-    samples: dict[str, list[float]] = {name: [] for name in runs}
-    cpu_samples: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(args.rounds):
-        for name, (model, mask) in runs.items():
-            wall, cpu = tokens_per_second(model, mask, args, args.seconds)
+    for round_ in range(args.rounds):
+        # Fresh processes every round: where a process's memory lands changes its speed by up to ~10% here
+        # (identical models in two processes differ that much), so the rounds sample that too.
+        workers, processes = {}, []
+        for name in MODELS:
+            conn, child = context.Pipe()
+            process = context.Process(target=worker, args=(child, name, args), daemon=True)
+            process.start()
+            workers[name], parameters[name] = conn, conn.recv()
+            processes.append(process)
+        one_round(workers, 0.5, 0.5, 0)  # warm-up
+        print(f"round {round_ + 1}/{args.rounds} (load average {os.getloadavg()[0]:.2f})", flush=True)
+        rates = one_round(workers, args.seconds, args.slice, round_ % len(MODELS), args.batch * args.bptt)
+        for name, (wall, cpu, step_faults) in rates.items():
             samples[name].append(wall)
             cpu_samples[name].append(cpu)
-
+            faults[name].append(step_faults)
+        for conn, process in zip(workers.values(), processes, strict=True):
+            conn.send(None)
+            process.join()
     load_end = os.getloadavg()
 
     def ratio(rates: dict[str, list[float]], name: str) -> tuple[float, list[float]]:
@@ -125,13 +220,13 @@ def main() -> None:
         return statistics.median(plain_rounds) / statistics.median(rates[name]), per_round
 
     rows = []
-    print(f"{'':22s} {'':>9s} {'wall clock':^44s} {'CPU time of the thread':^44s}")
+    print(f"{'':24s} {'':>9s} {'wall clock':^44s} {'CPU time of the thread':^44s}")
     columns = f" {'tokens/s':>10s} {'time vs nn.LSTM [round min-max]':>33s}"
-    print(f"{'model':22s} {'params':>9s}" + columns * 2)
-    for name, (model, _) in runs.items():
-        params = sum(p.numel() for p in model.parameters())
+    print(f"{'model':24s} {'params':>9s}" + columns * 2 + f" {'faults/step':>11s}")
+    for name in MODELS:
+        params = parameters[name]
         row: dict = {"model": name, "parameters": params}
-        line = f"{name:22s} {params:9d}"
+        line = f"{name:24s} {params:9d}"
         for clock, rates in (("", samples), ("cpu_", cpu_samples)):
             value, per_round = ratio(rates, name)
             row.update(
@@ -146,10 +241,11 @@ def main() -> None:
             )
             spread = f"{value:.2f}x [{min(per_round):.2f}-{max(per_round):.2f}]"
             line += f" {statistics.median(rates[name]):10.0f} {spread:>33s}"
+        row["page_faults_per_step"] = faults[name]
         rows.append(row)
-        print(line)
+        print(line + f" {statistics.median(faults[name]):8.0f}")
     load = f"load average {load_start[0]:.2f} -> {load_end[0]:.2f}"
-    print(f"median of {args.rounds} alternating rounds; {load}")
+    print(f"median of {args.rounds} alternating rounds; {load}; malloc {args.malloc}")
     result = {
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "torch": torch.__version__,

@@ -104,14 +104,17 @@ class _InputDropoutOnly(torch.nn.Module):
 
 
 @pytest.mark.parametrize("variant", ["in", "in_out"])
-def test_effective_weight_training_step_matches_concatenated_equations(variant: str) -> None:
-    """Train mode: one dropout mask on p shared by its copies; same logits and same gradients for U'."""
+@pytest.mark.parametrize("rows", ["changing", "constant"])
+def test_effective_weight_training_step_matches_concatenated_equations(variant: str, rows: str) -> None:
+    """Train mode: one dropout mask on p shared by its copies; same logits and same gradients for U', with a
+    row whose domain changes mid-window and with every row in one domain."""
     torch.manual_seed(0)
     model = DomainLM(DomainLMConfig(V, E, H, dropout=0.3, variant=variant, attribute_slots=SLOTS)).train()
     ids, targets = torch.randint(0, V, (4, 6)), torch.randint(0, V, (4, 6))
     mask = torch.tensor([[1, 0, 0, 1], [0, 1, 1, 0], [0, 0, 0, 0], [1, 0, 0, 1]], dtype=torch.float32)
     mask = mask.unsqueeze(1).repeat(1, 6, 1)
-    mask[1, 4:] = torch.tensor([1.0, 0.0, 1.0, 0.0])  # a row whose domain changes mid-window
+    if rows == "changing":
+        mask[1, 4:] = torch.tensor([1.0, 0.0, 1.0, 0.0])  # a row whose domain changes mid-window
     keep = (torch.rand(4, 6, E) >= 0.3).float() / 0.7
     model.dropout = _InputDropoutOnly(keep)
 
@@ -213,25 +216,25 @@ def test_state_carried_across_windows_keeps_row_order(variant: str) -> None:
     mask = torch.tensor(
         [[0, 1, 1, 0], [1, 0, 0, 1], [0, 1, 1, 0], [0, 0, 0, 0], [1, 0, 1, 0]], dtype=torch.float32
     )
+    expected = reference_logits(model, ids, mask.unsqueeze(1).expand(5, 8, 4))
     whole, (h, c) = model(ids, mask)
     first, state = model(ids[:, :3], mask)
     second, (h2, c2) = model(ids[:, 3:], mask, state)
     torch.testing.assert_close(torch.cat([first, second], dim=1), whole)
     torch.testing.assert_close((h2, c2), (h, c))
-    torch.testing.assert_close(whole, reference_logits(model, ids, mask.unsqueeze(1).expand(5, 8, 4)))
+    torch.testing.assert_close(whole, expected)
 
 
 class PerGroupReference(DomainLM):
     """The previous recurrence (up to commit cc9acc1): rows grouped by attribute combination, time cut where a
     row's combination changes, one ``nn.LSTM`` call per group with U_0 + sum_a m_a U_a as input weight."""
 
-    def _augmented_recurrence(self, x, mask, state):
+    def _augmented_recurrence(self, x, groups, state):
         from torch.func import functional_call
 
         from synopsis.models.domain_lm import MaskGroups
 
-        if mask.dim() == 2:
-            mask = mask.unsqueeze(1).expand(x.shape[0], x.shape[1], mask.shape[-1])
+        mask = groups.per_token_mask(x.shape[1])
         batch, time = x.shape[:2]
         if state is None:
             zeros = x.new_zeros(1, batch, H)
@@ -305,13 +308,78 @@ def test_baseline_does_no_attribute_work() -> None:
 
 @pytest.mark.parametrize("variant", ["in", "in_out"])
 def test_both_input_forms_equal_the_concatenated_equations(variant: str) -> None:
-    """Fewer combinations than N+1 (one-hot of the combination), at least N+1 (the paper's p'), one, and a
+    """Fewer combinations than N+1 (one-hot of the combination), more than N+1 (the paper's p'), one, and a
     non-binary mask: all equal the equations written out."""
     model = make(variant)
     ids = torch.randint(0, V, (6, 5))
     many = torch.tensor(
         [[0, 1, 1, 0], [1, 0, 0, 1], [1, 0, 1, 0], [0, 0, 0, 0], [0, 1, 0, 1], [1, 1, 1, 1]]
     ).float()
-    for mask in (many, many[[0, 1, 0, 1, 1, 0]], many[[2] * 6], many * 0.5):
+    for mask in (many, many[[0, 1, 0, 1, 1, 0]], many[[2] * 6], many * 0.5, many[[3, 3, 1, 1, 1, 4]]):
         expected = reference_logits(model, ids, mask.unsqueeze(1).expand(6, 5, 4))
         torch.testing.assert_close(model(ids, mask)[0], expected)
+
+
+@pytest.mark.parametrize("variant", ["out", "in_out"])
+def test_grouped_output_layer_matches_concatenated_equations_with_gradients(variant: str) -> None:
+    """Each group of tokens through its own effective V x H matrix, written into one logits tensor: same
+    logits and gradients as h' through V', for groups in runs, interleaved rows, and per-token changes."""
+    model = make(variant)
+    ids = torch.randint(0, V, (6, 5))
+    targets = torch.randint(0, V, (6, 5))
+    combos = torch.tensor([[0, 1, 1, 0], [1, 0, 0, 1], [0, 0, 0, 0]]).float()
+    runs = combos[[0, 0, 1, 1, 1, 2]].unsqueeze(1).expand(6, 5, 4)
+    interleaved = combos[[1, 0, 1, 2, 0, 0]].unsqueeze(1).expand(6, 5, 4)
+    changing = runs.clone()
+    changing[2, 3:] = combos[0]
+    changing[5, :2] = combos[1]
+    for mask in (runs, interleaved, changing):
+        grads = []
+        for compute in (lambda m=mask: model(ids, m)[0], lambda m=mask: reference_logits(model, ids, m)):
+            model.zero_grad()
+            logits = compute()
+            F.cross_entropy(logits.flatten(0, 1), targets.flatten()).backward()
+            grads.append((logits, model.output_weight.grad.clone(), model.output_bias.grad.clone()))
+        for ours, reference in zip(*grads, strict=True):
+            torch.testing.assert_close(ours, reference, atol=1e-5, rtol=1e-5)
+
+
+def test_mask_groups_runs_interleaved_rows_and_tokens() -> None:
+    from synopsis.models.domain_lm import MaskGroups
+
+    a, b, c = [1.0, 0.0], [0.0, 1.0], [0.0, 0.0]
+    runs = MaskGroups.of(torch.tensor([a, a, b, c, c]))
+    assert runs.sizes == [2, 1, 2] and runs.order is None and runs.index.tolist() == [0, 0, 1, 2, 2]
+    assert runs.masks.tolist() == [a, b, c]
+    assert runs.over_time(3).sizes == [6, 3, 6] and runs.over_time(3).order is None
+    mixed = MaskGroups.of(torch.tensor([b, a, b, a]))
+    assert mixed.sizes == [2, 2] and mixed.order.tolist() == [0, 2, 1, 3]
+    tokens = mixed.over_time(2)
+    assert tokens.sizes == [4, 4] and tokens.order.tolist() == [0, 1, 4, 5, 2, 3, 6, 7]
+    x = torch.arange(8.0).view(8, 1)
+    torch.testing.assert_close(tokens.unsort(tokens.sort(x)), x)
+    per_token = torch.tensor([[a, a, b], [b, b, b]])
+    groups = MaskGroups.of(per_token)
+    assert groups.shape == (2, 3) and groups.sizes == [2, 4] and groups.order is None
+    torch.testing.assert_close(groups.per_token_mask(3), per_token)
+    torch.testing.assert_close(runs.per_token_mask(2)[:, 1], torch.tensor([a, a, b, c, c]))
+
+
+def test_two_layer_lstm_all_input_forms_equal_the_concatenated_equations() -> None:
+    """Only the first layer's input is augmented; the other layers run inside the same fused calls."""
+    torch.manual_seed(0)
+    model = DomainLM(DomainLMConfig(V, E, H, num_layers=2, dropout=0.0, variant="in", attribute_slots=SLOTS))
+    model.eval()
+    lstm = torch.nn.LSTM((len(SLOTS) + 1) * E, H, num_layers=2, batch_first=True)
+    lstm.load_state_dict({**model.lstm.state_dict(), "weight_ih_l0": model.augmented_input_weight()})
+    ids = torch.randint(0, V, (4, 6))
+    combos = torch.tensor([[1, 0, 0, 1], [0, 1, 1, 0], [0, 0, 0, 0]]).float()
+    rows = combos[[0, 1, 1, 2]].unsqueeze(1).repeat(1, 6, 1)
+    changing = rows.clone()
+    changing[0, 3:] = combos[2]
+    for mask in (rows, changing, rows[:, 0]):
+        per_token = mask.unsqueeze(1).expand(4, 6, 4) if mask.dim() == 2 else mask
+        expected = reference_logits(model, ids, per_token, lstm=lstm)
+        logits, (h, c) = model(ids, mask)
+        torch.testing.assert_close(logits, expected)
+        assert h.shape == c.shape == (2, 4, H)

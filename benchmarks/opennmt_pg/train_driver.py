@@ -43,15 +43,18 @@ pad = trainer.train_loss.padding_idx
 tokens = [int(b["tgt"][:, 1:, 0].ne(pad).sum()) for b, _ in batches]
 trainer.train(iter(batches[:1]), 1, save_checkpoint_steps=0)  # warm-up
 cycle = itertools.islice(itertools.cycle(batches), steps)
-start = time.perf_counter()
+start, cpu_start, process_start = time.perf_counter(), time.thread_time(), time.process_time()
 trainer.train(cycle, 1 + steps, save_checkpoint_steps=0)
 seconds = time.perf_counter() - start
+cpu_seconds, process_cpu_seconds = time.thread_time() - cpu_start, time.process_time() - process_start
 saver.save(1 + steps)
 timed_tokens = sum(tokens[i % len(tokens)] for i in range(steps))
 print(
     json.dumps(
         {
             "seconds": seconds,
+            "cpu_seconds": cpu_seconds,
+            "process_cpu_seconds": process_cpu_seconds,
             "steps": steps,
             "target_tokens": timed_tokens,
             "batches_per_epoch": len(batches),

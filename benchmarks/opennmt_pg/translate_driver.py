@@ -25,9 +25,16 @@ engine = InferenceEnginePY(opt)
 infer_iter = build_dynamic_dataset_iter(
     opt, engine.transforms_cls, engine.vocabs, task=CorpusTask.INFER, device_id=engine.device_id, copy=True
 )
-start = time.perf_counter()
+start, cpu_start, process_start = time.perf_counter(), time.thread_time(), time.process_time()
 engine._translate(infer_iter)
 seconds = time.perf_counter() - start
 print(
-    json.dumps({"seconds": seconds, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0})
+    json.dumps(
+        {
+            "seconds": seconds,
+            "cpu_seconds": time.thread_time() - cpu_start,
+            "process_cpu_seconds": time.process_time() - process_start,
+            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        }
+    )
 )

@@ -13,9 +13,11 @@ Context representation (variant "out")::
 
     h'(t) = [h(t); m_1 h(t); ...; m_N h(t)]     (N+1)H dims, before the output layer V' = [W_0 W_1 ... W_N]
 
-The input side is computed as the paper writes it: p'(t) is built (B x T x (N+1)E) and fed through U' in one
-call of PyTorch's fused LSTM kernel for the whole batch, whatever the attribute combinations of its rows (and
-of its tokens: a row may cross a document boundary into another domain inside a BPTT window). ``U_0`` is the
+The input side is U' p'(t) in one call of PyTorch's fused LSTM kernel for the whole batch, whatever the
+attribute combinations of its rows (and of its tokens: a row may cross a document boundary into another
+domain inside a BPTT window); the input is p'(t) itself or, when the batch holds fewer than N+1 combinations,
+the narrower onehot(combination) (x) p(t) through one U_0 + sum_a m_a U_a block per combination (one domain:
+a plain LSTM's input). ``U_0`` is the
 ``nn.LSTM``'s own input weight and ``U_1..U_N`` are ``input_weight``. The output layer is linear in h'(t), so
 ``V' h' = (W_0 + sum_a m_a W_a) h``: one effective V x H matrix per distinct attribute combination (a batch
 has only a handful), the paper's function without materialising h'; ``W_0..W_N`` are ``output_weight``. Tests
@@ -170,23 +172,34 @@ class DomainLM(nn.Module):
         # One dropout mask on p(t), shared by its copies p_a(t) (see the module docstring).
         embedded = self.dropout(self.embedding(input_ids))  # (B, T, E)
         mask = self._check_mask(input_ids, attribute_mask)
-        if mask is not None and self.config.augment_input:
-            hidden, state = self._augmented_recurrence(embedded, mask, state)
-        else:  # the baseline, variant "out", or no attribute given: U' p' = U_0 p
+        if mask is None:  # the baseline, no slots, or no attribute given: U' p' = U_0 p and V' h' = W_0 h
+            hidden, state = self.lstm(embedded, state)
+            return F.linear(self.dropout(hidden), self._shared_output_weight(), self.output_bias), state
+        groups = MaskGroups.of(mask)  # the batch's attribute combinations, shared by both sides
+        if self.config.augment_input:
+            hidden, state = self._augmented_recurrence(embedded, groups, state)
+        else:
             hidden, state = self.lstm(embedded, state)
         hidden = self.dropout(hidden)
-        if mask is None or not self.config.augment_output:
-            return F.linear(hidden, self.output_weight[0], self.output_bias), state
-        if mask.dim() == 2:
-            mask = mask.unsqueeze(1).expand(*input_ids.shape, mask.shape[-1])
-        return self._output_logits(hidden, mask), state
+        if not self.config.augment_output:
+            return F.linear(hidden, self._shared_output_weight(), self.output_bias), state
+        return self._output_logits(hidden, groups), state
+
+    def _shared_output_weight(self) -> torch.Tensor:
+        """W_0 (V x H); a view of the whole parameter when there is only W_0, so that its gradient is the
+        output layer's gradient itself (indexing block 0 would allocate and copy a gradient for the stack)."""
+        if len(self.output_weight) == 1:
+            return self.output_weight.view(self.output_weight.shape[1:])
+        return self.output_weight[0]
 
     def _check_mask(
         self, input_ids: torch.Tensor, attribute_mask: torch.Tensor | None
     ) -> torch.Tensor | None:
-        """The (B, N) or (B, T, N) float mask, or ``None`` when there is no attribute work to do (the
-        baseline, a model without slots, or no mask given)."""
+        """The float mask, (B, N) when it is constant along each row, else (B, T, N); ``None`` when there is
+        no attribute work to do (the baseline, a model without slots or without augmentation, no mask)."""
         if attribute_mask is None or self.config.num_slots == 0:
+            return None
+        if not (self.config.augment_input or self.config.augment_output):
             return None
         n = len(self.config.attribute_slots)
         expected = (input_ids.shape[0], n) if attribute_mask.dim() == 2 else (*input_ids.shape, n)
@@ -195,55 +208,51 @@ class DomainLM(nn.Module):
                 f"attribute_mask has shape {tuple(attribute_mask.shape)}, expected (B, N) or (B, T, N) "
                 f"with N = {n}"
             )
-        return attribute_mask.to(torch.float32)
+        mask = attribute_mask.to(torch.float32)
+        # The trainer passes one mask per token; a row that stays in one domain is one row of combinations.
+        if mask.dim() == 3 and bool((mask == mask[:, :1]).all()):
+            mask = mask[:, 0]
+        return mask
 
     def augmented_input_weight(self) -> torch.Tensor:
         """U' = [U_0 U_1 ... U_N], 4H x (N+1)E: the paper's input matrix."""
         return torch.cat([self.lstm.weight_ih_l0, *self.input_weight], dim=1)
 
     def _augmented_recurrence(
-        self, x: torch.Tensor, mask: torch.Tensor, state: LSTMState | None
+        self, x: torch.Tensor, groups: MaskGroups, state: LSTMState | None
     ) -> tuple[torch.Tensor, LSTMState]:
-        """The LSTM over p'(t) with U' = [U_0 U_1 ... U_N] as input weight: one call of PyTorch's fused LSTM
-        kernel for the whole batch, whatever the attribute combinations of its rows and tokens (a mask may
-        change inside a window, at a document boundary).
+        """The LSTM over p'(t) through U' = [U_0 U_1 ... U_N]: one call of PyTorch's fused LSTM kernel for
+        the whole batch, whatever the attribute combinations of its rows and tokens (a row may cross a
+        document boundary into another domain inside a window). With K distinct combinations in the batch the
+        input is the narrower of two exact forms:
 
-        The input is ``selector (x) p`` through the matching weight blocks, in the narrower of two exact
-        forms:
-        the paper's p'(t) = [1; m_1; ...; m_N] (x) p(t) through U' ((N+1)E wide), or, when the batch holds
-        fewer than N+1 distinct attribute combinations (the usual case: a batch cut from the training stream
-        holds two or three domains), onehot(combination) (x) p(t) through [U_c1 ... U_cK] with
-        U_c = U_0 + sum_a m_a U_a (KE wide; one domain: exactly a plain LSTM's cost). Both are
-        ``U' p'(t)`` for every token; the blocks are built from U_0..U_N inside the graph, so the gradients
-        are U''s."""
-        n = mask.shape[-1]
-        blocks = torch.cat([self.lstm.weight_ih_l0.unsqueeze(0), self.input_weight])  # (N+1, 4H, E)
-        selector = torch.cat([mask.new_ones(*mask.shape[:-1], 1), mask], dim=-1)  # (..., N+1): [1; m]
-        binary = bool(((mask == 0) | (mask == 1)).all())
-        if binary and n < 24:  # 0/1 masks: one integer code per combination, exact in float32
-            codes = mask @ (2.0 ** torch.arange(n, device=mask.device, dtype=mask.dtype))
-            unique, inverse = torch.unique(codes, return_inverse=True)
-            if len(unique) < n + 1:
-                first = torch.zeros(len(unique), dtype=torch.long, device=mask.device)
-                first.scatter_(0, inverse.flatten(), torch.arange(inverse.numel(), device=mask.device))
-                combos = selector.reshape(-1, n + 1)[first]  # (K, N+1) the [1; m] of each combination
-                blocks = (combos @ blocks.flatten(1)).view(len(unique), *blocks.shape[1:])  # U_c per combo
-                selector = F.one_hot(inverse, len(unique)).to(x.dtype)
-        if selector.dim() == 2:
-            selector = selector.unsqueeze(1)  # (B, 1, width): one selection per row
-        if selector.shape[-1] == 1:  # one combination: the plain LSTM input
-            augmented = x
-        else:
-            augmented = (selector.unsqueeze(-1) * x.unsqueeze(2)).flatten(2)  # (B, T, width * E)
+        * K <= N+1 (the usual case: a batch cut from the training stream holds two or three domains):
+          onehot(combination) (x) p(t), K*E wide, through [U_c1 ... U_cK] with U_c = U_0 + sum_a m_a U_a
+          (K = 1: exactly a plain LSTM's input and cost);
+        * K > N+1: the paper's p'(t) = [1; m_1; ...; m_N] (x) p(t), (N+1)*E wide, through U'.
+
+        Both are U' p'(t) for every token; the blocks are built from U_0..U_N inside the graph, so the
+        gradients are U''s."""
+        stacked = torch.cat([self.lstm.weight_ih_l0.unsqueeze(0), self.input_weight])  # (N+1, 4H, E)
         if state is None:
             zeros = x.new_zeros(self.config.num_layers, x.shape[0], self.config.hidden_dim)
             state = (zeros, zeros)
+        k = len(groups.sizes)
+        if k > len(stacked):  # one block per slot: U_0..U_N, the paper's p'
+            return self._lstm(groups.slot_blocks(x), state, stacked.permute(1, 0, 2).flatten(1))
+        blocks = (groups.stacked_gates() @ stacked.flatten(1)).view(k, *stacked.shape[1:])  # U_c per combo
+        return self._lstm(groups.one_hot_blocks(x), state, blocks.permute(1, 0, 2).flatten(1))
+
+    def _lstm(
+        self, x: torch.Tensor, state: LSTMState, weight_ih: torch.Tensor
+    ) -> tuple[torch.Tensor, LSTMState]:
+        """The model's ``nn.LSTM`` (its fused kernel, all layers) with ``weight_ih`` as the first layer's
+        input weight, of any width: ``torch.lstm`` with explicit weights (``nn.LSTM`` checks the width)."""
         lstm = self.lstm
         weights = list(lstm._flat_weights)  # per layer: weight_ih, weight_hh, bias_ih, bias_hh
-        weights[0] = blocks.permute(1, 0, 2).flatten(1)  # (4H, width * E), block k reads slot k of the input
-        # torch.lstm is nn.LSTM's kernel with explicit weights (nn.LSTM itself checks the input width).
+        weights[0] = weight_ih
         output, h_n, c_n = torch.lstm(
-            augmented,
+            x,
             state,
             weights,
             lstm.bias,
@@ -255,18 +264,19 @@ class DomainLM(nn.Module):
         )
         return output, (h_n, c_n)
 
-    def _output_logits(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def _output_logits(self, hidden: torch.Tensor, groups: MaskGroups) -> torch.Tensor:
         # V' h' = (W_0 + sum_a m_a W_a) h: one effective matrix per distinct attribute combination, all of
-        # them from one matrix product (and one in the backward pass).
-        flat = hidden.reshape(-1, hidden.shape[-1])
-        groups = MaskGroups.of(mask.reshape(-1, mask.shape[-1]))
+        # them from one matrix product (and one in the backward pass); each group of tokens goes through its
+        # own, written straight into the logits.
+        batch, time, _ = hidden.shape
         blocks = self.output_weight.flatten(1)  # (N+1, V*H)
-        weights = (groups.stacked_gates() @ blocks).view(-1, *self.output_weight.shape[1:]).unbind(0)
-        logits = [
-            F.linear(h_k, weight, self.output_bias)
-            for weight, h_k in zip(weights, groups.sort(flat).split(groups.sizes), strict=True)
-        ]
-        return groups.unsort(torch.cat(logits)).view(*hidden.shape[:-1], self.config.vocab_size)
+        weights = (groups.stacked_gates() @ blocks).view(-1, *self.output_weight.shape[1:])
+        if len(groups.sizes) == 1:
+            return F.linear(hidden, weights[0], self.output_bias)
+        tokens = groups.over_time(time)
+        flat = tokens.sort(hidden.reshape(batch * time, -1))
+        logits = GroupedLinear.apply(flat, weights, self.output_bias, tokens.sizes)
+        return tokens.unsort(logits).view(batch, time, -1)
 
     # --------------------------------------------------------------------------------------- save / load
 
@@ -294,40 +304,109 @@ class DomainLM(nn.Module):
 
 @dataclass
 class MaskGroups:
-    """Rows of a (R, N) attribute mask grouped by value: ``sizes[k]`` rows with mask ``masks[k]``.
+    """The distinct attribute combinations of a (..., N) mask and the rows (or tokens) that carry each.
 
-    Batches cut from one token stream hold each domain in consecutive rows, so the groups are usually
-    runs already and ``order`` is ``None`` (slices, no copies); otherwise rows are sorted by mask first.
+    ``masks`` (K, N) holds the combinations in order of first appearance, ``index`` the combination of every
+    row (flattened over the mask's leading dimensions, ``shape``) and ``sizes[k]`` how many rows carry
+    combination k. Batches cut from one token stream hold each domain in consecutive rows, so the groups are
+    usually runs already and ``order`` is ``None`` (slices, no copies); otherwise ``sort`` puts the rows of
+    each group together (stable) and ``unsort`` undoes it.
     """
 
-    masks: list[torch.Tensor]
+    masks: torch.Tensor
     sizes: list[int]
+    index: torch.Tensor
+    shape: tuple[int, ...]
     order: torch.Tensor | None = None
 
     @classmethod
     def of(cls, mask: torch.Tensor) -> MaskGroups:
-        if bool((mask == mask[0]).all()):
-            return cls([mask[0]], [len(mask)])
-        starts = torch.cat([mask.new_ones(1, dtype=torch.bool), (mask[1:] != mask[:-1]).any(dim=-1)])
-        starts = starts.nonzero().flatten()
-        # torch.unique(dim=0) is slow on CPU: only look at the runs' first rows unless masks repeat.
-        if len(torch.unique(mask[starts], dim=0)) == len(starts):  # each mask is one run of rows
-            sizes = torch.diff(starts, append=starts.new_tensor([len(mask)]))
-            return cls(list(mask[starts]), sizes.tolist())
-        unique, which = torch.unique(mask, dim=0, return_inverse=True)
-        order = torch.argsort(which, stable=True)
-        return cls(list(unique), torch.bincount(which).tolist(), order)
+        rows = mask.reshape(-1, mask.shape[-1])
+        # A few dozen rows: grouping them in Python costs less than a chain of small tensor operations.
+        combos: dict[tuple[float, ...], int] = {}
+        ids = [combos.setdefault(tuple(row), len(combos)) for row in rows.tolist()]
+        sizes = [0] * len(combos)
+        for k in ids:
+            sizes[k] += 1
+        runs = 1 + sum(a != b for a, b in zip(ids, ids[1:], strict=False))
+        index = torch.tensor(ids, device=mask.device)
+        order = None if runs == len(combos) else torch.argsort(index, stable=True)
+        masks = rows.new_tensor(list(combos)) if combos else rows.new_zeros(0, rows.shape[1])
+        return cls(masks, sizes, index, tuple(mask.shape[:-1]), order)
 
     def stacked_gates(self) -> torch.Tensor:
         """(K, N+1): a 1 for the shared block, then each group's mask."""
-        masks = torch.stack(self.masks)
-        return torch.cat([masks.new_ones(len(masks), 1), masks], dim=1)
+        return torch.cat([self.masks.new_ones(len(self.masks), 1), self.masks], dim=1)
 
     def sort(self, x: torch.Tensor, dim: int = 0) -> torch.Tensor:
         return x if self.order is None else x.index_select(dim, self.order)
 
     def unsort(self, x: torch.Tensor, dim: int = 0) -> torch.Tensor:
         return x if self.order is None else x.index_select(dim, torch.argsort(self.order))
+
+    def over_time(self, time: int) -> MaskGroups:
+        """The grouping of the B*T tokens of a grouping of B rows (row-major, as ``reshape`` flattens)."""
+        if len(self.shape) == 2:
+            return self
+        order = None
+        if self.order is not None:
+            order = (self.order.unsqueeze(1) * time + torch.arange(time, device=self.order.device)).flatten()
+        sizes = [size * time for size in self.sizes]
+        return MaskGroups(self.masks, sizes, self.index.repeat_interleave(time), (*self.shape, time), order)
+
+    def per_token_mask(self, time: int) -> torch.Tensor:
+        """The mask back as (B, T, N)."""
+        mask = self.masks[self.index].view(*self.shape, -1)
+        return mask.unsqueeze(1).expand(-1, time, -1) if len(self.shape) == 1 else mask
+
+    def one_hot_blocks(self, x: torch.Tensor) -> torch.Tensor:
+        """onehot(combination) (x) x for x (B, T, E): (B, T, K * E); a row's (token's) own block holds x."""
+        if len(self.sizes) == 1:
+            return x
+        selector = F.one_hot(self.index, len(self.sizes)).to(x.dtype).view(*self.shape, -1)
+        if len(self.shape) == 1:
+            selector = selector.unsqueeze(1)  # (B, 1, K): one combination per row
+        return (selector.unsqueeze(-1) * x.unsqueeze(2)).flatten(2)
+
+    def slot_blocks(self, x: torch.Tensor) -> torch.Tensor:
+        """The paper's p'(t) = [1; m_1; ...; m_N] (x) x for x (B, T, E): (B, T, (N+1) * E)."""
+        selector = self.stacked_gates()[self.index].view(*self.shape, -1)
+        if len(self.shape) == 1:
+            selector = selector.unsqueeze(1)
+        return (selector.unsqueeze(-1) * x.unsqueeze(2)).flatten(2)
+
+
+class GroupedLinear(torch.autograd.Function):
+    """``x`` (R, H) in consecutive groups of ``sizes`` rows, group k through ``weights[k]`` (V, H) plus
+    ``bias``: (R, V). Same as concatenating ``F.linear`` per group, without copying the pieces together
+    (forward: the logits; backward: the K weight gradients, which arrive stacked as ``weights`` is)."""
+
+    @staticmethod
+    def forward(ctx, x, weights, bias, sizes):  # type: ignore[override]
+        out = x.new_empty(x.shape[0], weights.shape[1])
+        for weight, x_k, out_k in zip(weights, x.split(sizes), out.split(sizes), strict=True):
+            torch.addmm(bias, x_k, weight.t(), out=out_k)
+        ctx.save_for_backward(x, weights)
+        ctx.sizes = sizes
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):  # type: ignore[override]
+        x, weights = ctx.saved_tensors
+        grad = grad.contiguous()
+        pieces = grad.split(ctx.sizes)
+        grad_x = grad_weights = grad_bias = None
+        if ctx.needs_input_grad[0]:
+            grad_x = torch.empty_like(x)
+            for weight, g_k, out in zip(weights, pieces, grad_x.split(ctx.sizes), strict=True):
+                torch.mm(g_k, weight, out=out)
+        if ctx.needs_input_grad[1]:
+            grad_weights = torch.empty_like(weights)
+            for g_k, x_k, out in zip(pieces, x.split(ctx.sizes), grad_weights, strict=True):
+                torch.mm(g_k.t(), x_k, out=out)
+        if ctx.needs_input_grad[2]:
+            grad_bias = grad.sum(0)
+        return grad_x, grad_weights, grad_bias, None
 
 
 def attribute_slots_from(attribute_sets: Sequence[Mapping[str, str]], names: Sequence[str]) -> list[str]:
