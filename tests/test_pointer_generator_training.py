@@ -286,3 +286,41 @@ def test_the_final_model_is_the_mean_of_the_last_coverage_checkpoints(corpus: Pa
     assert any(not torch.equal(states[0][k], states[1][k]) for k in final)
     for name, tensor in final.items():
         torch.testing.assert_close(tensor, (states[0][name] + states[1][name]) / 2)
+
+
+def test_coverage_runs_share_their_start_and_the_final_model_is_the_mean_of_their_means(
+    corpus: Path, tmp_path: Path
+) -> None:
+    """Two coverage runs (a model soup) from the same main-phase weights; an interruption in the second run
+    resumes to the same final model."""
+    from safetensors.torch import load_file
+
+    config = tiny_config(corpus, coverage_steps=4, save_every=2, average_last=2, coverage_runs=2)
+    full = run(config, tmp_path / "full")
+    assert full.state["coverage_run"] == 2 and full.state["phase_start_step"] == 12  # main 8, run 1: 9-12
+
+    def weights(path: Path) -> dict[str, torch.Tensor]:
+        return load_file(str(path / "model.safetensors"))
+
+    # Stopped in run 2's first step: run 1's checkpoints are still on disk, next to its mean.
+    cut = tmp_path / "cut"
+    run(config, cut, stop=13)
+    run1 = [weights(cut / "checkpoints" / f"step-{step:08d}") for step in (10, 12)]
+    mean1 = weights(cut / "coverage_runs" / "run-1")
+    for name, tensor in mean1.items():
+        torch.testing.assert_close(tensor, (run1[0][name] + run1[1][name]) / 2)
+    start = weights(cut / "coverage_start")
+    no_coverage = PointerGenerator.from_pretrained(cut / "model_no_coverage")[0].state_dict()
+    assert all(torch.equal(start[name], no_coverage[name]) for name in start)
+
+    resumed = run(config, cut, resume=True)
+    assert min(resumed.losses) == 13
+    for step, loss in resumed.losses.items():
+        assert loss == pytest.approx(full.losses[step], abs=1e-6), step
+    run2 = [weights(tmp_path / "full" / "checkpoints" / f"step-{step:08d}") for step in (14, 16)]
+    mean1 = weights(tmp_path / "full" / "coverage_runs" / "run-1")
+    final = weights(tmp_path / "full" / "model")
+    assert any(not torch.equal(mean1[name], run2[1][name]) for name in final)
+    for name, tensor in final.items():
+        torch.testing.assert_close(tensor, (mean1[name] + (run2[0][name] + run2[1][name]) / 2) / 2)
+        torch.testing.assert_close(weights(cut / "model")[name], tensor, atol=1e-6, rtol=1e-6)

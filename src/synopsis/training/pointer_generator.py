@@ -4,6 +4,12 @@ Schedule, as in the paper: train without coverage until the validation loss stop
 stopping), go back to the best weights, then switch coverage on and train a short coverage phase
 (``schedule.coverage_steps``). Adagrad (lr 0.15, initial accumulator 0.1), gradient-norm clipping at 2.
 
+The final weights can be averaged (neither is in the paper): ``schedule.average_last`` takes the mean of a
+coverage phase's last checkpoints, and ``schedule.coverage_runs`` trains several coverage phases one after the
+other, each from the same best main-phase weights and optimizer state but on the next batches of the stream,
+and takes the mean of their means (a uniform "model soup" of fine-tunings from one start; Wortsman et al.,
+2022).
+
 Resume is exact: a checkpoint holds the weights, the Adagrad accumulators, the step, the position in the
 epoch's batch order (which is a pure function of ``seed`` and the epoch number) and all RNG states, so the
 batch after a resume, and its loss, are the same as without the interruption.
@@ -22,6 +28,8 @@ Run layout (``--output-dir``)::
     model/                 the best model so far, loadable with PointerGenerator.from_pretrained
                            (at the end: the model after the coverage phase, if there is one)
     model_no_coverage/     the best model of the main phase (written when the coverage phase starts)
+    coverage_start/        where every coverage run starts (coverage_runs > 1; best/ then tracks coverage)
+    coverage_runs/run-K/   the mean weights of coverage run K (coverage_runs > 1)
     training_curve.png     training and validation loss per step
 """
 
@@ -39,7 +47,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from synopsis.checkpoint import MODEL_FILE, CheckpointManager, load_checkpoint, load_tensors
+from synopsis.checkpoint import MODEL_FILE, CheckpointManager, load_checkpoint, load_tensors, save_checkpoint
 from synopsis.config import (
     AT_LEAST_ONE,
     DROPOUT,
@@ -124,6 +132,9 @@ class ScheduleConfig:
     # The final model is the mean of the weights of the coverage phase's last K checkpoints (checkpoint
     # averaging; 1: the last weights, as in the paper). Checkpoints come every save_every steps.
     average_last: int = 1
+    # Coverage phases trained one after the other from the same best main-phase weights (each on the next
+    # batches of the stream); the final model is the mean of their average_last means (1: the paper's).
+    coverage_runs: int = 1
 
 
 @dataclass
@@ -159,6 +170,7 @@ class PointerGeneratorTrainConfig:
         "schedule.log_every": AT_LEAST_ONE,
         "schedule.max_minutes": POSITIVE,
         "schedule.average_last": AT_LEAST_ONE,
+        "schedule.coverage_runs": AT_LEAST_ONE,
         "seed": NON_NEGATIVE,
     }
 
@@ -370,6 +382,7 @@ class Trainer:
             "batch_in_epoch": 0,
             "phase": "main",
             "phase_start_step": 0,
+            "coverage_run": 0,  # 1, 2, ...: which coverage run is under way
             "best_loss": math.inf,
             "bad_evals": 0,
             "minutes": 0.0,
@@ -407,17 +420,40 @@ class Trainer:
         if is_best:
             self._export("model")
 
-    def _average_last_checkpoints(self, count: int) -> None:
-        """Load the mean of the weights of the coverage phase's last ``count`` checkpoints (fewer if the phase
-        wrote fewer); the checkpoints themselves keep the weights training reached, for an exact resume."""
+    def _coverage_run_mean(self, count: int) -> dict[str, torch.Tensor]:
+        """The mean of the weights of this coverage run's last ``count`` checkpoints (fewer if the run wrote
+        fewer); the checkpoints themselves keep the weights training reached, for an exact resume."""
         start = self.state["phase_start_step"]
         steps = sorted(self.manager.ckpt_dir.glob("step-*"))
         chosen = [d for d in steps if int(d.name.split("-")[1]) > start][-count:]
         states = [load_tensors(d / MODEL_FILE) for d in chosen]
-        mean = {name: sum(state[name] for state in states) / len(states) for name in states[0]}
-        self.model.load_state_dict(mean)
         names = ", ".join(d.name for d in chosen)
-        logger.info(f"final model: the mean of the weights of {len(chosen)} checkpoints ({names})")
+        run = max(1, self.state["coverage_run"])
+        logger.info(f"coverage run {run}: the mean of the weights of {len(chosen)} checkpoints ({names})")
+        return {name: sum(state[name] for state in states) / len(states) for name in states[0]}
+
+    def _finish_coverage_run(self) -> bool:
+        """Close the coverage run that just ended; ``True`` when another one follows. After the last run the
+        model holds the final weights: the last ones, or the mean of the runs' checkpoint means."""
+        s = self.config.schedule
+        if s.average_last == 1 and s.coverage_runs == 1:
+            return False  # the paper's model: the weights at the end of its one coverage phase
+        mean = self._coverage_run_mean(s.average_last)
+        run = max(1, self.state["coverage_run"])  # 0: a run saved before coverage_runs existed
+        if run < s.coverage_runs:
+            if self.distributed.is_main:
+                config = dataclasses.asdict(self.model.config)
+                save_checkpoint(self.output_dir / "coverage_runs" / f"run-{run}", mean, config)
+            self._start_coverage_phase()
+            return True
+        earlier = [
+            load_tensors(self.output_dir / "coverage_runs" / f"run-{k}" / MODEL_FILE) for k in range(1, run)
+        ]
+        means = [*earlier, mean]
+        self.model.load_state_dict({name: sum(m[name] for m in means) / len(means) for name in mean})
+        if len(means) > 1:
+            logger.info(f"final model: the mean of the {len(means)} coverage runs' means")
+        return False
 
     def _export(self, name: str) -> None:
         """A loadable model directory: weights, config, vocabulary and decoding defaults (main process)."""
@@ -470,19 +506,31 @@ class Trainer:
         return self.state["phase_start_step"] + s.coverage_steps
 
     def _start_coverage_phase(self) -> None:
-        """Back to the best no-coverage weights and optimizer state, then switch coverage on."""
-        logger.info(
-            f"main phase done at step {self.state['step']}; starting the coverage phase from the best model"
-        )
-        self.distributed.barrier()  # the main process has finished writing best/
-        best = load_checkpoint(self.output_dir / "best")
-        self.model.load_state_dict(best.model_state)
-        if best.optimizer_state is not None:
-            self.optimizer.load_state_dict(best.optimizer_state)
-        self._export("model_no_coverage")
+        """Back to the best no-coverage weights and optimizer state, then switch coverage on. Every coverage
+        run starts there: the first from best/, which then tracks the coverage phase, so with more runs to
+        come that start is kept in coverage_start/."""
+        first = self.state["phase"] == "main"
+        run = 1 if first else max(1, self.state["coverage_run"]) + 1
+        logger.info(f"step {self.state['step']}: coverage run {run} starts from the best main-phase model")
+        self.distributed.barrier()  # the main process has finished writing best/ (and coverage_start/)
+        start = load_checkpoint(self.output_dir / ("best" if first else "coverage_start"))
+        self.model.config.coverage = False
+        self.model.load_state_dict(start.model_state)
+        if start.optimizer_state is not None:
+            self.optimizer.load_state_dict(start.optimizer_state)
+        if first:
+            self._export("model_no_coverage")
+            if self.config.schedule.coverage_runs > 1 and self.distributed.is_main:
+                config = dataclasses.asdict(self.model.config)
+                directory = self.output_dir / "coverage_start"
+                save_checkpoint(directory, start.model_state, config, {}, self.optimizer)
         self.model.config.coverage = True
         self.state.update(
-            phase="coverage", phase_start_step=self.state["step"], best_loss=math.inf, bad_evals=0
+            phase="coverage",
+            phase_start_step=self.state["step"],
+            coverage_run=run,
+            best_loss=math.inf,
+            bad_evals=0,
         )
 
     def run(self, stop_at_step: int | None = None) -> dict[str, Any]:
@@ -524,8 +572,9 @@ class Trainer:
                     if self.state["phase"] == "coverage":
                         # The paper keeps the model at the end of its short coverage phase.
                         self._save(is_best=False)
-                        if s.average_last > 1:
-                            self._average_last_checkpoints(s.average_last)
+                        if self._finish_coverage_run():
+                            bar.update(task, description="coverage", total=self._phase_limit())
+                            continue
                         self._export("model")
                     break
                 step_batch = next(batches)
