@@ -60,8 +60,7 @@ def domain_mask(batch: int, slots: int, domains: int) -> torch.Tensor:
 
 
 class Trainer:
-    """One model in training with the experiment's recipe, resumable: ``run`` trains for a slice of time and
-    adds the tokens, wall-clock and thread CPU seconds to the totals."""
+    """One model in training with the experiment's recipe, resumable: ``run`` trains for a slice of time."""
 
     def __init__(self, model: nn.Module, mask: torch.Tensor, args: argparse.Namespace) -> None:
         torch.manual_seed(0)
@@ -70,18 +69,23 @@ class Trainer:
         self.data = torch.randint(0, args.vocab, (args.batch, 64 * args.bptt + 1))
         self.state: tuple[torch.Tensor, torch.Tensor] | None = None
         self.position = 0
-        self.tokens, self.wall, self.cpu, self.faults = 0, 0.0, 0.0, 0
 
-    def run(self, seconds: float) -> None:
+    def run(self, seconds: float) -> tuple[int, float, float, int]:
+        """Train for ``seconds``: (tokens, wall-clock s, thread CPU s, page faults) of the slice."""
         start, cpu_start = time.perf_counter(), time.thread_time()
         faults_start = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        tokens = 0
         while time.perf_counter() - start < seconds:
-            self.step()
-        self.wall += time.perf_counter() - start
-        self.cpu += time.thread_time() - cpu_start
-        self.faults += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults_start
+            tokens += self.step()
+        return (
+            tokens,
+            time.perf_counter() - start,
+            time.thread_time() - cpu_start,
+            resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults_start,
+        )
 
-    def step(self) -> None:
+    def step(self) -> int:
+        """One truncated-BPTT step; the number of tokens it trained on."""
         if self.position + self.bptt + 1 > self.data.shape[1]:
             self.position, self.state = 0, None
         inputs = self.data[:, self.position : self.position + self.bptt]
@@ -94,8 +98,8 @@ class Trainer:
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), 5.0)
         self.optimizer.step()
-        self.tokens += inputs.numel()
         self.position += self.bptt
+        return inputs.numel()
 
 
 # glibc returns the top of its heap to the kernel when more than M_TRIM_THRESHOLD is free there, and serves
@@ -132,15 +136,13 @@ def build(name: str, args: argparse.Namespace) -> tuple[nn.Module, torch.Tensor]
 
 def worker(conn, name: str, args: argparse.Namespace) -> None:
     """One model in its own process (its own heap, as in a real run): trains for the slices it is sent
-    (seconds; ``None`` ends) and answers each with the slice's (tokens, wall-clock s, thread CPU s)."""
+    (seconds; ``None`` ends) and answers each with ``Trainer.run``'s counts for the slice."""
     torch.set_num_threads(args.threads)
     model, mask = build(name, args)
     trainer = Trainer(model, mask, args)
     conn.send(sum(p.numel() for p in model.parameters()))
     while (seconds := conn.recv()) is not None:
-        trainer.tokens, trainer.wall, trainer.cpu, trainer.faults = 0, 0.0, 0.0, 0
-        trainer.run(seconds)
-        conn.send((trainer.tokens, trainer.wall, trainer.cpu, trainer.faults))
+        conn.send(trainer.run(seconds))
 
 
 def one_round(workers: dict, seconds: float, slice_seconds: float, first: int, step_tokens: int = 1) -> dict:

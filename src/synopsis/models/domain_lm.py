@@ -238,10 +238,13 @@ class DomainLM(nn.Module):
             zeros = x.new_zeros(self.config.num_layers, x.shape[0], self.config.hidden_dim)
             state = (zeros, zeros)
         k = len(groups.sizes)
-        if k > len(stacked):  # one block per slot: U_0..U_N, the paper's p'
-            return self._lstm(groups.slot_blocks(x), state, stacked.permute(1, 0, 2).flatten(1))
-        blocks = (groups.stacked_gates() @ stacked.flatten(1)).view(k, *stacked.shape[1:])  # U_c per combo
-        return self._lstm(groups.one_hot_blocks(x), state, blocks.permute(1, 0, 2).flatten(1))
+        if k > len(stacked):  # the paper's p' = [1; m] (x) p through one block per slot, U_0..U_N
+            gates, blocks = groups.stacked_gates(), stacked
+        else:  # onehot(combination) (x) p through one block per combination, U_c
+            gates = torch.eye(k, dtype=x.dtype, device=x.device)
+            blocks = (groups.stacked_gates() @ stacked.flatten(1)).view(k, *stacked.shape[1:])
+        inputs = x if k == 1 else groups.expand(x, gates)
+        return self._lstm(inputs, state, blocks.permute(1, 0, 2).flatten(1))  # block j reads input slice j
 
     def _lstm(
         self, x: torch.Tensor, state: LSTMState, weight_ih: torch.Tensor
@@ -359,20 +362,12 @@ class MaskGroups:
         mask = self.masks[self.index].view(*self.shape, -1)
         return mask.unsqueeze(1).expand(-1, time, -1) if len(self.shape) == 1 else mask
 
-    def one_hot_blocks(self, x: torch.Tensor) -> torch.Tensor:
-        """onehot(combination) (x) x for x (B, T, E): (B, T, K * E); a row's (token's) own block holds x."""
-        if len(self.sizes) == 1:
-            return x
-        selector = F.one_hot(self.index, len(self.sizes)).to(x.dtype).view(*self.shape, -1)
+    def expand(self, x: torch.Tensor, gates: torch.Tensor) -> torch.Tensor:
+        """``gates[k] (x) x`` for x (B, T, E), each row (token) with the gates (K, W) of its combination k:
+        (B, T, W * E), block j of a row being gates[k, j] x."""
+        selector = gates[self.index].view(*self.shape, -1)
         if len(self.shape) == 1:
-            selector = selector.unsqueeze(1)  # (B, 1, K): one combination per row
-        return (selector.unsqueeze(-1) * x.unsqueeze(2)).flatten(2)
-
-    def slot_blocks(self, x: torch.Tensor) -> torch.Tensor:
-        """The paper's p'(t) = [1; m_1; ...; m_N] (x) x for x (B, T, E): (B, T, (N+1) * E)."""
-        selector = self.stacked_gates()[self.index].view(*self.shape, -1)
-        if len(self.shape) == 1:
-            selector = selector.unsqueeze(1)
+            selector = selector.unsqueeze(1)  # (B, 1, W): one combination per row
         return (selector.unsqueeze(-1) * x.unsqueeze(2)).flatten(2)
 
 

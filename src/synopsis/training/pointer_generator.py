@@ -276,6 +276,11 @@ def evaluate_loss(model: PointerGenerator, batches: Sequence[Batch]) -> dict[str
     return {"nll": nll / tokens, "coverage": cov / tokens, "loss": (nll + coverage_weight * cov) / tokens}
 
 
+def mean_weights(states: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """The element-wise mean of state dicts with the same names (checkpoint averaging)."""
+    return {name: sum(state[name] for state in states) / len(states) for name in states[0]}
+
+
 class Trainer:
     """Runs the two-phase schedule; see the module docstring for files and resume semantics."""
 
@@ -403,6 +408,8 @@ class Trainer:
             self.optimizer.load_state_dict(checkpoint.optimizer_state)
         self.distributed.restore_rng(checkpoint.state, self.config.seed, checkpoint.state["step"])
         self.state.update(checkpoint.state)
+        if self.state["phase"] == "coverage":  # a run saved before coverage_runs existed was in its run 1
+            self.state["coverage_run"] = max(1, self.state["coverage_run"])
         logger.info(f"resumed from {path} at step {self.state['step']} ({self.state['phase']} phase)")
 
     def _save(self, is_best: bool) -> None:
@@ -428,9 +435,9 @@ class Trainer:
         chosen = [d for d in steps if int(d.name.split("-")[1]) > start][-count:]
         states = [load_tensors(d / MODEL_FILE) for d in chosen]
         names = ", ".join(d.name for d in chosen)
-        run = max(1, self.state["coverage_run"])
+        run = self.state["coverage_run"]
         logger.info(f"coverage run {run}: the mean of the weights of {len(chosen)} checkpoints ({names})")
-        return {name: sum(state[name] for state in states) / len(states) for name in states[0]}
+        return mean_weights(states)
 
     def _finish_coverage_run(self) -> bool:
         """Close the coverage run that just ended; ``True`` when another one follows. After the last run the
@@ -439,7 +446,7 @@ class Trainer:
         if s.average_last == 1 and s.coverage_runs == 1:
             return False  # the paper's model: the weights at the end of its one coverage phase
         mean = self._coverage_run_mean(s.average_last)
-        run = max(1, self.state["coverage_run"])  # 0: a run saved before coverage_runs existed
+        run = self.state["coverage_run"]
         if run < s.coverage_runs:
             if self.distributed.is_main:
                 config = dataclasses.asdict(self.model.config)
@@ -449,10 +456,9 @@ class Trainer:
         earlier = [
             load_tensors(self.output_dir / "coverage_runs" / f"run-{k}" / MODEL_FILE) for k in range(1, run)
         ]
-        means = [*earlier, mean]
-        self.model.load_state_dict({name: sum(m[name] for m in means) / len(means) for name in mean})
-        if len(means) > 1:
-            logger.info(f"final model: the mean of the {len(means)} coverage runs' means")
+        self.model.load_state_dict(mean_weights([*earlier, mean]))
+        if earlier:
+            logger.info(f"final model: the mean of the {run} coverage runs' means")
         return False
 
     def _export(self, name: str) -> None:
@@ -510,11 +516,10 @@ class Trainer:
         run starts there: the first from best/, which then tracks the coverage phase, so with more runs to
         come that start is kept in coverage_start/."""
         first = self.state["phase"] == "main"
-        run = 1 if first else max(1, self.state["coverage_run"]) + 1
+        run = self.state["coverage_run"] + 1
         logger.info(f"step {self.state['step']}: coverage run {run} starts from the best main-phase model")
         self.distributed.barrier()  # the main process has finished writing best/ (and coverage_start/)
         start = load_checkpoint(self.output_dir / ("best" if first else "coverage_start"))
-        self.model.config.coverage = False
         self.model.load_state_dict(start.model_state)
         if start.optimizer_state is not None:
             self.optimizer.load_state_dict(start.optimizer_state)
