@@ -133,26 +133,26 @@ def train(
         result = train_language_model(
             model, train_stream, dev_stream, cfg.training, run_dir=out, resume=resume, distributed=distributed
         )
-    if not distributed.is_main:
-        return
-    model.save_pretrained(out / "model", extra={"lowercase": cfg.lowercase, "held_out": held_out})
-    vocab.save(out / "model" / "vocab.json")
-    write_json(out / "train_result.json", asdict(result))
-    plot_curves(
-        {
-            "train": [(h["epoch"], h["train_perplexity"]) for h in result.history],
-            "dev": [(h["epoch"], h["dev_perplexity"]) for h in result.history],
-        },
-        out / "curves.png",
-        title=f"DomainLM ({variant})",
-        ylabel="perplexity",
-    )
-    log.info(
-        "best dev perplexity %.2f after %d epochs; model in %s",
-        result.best_dev_perplexity,
-        result.epochs,
-        out / "model",
-    )
+    if distributed.is_main:
+        model.save_pretrained(out / "model", extra={"lowercase": cfg.lowercase, "held_out": held_out})
+        vocab.save(out / "model" / "vocab.json")
+        write_json(out / "train_result.json", asdict(result))
+        plot_curves(
+            {
+                "train": [(h["epoch"], h["train_perplexity"]) for h in result.history],
+                "dev": [(h["epoch"], h["dev_perplexity"]) for h in result.history],
+            },
+            out / "curves.png",
+            title=f"DomainLM ({variant})",
+            ylabel="perplexity",
+        )
+        log.info(
+            "best dev perplexity %.2f after %d epochs; model in %s",
+            result.best_dev_perplexity,
+            result.epochs,
+            out / "model",
+        )
+    distributed.finish()
 
 
 def _load_model(model_dir: Path):

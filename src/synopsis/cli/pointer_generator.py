@@ -55,4 +55,5 @@ def train(
 
     with reporting_interrupts(account):
         trainer.run()
+    trainer.distributed.finish()
     log.info("model written to %s", output_dir / "model")

@@ -98,6 +98,7 @@ def _run_training(cfg: Seq2SeqTrainConfig, resume: bool, threads: int | None) ->
     trainer.save_config()
     with reporting_interrupts(lambda: training_account(trainer.run_dir, trainer.state["step"])):
         result = trainer.train()
+    trainer.distributed.finish()
     best = " ".join(f"{k} {v:.2f}" for k, v in result.best_metrics.items())
     logging.getLogger("synopsis.cli").info(
         "%d steps%s; best dev %s at step %d; model: %s",

@@ -289,6 +289,14 @@ class Distributed:
         if self.world_size > 1:
             self.accelerator.wait_for_everyone()
 
+    def finish(self) -> None:
+        """The end of a run, on every process: wait until the main process has written everything, then leave
+        the process group. A process that exits first, with its gloo group still up, can abort ("terminate
+        called without an active exception"), and the launcher then kills the main process mid-write."""
+        if self.world_size > 1:
+            self.accelerator.wait_for_everyone()
+            self.accelerator.end_training()
+
     # ------------------------------------------------------------------ RNG
     def rng_states(self) -> dict[str, Any]:
         """``{"rng": rank 0's states}`` plus ``"rng_ranks"`` (every rank's) on several processes; a
