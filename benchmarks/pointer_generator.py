@@ -29,6 +29,10 @@ around from outside (its code is not changed): its copy-attention checkpoints do
 
     python benchmarks/pointer_generator.py --hidden 256   # -> benchmarks/results/pointer_generator_256.json
     python benchmarks/pointer_generator.py --hidden 512
+
+Each finished round is appended to ``<output>.rounds.jsonl`` and its ratios are printed at once; a run that
+was stopped continues from its finished rounds with ``--resume`` (same settings; each round is a paired
+measurement, so rounds measured on different days stay comparable, and the load of each is recorded).
 """
 
 from __future__ import annotations
@@ -346,6 +350,30 @@ def summarize(samples: list[dict], ours: str, theirs: str, work: str) -> dict:
     return result
 
 
+WORK = {"train": "target_tokens", "decode": "documents"}  # what each measurement counts per second
+
+
+def round_settings(args: argparse.Namespace) -> dict:
+    """What must be equal for rounds to be pooled."""
+    return {k: getattr(args, k) for k in ("hidden", "documents", "train_steps", "decode_docs", "length")}
+
+
+def finished_rounds(partial: Path, settings: dict) -> tuple[list[dict], float]:
+    """The rounds a stopped run finished (``--resume``) and the minutes they took."""
+    if not partial.is_file():
+        return [], 0.0
+    samples, minutes = [], 0.0
+    for number, line in enumerate(partial.read_text().splitlines(), 1):
+        record = json.loads(line)
+        if record.pop("settings") != settings:
+            sys.exit(
+                f"{partial}:{number}: measured with other settings than {settings}; run without --resume"
+            )
+        minutes += record.pop("minutes")
+        samples.append(record)
+    return samples, minutes
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -358,6 +386,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache" / "synopsis" / "bench")
     parser.add_argument("--output", type=Path, help="default: benchmarks/results/pointer_generator_<H>.json")
+    parser.add_argument("--resume", action="store_true", help="Continue from <output>.rounds.jsonl.")
     parser.add_argument("--worker", choices=["train", "decode"], help=argparse.SUPPRESS)
     args = parser.parse_args()
 
@@ -376,9 +405,16 @@ def main() -> None:
     if venv is None:
         sys.exit(f"OpenNMT-py: {status}")
     config = prepare_opennmt(args, args.cache_dir / f"opennmt-work-{args.hidden}")
-    samples: list[dict] = []
+    partial = output.with_suffix(".rounds.jsonl")
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    samples, minutes = finished_rounds(partial, round_settings(args)) if args.resume else ([], 0.0)
+    if not args.resume:
+        partial.unlink(missing_ok=True)
+    if samples:
+        print(f"resuming after {len(samples)} finished round(s) from {partial}", flush=True)
     started = time.time()
-    for round_ in range(args.rounds):
+    for round_ in range(len(samples), args.rounds):
+        round_started = time.time()
         sample: dict = {}
         order = ["synopsis", "opennmt"] if round_ % 2 == 0 else ["opennmt", "synopsis"]
         for system in order:  # training
@@ -395,13 +431,19 @@ def main() -> None:
                 checkpoint = sample["opennmt_train"]["checkpoint"]
                 sample["opennmt_decode"] = measured(opennmt_decode, args, venv, checkpoint, config.parent)
         samples.append(sample)
+        record = {"settings": round_settings(args), "minutes": (time.time() - round_started) / 60, **sample}
+        with partial.open("a") as handle:
+            handle.write(json.dumps(record) + "\n")
+        now = [summarize([sample], f"synopsis_{k}", f"opennmt_{k}", w)["ratio"] for k, w in WORK.items()]
+        print(f"round {round_ + 1}/{args.rounds}: training {now[0]:.2f}x, decoding {now[1]:.2f}x "
+              f"(saved to {partial})", flush=True)  # fmt: skip
 
-    train = summarize(samples, "synopsis_train", "opennmt_train", "target_tokens")
-    decode = summarize(samples, "synopsis_decode", "opennmt_decode", "documents")
+    train, decode = (summarize(samples, f"synopsis_{k}", f"opennmt_{k}", w) for k, w in WORK.items())
     loads = [x for s in samples for r in s.values() for x in r["load_average_1min"]]
     first = samples[0]
+    command_args = [a for a in sys.argv[1:] if a != "--resume"]
     results = {
-        "command": " ".join(["python", "benchmarks/pointer_generator.py", *sys.argv[1:]]),
+        "command": " ".join(["python", "benchmarks/pointer_generator.py", *command_args]),
         "settings": {
             "hidden": args.hidden, "embedding": EMBEDDING, "encoder": f"2 x {args.hidden}",
             "decoder": args.hidden, "attention": 2 * args.hidden, "batch": BATCH, "beam": BEAM,
@@ -420,7 +462,7 @@ def main() -> None:
             "platform": platform.platform(), "python": platform.python_version(),
             "load_average_1min": {"min": min(loads), "median": statistics.median(loads), "max": max(loads)},
         },
-        "minutes": (time.time() - started) / 60,
+        "minutes": minutes + (time.time() - started) / 60,
         "train_target_tokens_per_s": train,
         "decode_summaries_per_s": decode,
         "rounds": samples,
@@ -442,6 +484,7 @@ def main() -> None:
     print(f"load average (1 min) during the runs: {spread}")
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(results, indent=2) + "\n")
+    partial.unlink(missing_ok=True)
     print(f"wrote {output}")
 
 
