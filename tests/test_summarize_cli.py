@@ -10,6 +10,7 @@ import pytest
 from synopsis.cli import main
 from synopsis.data.example import Example, write_examples
 from synopsis.document import Document
+from synopsis.summarizers.pointer_generator import bundled_model_dir
 
 TEXT = (
     "Rivers flooded the valley after a week of rain. Three bridges were closed on Monday.\n\n"
@@ -98,7 +99,8 @@ def test_huge_document_is_refused_quickly(tmp_path: Path, capsys: pytest.Capture
 def test_corpus_with_a_very_short_document_is_summarized_with_a_one_line_warning(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The bundled model's minimum length (20 words) is lowered for a 4-token document: not a fatal error."""
+    """The bundled model's minimum length (15 words) is lowered for a 4-token document: not a fatal error."""
+    bundled = json.loads((bundled_model_dir() / "generation_config.json").read_text())
     corpus = tmp_path / "docs.jsonl"
     long_text = "The committee approved the new budget after a long debate about schools and roads. " * 3
     rows = [{"id": "long", "text": long_text}, {"id": "short", "text": "Budget approved today."}]
@@ -106,7 +108,8 @@ def test_corpus_with_a_very_short_document_is_summarized_with_a_one_line_warning
     out = tmp_path / "pred.jsonl"
     assert main(["summarize", str(corpus), "--corpus", "jsonl", "-o", str(out)]) == 0
     err = capsys.readouterr().err
-    assert "warning: short: document has 4 tokens, fewer than the minimum summary length 20" in err
+    minimum = bundled["min_length"]
+    assert f"warning: short: document has 4 tokens, fewer than the minimum summary length {minimum}" in err
     assert "UserWarning" not in err
     predictions = [json.loads(line) for line in out.read_text().splitlines()]
     assert [p["id"] for p in predictions] == ["long", "short"] and all(p["prediction"] for p in predictions)
