@@ -99,7 +99,8 @@ def test_huge_document_is_refused_quickly(tmp_path: Path, capsys: pytest.Capture
 def test_corpus_with_a_very_short_document_is_summarized_with_a_one_line_warning(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The bundled model's minimum length (15 words) is lowered for a 4-token document: not a fatal error."""
+    """The bundled model's minimum length (its generation_config.json) is lowered for a 4-token document: not
+    a fatal error."""
     bundled = json.loads((bundled_model_dir() / "generation_config.json").read_text())
     corpus = tmp_path / "docs.jsonl"
     long_text = "The committee approved the new budget after a long debate about schools and roads. " * 3

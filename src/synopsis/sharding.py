@@ -61,6 +61,18 @@ def launched_processes() -> int:
     return 1
 
 
+def leave_process_group() -> None:
+    """Leave the default process group, if there is one, before the interpreter exits: a gloo group torn
+    down at exit can abort the process ("terminate called without an active exception")."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        try:
+            dist.destroy_process_group()
+        except (RuntimeError, ValueError) as err:  # already torn down by an error; exit all the same
+            logger.debug("leaving the process group: %s", err)
+
+
 @dataclass(frozen=True)
 class Shard:
     """This process's place in a launch: ``rank`` of ``world`` processes, and the ``device`` for its model
@@ -122,17 +134,9 @@ class Shard:
             self._collective(PartialState().wait_for_everyone, "waiting for the other processes")
 
     def close(self) -> None:
-        """Leave the process group (before the interpreter exits: a gloo group torn down at exit can abort
-        the process). Nothing to do for one process."""
-        if not self.distributed:
-            return
-        import torch.distributed as dist
-
-        if dist.is_available() and dist.is_initialized():
-            try:
-                dist.destroy_process_group()
-            except (RuntimeError, ValueError) as err:  # already torn down by an error; exit all the same
-                logger.debug("leaving the process group: %s", err)
+        """Leave the process group (:func:`leave_process_group`). Nothing to do for one process."""
+        if self.distributed:
+            leave_process_group()
 
     def _collective(self, call: Any, what: str) -> Any:
         try:

@@ -59,7 +59,7 @@ import torch
 
 from synopsis.checkpoint import check_finite, rng_state, set_rng_state
 from synopsis.errors import ConfigError
-from synopsis.sharding import COLLECTIVE_TIMEOUT, launched_processes
+from synopsis.sharding import COLLECTIVE_TIMEOUT, launched_processes, leave_process_group
 
 logger = logging.getLogger(__name__)
 
@@ -291,11 +291,11 @@ class Distributed:
 
     def finish(self) -> None:
         """The end of a run, on every process: wait until the main process has written everything, then leave
-        the process group. A process that exits first, with its gloo group still up, can abort ("terminate
-        called without an active exception"), and the launcher then kills the main process mid-write."""
+        the process group (:func:`~synopsis.sharding.leave_process_group`). A process that exits first can
+        abort, and the launcher then kills the main process mid-write."""
         if self.world_size > 1:
             self.accelerator.wait_for_everyone()
-            self.accelerator.end_training()
+            leave_process_group()
 
     # ------------------------------------------------------------------ RNG
     def rng_states(self) -> dict[str, Any]:

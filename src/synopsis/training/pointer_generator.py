@@ -448,9 +448,7 @@ class Trainer:
         mean = self._coverage_run_mean(s.average_last)
         run = self.state["coverage_run"]
         if run < s.coverage_runs:
-            if self.distributed.is_main:
-                config = dataclasses.asdict(self.model.config)
-                save_checkpoint(self.output_dir / "coverage_runs" / f"run-{run}", mean, config)
+            self._save_weights(self.output_dir / "coverage_runs" / f"run-{run}", mean)
             self._start_coverage_phase()
             return True
         earlier = [
@@ -460,6 +458,16 @@ class Trainer:
         if earlier:
             logger.info(f"final model: the mean of the {run} coverage runs' means")
         return False
+
+    def _save_weights(
+        self,
+        directory: Path,
+        weights: dict[str, torch.Tensor],
+        optimizer: torch.optim.Optimizer | None = None,
+    ) -> None:
+        """A checkpoint of ``weights`` (and ``optimizer``) with the model's config (main process)."""
+        if self.distributed.is_main:
+            save_checkpoint(directory, weights, dataclasses.asdict(self.model.config), optimizer=optimizer)
 
     def _export(self, name: str) -> None:
         """A loadable model directory: weights, config, vocabulary and decoding defaults (main process)."""
@@ -525,10 +533,8 @@ class Trainer:
             self.optimizer.load_state_dict(start.optimizer_state)
         if first:
             self._export("model_no_coverage")
-            if self.config.schedule.coverage_runs > 1 and self.distributed.is_main:
-                config = dataclasses.asdict(self.model.config)
-                directory = self.output_dir / "coverage_start"
-                save_checkpoint(directory, start.model_state, config, {}, self.optimizer)
+            if self.config.schedule.coverage_runs > 1:
+                self._save_weights(self.output_dir / "coverage_start", start.model_state, self.optimizer)
         self.model.config.coverage = True
         self.state.update(
             phase="coverage",
