@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from synopsis.errors import CheckpointError, InputError
-from synopsis.models.pointer_generator import PointerGenerator, config_for_vocab
+from synopsis.models.pointer_generator import PointerGenerator, PointerGeneratorEnsemble, config_for_vocab
 from synopsis.vocab import UNK, Vocab
 
 WORDS = "the model copies rare words from the article into the summary".split()
@@ -199,6 +199,52 @@ def test_save_and_load_roundtrip(tmp_path) -> None:
     assert dataclasses.asdict(loaded.config) == dataclasses.asdict(model.config)
     for key, value in model.state_dict().items():
         assert torch.equal(value, loaded.state_dict()[key])
+
+
+# ---------------------------------------------------------------------- ensembles
+def test_ensemble_step_is_the_mean_of_its_members_distributions() -> None:
+    """Each member keeps its own attention, coverage and state; the ensemble's distribution over the extended
+    vocabulary is the mean of theirs, step after step."""
+    members = [tiny_model(seed=seed)[0] for seed in (0, 1)]
+    vocab = tiny_vocab()
+    ensemble = PointerGeneratorEnsemble.of(members[0].config, [m.state_dict() for m in members]).eval()
+    assert ensemble.config.ensemble_size == 2 and members[0].config.ensemble_size == 1
+    ids, ext, dec_in, _, n_oov, _ = batch(vocab, ARTICLES, SUMMARIES)
+    with torch.no_grad():
+        encoders, states = ensemble.encode(ids, ext, n_oov)
+        alone = [m.encode(ids, ext, n_oov) for m in members]
+        for t in range(dec_in.shape[1]):
+            out = ensemble.decode_step(dec_in[:, t], states, encoders)
+            steps = [m.decode_step(dec_in[:, t], s, e) for m, (e, s) in zip(members, alone, strict=True)]
+            alone = [(e, step.state) for (e, _), step in zip(alone, steps, strict=True)]
+            torch.testing.assert_close(out.probs, (steps[0].probs + steps[1].probs) / 2)
+            assert not torch.allclose(steps[0].probs, steps[1].probs)
+            for mine, theirs in zip(out.state, steps, strict=True):
+                torch.testing.assert_close(mine.coverage, theirs.state.coverage)
+            states = out.state
+
+
+def test_ensemble_of_copies_summarizes_as_the_model_and_roundtrips(tmp_path) -> None:
+    from synopsis.summarizers.pointer_generator import PointerGeneratorSummarizer
+
+    model, vocab = tiny_model()
+    PointerGeneratorEnsemble.of(model.config, [model.state_dict()] * 3).save_pretrained(tmp_path / "e", vocab)
+    loaded, _ = PointerGenerator.from_pretrained(tmp_path / "e")  # the config says what it is
+    assert isinstance(loaded, PointerGeneratorEnsemble) and len(loaded.members) == 3
+    assert json.loads((tmp_path / "e" / "config.json").read_text())["ensemble_size"] == 3
+    for member in loaded.members:
+        for key, value in model.state_dict().items():
+            assert torch.equal(member.state_dict()[key], value)
+    options = {"num_beams": 3, "min_length": 2, "max_length": 8}
+    single = PointerGeneratorSummarizer(model, vocab).generate(ARTICLES, min_length=2)
+    assert PointerGeneratorSummarizer(loaded, vocab).generate(ARTICLES, min_length=2) == single
+    model.save_pretrained(tmp_path / "m", vocab)
+    by_path = [PointerGeneratorSummarizer.from_pretrained(tmp_path / d, **options) for d in ("m", "e")]
+    assert by_path[0].generate(ARTICLES) == by_path[1].generate(ARTICLES)
+    with pytest.raises(ValueError, match="ensemble_size >= 2"):
+        PointerGeneratorEnsemble(model.config)
+    with pytest.raises(ValueError, match="build a PointerGeneratorEnsemble"):
+        PointerGenerator(loaded.config)
 
 
 def test_bad_model_directories_raise_clear_errors(tmp_path) -> None:

@@ -324,3 +324,40 @@ def test_coverage_runs_share_their_start_and_the_final_model_is_the_mean_of_thei
     for name, tensor in final.items():
         torch.testing.assert_close(tensor, (mean1[name] + (run2[0][name] + run2[1][name]) / 2) / 2)
         torch.testing.assert_close(weights(cut / "model")[name], tensor, atol=1e-6, rtol=1e-6)
+
+
+def test_coverage_runs_combined_as_an_ensemble(corpus: Path, tmp_path: Path) -> None:
+    """combine_runs: ensemble keeps the coverage runs' means as the members of one checkpoint (the training
+    itself is the same as for their mean), which summarize loads as an ensemble."""
+    from safetensors.torch import load_file
+
+    from synopsis.models.pointer_generator import PointerGeneratorEnsemble
+
+    config = tiny_config(corpus, coverage_steps=4, save_every=2, average_last=2, coverage_runs=2)
+    config.schedule.combine_runs = "ensemble"
+    run(config, tmp_path / "run")
+    model, _ = PointerGenerator.from_pretrained(tmp_path / "run" / "model")
+    assert isinstance(model, PointerGeneratorEnsemble) and model.config.ensemble_size == 2
+    mean1 = load_file(str(tmp_path / "run" / "coverage_runs" / "run-1" / "model.safetensors"))
+    run2 = [
+        load_file(str(tmp_path / "run" / "checkpoints" / f"step-{s:08d}" / "model.safetensors"))
+        for s in (14, 16)
+    ]
+    for name, tensor in model.members[0].state_dict().items():
+        torch.testing.assert_close(tensor, mean1[name])
+        torch.testing.assert_close(model.members[1].state_dict()[name], (run2[0][name] + run2[1][name]) / 2)
+    summarizer = PointerGeneratorSummarizer.from_pretrained(tmp_path / "run" / "model")
+    (summary,) = summarizer.summarize([Document.from_text("the model copies rare words from the article .")])
+    assert summary
+
+
+@pytest.mark.parametrize(
+    ("schedule", "message"),
+    [
+        ({"combine_runs": "soup"}, "'mean' or 'ensemble'"),
+        ({"combine_runs": "ensemble"}, "coverage_runs >= 2"),
+    ],
+)
+def test_combine_runs_is_checked(corpus: Path, schedule: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        tiny_config(corpus, **schedule)

@@ -22,6 +22,8 @@ the model come from one place too (:func:`document_words`, :func:`encode_batch`)
 
 Decoding lives in :mod:`synopsis.generation`; this module exposes the step function it needs:
 :meth:`PointerGenerator.encode` once, then :meth:`PointerGenerator.decode_step` per token.
+:class:`PointerGeneratorEnsemble` (``config.ensemble_size > 1``, not in the paper) decodes several models of
+one vocabulary as one, through the same two methods: each step's final distribution is the mean of theirs.
 
 Where the time goes on CPU, and what is done about it (the functions are unchanged):
 
@@ -37,6 +39,7 @@ Where the time goes on CPU, and what is done about it (the functions are unchang
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -121,9 +124,11 @@ class PointerGeneratorConfig:
     eos_id: int = 3
     vocab_fingerprint: str = ""
     source_profile: SourceProfile | None = None  # the inputs it was validated on (None: not recorded)
+    # > 1: the checkpoint holds this many models of this shape, decoded as an ensemble (members.K.* weights)
+    ensemble_size: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "embedding_dim", "hidden_dim"):
+        for name in ("vocab_size", "embedding_dim", "hidden_dim", "ensemble_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if not 0.0 <= self.dropout < 1.0:
@@ -163,7 +168,7 @@ class StepOutput:
     attention: torch.Tensor  # (B, L) a^t
     coverage: torch.Tensor  # (B, L) c^t, the coverage *before* adding a^t
     p_gen: torch.Tensor  # (B,)
-    state: DecoderState
+    state: DecoderState | tuple[DecoderState, ...]  # one per member for an ensemble
 
 
 @dataclass
@@ -307,6 +312,8 @@ class CopyMixture(nn.Module):
 class PointerGenerator(nn.Module):
     def __init__(self, config: PointerGeneratorConfig) -> None:
         super().__init__()
+        if config.ensemble_size != 1:
+            raise ValueError(f"ensemble_size {config.ensemble_size}: build a PointerGeneratorEnsemble")
         self.config = config
         e, h, v = config.embedding_dim, config.hidden_dim, config.vocab_size
         self.embedding = nn.Embedding(v, e, padding_idx=config.pad_id)  # shared by encoder and decoder
@@ -505,26 +512,14 @@ class PointerGenerator(nn.Module):
     # ------------------------------------------------------------------ files
     def save_pretrained(self, directory: str | Path, vocab: Any | None = None) -> Path:
         """Write ``model.safetensors``, ``config.json`` and (if given) the vocabulary, each atomically."""
-        from safetensors.torch import save_file
-
-        from synopsis.io import write_json
-
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        if vocab is not None:
-            if vocab.fingerprint != self.config.vocab_fingerprint:
-                raise CheckpointError("the vocabulary does not match this model's config (fingerprint)")
-            vocab.save(directory / VOCAB_FILE)
-        state = {k: v.detach().contiguous().clone() for k, v in self.state_dict().items()}
-        tmp = directory / f".{WEIGHTS_FILE}.tmp"
-        save_file(state, str(tmp), metadata={"format": "pt"})
-        tmp.replace(directory / WEIGHTS_FILE)
-        write_json(directory / CONFIG_FILE, asdict(self.config))
-        return directory
+        return _save_pretrained(self, directory, vocab)
 
     @classmethod
-    def from_pretrained(cls, directory: str | Path) -> tuple[PointerGenerator, Any]:
-        """Load ``(model, vocab)`` from a directory written by :meth:`save_pretrained`.
+    def from_pretrained(
+        cls, directory: str | Path
+    ) -> tuple[PointerGenerator | PointerGeneratorEnsemble, Any]:
+        """Load ``(model, vocab)`` from a directory written by :meth:`save_pretrained` (or by
+        :meth:`PointerGeneratorEnsemble.save_pretrained`: its config says ``ensemble_size`` > 1).
 
         A missing, corrupt or mismatched file raises :class:`CheckpointError`."""
         from synopsis.checkpoint import load_tensors
@@ -556,7 +551,7 @@ class PointerGenerator(nn.Module):
                 f"{vocab_path}: vocabulary ({len(vocab)} tokens, fingerprint {vocab.fingerprint}) does not "
                 f"match the checkpoint ({config.vocab_size} tokens, fingerprint {config.vocab_fingerprint})"
             )
-        model = cls(config)
+        model = PointerGeneratorEnsemble(config) if config.ensemble_size > 1 else cls(config)
         state = load_tensors(directory / WEIGHTS_FILE)
         try:
             model.load_state_dict(state)
@@ -566,6 +561,80 @@ class PointerGenerator(nn.Module):
             ) from None
         model.eval()
         return model, vocab
+
+
+class PointerGeneratorEnsemble(nn.Module):
+    """``config.ensemble_size`` pointer-generators of one shape and vocabulary, decoded as one model: every
+    step's final distribution over the extended vocabulary is the mean of the members' (each with its own
+    attention, copy and coverage), as OpenNMT-py's ensemble decoding averages its models' outputs. Not in
+    See et al.; the trainer makes one from its coverage runs (``schedule.combine_runs: ensemble``).
+
+    Inference only: :meth:`encode` and :meth:`decode_step` are :class:`PointerGenerator`'s, with one encoder
+    output and one decoder state per member; training uses the members themselves."""
+
+    def __init__(self, config: PointerGeneratorConfig) -> None:
+        super().__init__()
+        if config.ensemble_size < 2:
+            raise ValueError(f"an ensemble needs ensemble_size >= 2, got {config.ensemble_size}")
+        self.config = config
+        member = dataclasses.replace(config, ensemble_size=1)
+        self.members = nn.ModuleList(PointerGenerator(member) for _ in range(config.ensemble_size))
+
+    @classmethod
+    def of(
+        cls, config: PointerGeneratorConfig, weights: Sequence[dict[str, torch.Tensor]]
+    ) -> PointerGeneratorEnsemble:
+        """The ensemble of models of ``config``'s shape with these state dicts (one per member)."""
+        ensemble = cls(dataclasses.replace(config, ensemble_size=len(weights)))
+        for member, state in zip(ensemble.members, weights, strict=True):
+            member.load_state_dict(state)
+        return ensemble
+
+    def encode(
+        self, input_ids: torch.Tensor, extended_ids: torch.Tensor | None = None, num_oovs: int = 0
+    ) -> tuple[tuple[EncoderOutput, ...], tuple[DecoderState, ...]]:
+        outputs = [member.encode(input_ids, extended_ids, num_oovs) for member in self.members]
+        return tuple(encoder for encoder, _ in outputs), tuple(state for _, state in outputs)
+
+    def decode_step(
+        self,
+        prev_ids: torch.Tensor,
+        state: tuple[DecoderState, ...],
+        encoder: tuple[EncoderOutput, ...],
+    ) -> StepOutput:
+        """One step of every member; the mean of their distributions (and of their attention, coverage and
+        p_gen, for inspection)."""
+        steps = [m.decode_step(prev_ids, s, e) for m, s, e in zip(self.members, state, encoder, strict=True)]
+
+        def mean(name: str) -> torch.Tensor:
+            return torch.stack([getattr(step, name) for step in steps]).mean(0)
+
+        states = tuple(step.state for step in steps)
+        return StepOutput(mean("probs"), mean("attention"), mean("coverage"), mean("p_gen"), states)
+
+    def save_pretrained(self, directory: str | Path, vocab: Any | None = None) -> Path:
+        """One checkpoint: ``members.K.*`` weights and the shared config with ``ensemble_size``."""
+        return _save_pretrained(self, directory, vocab)
+
+
+def _save_pretrained(model: nn.Module, directory: str | Path, vocab: Any | None) -> Path:
+    """``model.safetensors``, ``config.json`` and (if given) the vocabulary of ``model``, each atomically."""
+    from safetensors.torch import save_file
+
+    from synopsis.io import write_json
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    if vocab is not None:
+        if vocab.fingerprint != model.config.vocab_fingerprint:
+            raise CheckpointError("the vocabulary does not match this model's config (fingerprint)")
+        vocab.save(directory / VOCAB_FILE)
+    state = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
+    tmp = directory / f".{WEIGHTS_FILE}.tmp"
+    save_file(state, str(tmp), metadata={"format": "pt"})
+    tmp.replace(directory / WEIGHTS_FILE)
+    write_json(directory / CONFIG_FILE, asdict(model.config))
+    return directory
 
 
 def config_for_vocab(vocab: Any, **kwargs: Any) -> PointerGeneratorConfig:

@@ -8,7 +8,8 @@ The final weights can be averaged (neither is in the paper): ``schedule.average_
 coverage phase's last checkpoints, and ``schedule.coverage_runs`` trains several coverage phases one after the
 other, each from the same best main-phase weights and optimizer state but on the next batches of the stream,
 and takes the mean of their means (a uniform "model soup" of fine-tunings from one start; Wortsman et al.,
-2022).
+2022) or, with ``schedule.combine_runs: ensemble``, keeps their means as the members of one
+:class:`~synopsis.models.pointer_generator.PointerGeneratorEnsemble`.
 
 Resume is exact: a checkpoint holds the weights, the Adagrad accumulators, the step, the position in the
 epoch's batch order (which is a pure function of ``seed`` and the epoch number) and all RNG states, so the
@@ -26,7 +27,8 @@ Run layout (``--output-dir``)::
     checkpoints/step-N/    for --resume (weights, optimizer, state, RNG)
     best/                  best checkpoint of the current phase (by validation loss)
     model/                 the best model so far, loadable with PointerGenerator.from_pretrained
-                           (at the end: the model after the coverage phase, if there is one)
+                           (at the end: the model after the coverage phase, if there is one, or the
+                           ensemble of the coverage runs)
     model_no_coverage/     the best model of the main phase (written when the coverage phase starts)
     coverage_start/        where every coverage run starts (coverage_runs > 1; best/ then tracks coverage)
     coverage_runs/run-K/   the mean weights of coverage run K (coverage_runs > 1)
@@ -65,6 +67,7 @@ from synopsis.io import write_json
 from synopsis.models.pointer_generator import (
     Batch,
     PointerGenerator,
+    PointerGeneratorEnsemble,
     config_for_vocab,
     document_words,
     encode_batch,
@@ -133,8 +136,11 @@ class ScheduleConfig:
     # averaging; 1: the last weights, as in the paper). Checkpoints come every save_every steps.
     average_last: int = 1
     # Coverage phases trained one after the other from the same best main-phase weights (each on the next
-    # batches of the stream); the final model is the mean of their average_last means (1: the paper's).
+    # batches of the stream); the final model combines their average_last means (1: the paper's).
     coverage_runs: int = 1
+    # How: "mean" of their weights (one model), or "ensemble" (the runs decode as one model, their
+    # distributions averaged at every step: coverage_runs times the decoding cost).
+    combine_runs: str = "mean"
 
 
 @dataclass
@@ -181,6 +187,11 @@ class PointerGeneratorTrainConfig:
                 f"schedule.eval_every ({self.schedule.eval_every}) must be <= schedule.max_steps "
                 f"({self.schedule.max_steps}): the run would never be validated, so no model would be kept"
             )
+        combine = self.schedule.combine_runs
+        if combine not in ("mean", "ensemble"):
+            raise ValueError(f"schedule.combine_runs must be 'mean' or 'ensemble', got {combine!r}")
+        if combine == "ensemble" and self.schedule.coverage_runs < 2:
+            raise ValueError("schedule.combine_runs 'ensemble' needs schedule.coverage_runs >= 2")
 
 
 # ---------------------------------------------------------------------- data
@@ -361,6 +372,7 @@ class Trainer:
         )
         torch.manual_seed(cfg.seed)
         self.model = PointerGenerator(model_config)
+        self.final_model: PointerGeneratorEnsemble | None = None  # set at the end by combine_runs: ensemble
         # self.model is the module (weights, validation, export); self.train_model runs the training steps.
         # Without the pointer, p_gen's weights take no part in a step: DDP must not wait for them.
         self.train_model, self.optimizer = dist.prepare(
@@ -451,12 +463,15 @@ class Trainer:
             self._save_weights(self.output_dir / "coverage_runs" / f"run-{run}", mean)
             self._start_coverage_phase()
             return True
-        earlier = [
-            load_tensors(self.output_dir / "coverage_runs" / f"run-{k}" / MODEL_FILE) for k in range(1, run)
-        ]
-        self.model.load_state_dict(mean_weights([*earlier, mean]))
-        if earlier:
-            logger.info(f"final model: the mean of the {run} coverage runs' means")
+        saved = self.output_dir / "coverage_runs"
+        runs = [*(load_tensors(saved / f"run-{k}" / MODEL_FILE) for k in range(1, run)), mean]
+        if s.combine_runs == "ensemble":
+            self.final_model = PointerGeneratorEnsemble.of(self.model.config, runs)
+            logger.info(f"final model: the ensemble of the {run} coverage runs' means")
+        else:
+            self.model.load_state_dict(mean_weights(runs))
+            if run > 1:
+                logger.info(f"final model: the mean of the {run} coverage runs' means")
         return False
 
     def _save_weights(
@@ -469,11 +484,12 @@ class Trainer:
         if self.distributed.is_main:
             save_checkpoint(directory, weights, dataclasses.asdict(self.model.config), optimizer=optimizer)
 
-    def _export(self, name: str) -> None:
-        """A loadable model directory: weights, config, vocabulary and decoding defaults (main process)."""
+    def _export(self, name: str, model: PointerGenerator | PointerGeneratorEnsemble | None = None) -> None:
+        """A loadable model directory (``model``, default the trained one): weights, config, vocabulary and
+        decoding defaults (main process)."""
         if not self.distributed.is_main:
             return
-        self.model.save_pretrained(self.output_dir / name, self.vocab)
+        (self.model if model is None else model).save_pretrained(self.output_dir / name, self.vocab)
         write_json(self.output_dir / name / GENERATION_CONFIG_FILE, to_dict(self.config.generation))
 
     # -------------------------------------------------------------- loop
@@ -586,7 +602,7 @@ class Trainer:
                         if self._finish_coverage_run():
                             bar.update(task, description="coverage", total=self._phase_limit())
                             continue
-                        self._export("model")
+                        self._export("model", self.final_model)
                     break
                 step_batch = next(batches)
                 self.state.update(epoch=step_batch.epoch, batch_in_epoch=step_batch.batch_in_epoch)
