@@ -5,14 +5,17 @@ nn.LSTM -> dropout -> Linear), so the ratio measures the full cost of the attrib
 variant trains with the experiment's recipe (fused SGD with weight decay, truncated BPTT, gradient clipping)
 on random tokens. The batch's rows come from ``--mix`` domains (two of N slots on per domain, as for a
 style + topic domain), and the mask is given per token, (B, T, N), as the trainer gives it; an extra row
-trains (in) with one domain per batch. Rounds alternate
-between models, and within a round the models take turns every 0.1 s (``--slice``), so that the machine's
-slow phases (seconds long on a shared machine) hit all of them alike. Each model trains in its own process,
-one at a time, and the processes are fresh every round: no model's memory allocations change another's (as in
-a real run), and where a process's memory lands, which changes its speed by up to ~10% here, is sampled by the
-rounds too. Reported: the median tokens/s over rounds, the time ratio to the plain LM (ratio of medians) and
-its spread (min-max of the per-round ratios), by the wall clock and by the thread's CPU time (which load from
-other processes disturbs much less), and the machine's load average at the start and the end.
+trains (in) with one domain per batch. The "floor" rows are plain LMs with only the work that any exact
+implementation of the variant in one LSTM call must add (``FloorLM``): their ratios bound the variants' from
+below.
+
+Rounds alternate between models, and within a round the models take turns every 0.1 s (``--slice``), so that
+the machine's slow phases (seconds long on a shared machine) hit all of them alike. Each model trains in its
+own process, one at a time, and the processes are fresh every round: no model's memory allocations change
+another's (as in a real run), and where a process's memory lands, which changes its speed by up to ~10% here,
+is sampled by the rounds too. Reported: the median tokens/s over rounds, the time ratio to the plain LM (ratio
+of medians) and its spread (min-max of the per-round ratios), by the wall clock and by the thread's CPU time
+(which load from other processes disturbs much less), and the machine's load average at the start and the end.
 
     python benchmarks/domain_lm.py                # prints a table, writes benchmarks/results/domain_lm.json
 """
@@ -47,6 +50,34 @@ class PlainLSTMLM(nn.Module):
     def forward(self, ids: torch.Tensor, mask: torch.Tensor | None, state=None):
         hidden, state = self.lstm(self.dropout(self.embedding(ids)), state)
         return self.output(self.dropout(hidden)), state
+
+
+class FloorLM(nn.Module):
+    """The plain LM plus only what any exact, one-LSTM-call implementation of a variant must also do: a lower
+    bound for the variant's ratio.
+
+    (in): with K attribute combinations in a batch, the call's one input weight W must give W x = U_c p(t) for
+    every combination c, so its input x is at least rank [U_c1 ... U_cK] = min(4H, K*E) wide ((N+1)E, the
+    paper's p'(t), always suffices); here the LSTM reads copies of p(t), cut to ``width``. (out): the output
+    weight is built from ``blocks`` = N+1 V x H parameter blocks, each with its gradient, clipping, decay and
+    update; here it is their sum. No masks, no grouping, no per-combination weights.
+    """
+
+    def __init__(self, args: argparse.Namespace, width: int, blocks: int) -> None:
+        super().__init__()
+        self.width, self.copies = width, -(-width // args.embedding)
+        self.embedding = nn.Embedding(args.vocab, args.embedding)
+        self.dropout = nn.Dropout(0.5)
+        self.lstm = nn.LSTM(width, args.hidden, batch_first=True)
+        self.output_blocks = nn.Parameter(torch.empty(blocks, args.vocab, args.hidden).uniform_(-0.1, 0.1))
+        self.output_bias = nn.Parameter(torch.zeros(args.vocab))
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor | None, state=None):
+        embedded = self.dropout(self.embedding(ids))
+        inputs = embedded.repeat(1, 1, self.copies)[..., : self.width] if self.copies > 1 else embedded
+        hidden, state = self.lstm(inputs, state)
+        weight = self.output_blocks.sum(0) if len(self.output_blocks) > 1 else self.output_blocks[0]
+        return F.linear(self.dropout(hidden), weight, self.output_bias), state
 
 
 def domain_mask(batch: int, slots: int, domains: int) -> torch.Tensor:
@@ -110,7 +141,7 @@ class Trainer:
 # (environment variables read by glibc at start) remove that for every model alike.
 FIXED_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(256 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
 
-# name -> (variant, None: the plain LM; domains per batch, None: --mix)
+# name -> (variant, None: the plain LM, "floor ...": FloorLM; domains per batch, None: --mix)
 MODELS: dict[str, tuple[str | None, int | None]] = {
     "nn.LSTM LM": (None, None),
     "DomainLM baseline": ("baseline", None),
@@ -118,6 +149,9 @@ MODELS: dict[str, tuple[str | None, int | None]] = {
     "DomainLM out": ("out", None),
     "DomainLM in_out": ("in_out", None),
     "DomainLM in, 1 domain": ("in", 1),
+    "floor in": ("floor in", None),
+    "floor out": ("floor out", None),
+    "floor in_out": ("floor in_out", None),
 }
 
 
@@ -129,6 +163,11 @@ def build(name: str, args: argparse.Namespace) -> tuple[nn.Module, torch.Tensor]
     mask = mask.unsqueeze(1).expand(-1, args.bptt, -1).contiguous()
     if variant is None:
         return PlainLSTMLM(args.vocab, args.embedding, args.hidden, 0.5), mask
+    if variant.startswith("floor "):
+        sides = variant.removeprefix("floor ").split("_")
+        combinations = min(mix or args.mix, args.slots + 1)
+        width = min(4 * args.hidden, combinations * args.embedding) if "in" in sides else args.embedding
+        return FloorLM(args, width, args.slots + 1 if "out" in sides else 1), mask
     slots = [f"a{i}=v" for i in range(args.slots)]
     config = DomainLMConfig(args.vocab, args.embedding, args.hidden, variant=variant, attribute_slots=slots)
     return DomainLM(config), mask
