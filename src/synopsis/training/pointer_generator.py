@@ -463,6 +463,8 @@ class Trainer:
             self._save_weights(self.output_dir / "coverage_runs" / f"run-{run}", mean)
             self._start_coverage_phase()
             return True
+        if s.combine_runs == "ensemble" and not self.distributed.is_main:
+            return False  # the ensemble is only exported, by the main process
         saved = self.output_dir / "coverage_runs"
         runs = [*(load_tensors(saved / f"run-{k}" / MODEL_FILE) for k in range(1, run)), mean]
         if s.combine_runs == "ensemble":
