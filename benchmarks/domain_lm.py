@@ -7,7 +7,9 @@ on random tokens. The batch's rows come from ``--mix`` domains (two of N slots o
 style + topic domain), and the mask is given per token, (B, T, N), as the trainer gives it; an extra row
 trains (in) with one domain per batch. The "floor" rows are plain LMs with only the work that any exact
 implementation of the variant in one LSTM call must add (``FloorLM``): their ratios bound the variants' from
-below.
+below. "out: 1 matrix, K matmuls" (``OneMatrixOutputLM``) is (out) with one output matrix for every
+combination, still in K grouped products: it splits (out)'s excess over its floor into the K products and the
+K matrices.
 
 Rounds alternate between models, and within a round the models take turns every 0.1 s (``--slice``), so that
 the machine's slow phases (seconds long on a shared machine) hit all of them alike. Each model trains in its
@@ -36,7 +38,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from synopsis.models.domain_lm import DomainLM, DomainLMConfig
+from synopsis.models.domain_lm import DomainLM, DomainLMConfig, GroupedLinear, MaskGroups
 
 
 class PlainLSTMLM(nn.Module):
@@ -78,6 +80,20 @@ class FloorLM(nn.Module):
         hidden, state = self.lstm(inputs, state)
         weight = self.output_blocks.sum(0) if len(self.output_blocks) > 1 else self.output_blocks[0]
         return F.linear(self.dropout(hidden), weight, self.output_bias), state
+
+
+class OneMatrixOutputLM(DomainLM):
+    """DomainLM (out) with the tokens of every combination through one matrix, the sum of the N+1 blocks,
+    still in K grouped products (so inexact when K > 1). Between ``floor out`` (one matrix, one product) and
+    ``DomainLM out`` (K effective matrices, K products) it prices the two costs of a mixed batch apart."""
+
+    def _output_logits(self, hidden: torch.Tensor, groups: MaskGroups) -> torch.Tensor:
+        batch, time, _ = hidden.shape
+        tokens = groups.over_time(time)
+        weights = self.output_weight.sum(0).expand(len(tokens.sizes), -1, -1)
+        flat = tokens.sort(hidden.reshape(batch * time, -1))
+        logits = GroupedLinear.apply(flat, weights, self.output_bias, tokens.sizes)
+        return tokens.unsort(logits).view(batch, time, -1)
 
 
 def domain_mask(batch: int, slots: int, domains: int) -> torch.Tensor:
@@ -152,6 +168,7 @@ MODELS: dict[str, tuple[str | None, int | None]] = {
     "floor in": ("floor in", None),
     "floor out": ("floor out", None),
     "floor in_out": ("floor in_out", None),
+    "out: 1 matrix, K matmuls": ("out one-matrix", None),
 }
 
 
@@ -169,8 +186,10 @@ def build(name: str, args: argparse.Namespace) -> tuple[nn.Module, torch.Tensor]
         width = min(4 * args.hidden, combinations * args.embedding) if "in" in sides else args.embedding
         return FloorLM(args, width, args.slots + 1 if "out" in sides else 1), mask
     slots = [f"a{i}=v" for i in range(args.slots)]
+    model_class = OneMatrixOutputLM if variant == "out one-matrix" else DomainLM
+    variant = variant.removesuffix(" one-matrix")
     config = DomainLMConfig(args.vocab, args.embedding, args.hidden, variant=variant, attribute_slots=slots)
-    return DomainLM(config), mask
+    return model_class(config), mask
 
 
 def worker(conn, name: str, args: argparse.Namespace) -> None:
