@@ -38,7 +38,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from synopsis.models.domain_lm import DomainLM, DomainLMConfig, GroupedLinear, MaskGroups
+from synopsis.models.domain_lm import DomainLM, DomainLMConfig, MaskGroups
 
 
 class PlainLSTMLM(nn.Module):
@@ -87,13 +87,8 @@ class OneMatrixOutputLM(DomainLM):
     still in K grouped products (so inexact when K > 1). Between ``floor out`` (one matrix, one product) and
     ``DomainLM out`` (K effective matrices, K products) it prices the two costs of a mixed batch apart."""
 
-    def _output_logits(self, hidden: torch.Tensor, groups: MaskGroups) -> torch.Tensor:
-        batch, time, _ = hidden.shape
-        tokens = groups.over_time(time)
-        weights = self.output_weight.sum(0).expand(len(tokens.sizes), -1, -1)
-        flat = tokens.sort(hidden.reshape(batch * time, -1))
-        logits = GroupedLinear.apply(flat, weights, self.output_bias, tokens.sizes)
-        return tokens.unsort(logits).view(batch, time, -1)
+    def _effective_output_weights(self, groups: MaskGroups) -> torch.Tensor:
+        return self.output_weight.sum(0).expand(len(groups.sizes), -1, -1)
 
 
 def domain_mask(batch: int, slots: int, domains: int) -> torch.Tensor:

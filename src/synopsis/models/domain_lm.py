@@ -272,14 +272,18 @@ class DomainLM(nn.Module):
         # them from one matrix product (and one in the backward pass); each group of tokens goes through its
         # own, written straight into the logits.
         batch, time, _ = hidden.shape
-        blocks = self.output_weight.flatten(1)  # (N+1, V*H)
-        weights = (groups.stacked_gates() @ blocks).view(-1, *self.output_weight.shape[1:])
+        weights = self._effective_output_weights(groups)
         if len(groups.sizes) == 1:
             return F.linear(hidden, weights[0], self.output_bias)
         tokens = groups.over_time(time)
         flat = tokens.sort(hidden.reshape(batch * time, -1))
         logits = GroupedLinear.apply(flat, weights, self.output_bias, tokens.sizes)
         return tokens.unsort(logits).view(batch, time, -1)
+
+    def _effective_output_weights(self, groups: MaskGroups) -> torch.Tensor:
+        """(K, V, H): W_0 + sum_a m_a W_a for each of the batch's K combinations, in one matrix product."""
+        blocks = self.output_weight.flatten(1)  # (N+1, V*H)
+        return (groups.stacked_gates() @ blocks).view(-1, *self.output_weight.shape[1:])
 
     # --------------------------------------------------------------------------------------- save / load
 
