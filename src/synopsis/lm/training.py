@@ -15,12 +15,13 @@ Several processes (``distributed=Distributed.launch(...)``, what ``synopsis lm t
 (with their own LSTM states), the loss is normalised by the global number of rows, the main process
 evaluates dev (the result is broadcast, so every process applies the same learning-rate rule) and writes
 the checkpoints (:mod:`synopsis.training.distributed`). Row order does not depend on the number of
-processes, so an epoch's losses, and a resume from an epoch's checkpoint, are the same on 1 or N. """
+processes, so an epoch's losses, and a resume from an epoch's checkpoint, are the same on 1 or N."""
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import itertools
 import math
 import time
 from collections.abc import Callable
@@ -46,7 +47,7 @@ class LMTrainConfig:
     bptt: int = 16
     learning_rate: float = 0.1
     halving_threshold: float = 1.003
-    max_epochs: int = 20
+    max_epochs: int | None = None  # None: the paper's schedule, until the halving rule stops training
     weight_decay: float = 1e-6
     clip_norm: float = 5.0
     eval_batch_size: int = 1
@@ -107,8 +108,13 @@ class LMTrainResult:
 
 
 @torch.no_grad()
-def evaluate(model: DomainLM, stream: TokenStream, batch_size: int = 1, bptt: int = 64) -> tuple[float, int]:
-    """Summed NLL (nats) and number of predicted tokens; the hidden state is carried across windows."""
+def evaluate(
+    model: DomainLM, stream: TokenStream, batch_size: int = 1, bptt: int = 64, skip_target: int | None = None
+) -> tuple[float, int]:
+    """Summed NLL (nats) and number of predicted tokens; the hidden state is carried across windows.
+
+    ``skip_target`` (e.g. the ``<unk>`` id) leaves the predictions of that target out of both sums (the
+    model still reads it as input): the perplexity over known words only."""
     was_training = model.training
     model.eval()
     device = model.output_weight.device
@@ -117,15 +123,21 @@ def evaluate(model: DomainLM, stream: TokenStream, batch_size: int = 1, bptt: in
     total, count, state = 0.0, 0, None
     for inputs, targets, window_groups in bptt_windows(ids.to(device), groups.to(device), bptt):
         logits, state = model(inputs, table[window_groups], state)
-        total += F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="sum").item()
-        count += targets.numel()
+        flat = targets.flatten()
+        if skip_target is not None:
+            flat = flat.masked_fill(flat == skip_target, -100)  # cross_entropy's ignore_index
+        total += F.cross_entropy(logits.flatten(0, 1), flat, reduction="sum").item()
+        count += int((flat != -100).sum())
     model.train(was_training)
     return total, count
 
 
-def perplexity(model: DomainLM, stream: TokenStream, batch_size: int = 1, bptt: int = 64) -> float:
-    total, count = evaluate(model, stream, batch_size, bptt)
-    return math.exp(total / count)
+def perplexity(
+    model: DomainLM, stream: TokenStream, batch_size: int = 1, bptt: int = 64, skip_target: int | None = None
+) -> float:
+    """exp(mean NLL per predicted token); ``skip_target``: see :func:`evaluate`."""
+    total, count = evaluate(model, stream, batch_size, bptt, skip_target)
+    return math.exp(total / max(count, 1))
 
 
 def progress_bar(disable: bool = False) -> Progress:
@@ -206,8 +218,8 @@ def train_language_model(
     trained_tokens, train_seconds = 0, 0.0
     with progress if own_progress else contextlib.nullcontext():
         task = progress.add_task(description, total=steps, info="")
-        for epoch in range(start_epoch, config.max_epochs + 1):
-            if schedule.stopped:
+        for epoch in itertools.count(start_epoch):
+            if schedule.stopped or (config.max_epochs is not None and epoch > config.max_epochs):
                 break
             for group in optimizer.param_groups:
                 group["lr"] = schedule.learning_rate

@@ -1646,7 +1646,6 @@ def convert_to_hibrids(
         for name, parameter in hibrids.named_parameters():
             if "hibrids" in name:
                 parameter.zero_()
-    hibrids.generation_config = copy.deepcopy(model.generation_config)
     hibrids.train(model.training)
     tables = sum(p.numel() for n, p in hibrids.named_parameters() if "hibrids" in n)
     logger.info(

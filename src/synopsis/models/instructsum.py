@@ -482,7 +482,8 @@ class InstructSumT5ForConditionalGeneration(T5ForConditionalGeneration):
 def convert_to_instructsum(model: T5ForConditionalGeneration) -> InstructSumT5ForConditionalGeneration:
     """The same weights in an InstructSum model (no new parameters); returns ``model`` if it already is one.
 
-    The new model is on ``model``'s device and dtype, in its train/eval mode, with its generation config.
+    The new model is on ``model``'s device and dtype, in its train/eval mode; ``synopsis convert`` (through
+    ``synopsis.models.seq2seq.convert_seq2seq``) gives it the source's generation settings.
     """
     if isinstance(model, InstructSumT5ForConditionalGeneration):
         return model
@@ -493,7 +494,6 @@ def convert_to_instructsum(model: T5ForConditionalGeneration) -> InstructSumT5Fo
     converted = InstructSumT5ForConditionalGeneration(config)
     converted.load_state_dict(model.state_dict(), strict=True)
     converted.to(device=parameter.device, dtype=parameter.dtype)
-    converted.generation_config = copy.deepcopy(model.generation_config)
     converted.train(model.training)
     return converted
 

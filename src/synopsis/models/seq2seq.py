@@ -12,6 +12,7 @@ Model inputs are built by :class:`synopsis.models.inputs.Seq2SeqInputs`.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 from collections.abc import Callable
@@ -45,7 +46,27 @@ WEIGHT_FILES = (
     "pytorch_model.bin",
     "pytorch_model.bin.index.json",
 )
+#: Decoding options users know from ``generate()`` (summarize's flags, a training config's ``generation``).
+GENERATION_OPTIONS = ("num_beams", "min_length", "max_length", "length_penalty", "no_repeat_ngram_size")
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "spiece.model", "sentencepiece.bpe.model", "vocab.txt")
+
+
+def check_generation_options(options: dict[str, Any]) -> None:
+    """Refuse impossible decoding settings (unknown names, out-of-range values) naming the option."""
+    unknown = sorted(set(options) - set(GENERATION_OPTIONS))
+    if unknown:
+        raise ConfigError(
+            f"unknown generation option(s) {', '.join(unknown)}; valid: {', '.join(GENERATION_OPTIONS)}"
+        )
+    for name in ("num_beams", "max_length"):
+        if options.get(name) is not None and options[name] < 1:
+            raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {options[name]}")
+    for name in ("min_length", "no_repeat_ngram_size"):
+        if options.get(name) is not None and options[name] < 0:
+            raise ConfigError(f"--{name.replace('_', '-')} must be >= 0, got {options[name]}")
+    low, high = options.get("min_length"), options.get("max_length")
+    if low is not None and high is not None and low > high:
+        raise ConfigError(f"--min-length {low} is larger than --max-length {high}")
 
 
 def read_model_config(model_dir: str | Path) -> dict[str, Any]:
@@ -229,14 +250,26 @@ CONVERTERS: dict[str, Callable[..., PreTrainedModel]] = {
 }
 
 
+def keep_generation_settings(source: PreTrainedModel, converted: PreTrainedModel) -> PreTrainedModel:
+    """``converted`` decodes as ``source`` did: a copy of its generation config (beams, length penalty,
+    minimum and maximum length, n-gram blocking, ...). A converter that builds a new model would otherwise
+    give it the library's defaults (greedy, 20 tokens). Every conversion goes through this one function
+    (:func:`convert_seq2seq`)."""
+    if converted is not source:
+        converted.generation_config = copy.deepcopy(source.generation_config)
+    return converted
+
+
 def convert_seq2seq(kind: str, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, **options: Any):
-    """Apply converter ``kind`` (see :data:`CONVERTERS`); options are the converter's keyword arguments."""
+    """Apply converter ``kind`` (see :data:`CONVERTERS`); options are the converter's keyword arguments.
+    The result keeps the source's generation settings (:func:`keep_generation_settings`)."""
     if kind not in CONVERTERS:
         raise ConfigError(f"unknown conversion {kind!r}; choose one of: {', '.join(CONVERTERS)}")
     try:
-        return CONVERTERS[kind](model, tokenizer, **options)
+        converted = CONVERTERS[kind](model, tokenizer, **options)
     except TypeError as err:  # a misspelt or missing option
         raise ConfigError(f"convert {kind}: {err}") from None
+    return keep_generation_settings(model, converted)
 
 
 def convert_checkpoint(kind: str, source: str | Path, output: str | Path, **options: Any) -> Path:

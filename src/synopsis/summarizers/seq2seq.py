@@ -17,14 +17,10 @@ import torch
 
 from synopsis.checkpoint import check_finite_tensors
 from synopsis.document import Document
-from synopsis.errors import ConfigError
 from synopsis.models.inputs import Seq2SeqInputs, SourceEncoding
 from synopsis.models.instructsum import SourceCache, encode_with_instruction, is_instructsum
-from synopsis.models.seq2seq import load_seq2seq
+from synopsis.models.seq2seq import check_generation_options, load_seq2seq
 from synopsis.summarizers.base import Summarizer
-
-#: Decoding options users know from ``generate()``; anything else is refused by name.
-GENERATION_OPTIONS = ("num_beams", "min_length", "max_length", "length_penalty", "no_repeat_ngram_size")
 
 
 class Seq2SeqSummarizer(Summarizer):
@@ -41,12 +37,7 @@ class Seq2SeqSummarizer(Summarizer):
         cache_bytes: int = 1 << 30,
         **generation: Any,
     ) -> None:
-        unknown = sorted(set(generation) - set(GENERATION_OPTIONS))
-        if unknown:
-            raise ConfigError(
-                f"unknown generation option(s) {', '.join(unknown)}; valid: {', '.join(GENERATION_OPTIONS)}"
-            )
-        _check_generation(generation)
+        check_generation_options(generation)
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.inputs = inputs or Seq2SeqInputs(model.config, tokenizer)
@@ -144,16 +135,3 @@ class Seq2SeqSummarizer(Summarizer):
                 for r, text in zip(with_instruction, texts, strict=True):
                     summaries[r] = text
         return summaries
-
-
-def _check_generation(options: dict[str, Any]) -> None:
-    """Refuse impossible decoding settings with the option's CLI name."""
-    for name in ("num_beams", "max_length"):
-        if options.get(name) is not None and options[name] < 1:
-            raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {options[name]}")
-    for name in ("min_length", "no_repeat_ngram_size"):
-        if options.get(name) is not None and options[name] < 0:
-            raise ConfigError(f"--{name.replace('_', '-')} must be >= 0, got {options[name]}")
-    low, high = options.get("min_length"), options.get("max_length")
-    if low is not None and high is not None and low > high:
-        raise ConfigError(f"--min-length {low} is larger than --max-length {high}")

@@ -38,12 +38,12 @@ import torch
 import yaml
 
 from synopsis.checkpoint import CheckpointManager, read_training_state, write_training_state
-from synopsis.config import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Range, check_ranges, to_dict
+from synopsis.config import AT_LEAST_ONE, DROPOUT, NON_NEGATIVE, POSITIVE, Range, check_ranges, to_dict
 from synopsis.data.example import Example
 from synopsis.errors import CheckpointError, InputError
 from synopsis.io import open_for_atomic_write, write_directory_atomically, write_json
 from synopsis.models.inputs import Seq2SeqInputs, SourceEncoding
-from synopsis.models.seq2seq import CONVERTERS, convert_seq2seq, load_seq2seq
+from synopsis.models.seq2seq import CONVERTERS, check_generation_options, convert_seq2seq, load_seq2seq
 from synopsis.training.distributed import Distributed
 
 logger = logging.getLogger(__name__)
@@ -85,6 +85,14 @@ class Seq2SeqTrainConfig:
     eval_num_beams: int = 1
     eval_max_length: int = 64
     eval_no_repeat_ngram_size: int = 3  # as in BART's CNN/DM decoding; stops "<s> <s> <s>" loops early on
+    # Label-smoothed cross-entropy (Szegedy et al., 2016; fairseq's label_smoothed_cross_entropy): 0 is plain
+    # cross-entropy. The Hie-BART / BART CNN/DM recipe uses 0.1.
+    label_smoothing: float = 0.0
+    # Test-time decoding written into the trained model's generation settings (best/ and checkpoints), so
+    # `synopsis summarize --model RUN/best` decodes this way with no flags, e.g. {num_beams: 4,
+    # length_penalty: 2.0, min_length: 55, max_length: 140, no_repeat_ngram_size: 3}. None: the starting
+    # checkpoint's. Dev evaluation uses these too, with the eval_* keys above taking precedence.
+    generation: dict[str, Any] | None = None
     keep_checkpoints: int = 2
     seed: int = 0
 
@@ -106,6 +114,7 @@ class Seq2SeqTrainConfig:
         "eval_num_beams": AT_LEAST_ONE,
         "eval_max_length": AT_LEAST_ONE,
         "eval_no_repeat_ngram_size": NON_NEGATIVE,
+        "label_smoothing": DROPOUT,  # [0, 1)
         "keep_checkpoints": AT_LEAST_ONE,
         "seed": NON_NEGATIVE,
     }
@@ -116,6 +125,7 @@ class Seq2SeqTrainConfig:
             raise ValueError(
                 f"convert.method must be one of {', '.join(CONVERTERS)}, got {self.convert.get('method')!r}"
             )
+        check_generation_options(self.generation or {})
 
 
 @dataclass
@@ -145,6 +155,20 @@ def score_summaries(predictions: Sequence[str], references: Sequence[Sequence[st
         for metric in METRICS:
             totals[metric] += scores[metric].fmeasure
     return {m: 100 * totals[m] / max(len(predictions), 1) for m in METRICS}
+
+
+def label_smoothed_nll(logits: torch.Tensor, labels: torch.Tensor, epsilon: float) -> torch.Tensor:
+    """Label-smoothed cross-entropy, mean over the labels that are not -100, as fairseq's
+    ``label_smoothed_cross_entropy`` (the BART / Hie-BART recipe): ``(1 - eps - eps_i) nll + eps_i sum_w
+    -log p(w)`` with ``eps_i = eps / (V - 1)``, i.e. the target gets ``1 - eps`` and every other word
+    ``eps / (V - 1)`` (Szegedy et al., 2016). ``epsilon = 0`` is the plain cross-entropy."""
+    mask = labels.ne(-100)
+    log_probs = torch.log_softmax(logits.float(), dim=-1)
+    nll = -log_probs.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    smooth = -log_probs.sum(-1)
+    eps_i = epsilon / (logits.size(-1) - 1)
+    loss = (1.0 - epsilon - eps_i) * nll + eps_i * smooth
+    return (loss * mask).sum() / mask.sum().clamp(min=1)
 
 
 def load_examples(corpus: str, path: str | Path, split: str | None, limit: int | None) -> list[Example]:
@@ -236,6 +260,8 @@ class Seq2SeqTrainer:
         if random_init and self.config.convert is not None:  # a checkpoint is already converted
             options = dict(self.config.convert)
             model = convert_seq2seq(options.pop("method"), model, tokenizer, **options)
+        if self.config.generation:  # saved with the model: summarize decodes this way by default
+            model.generation_config.update(**self.config.generation)
         return model, tokenizer
 
     # ------------------------------------------------------------------ data
@@ -327,7 +353,7 @@ class Seq2SeqTrainer:
                     self.model,
                     step_batch.batches,
                     count=lambda batch: int((batch["labels"] != -100).sum()),  # the loss's own mean
-                    loss=lambda batch: self.model(**{k: v.to(dist.device) for k, v in batch.items()}).loss,
+                    loss=lambda batch: self.training_loss({k: v.to(dist.device) for k, v in batch.items()}),
                     step=state["step"],
                 )
                 if cfg.clip_grad_norm > 0:
@@ -362,6 +388,13 @@ class Seq2SeqTrainer:
             output_dir=self.run_dir,
             history=state["history"],
         )
+
+    def training_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The loss of one micro-batch: the model's cross-entropy, label-smoothed when asked."""
+        output = self.model(**batch)
+        if self.config.label_smoothing == 0:
+            return output.loss
+        return label_smoothed_nll(output.logits, batch["labels"], self.config.label_smoothing)
 
     @torch.inference_mode()
     def predict(self, sources: Sequence[SourceEncoding]) -> list[str]:
@@ -445,9 +478,7 @@ class Seq2SeqTrainer:
             extra = {"scheduler": self.scheduler.state_dict(), "train_config": to_dict(self.config), **rng}
             write_training_state(directory, {**self.state, **extra}, self.optimizer)
 
-        self.checkpoints.save_with(
-            self.state["step"], lambda path: write_directory_atomically(path, write)
-        )
+        self.checkpoints.save_with(self.state["step"], lambda path: write_directory_atomically(path, write))
 
     def _restore(self, path: Path) -> None:
         saved, optimizer_state = read_training_state(path)
@@ -471,7 +502,6 @@ class Seq2SeqTrainer:
         }
         curves.update({f"dev {m}": [(s, d[m] / 100) for s, d in history["dev"]] for m in METRICS})
         plot_curves(curves, self.run_dir / "curves.png", title="seq2seq training", ylabel="loss / ROUGE F1")
-
 
     def save_config(self) -> None:
         """``config.yaml`` in the run directory (main process)."""

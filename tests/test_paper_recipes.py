@@ -1,0 +1,182 @@
+"""The recipes around the models do what the papers did: converters keep the source's decoding settings,
+the seq2seq trainer has label smoothing, Hie-BART's sentence marker is BART's own <s>."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from tiny_models import save_tiny_bart, save_tiny_t5
+from transformers import GenerationConfig
+
+from synopsis.models.seq2seq import convert_checkpoint, load_seq2seq
+
+# BART-large-CNN's decoding (the Hie-BART paper's fairseq test command: beam 4, lenpen 2.0, ...)
+PAPER_DECODING = {
+    "num_beams": 4,
+    "length_penalty": 2.0,
+    "min_length": 56,
+    "max_length": 142,
+    "no_repeat_ngram_size": 3,
+    "early_stopping": True,
+}
+
+
+@pytest.fixture(scope="module")
+def tokenizers_dir(shared_data: Path) -> Path:
+    return shared_data / "tokenizers"
+
+
+def _with_decoding(directory: Path) -> Path:
+    model_config = json.loads((directory / "config.json").read_text())
+    ids = {k: model_config.get(k) for k in ("bos_token_id", "eos_token_id", "pad_token_id")}
+    ids["decoder_start_token_id"] = model_config.get("decoder_start_token_id")
+    GenerationConfig(**PAPER_DECODING, **{k: v for k, v in ids.items() if v is not None}).save_pretrained(
+        directory
+    )
+    return directory
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory, tokenizers_dir: Path) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("sources")
+    return {
+        "bart": _with_decoding(save_tiny_bart(root / "bart", tokenizers_dir)),
+        "t5": _with_decoding(save_tiny_t5(root / "t5", tokenizers_dir)),
+    }
+
+
+@pytest.mark.parametrize(
+    ("kind", "base", "options"),
+    [
+        ("hie-bart", "bart", {"word_heads": 2}),
+        ("hie-bart", "bart", {"word_heads": 4}),
+        ("instructsum", "t5", {}),
+        ("hibrids", "bart", {}),
+        ("hibrids", "t5", {}),
+        ("section-tokens", "bart", {"markers": "sectok"}),
+    ],
+)
+def test_every_converter_keeps_the_source_decoding_settings(
+    kind: str, base: str, options: dict, sources: dict[str, Path], tmp_path: Path
+) -> None:
+    out = convert_checkpoint(kind, sources[base], tmp_path / "converted", **options)
+    model, _ = load_seq2seq(out)
+    kept = {name: getattr(model.generation_config, name) for name in PAPER_DECODING}
+    assert kept == PAPER_DECODING
+
+
+# ---------------------------------------------------------------------------- label smoothing, decoding
+def test_label_smoothed_nll_is_fairseqs_and_zero_is_plain_cross_entropy() -> None:
+    import torch
+    from torch.nn import functional as F
+
+    from synopsis.training.seq2seq import label_smoothed_nll
+
+    torch.manual_seed(0)
+    logits = torch.randn(2, 5, 7)
+    labels = torch.tensor([[1, 2, 3, -100, -100], [6, 0, 5, 4, 2]])
+    plain = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
+    assert torch.allclose(label_smoothed_nll(logits, labels, 0.0), plain)
+    # the target gets 1 - eps, every other word eps / (V - 1): cross-entropy against that distribution
+    eps, vocab = 0.1, logits.size(-1)
+    total, count = 0.0, 0
+    for row in range(2):
+        for t in range(5):
+            if labels[row, t] < 0:
+                continue
+            q = torch.full((vocab,), eps / (vocab - 1))
+            q[labels[row, t]] = 1 - eps
+            total += float(-(q * torch.log_softmax(logits[row, t], -1)).sum())
+            count += 1
+    assert abs(float(label_smoothed_nll(logits, labels, eps)) - total / count) < 1e-5
+
+
+def test_label_smoothing_and_decoding_are_config_keys_settable_with_set() -> None:
+    from synopsis.config import load_config, parse_overrides
+    from synopsis.errors import ConfigError
+    from synopsis.training.seq2seq import Seq2SeqTrainConfig
+
+    given = {"model": "m", "output_dir": "o", "train_path": "t"}
+    assert load_config(Seq2SeqTrainConfig, None, given).label_smoothing == 0.0
+    sets = parse_overrides(["label_smoothing=0.1", "generation={num_beams: 4, length_penalty: 2.0}"])
+    config = load_config(Seq2SeqTrainConfig, None, {**given, **sets})
+    assert config.label_smoothing == 0.1 and config.generation == {"num_beams": 4, "length_penalty": 2.0}
+    for bad in (
+        ["label_smoothing=1.0"],
+        ["generation={beams: 4}"],
+        ["generation={min_length: 9, max_length: 4}"],
+    ):
+        with pytest.raises(ConfigError):
+            load_config(Seq2SeqTrainConfig, None, {**given, **parse_overrides(bad)})
+
+
+def test_hie_bart_config_is_the_papers_recipe() -> None:
+    from synopsis.config import load_config
+    from synopsis.training.seq2seq import Seq2SeqTrainConfig
+
+    configs = Path(__file__).resolve().parents[1] / "configs"
+    hie = load_config(Seq2SeqTrainConfig, configs / "hie_bart_cnndm.yaml", {"model": "/m", "output_dir": "r"})
+    assert hie.label_smoothing == 0.1
+    assert hie.generation == {
+        "num_beams": 4, "length_penalty": 2.0, "min_length": 55, "max_length": 140, "no_repeat_ngram_size": 3
+    }  # fmt: skip
+    assert (hie.max_steps, hie.batch_size * hie.grad_accum_steps, hie.warmup_steps) == (23916, 72, 500)
+    assert (hie.learning_rate, hie.clip_grad_norm) == (3e-5, 0.1)
+    header = (configs / "hie_bart_cnndm.yaml").read_text()
+    assert "Departures" in header
+    test_command = header[header.index("synopsis summarize") :].split("\n\n")[0]
+    assert "--num-beams" not in test_command  # the checkpoint carries the decoding
+
+
+@pytest.mark.slow
+def test_trained_model_carries_the_configs_decoding_and_uses_label_smoothing(
+    sources: dict[str, Path], shared_data: Path, tmp_path: Path
+) -> None:
+    from itertools import islice
+
+    import torch
+
+    from synopsis.data.example import write_examples
+    from synopsis.data.readers import read_corpus
+    from synopsis.summarizers.seq2seq import Seq2SeqSummarizer
+    from synopsis.training.seq2seq import Seq2SeqTrainConfig, Seq2SeqTrainer, label_smoothed_nll
+
+    examples = list(islice(read_corpus("scitldr", shared_data / "scitldr", split="train"), 8))
+    write_examples(examples, tmp_path / "train.jsonl")
+    decoding = {
+        "num_beams": 2,
+        "length_penalty": 2.0,
+        "min_length": 3,
+        "max_length": 12,
+        "no_repeat_ngram_size": 3,
+    }
+    config = Seq2SeqTrainConfig(
+        model=str(save_tiny_bart(tmp_path / "bart", shared_data / "tokenizers")),  # no generation settings
+        output_dir=str(tmp_path / "run"),
+        train_path=str(tmp_path / "train.jsonl"),
+        max_dev_examples=2,
+        max_source_length=48,
+        max_target_length=12,
+        batch_size=4,
+        max_steps=1,
+        eval_every=1,
+        eval_max_length=8,
+        label_smoothing=0.1,
+        generation=decoding,
+        convert={"method": "hie-bart", "word_heads": 2},
+    )
+    trainer = Seq2SeqTrainer(config, show_progress=False)
+    batch = trainer.inputs.model_inputs(
+        trainer.inputs.collate(trainer.train_sources[:4], trainer.train_targets[:4])
+    )
+    trainer.model.eval()  # no dropout: two forward passes agree
+    with torch.no_grad():
+        logits = trainer.model(**batch).logits
+        assert torch.allclose(trainer.training_loss(batch), label_smoothed_nll(logits, batch["labels"], 0.1))
+    trainer.train()
+    saved = json.loads((tmp_path / "run" / "best" / "generation_config.json").read_text())
+    assert {k: saved[k] for k in decoding} == decoding
+    summarizer = Seq2SeqSummarizer.from_pretrained(tmp_path / "run" / "best")
+    assert {k: getattr(summarizer.model.generation_config, k) for k in decoding} == decoding
