@@ -110,9 +110,11 @@ class ReferencePointerGenerator(PointerGenerator):
             token_nll = -gold_log_vocab
         token_nll = token_nll * target_mask
         token_cov = torch.stack(coverage_terms, dim=1) * target_mask
+        # See et al. (and their code's _mask_and_avg): mean over each summary's steps, then over summaries
         num_tokens = int(target_mask.sum())
-        denominator = max(num_tokens, 1)
-        nll = token_nll.sum() / denominator
-        coverage_loss = token_cov.sum() / denominator
+        lengths = target_mask.sum(1)
+        rows = lengths.gt(0)
+        nll = (token_nll.sum(1)[rows] / lengths[rows]).mean() if rows.any() else token_nll.sum()
+        coverage_loss = (token_cov.sum(1)[rows] / lengths[rows]).mean() if rows.any() else token_cov.sum()
         loss = nll + cfg.coverage_loss_weight * coverage_loss if cfg.coverage else nll
-        return ForwardOutput(loss, nll, coverage_loss, num_tokens, token_nll)
+        return ForwardOutput(loss, nll, coverage_loss, int(rows.sum()), num_tokens, token_nll)

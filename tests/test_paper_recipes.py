@@ -180,3 +180,45 @@ def test_trained_model_carries_the_configs_decoding_and_uses_label_smoothing(
     assert {k: saved[k] for k in decoding} == decoding
     summarizer = Seq2SeqSummarizer.from_pretrained(tmp_path / "run" / "best")
     assert {k: getattr(summarizer.model.generation_config, k) for k in decoding} == decoding
+
+
+# ---------------------------------------------------------------------------- pointer-generator init
+def test_pointer_generator_init_is_the_authors_and_the_old_one_is_a_config_key() -> None:
+    import torch
+
+    from synopsis.config import load_config
+    from synopsis.errors import ConfigError
+    from synopsis.models.pointer_generator import PointerGenerator, config_for_vocab, init_weights
+    from synopsis.training.pointer_generator import PointerGeneratorTrainConfig
+    from synopsis.vocab import Vocab
+
+    assert PointerGeneratorTrainConfig().model.init == "authors"
+    old = load_config(PointerGeneratorTrainConfig, None, {"model": {"init": "pytorch"}})
+    assert old.model.init == "pytorch"
+    with pytest.raises(ConfigError, match="model.init"):
+        load_config(PointerGeneratorTrainConfig, None, {"model": {"init": "xavier"}})
+
+    vocab = Vocab.build([[f"w{i}" for i in range(300)]], max_size=400)
+    torch.manual_seed(0)
+    config = config_for_vocab(vocab, embedding_dim=32, hidden_dim=48)
+    model = init_weights(PointerGenerator(config), "authors")
+    lstm = [model.encoder.weight_ih_l0, model.encoder.weight_hh_l0_reverse, model.decoder.weight_hh]
+    for weight in lstm:
+        assert weight.abs().max() <= 0.02 and 0.018 < weight.abs().max()
+        assert abs(float(weight.detach().std()) - 0.02 / 3**0.5) < 1e-3  # uniform +-0.02
+    forget = model.decoder.bias_ih[48:96]
+    assert bool((forget == 1).all()) and float(model.decoder.bias_hh.abs().sum()) == 0.0
+    others = [
+        model.embedding.weight[1:],
+        model.attn_decoder.weight,
+        model.out_vocab.weight,
+        model.p_gen_linear.weight,
+    ]
+    for weight in others:
+        assert weight.abs().max() <= 2e-4  # truncated at two standard deviations
+        assert 0.7e-4 < float(weight.detach().std()) < 1e-4
+    assert float(model.embedding.weight[vocab.pad_id].abs().sum()) == 0.0
+    # the old init: PyTorch's defaults, embeddings N(0, 1)
+    torch.manual_seed(0)
+    default = init_weights(PointerGenerator(config), "pytorch")
+    assert float(default.embedding.weight[1:].detach().std()) > 0.9

@@ -99,21 +99,41 @@ def test_teacher_forced_loss_equals_step_by_step_distribution() -> None:
     with torch.no_grad():
         out = model(ids, dec_in, labels, ext, num_oovs)
         encoder, state = model.encode(ids, ext, num_oovs)
-        nll, cov, count = 0.0, 0.0, 0
+        nll, cov, count = [0.0, 0.0], [0.0, 0.0], [0, 0]
         for t in range(labels.size(1)):
             step = model.decode_step(dec_in[:, t], state, encoder)
             state = step.state
             for b in range(2):
                 if labels[b, t] != vocab.pad_id:
-                    nll -= float(torch.log(step.probs[b, labels[b, t]]))
+                    nll[b] -= float(torch.log(step.probs[b, labels[b, t]]))
                     # coverage loss by hand: sum_i min(a_i^t, c_i^t) with c^t = sum of earlier attentions
-                    cov += float(torch.minimum(step.attention[b], step.coverage[b]).sum())
-                    count += 1
-    assert out.num_tokens == count
-    assert float(out.nll) == pytest.approx(nll / count, rel=1e-5)
-    assert float(out.coverage_loss) == pytest.approx(cov / count, rel=1e-5)
+                    cov[b] += float(torch.minimum(step.attention[b], step.coverage[b]).sum())
+                    count[b] += 1
+    assert out.num_tokens == sum(count) and out.num_summaries == 2 and count[0] != count[1]
+    # See et al.: each summary's mean over its own steps, then the mean over the summaries
+    mean_nll = (nll[0] / count[0] + nll[1] / count[1]) / 2
+    mean_cov = (cov[0] / count[0] + cov[1] / count[1]) / 2
+    assert float(out.nll) == pytest.approx(mean_nll, rel=1e-5)
+    assert float(out.coverage_loss) == pytest.approx(mean_cov, rel=1e-5)
     assert float(out.coverage_loss) > 0
-    assert float(out.loss) == pytest.approx(nll / count + cov / count, rel=1e-5)
+    assert float(out.loss) == pytest.approx(mean_nll + mean_cov, rel=1e-5)
+
+
+def test_batch_loss_is_the_mean_of_each_summarys_loss_alone() -> None:
+    """Per-summary averaging (See et al.; their code's _mask_and_avg): a long summary weighs as much as a
+    short one, for the NLL and the coverage loss alike."""
+    model, vocab = tiny_model(coverage=True)
+    ids, ext, dec_in, labels, num_oovs, _ = batch(vocab, ARTICLES, SUMMARIES)
+    assert labels.ne(vocab.pad_id).sum(-1).unique().numel() == 2  # summaries of different lengths
+    with torch.no_grad():
+        together = model(ids, dec_in, labels, ext, num_oovs)
+        alone = []
+        for article, summary in zip(ARTICLES, SUMMARIES, strict=True):
+            one_ids, one_ext, one_dec_in, one_labels, one_oovs, _ = batch(vocab, [article], [summary])
+            alone.append(model(one_ids, one_dec_in, one_labels, one_ext, one_oovs))
+    for name in ("loss", "nll", "coverage_loss"):
+        expected = sum(float(getattr(out, name)) for out in alone) / 2
+        assert float(getattr(together, name)) == pytest.approx(expected, rel=1e-5), name
 
 
 def test_coverage_vector_is_the_sum_of_previous_attention() -> None:

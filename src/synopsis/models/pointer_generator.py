@@ -11,7 +11,8 @@ One file, config in / tensors out. Notation follows See et al. (ACL 2017), secti
 * ``P_vocab = softmax(V'(V [h_t; h*_t] + b) + b')``, ``p_gen = sigmoid(w [h*_t; s_t; x_t] + b_ptr)``;
 * final distribution over the extended vocabulary (fixed vocabulary + this article's OOVs):
   ``P(w) = p_gen P_vocab(w) + (1 - p_gen) sum_{i: w_i = w} a_i^t`` (``scatter_add`` sums duplicates);
-* loss: mean over target steps of ``-log P(w*_t) + lambda sum_i min(a_i^t, c_i^t)``.
+* loss: mean over target steps of ``-log P(w*_t) + lambda sum_i min(a_i^t, c_i^t)``, per summary, then
+  averaged over the batch's summaries.
 
 ``pointer=False`` gives the plain attention seq2seq baseline (P = P_vocab over the fixed vocabulary),
 ``coverage=False`` drops the coverage feature and loss, so the paper's three systems are one flag apart.
@@ -174,8 +175,9 @@ class StepOutput:
 @dataclass
 class ForwardOutput:
     loss: torch.Tensor  # scalar: nll + coverage_loss_weight * coverage_loss (when coverage is on)
-    nll: torch.Tensor  # scalar: mean over real target tokens
-    coverage_loss: torch.Tensor  # scalar: mean over real target tokens of sum_i min(a_i, c_i)
+    nll: torch.Tensor  # scalar: mean over summaries of the mean over each one's target tokens
+    coverage_loss: torch.Tensor  # scalar: sum_i min(a_i, c_i), averaged as nll
+    num_summaries: int  # rows with at least one target token (the loss's denominator)
     num_tokens: int
     token_nll: torch.Tensor  # (B, T) per-token -log P(w*), zeros at padding
 
@@ -297,16 +299,21 @@ class CopyMixture(nn.Module):
     def loss(
         self, token_nll: torch.Tensor, token_coverage: torch.Tensor, target_mask: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
-        """(loss, nll, coverage loss, number of tokens): means over real target tokens (eq. 13), the coverage
-        term ``sum_i min(a_i^t, c_i^t)`` weighted by lambda when coverage is on; an all-padding batch gives
-        0, not 0/0."""
-        num_tokens = int(target_mask.sum())
-        denominator = max(num_tokens, 1)
-        nll = (token_nll * target_mask).sum() / denominator
-        coverage_loss = (token_coverage * target_mask).sum() / denominator
+        """(loss, nll, coverage loss, number of summaries), as See et al. (eq. 6 and 13) and their code: each
+        summary's mean over its own target steps, then the mean over the summaries of the batch, so a long
+        summary weighs as much as a short one; the coverage term ``sum_i min(a_i^t, c_i^t)`` is averaged
+        the same way and weighted by lambda when coverage is on. Rows without targets are left out; an
+        all-padding batch gives 0, not 0/0."""
+        lengths = target_mask.sum(-1)  # (B,)
+        summaries = lengths.gt(0)
+        num_summaries = int(summaries.sum())
+        denominator = max(num_summaries, 1)
+        per_step = lengths.clamp(min=1)
+        nll = ((token_nll * target_mask).sum(-1) / per_step).sum() / denominator
+        coverage_loss = ((token_coverage * target_mask).sum(-1) / per_step).sum() / denominator
         cfg = self.config
         loss = nll + cfg.coverage_loss_weight * coverage_loss if cfg.coverage else nll
-        return loss, nll, coverage_loss, num_tokens
+        return loss, nll, coverage_loss, num_summaries
 
 
 class PointerGenerator(nn.Module):
@@ -485,7 +492,8 @@ class PointerGenerator(nn.Module):
         ``decoder_input_ids`` are ``[BOS] + labels[:-1]`` (extended ids are mapped to UNK inside).
 
         The recurrent part runs step by step; the vocabulary projection and :class:`CopyMixture`'s loss run
-        once over all steps. The loss is averaged over real target tokens."""
+        once over all steps. The loss is averaged over each summary's target steps, then over the
+        summaries (:meth:`CopyMixture.loss`)."""
         encoder, state = self.encode(input_ids, extended_ids, num_oovs)
         target_mask = labels.ne(self.config.pad_id)
         features, attentions, p_gens, coverage_terms = [], [], [], []
@@ -504,10 +512,10 @@ class PointerGenerator(nn.Module):
             labels,
         )
         token_nll = token_nll * target_mask
-        loss, nll, coverage_loss, num_tokens = self.copy.loss(
+        loss, nll, coverage_loss, num_summaries = self.copy.loss(
             token_nll, torch.stack(coverage_terms, dim=1), target_mask
         )
-        return ForwardOutput(loss, nll, coverage_loss, num_tokens, token_nll)
+        return ForwardOutput(loss, nll, coverage_loss, num_summaries, int(target_mask.sum()), token_nll)
 
     # ------------------------------------------------------------------ files
     def save_pretrained(self, directory: str | Path, vocab: Any | None = None) -> Path:
@@ -635,6 +643,46 @@ def _save_pretrained(model: nn.Module, directory: str | Path, vocab: Any | None)
     tmp.replace(directory / WEIGHTS_FILE)
     write_json(directory / CONFIG_FILE, asdict(model.config))
     return directory
+
+
+#: Weight initialisations for a new model: the authors' code's, or PyTorch's module defaults.
+INIT_SCHEMES = ("authors", "pytorch")
+_LSTM_INIT_MAGNITUDE = 0.02  # the authors' rand_unif_init_mag
+_TRUNC_NORM_STD = 1e-4  # the authors' trunc_norm_init_std
+
+
+@torch.no_grad()
+def init_weights(model: PointerGenerator, scheme: str = "authors") -> PointerGenerator:
+    """Initialise a new model's weights in place (a loaded checkpoint does not need this).
+
+    ``"authors"``: as See et al.'s TensorFlow code: LSTM weight matrices uniform in [-0.02, 0.02], their
+    biases 0 except the forget gate's 1 (TensorFlow's LSTMCell adds ``forget_bias=1.0``); every other
+    weight and bias (embeddings, attention, p_gen, output projections) truncated normal with std 1e-4,
+    cut at two standard deviations as TensorFlow's ``truncated_normal_initializer``. The padding row of
+    the embeddings stays 0. ``"pytorch"``: the module defaults (embeddings N(0, 1), linear layers and
+    LSTMs uniform in +-1/sqrt(fan-in)), what models before this option were trained with."""
+    if scheme not in INIT_SCHEMES:
+        raise ConfigError(f"init must be one of {', '.join(INIT_SCHEMES)}, got {scheme!r}")
+    if scheme == "pytorch":
+        return model  # the modules were built with these
+    recurrent = {model.encoder, model.decoder}
+    for module in model.modules():
+        if module in recurrent:
+            for name, parameter in module.named_parameters():
+                if name.startswith("weight"):
+                    parameter.uniform_(-_LSTM_INIT_MAGNITUDE, _LSTM_INIT_MAGNITUDE)
+                else:  # gates i, f, g, o: the forget bias once (in bias_ih), as TensorFlow adds it once
+                    parameter.zero_()
+                    if name.startswith("bias_ih"):
+                        hidden = parameter.numel() // 4
+                        parameter[hidden : 2 * hidden] = 1.0
+        elif isinstance(module, (nn.Linear, nn.Embedding)):
+            for parameter in module.parameters(recurse=False):
+                nn.init.trunc_normal_(
+                    parameter, std=_TRUNC_NORM_STD, a=-2 * _TRUNC_NORM_STD, b=2 * _TRUNC_NORM_STD
+                )
+    model.embedding.weight[model.config.pad_id] = 0.0
+    return model
 
 
 def config_for_vocab(vocab: Any, **kwargs: Any) -> PointerGeneratorConfig:

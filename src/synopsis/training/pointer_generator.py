@@ -16,7 +16,7 @@ epoch's batch order (which is a pure function of ``seed`` and the epoch number) 
 batch after a resume, and its loss, are the same as without the interruption.
 
 Several processes (``torchrun``, ``accelerate launch``): ``optim.batch_size`` is the global batch; every
-process takes its share of each global batch, the loss is the token mean over the whole global batch, and
+process takes its share of each global batch, the loss is the summary mean over the whole global batch, and
 only the main process validates, writes and logs (:mod:`synopsis.training.distributed`). The same config
 gives the same losses on any number of processes, and a run resumes on another number exactly.
 
@@ -65,12 +65,14 @@ from synopsis.errors import ConfigError, InputError
 from synopsis.generation.config import GENERATION_CONFIG_FILE, GenerationConfig
 from synopsis.io import write_json
 from synopsis.models.pointer_generator import (
+    INIT_SCHEMES,
     Batch,
     PointerGenerator,
     PointerGeneratorEnsemble,
     config_for_vocab,
     document_words,
     encode_batch,
+    init_weights,
     source_profile,
     summary_words,
 )
@@ -113,6 +115,9 @@ class ModelConfig:
     coverage: bool = True  # run the coverage phase after convergence
     coverage_loss_weight: float = 1.0
     dropout: float = 0.0
+    # Initial weights: "authors" (See et al.'s code: LSTMs uniform +-0.02, the rest truncated normal with
+    # std 1e-4) or "pytorch" (the module defaults, as models trained before this option: the bundled one).
+    init: str = "authors"
 
 
 @dataclass
@@ -187,6 +192,8 @@ class PointerGeneratorTrainConfig:
                 f"schedule.eval_every ({self.schedule.eval_every}) must be <= schedule.max_steps "
                 f"({self.schedule.max_steps}): the run would never be validated, so no model would be kept"
             )
+        if self.model.init not in INIT_SCHEMES:
+            raise ValueError(f"model.init must be one of {', '.join(INIT_SCHEMES)}, got {self.model.init!r}")
         combine = self.schedule.combine_runs
         if combine not in ("mean", "ensemble"):
             raise ValueError(f"schedule.combine_runs must be 'mean' or 'ensemble', got {combine!r}")
@@ -271,20 +278,25 @@ def _make_optimizer(model: torch.nn.Module, optim: OptimConfig) -> torch.optim.A
 
 @torch.no_grad()
 def evaluate_loss(model: PointerGenerator, batches: Sequence[Batch]) -> dict[str, float]:
-    """Token-averaged NLL and coverage loss over a list of batches."""
+    """NLL and coverage loss over a list of batches, averaged as the training loss: per summary, then over
+    all the summaries."""
     was_training = model.training
     model.eval()
     nll = cov = 0.0
-    tokens = 0
+    summaries = 0
     for b in batches:
         out = model(b.input_ids, b.decoder_input_ids, b.labels, b.extended_ids, b.num_oovs)
-        nll += float(out.nll) * out.num_tokens
-        cov += float(out.coverage_loss) * out.num_tokens
-        tokens += out.num_tokens
+        nll += float(out.nll) * out.num_summaries
+        cov += float(out.coverage_loss) * out.num_summaries
+        summaries += out.num_summaries
     model.train(was_training)
-    tokens = max(tokens, 1)
+    summaries = max(summaries, 1)
     coverage_weight = model.config.coverage_loss_weight if model.config.coverage else 0.0
-    return {"nll": nll / tokens, "coverage": cov / tokens, "loss": (nll + coverage_weight * cov) / tokens}
+    return {
+        "nll": nll / summaries,
+        "coverage": cov / summaries,
+        "loss": (nll + coverage_weight * cov) / summaries,
+    }
 
 
 def mean_weights(states: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
@@ -371,7 +383,7 @@ class Trainer:
             ),
         )
         torch.manual_seed(cfg.seed)
-        self.model = PointerGenerator(model_config)
+        self.model = init_weights(PointerGenerator(model_config), m.init)
         self.final_model: PointerGeneratorEnsemble | None = None  # set at the end by combine_runs: ensemble
         # self.model is the module (weights, validation, export); self.train_model runs the training steps.
         # Without the pointer, p_gen's weights take no part in a step: DDP must not wait for them.
@@ -523,7 +535,7 @@ class Trainer:
         result = dist.backward(
             self.train_model,
             batch.batches,
-            count=lambda part: int(part.labels.ne(pad_id).sum()),
+            count=lambda part: int(part.labels.ne(pad_id).any(-1).sum()),  # summaries: the loss's own mean
             loss=loss,
             step=self.state["step"],
         )
