@@ -222,3 +222,28 @@ def test_pointer_generator_init_is_the_authors_and_the_old_one_is_a_config_key()
     torch.manual_seed(0)
     default = init_weights(PointerGenerator(config), "pytorch")
     assert float(default.embedding.weight[1:].detach().std()) > 0.9
+
+
+# ---------------------------------------------------------------------------- CNN/DailyMail targets
+def test_cnn_highlights_end_with_a_period_as_in_see_et_al(shared_data: Path) -> None:
+    from synopsis.data.readers import read_corpus
+    from synopsis.data.readers.cnn import END_TOKENS, split_story
+    from synopsis.models.pointer_generator import summary_words
+
+    folder = shared_data / "cnndm_stories"
+    if not folder.is_dir():
+        pytest.skip(f"{folder} is not available")
+    raw = [h for story in sorted(folder.glob("*.story")) for h in split_story(story.read_text())[1]]
+    unended = [h for h in raw if not h.endswith(END_TOKENS)]
+    # as the stories are written: 57 of 59 without a final period, 51 without any sentence-final mark
+    assert len(raw) == 59 and sum(not h.endswith(".") for h in raw) == 57 and len(unended) == 51
+    examples = list(read_corpus("cnn", folder))
+    highlights = [line for e in examples for line in e.references[0].split("\n")]
+    assert len(highlights) == len(raw)
+    assert all(h.endswith(END_TOKENS) for h in highlights)
+    for written, read in zip(raw, highlights, strict=True):
+        assert read == (written if written.endswith(END_TOKENS) else written + ".")
+    # the word-tokenised target (what both methods train on) ends every fixed highlight with a period
+    for written, read in zip(raw, highlights, strict=True):
+        if not written.endswith(END_TOKENS):
+            assert summary_words(read)[-1] == "."
