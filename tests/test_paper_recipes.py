@@ -247,3 +247,69 @@ def test_cnn_highlights_end_with_a_period_as_in_see_et_al(shared_data: Path) -> 
     for written, read in zip(raw, highlights, strict=True):
         if not written.endswith(END_TOKENS):
             assert summary_words(read)[-1] == "."
+
+
+# ---------------------------------------------------------------------------- Hie-BART sentence marker
+def test_hie_bart_marks_sentences_with_barts_own_bos_by_default(
+    sources: dict[str, Path], tmp_path: Path
+) -> None:
+    import torch
+
+    from synopsis.document import Document
+    from synopsis.models.hie_bart import sentence_membership
+    from synopsis.models.inputs import Seq2SeqInputs
+
+    bart, bart_tokenizer = load_seq2seq(sources["bart"])
+    model, tokenizer = load_seq2seq(
+        convert_checkpoint("hie-bart", sources["bart"], tmp_path / "h", word_heads=2)
+    )
+    assert model.config.sentence_start_token == "<s>"
+    assert model.config.sentence_start_token_id == tokenizer.bos_token_id
+    assert len(tokenizer) == len(bart_tokenizer)  # no new token, no new embedding row
+    assert model.get_input_embeddings().num_embeddings == bart.get_input_embeddings().num_embeddings
+
+    document = Document.from_text("The first one is here. A second follows it. Third, and last.")
+    (encoding,) = Seq2SeqInputs(model.config, tokenizer).encode_sources([document])
+    ids = encoding.input_ids
+    bos = tokenizer.bos_token_id
+    assert ids[0] == bos and ids.count(bos) == len(document.sentences) == 3  # one <s> per sentence
+    # without the markers, the tokens are exactly stock BART's for the same text
+    (plain,) = Seq2SeqInputs(bart.config, bart_tokenizer).encode_sources([document])
+    assert [bos] + [t for t in ids[1:] if t != bos] == plain.input_ids
+    # every token of sentence m is in sentence m of the model's split
+    weights, mask = sentence_membership(torch.tensor([ids]), None, model.config.sentence_start_token_id)
+    assert mask.sum() == 3
+    owner = weights[0].argmax(0).tolist()
+    labels = encoding.sentence_ids
+    for position, label in enumerate(labels):
+        if label >= 0:
+            assert owner[position] == label, (position, owner, labels)
+
+
+def test_hie_bart_without_sentence_heads_inserts_no_marker(sources: dict[str, Path], tmp_path: Path) -> None:
+    from synopsis.document import Document
+    from synopsis.models.inputs import Seq2SeqInputs
+
+    bart, bart_tokenizer = load_seq2seq(sources["bart"])
+    for marker in ("<s>", "<sent>"):
+        out = tmp_path / marker.strip("<>")
+        model, tokenizer = load_seq2seq(
+            convert_checkpoint("hie-bart", sources["bart"], out, word_heads=4, sentence_start_token=marker)
+        )
+        assert len(tokenizer) == len(bart_tokenizer)
+        documents = [Document.from_text("One sentence here. Another one there. And a third.")]
+        ours = Seq2SeqInputs(model.config, tokenizer).encode_sources(documents)
+        stock = Seq2SeqInputs(bart.config, bart_tokenizer).encode_sources(documents)
+        assert [e.input_ids for e in ours] == [e.input_ids for e in stock]
+
+
+def test_new_sentence_token_stays_an_option(sources: dict[str, Path], tmp_path: Path) -> None:
+    out = convert_checkpoint(
+        "hie-bart", sources["bart"], tmp_path / "h", word_heads=2, sentence_start_token="<sent>"
+    )
+    model, tokenizer = load_seq2seq(out)
+    assert (
+        model.config.sentence_start_token_id
+        == tokenizer.convert_tokens_to_ids("<sent>")
+        == len(tokenizer) - 1
+    )

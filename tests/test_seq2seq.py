@@ -161,8 +161,10 @@ def test_hie_bart_needs_bart_and_a_valid_head_count(t5_dir: Path, bart_dir: Path
 
 @pytest.fixture(scope="session")
 def hie_bart_dir(tmp_path_factory, bart_dir: Path) -> Path:
-    """The tiny BART converted to Hie-BART with 2 word and 2 sentence heads."""
-    return convert_checkpoint("hie-bart", bart_dir, tmp_path_factory.mktemp("conv") / "hie", word_heads=2)
+    """The tiny BART converted to Hie-BART with 2 word and 2 sentence heads, with the new-token marker option
+    (the default, BART's <s>, is tested in test_paper_recipes.py)."""
+    out = tmp_path_factory.mktemp("conv") / "hie"
+    return convert_checkpoint("hie-bart", bart_dir, out, word_heads=2, sentence_start_token="<sent>")
 
 
 def test_converted_checkpoint_says_what_it_is(hie_bart_dir: Path) -> None:
@@ -364,7 +366,7 @@ def test_early_stopping_and_hie_bart_training(bart_dir: Path, corpus_file: Path,
         bart_dir,
         corpus_file,
         tmp_path / "hie",
-        convert={"method": "hie-bart", "word_heads": 2},
+        convert={"method": "hie-bart", "word_heads": 2, "sentence_start_token": "<sent>"},
         learning_rate=1e-9,
         eval_every=1,
         patience=1,

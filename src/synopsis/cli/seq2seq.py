@@ -225,12 +225,19 @@ def convert_hie_bart(
         allowed=AT_LEAST_ONE,
         help="Word-level heads per encoder layer; the rest are sentence-level.",
     ),
+    sentence_marker: str = typer.Option(
+        "<s>",
+        "--sentence-marker",
+        help="Token that starts every sentence: BART's own <s> (the paper's) or a new one such as <sent>.",
+    ),
 ) -> None:
     """Write a Hie-BART checkpoint from a BART one: the same weights, and a config.json that says Hie-BART."""
     from synopsis.models.seq2seq import convert_checkpoint
 
     refuse_to_overwrite_inputs(output, [source], "OUTPUT")
-    convert_checkpoint("hie-bart", source, output, word_heads=word_heads)
+    convert_checkpoint(
+        "hie-bart", source, output, word_heads=word_heads, sentence_start_token=sentence_marker
+    )
     typer.echo(f"wrote Hie-BART ({word_heads} word heads) to {output}")
 
 

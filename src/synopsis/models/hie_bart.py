@@ -7,14 +7,17 @@ sent through the SAME key/value projections. The heads are concatenated in that 
 layer's usual output projection, so Hie-BART has exactly BART's parameters: a stock BART checkpoint loads
 unchanged, and with ``word_heads == encoder_attention_heads`` the model *is* BART.
 
-Sentence boundaries come from the input ids: every sentence starts with ``config.sentence_start_token_id``
-(an added special token, ``<sent>`` by default; its id is looked up from the tokenizer when the model is
-prepared, see :func:`synopsis.models.seq2seq.add_sentence_start_token`). A marker belongs to the sentence
-it starts. Tokens before the first marker (BART's ``<s>``) belong to the first sentence, and the final
-``</s>`` to the last one. Padding (``attention_mask == 0``) belongs to no sentence, and sentences that
-exist only in other batch rows are masked out, so the split is correct for any batch size and any
-padding side. An input with no marker at all is a single sentence; the sentence heads then attend to the
-mean of the whole input (documented behaviour, tested).
+Sentence boundaries come from the input ids: every sentence starts with ``config.sentence_start_token_id``.
+As in the paper, the marker is BART's own [BOS] ``<s>`` by default (with its pretrained embedding): the
+input's leading ``<s>`` starts the first sentence and one more ``<s>`` starts each following one. The
+option ``sentence_start_token: <sent>`` adds a new special token instead (its embedding initialised to the
+mean embedding; see :func:`synopsis.models.seq2seq.add_sentence_start_token`), which then starts every
+sentence. A marker belongs to the sentence it starts. Tokens before the first marker belong to the first
+sentence, and the final ``</s>`` to the last one. With no sentence heads no marker is inserted at all, so
+the model reads exactly stock BART's input. Padding (``attention_mask == 0``) belongs to no sentence, and
+sentences that exist only in other batch rows are masked out, so the split is correct for any batch size
+and any padding side. An input with no marker at all is a single sentence; the sentence heads then attend
+to the mean of the whole input (documented behaviour, tested).
 
 The hook into ``transformers`` is minimal: :class:`HieBartAttention` replaces only the encoder layers'
 ``self_attn`` (same parameter names), and :class:`HieBartEncoder` computes the sentence membership once
@@ -45,7 +48,10 @@ from transformers.models.bart.modeling_bart import (
     eager_attention_forward,
 )
 
-DEFAULT_SENTENCE_START_TOKEN = "<sent>"
+#: The paper's marker: every sentence starts with BART's own [BOS] ``<s>``, with its pretrained embedding.
+DEFAULT_SENTENCE_START_TOKEN = "<s>"
+#: The alternative kept as an option: a new ``<sent>`` token whose embedding starts as the mean embedding.
+NEW_SENTENCE_START_TOKEN = "<sent>"
 
 
 @strict
@@ -54,6 +60,7 @@ class HieBartConfig(BartConfig):
 
     ``word_heads`` (1..encoder_attention_heads, default: all heads, i.e. stock BART) is the number of
     word-level heads in every encoder self-attention layer; the rest are sentence-level.
+    ``sentence_start_token``: ``<s>`` (the paper's, default) or a new token such as ``<sent>``.
     """
 
     model_type = "hie_bart"

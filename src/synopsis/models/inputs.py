@@ -206,6 +206,10 @@ class Seq2SeqInputs:
             raise InputError(f"{where}: no text to summarize")
         if self.uses_instructsum_prompt(instruction):
             return self._instructsum_pieces(document, sentences, instruction)
+        # BART's own <s> as the marker (Hie-BART's default, as in the paper): the tokenizer's leading <s>
+        # starts the first sentence, and the marker keeps the space before it as a token of its own, so the
+        # space goes after it ("A.<s> B." tokenizes A. and B. exactly as "A. B." does).
+        bos_marker = self.sentence_marker is not None and self.sentence_marker == self.tokenizer.bos_token
         source: list[_Piece] = []
         for index, sentence in enumerate(sentences):
             section = sentence.section.index
@@ -221,10 +225,11 @@ class Seq2SeqInputs:
 
                 depth = min(sentence.section.depth, self.section_marker_max_depth)
                 markers.append(section_marker(depth, self.section_markers))
-            if self.sentence_marker is not None:
+            if self.sentence_marker is not None and not (bos_marker and index == 0):
                 markers.append(self.sentence_marker)
             if markers:  # markers belong to the sentence they start
-                source.append(_Piece(space + " ".join(markers) + " ", index, section))
+                lead = "" if bos_marker else space
+                source.append(_Piece(lead + " ".join(markers) + " ", index, section))
             elif space:
                 source.append(_Piece(space, index, section))
             source.append(_Piece(sentence.text, index, section))

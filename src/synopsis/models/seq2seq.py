@@ -31,7 +31,11 @@ from transformers import (
 
 from synopsis.errors import CheckpointError, ConfigError, InputError
 from synopsis.models.hibrids import SECTION_MARKER_KINDS, add_section_tokens, convert_to_hibrids
-from synopsis.models.hie_bart import HieBartConfig, HieBartForConditionalGeneration
+from synopsis.models.hie_bart import (
+    DEFAULT_SENTENCE_START_TOKEN,
+    HieBartConfig,
+    HieBartForConditionalGeneration,
+)
 from synopsis.models.inputs import BART_MODEL_TYPES
 from synopsis.models.instructsum import convert_to_instructsum
 
@@ -134,9 +138,10 @@ def bart_tokenizer_from_files(vocab_file: str | Path, merges_file: str | Path) -
 def add_sentence_start_token(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> int:
     """Make sure the tokenizer has Hie-BART's sentence-start token and the model knows its id.
 
-    The token is added as a special token that swallows the space before it (like BART's ``<mask>``), so
-    ``"<sent> A. <sent> B."`` tokenizes each sentence exactly as it would without the marker. The
-    embedding matrix grows by one row when the token is new (initialised to the mean embedding).
+    BART's own ``<s>`` (the paper's marker, the default) is already there. A new token (the ``<sent>``
+    option) is added as a special token that swallows the space before it (like BART's ``<mask>``), so
+    ``"<sent> A. <sent> B."`` tokenizes each sentence exactly as it would without the marker; the embedding
+    matrix then grows by one row (initialised to the mean embedding).
     """
     config = model.config
     token = config.sentence_start_token
@@ -187,15 +192,26 @@ def load_seq2seq(
 
 
 def convert_hie_bart(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, *, word_heads: int
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    *,
+    word_heads: int,
+    sentence_start_token: str = DEFAULT_SENTENCE_START_TOKEN,
 ) -> PreTrainedModel:
-    """A stock BART (or Hie-BART) as Hie-BART with ``word_heads`` word-level heads: the same weights."""
+    """A stock BART (or Hie-BART) as Hie-BART with ``word_heads`` word-level heads: the same weights.
+
+    ``sentence_start_token``: BART's ``<s>`` (the paper's) or a new token (e.g. ``<sent>``, added to the
+    tokenizer and the embeddings when there are sentence heads)."""
     if model.config.model_type not in BART_MODEL_TYPES:
         raise CheckpointError(f"Hie-BART needs a BART checkpoint, this one is {model.config.model_type!r}")
     heads = model.config.encoder_attention_heads
     if not 1 <= word_heads <= heads:
         raise ConfigError(f"word_heads must be in 1..{heads} (the model's encoder heads), got {word_heads}")
-    config = HieBartConfig.from_bart_config(model.config, word_heads=word_heads)
+    if not sentence_start_token.strip():
+        raise ConfigError("sentence_start_token must be a token, got an empty string")
+    config = HieBartConfig.from_bart_config(
+        model.config, word_heads=word_heads, sentence_start_token=sentence_start_token
+    )
     converted = HieBartForConditionalGeneration(config)
     converted.load_state_dict(model.state_dict())
     if config.sentence_heads > 0:

@@ -11,7 +11,6 @@ from synopsis.document import Document
 from synopsis.errors import InputError
 from synopsis.text import split_paragraphs
 
-
 #: What counts as a sentence end at the end of a highlight (See et al.'s make_datafiles.py END_TOKENS,
 #: with DailyMail's closing quotes).
 END_TOKENS = (".", "!", "?", "...", "'", "`", '"', "\u2019", "\u201d", ")")
