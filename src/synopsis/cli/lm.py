@@ -26,7 +26,13 @@ CORPUS_HELP = (
 SET_HELP = "Any experiment config key, value as YAML: --set training.lr=0.05 (repeatable)."
 
 
-def _load_config(config: Path | None, corpus: str | None, max_epochs: int | None, sets: list[str] | None):
+def _load_config(
+    config: Path | None,
+    corpus: str | None,
+    max_epochs: int | None,
+    sets: list[str] | None,
+    grid: str | None = None,
+):
     from synopsis.config import load_config, merge, parse_overrides, to_dict
     from synopsis.experiments.domain_lm import ExperimentConfig
 
@@ -38,6 +44,8 @@ def _load_config(config: Path | None, corpus: str | None, max_epochs: int | None
         given["corpus"] = corpus
     if max_epochs is not None:
         given["training"] = {"max_epochs": max_epochs}
+    if grid is not None:
+        given["grid"] = None if grid == "none" else grid
     return load_config(ExperimentConfig, config, merge(given, parse_overrides(sets)), base=base)
 
 
@@ -281,6 +289,12 @@ def domain_lm_experiment(
         None, "--max-epochs", allowed=AT_LEAST_ONE, help="Override training.max_epochs."
     ),
     sets: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
+    grid: str | None = typer.Option(
+        None,
+        "--grid",
+        help="Choose E, H and BPTT on dev per model: paper (E 100/200/300 x H 50/100/150 x BPTT 4/8/16, 27 "
+        "trainings per model), cpu (E 100/200 x H 50/100, BPTT 16) or none (the config's sizes).",
+    ),
     fresh: bool = typer.Option(False, "--fresh", help="Retrain models that already have results."),
     threads: int | None = threads_option(),
 ) -> None:
@@ -288,10 +302,8 @@ def domain_lm_experiment(
     from synopsis.experiments.domain_lm import run_experiment
 
     set_torch_threads(threads)
-    cfg = _load_config(config, corpus, max_epochs, sets)
-    account = (
-        f"models finished so far are kept in {output_dir}; the same command continues with the others"
-    )
+    cfg = _load_config(config, corpus, max_epochs, sets, grid)
+    account = f"models finished so far are kept in {output_dir}; the same command continues with the others"
     with reporting_interrupts(lambda: account):
         results = run_experiment(cfg, output_dir, resume=not fresh)
     for key, value in results["tables"]["findings"].items():

@@ -20,7 +20,7 @@ import math
 import re
 import shutil
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from itertools import product
 from pathlib import Path
 from typing import Any, ClassVar
@@ -86,6 +86,15 @@ class ModelSizes:
         check_ranges(self, self.RANGES)
 
 
+#: Size grids searched per model, each setting chosen by dev perplexity (``grid`` / ``--grid``). "paper": the
+#: paper's E x H x BPTT (27 trainings per model); "cpu": 4 of them, for a CPU budget.
+GRIDS: dict[str, dict[str, list[int]]] = {
+    "paper": {"embedding_dim": [100, 200, 300], "hidden_dim": [50, 100, 150], "bptt": [4, 8, 16]},
+    "cpu": {"embedding_dim": [100, 200], "hidden_dim": [50, 100], "bptt": [16]},
+}
+GRID_KEYS = ("embedding_dim", "hidden_dim", "bptt")
+
+
 @dataclass
 class ExperimentConfig:
     corpus: str = MASC_ZIP
@@ -100,6 +109,10 @@ class ExperimentConfig:
     model: ModelSizes = field(default_factory=ModelSizes)
     # the paper's schedule (lr 0.1, halving rule until it stops); configs/domain_lm_fast.yaml: 0.5, 6 epochs
     training: LMTrainConfig = field(default_factory=LMTrainConfig)
+    # None: model.embedding_dim / hidden_dim and training.bptt for every model. A grid (a name of GRIDS, or
+    # {embedding_dim: [...], hidden_dim: [...], bptt: [...]}) trains each model at every setting and keeps
+    # the one with the best dev perplexity (the paper's model selection); the results say which.
+    grid: str | dict[str, list[int]] | None = None
 
     RANGES: ClassVar[dict[str, Range]] = {
         "max_tokens_per_domain": AT_LEAST_ONE,
@@ -109,11 +122,27 @@ class ExperimentConfig:
 
     def __post_init__(self) -> None:
         check_ranges(self, self.RANGES)
+        grid = self.size_grid()
+        if grid is not None:
+            bad = sorted(set(grid) - set(GRID_KEYS)) or [k for k in GRID_KEYS if not grid.get(k)]
+            if bad or any(not isinstance(v, int) or v < 1 for values in grid.values() for v in values):
+                raise ValueError(
+                    f"grid must be one of {', '.join(GRIDS)} or lists of positive integers for "
+                    f"{', '.join(GRID_KEYS)}; got {self.grid!r}"
+                )
         unknown = [v for v in self.variants if v not in VARIANTS]
         if unknown or "in" not in self.variants:
             raise ValueError(
                 f"variants must be among {', '.join(VARIANTS)} and include 'in'; got {self.variants}"
             )
+
+    def size_grid(self) -> dict[str, list[int]] | None:
+        """The grid of sizes to choose from (None: the fixed sizes)."""
+        if self.grid is None or isinstance(self.grid, dict):
+            return self.grid
+        if self.grid not in GRIDS:
+            raise ValueError(f"grid must be one of {', '.join(GRIDS)} or a dict, got {self.grid!r}")
+        return GRIDS[self.grid]
 
 
 @dataclass
@@ -269,11 +298,46 @@ def _run_model(
     resume: bool,
     progress: Progress,
 ) -> dict[str, Any]:
+    """One model at the config's sizes, or (with a grid) at every size, keeping the best by dev perplexity:
+    its result, plus every setting's dev perplexity and the chosen setting."""
+    grid = config.size_grid()
+    if grid is None:
+        return _run_setting(
+            config, config.model, config.training, spec, data, combinations, run_dir, resume, progress
+        )
+    results = []
+    for embedding, hidden, bptt in product(*(grid[k] for k in GRID_KEYS)):
+        sizes = replace(config.model, embedding_dim=embedding, hidden_dim=hidden)
+        training = replace(config.training, bptt=bptt)
+        name = f"e{embedding}-h{hidden}-bptt{bptt}"
+        result = _run_setting(
+            config, sizes, training, spec, data, combinations, run_dir / "grid" / name, resume, progress
+        )
+        results.append(({"embedding_dim": embedding, "hidden_dim": hidden, "bptt": bptt}, result))
+    chosen, best = min(results, key=lambda item: item[1]["best_dev_perplexity"])  # dev only, never test
+    return {
+        **best,
+        "chosen_setting": chosen,
+        "grid_dev_perplexity": [{**s, "dev_perplexity": r["best_dev_perplexity"]} for s, r in results],
+    }
+
+
+def _run_setting(
+    config: ExperimentConfig,
+    sizes: ModelSizes,
+    training: LMTrainConfig,
+    spec: ModelSpec,
+    data: HeldOutData,
+    combinations: list[dict[str, str]],
+    run_dir: Path,
+    resume: bool,
+    progress: Progress,
+) -> dict[str, Any]:
     result_file = run_dir / "result.json"
     settings = {
         "model_version": MODEL_VERSION,
-        "model": asdict(config.model),
-        "training": asdict(config.training),
+        "model": asdict(sizes),
+        "training": asdict(training),
         "vocab_size": len(data.vocab),
     }
     settings_file = run_dir / "settings.json"
@@ -285,7 +349,7 @@ def _run_model(
     elif not resume:
         shutil.rmtree(run_dir, ignore_errors=True)
     write_json(settings_file, settings)
-    torch.manual_seed(config.training.seed)
+    torch.manual_seed(training.seed)
     # Each model sees only the attribute names it uses (style-only models never see the topic).
     train = relabel(data.train, spec.attribute_names)
     dev = relabel(data.dev, spec.attribute_names)
@@ -294,14 +358,14 @@ def _run_model(
             vocab_size=len(data.vocab),
             variant=spec.variant,
             attribute_slots=attribute_slots_from(train.attribute_sets, spec.attribute_names),
-            **asdict(config.model),
+            **asdict(sizes),
         )
     )
     trained = train_language_model(
         model,
         train,
         dev,
-        config.training,
+        training,
         run_dir=run_dir,
         resume=resume,
         progress=progress,
@@ -463,6 +527,15 @@ def render_markdown(results: dict[str, Any]) -> str:
     for key, value in tables["findings"].items():
         where = "; ".join(value["domains"]) or "none"
         out.append(f"- {key.replace('_', ' ')}: {value['count']} of {value['of']} ({where})")
+    chosen = {
+        t: {m: r["chosen_setting"] for m, r in held[t]["models"].items() if "chosen_setting" in r}
+        for t in targets
+    }
+    if any(chosen.values()):
+        out += ["", "Sizes chosen on dev per model (E, H, BPTT):", ""]
+        for t in targets:
+            cells = [f"{m} {c['embedding_dim']}/{c['hidden_dim']}/{c['bptt']}" for m, c in chosen[t].items()]
+            out.append(f"- {t}: " + "; ".join(cells))
     out += ["", "Epochs per model (best dev perplexity):", ""]
     for t in targets:
         cells = [f"{m} {r['epochs']} ({r['best_dev_perplexity']:.1f})" for m, r in held[t]["models"].items()]
