@@ -55,6 +55,8 @@ class HeadSweepConfig:
     max_steps: int = 200
     eval_every: int = 100
     eval_max_length: int = 48
+    # the token that starts every sentence: BART's own <s> (the paper's) or a new token such as <sent>
+    sentence_marker: str = "<s>"
     seed: int = 0
 
     RANGES: ClassVar[dict[str, Range]] = {
@@ -142,7 +144,11 @@ def run_head_sweep(cfg: HeadSweepConfig, output: str | Path, data_dir: str | Pat
             max_train_examples=cfg.train_examples,
             max_dev_examples=cfg.dev_examples,
             random_init=True,
-            convert={"method": "hie-bart", "word_heads": int(word)},
+            convert={
+                "method": "hie-bart",
+                "word_heads": int(word),
+                "sentence_start_token": cfg.sentence_marker,
+            },
             max_source_length=cfg.max_source_length,
             max_target_length=cfg.max_target_length,
             batch_size=cfg.batch_size,
