@@ -165,6 +165,22 @@ def load_seq2seq(
     return model, tokenizer
 
 
+def enable_gradient_checkpointing(model: PreTrainedModel) -> None:
+    """Recompute each encoder/decoder layer's activations in the backward pass instead of keeping them
+    (Chen et al., 2016, "Training Deep Nets with Sublinear Memory Cost"): the activations kept shrink to the
+    layers' inputs, for about one more forward pass of compute.
+
+    Hugging Face's switch, non-reentrant (``torch.utils.checkpoint(use_reentrant=False)``): every layer is a
+    ``GradientCheckpointingLayer``, so the custom attention inside the layers of Hie-BART, HIBRIDS and
+    InstructSum is recomputed with its layer, its extra arguments (sentence masks, section biases, the
+    instruction cache) passed as they are, and dropout masks replayed from the saved RNG state.
+    """
+    if not model.supports_gradient_checkpointing:
+        raise ConfigError(f"gradient_checkpointing: {type(model).__name__} does not support it")
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.config.use_cache = False  # no key/value cache in training (HF turns it off anyway, with a warning)
+
+
 def convert_hie_bart(
     model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, *, word_heads: int
 ) -> PreTrainedModel:

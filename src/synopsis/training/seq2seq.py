@@ -43,8 +43,8 @@ from synopsis.data.example import Example
 from synopsis.errors import CheckpointError, InputError
 from synopsis.io import open_for_atomic_write, write_directory_atomically, write_json
 from synopsis.models.inputs import Seq2SeqInputs, SourceEncoding
-from synopsis.models.seq2seq import CONVERTERS, convert_seq2seq, load_seq2seq
-from synopsis.training.distributed import Distributed
+from synopsis.models.seq2seq import CONVERTERS, convert_seq2seq, enable_gradient_checkpointing, load_seq2seq
+from synopsis.training.distributed import Distributed, check_precision
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +87,8 @@ class Seq2SeqTrainConfig:
     eval_no_repeat_ngram_size: int = 3  # as in BART's CNN/DM decoding; stops "<s> <s> <s>" loops early on
     keep_checkpoints: int = 2
     seed: int = 0
+    precision: str | None = None  # fp32 | bf16 | fp16; None: accelerate launch's --mixed_precision
+    gradient_checkpointing: bool = False  # recompute activations in the backward: less memory
 
     RANGES: ClassVar[dict[str, Range]] = {
         "max_train_examples": AT_LEAST_ONE,
@@ -112,6 +114,7 @@ class Seq2SeqTrainConfig:
 
     def __post_init__(self) -> None:
         check_ranges(self, self.RANGES)
+        check_precision(self.precision)
         if self.convert is not None and self.convert.get("method") not in CONVERTERS:
             raise ValueError(
                 f"convert.method must be one of {', '.join(CONVERTERS)}, got {self.convert.get('method')!r}"
@@ -191,6 +194,7 @@ class Seq2SeqTrainer:
             logger.warning("%s: no checkpoint to resume from; starting from the beginning", self.run_dir)
 
         dist.require_batch_size(config.batch_size * config.grad_accum_steps, "batch_size x grad_accum_steps")
+        dist.set_precision(config.precision)
         torch.manual_seed(config.seed)
         # a checkpoint is a complete model dir (its tokenizer has Hie-BART's marker too)
         model, self.tokenizer = self.load_model(latest or Path(config.model), random_init=latest is None)
@@ -202,6 +206,8 @@ class Seq2SeqTrainer:
             prefix=config.source_prefix,
         )
         self._load_data()
+        if config.gradient_checkpointing:
+            enable_gradient_checkpointing(model)
 
         decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
         no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]  # biases and LayerNorms
@@ -331,8 +337,8 @@ class Seq2SeqTrainer:
                     step=state["step"],
                 )
                 if cfg.clip_grad_norm > 0:
-                    dist.clip_grad_norm_(self.model.parameters(), cfg.clip_grad_norm)
-                self.optimizer.step()
+                    dist.clip_grad_norm_(self.model.parameters(), cfg.clip_grad_norm, self.optimizer)
+                dist.step(self.optimizer)
                 running, count = running + loss.mean, count + 1
                 self.scheduler.step()
                 state["step"] += 1
@@ -442,7 +448,12 @@ class Seq2SeqTrainer:
 
         def write(directory: Path) -> None:
             self._write_model(directory)
-            extra = {"scheduler": self.scheduler.state_dict(), "train_config": to_dict(self.config), **rng}
+            extra = {
+                "scheduler": self.scheduler.state_dict(),
+                "train_config": to_dict(self.config),
+                **rng,
+                **self.distributed.precision_state(),
+            }
             write_training_state(directory, {**self.state, **extra}, self.optimizer)
 
         self.checkpoints.save_with(
@@ -456,6 +467,7 @@ class Seq2SeqTrainer:
         self.optimizer.load_state_dict(optimizer_state)
         self.scheduler.load_state_dict(saved.pop("scheduler"))
         self.distributed.restore_rng(saved, self.config.seed, saved["step"])
+        self.distributed.restore_precision_state(saved)
         saved.pop("train_config", None)
         self.state.update(saved)
         logger.info("resumed from %s at step %d", path, self.state["step"])
