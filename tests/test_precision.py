@@ -115,8 +115,11 @@ def test_seq2seq_bf16_losses_close_to_fp32_and_fp32_checkpoints(shared_data: Pat
             eval_max_length=4,
             patience=0,
             precision=precision,
+            gradient_checkpointing=precision == "bf16",  # recomputed under the same autocast
         )
-        result = Seq2SeqTrainer(config, show_progress=False, distributed=Distributed.single()).train()
+        trainer = Seq2SeqTrainer(config, show_progress=False, distributed=Distributed.single())
+        assert trainer.model.model.encoder.layers[0].gradient_checkpointing == (precision == "bf16")
+        result = trainer.train()
         losses[precision] = [loss for _, loss in result.history["train_loss"]]
         saved = load_file(str(tmp_path / precision / "best" / "model.safetensors"))
         assert {tensor.dtype for tensor in saved.values()} == {torch.float32}
