@@ -44,7 +44,8 @@ from synopsis.errors import CheckpointError, InputError
 from synopsis.io import open_for_atomic_write, write_directory_atomically, write_json
 from synopsis.models.inputs import Seq2SeqInputs, SourceEncoding
 from synopsis.models.seq2seq import CONVERTERS, convert_seq2seq, enable_gradient_checkpointing, load_seq2seq
-from synopsis.training.distributed import Distributed, check_precision
+from synopsis.training.distributed import Distributed, check_precision, resolve_precision
+from synopsis.training.memory import MemoryPlan, meta_model, seq2seq_plan
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +90,10 @@ class Seq2SeqTrainConfig:
     seed: int = 0
     precision: str | None = None  # fp32 | bf16 | fp16; None: accelerate launch's --mixed_precision
     gradient_checkpointing: bool = False  # recompute activations in the backward: less memory
+    # The hardware the config is meant for, for --dry-run's memory plan: devices (processes) and the memory
+    # of one device (GB = 2**30 bytes); None: not stated, the plan then says nothing about fitting.
+    devices: int = 1
+    device_memory_gb: float | None = None
 
     RANGES: ClassVar[dict[str, Range]] = {
         "max_train_examples": AT_LEAST_ONE,
@@ -110,6 +115,8 @@ class Seq2SeqTrainConfig:
         "eval_no_repeat_ngram_size": NON_NEGATIVE,
         "keep_checkpoints": AT_LEAST_ONE,
         "seed": NON_NEGATIVE,
+        "devices": AT_LEAST_ONE,
+        "device_memory_gb": POSITIVE,
     }
 
     def __post_init__(self) -> None:
@@ -489,6 +496,40 @@ class Seq2SeqTrainer:
         """``config.yaml`` in the run directory (main process)."""
         if self.distributed.is_main:
             save_config(self.config, self.run_dir / "config.yaml")
+
+
+def memory_plan(config: Seq2SeqTrainConfig) -> MemoryPlan:
+    """The plan of one training step per device (``train seq2seq --dry-run``), from the model's
+    ``config.json`` alone: the model (converted as ``convert`` says) is built on the meta device."""
+    from transformers import AutoConfig
+
+    from synopsis.models.inputs import DEFAULT_MAX_INSTRUCTION_LENGTH, model_max_source_length
+    from synopsis.models.seq2seq import load_tokenizer, read_model_config
+
+    read_model_config(config.model)  # one-line errors for a missing or broken config.json
+    model_config = AutoConfig.from_pretrained(config.model, local_files_only=True)
+    model = meta_model(model_config)
+    tokenizer = load_tokenizer(config.model)
+    if config.convert is not None:
+        options = dict(config.convert)
+        with torch.device("meta"):  # the converted model's new parameters are shapes only too
+            model = convert_seq2seq(options.pop("method"), model, tokenizer, **options)
+    source = config.max_source_length or model_max_source_length(model.config, tokenizer)
+    if model.config.model_type == "instructsum_t5":  # the instruction part comes on top of the source part
+        source += DEFAULT_MAX_INSTRUCTION_LENGTH
+    return seq2seq_plan(
+        model.config,
+        model=f"{model.config.model_type} ({config.model})",
+        source=source,
+        target=config.max_target_length,
+        global_batch=config.batch_size * config.grad_accum_steps,
+        largest_pass=config.batch_size,
+        devices=config.devices,
+        precision=resolve_precision(config.precision),
+        checkpointing=config.gradient_checkpointing,
+        device_memory_gb=config.device_memory_gb,
+        parameters=sum(p.numel() for p in model.parameters()),
+    )
 
 
 def save_config(config: Seq2SeqTrainConfig, path: Path) -> None:
