@@ -171,3 +171,28 @@ def test_domain_lm_bf16_losses_close_to_fp32() -> None:
         train_language_model(model, train, dev, config, on_batch=lambda e, b, loss, r=record: r.append(loss))
         assert {p.dtype for p in model.parameters()} == {torch.float32}
     _close_but_not_equal(losses["fp32"], losses["bf16"])
+
+
+# ------------------------------------------------------------------------------------------ summarize --dtype
+def test_summarize_dtype_casts_a_hugging_face_model(shared_data: Path, tmp_path: Path, capsys) -> None:
+    from tiny_models import save_tiny_bart
+
+    from synopsis.cli import main
+    from synopsis.summarizers.seq2seq import Seq2SeqSummarizer
+
+    bart = save_tiny_bart(tmp_path / "bart", shared_data / "tokenizers")
+    stored = Seq2SeqSummarizer.from_pretrained(bart)
+    assert {p.dtype for p in stored.model.parameters()} == {torch.float32}
+    half = Seq2SeqSummarizer.from_pretrained(bart, dtype="bf16", max_length=6)
+    assert {p.dtype for p in half.model.parameters()} == {torch.bfloat16}
+    document = tmp_path / "doc.txt"
+    document.write_text("The cat sat on the mat. It purred all day long.", encoding="utf-8")
+    out = tmp_path / "out.txt"
+    assert main(["summarize", str(document), "--model", str(bart), "--dtype", "bf16", "--min-length", "4",
+                 "--max-length", "6", "-o", str(out)]) == 0  # fmt: skip
+    assert out.read_text(encoding="utf-8").strip()
+    assert main(["summarize", str(document), "--model", str(bart), "--dtype", "fp64"]) == 2
+    assert main(["summarize", str(document), "--method", "lead-3", "--dtype", "bf16"]) == 2
+    err = capsys.readouterr().err
+    assert "--dtype must be one of fp32, bf16, fp16, got 'fp64'" in err
+    assert "--dtype applies to Hugging Face (seq2seq) models, not to lead-3" in err

@@ -118,6 +118,9 @@ def summarize(
         help="Show each summary, a question-summary hierarchy ([L↓]/[L-]/[L↑]), as an indented outline.",
     ),
     threads: int | None = threads_option(),
+    dtype: str | None = typer.Option(
+        None, "--dtype", help="Hugging Face models: run in fp32, bf16 or fp16 (default: as stored)."
+    ),
 ) -> None:
     """Summarize documents. Without --output, summaries go to stdout, one block per document.
 
@@ -130,7 +133,7 @@ def summarize(
             job = _prepare(
                 shard, inputs, method, model, instruction, no_cache, corpus, split, input_format, output,
                 resume, k, num_beams, min_length, max_length, length_penalty, no_repeat_ngram_size,
-                max_source_length, batch_size, max_input_mb, skip_bad_lines, threads,
+                max_source_length, batch_size, max_input_mb, skip_bad_lines, threads, dtype=dtype,
             )  # fmt: skip
         summarizer, ids, documents, instructions, references, size, label = job
         if output is not None and (shard.distributed or (resume and part_files(output))):
@@ -164,6 +167,7 @@ def _prepare(
     max_input_mb: float,
     skip_bad_lines: bool,
     threads: int | None,
+    dtype: str | None = None,
 ) -> tuple[Any, list[str], list[Any], list[str | None], list[Any] | None, int, str | None]:
     """Check the options, load the summarizer and read the documents (every process alike)."""
     from synopsis.data.readers import detect_corpus, read_corpus, read_document
@@ -198,6 +202,7 @@ def _prepare(
         max_length=max_length,
         length_penalty=length_penalty,
         no_repeat_ngram_size=no_repeat_ngram_size,
+        dtype=dtype,
     )
     if shard.device is not None:
         summarizer.to(shard.device)
