@@ -97,6 +97,8 @@ class DataConfig:
     max_train_examples: int | None = None
     max_dev_examples: int | None = None
     all_references: bool = True  # one training pair per reference summary (else the first only)
+    # the reader's own options, e.g. {text_column: article, summary_column: highlights} for corpus: hf
+    corpus_options: dict[str, Any] | None = None
 
 
 @dataclass
@@ -215,7 +217,7 @@ def read_split(data: DataConfig, split: str | None, path: str | None = None) -> 
         return list(read_examples(folder / f"{split}.jsonl" if folder.is_dir() and split else folder))
     from synopsis.data.readers import read_corpus
 
-    return list(read_corpus(data.corpus, path, split=split))
+    return list(read_corpus(data.corpus, path, split=split, **(data.corpus_options or {})))
 
 
 def document_tokens(example_or_text: Example | str) -> list[str]:

@@ -67,6 +67,9 @@ class Seq2SeqTrainConfig:
     max_train_examples: int | None = None
     max_dev_examples: int | None = 200
     all_references: bool = True  # one training pair per reference summary (else the first only)
+    # the corpus reader's own options (train and dev alike), e.g. {text_column: article,
+    # summary_column: highlights, id_column: id} for train_corpus: hf (a Hugging Face dataset)
+    corpus_options: dict[str, Any] | None = None
     random_init: bool = False  # build the model from config.json with random weights
     # convert the starting checkpoint first, e.g. {method: hie-bart, word_heads: 14} (see synopsis convert)
     convert: dict[str, Any] | None = None
@@ -157,11 +160,15 @@ def score_summaries(predictions: Sequence[str], references: Sequence[Sequence[st
     return {m: 100 * totals[m] / max(len(predictions), 1) for m in METRICS}
 
 
-def load_examples(corpus: str, path: str | Path, split: str | None, limit: int | None) -> list[Example]:
+def load_examples(
+    corpus: str, path: str | Path, split: str | None, limit: int | None, options: dict[str, Any] | None = None
+) -> list[Example]:
+    """Examples with a document and a reference from any corpus reader (``options``: the reader's own, e.g.
+    the column mapping of ``hf`` / ``jsonl`` / ``csv``)."""
     from synopsis.data.readers import read_corpus
 
     examples = []
-    for example in read_corpus(corpus, path, split=split):
+    for example in read_corpus(corpus, path, split=split, **(options or {})):
         if example.references and not example.document.is_empty():
             examples.append(example)
             if limit is not None and len(examples) >= limit:
@@ -256,12 +263,15 @@ class Seq2SeqTrainer:
         cfg = self.config
         if cfg.dev_path is None and cfg.dev_split is None:
             logger.warning("no dev set given (dev_path / dev_split): validating on the training examples")
-        train = load_examples(cfg.train_corpus, cfg.train_path, cfg.train_split, cfg.max_train_examples)
+        train = load_examples(
+            cfg.train_corpus, cfg.train_path, cfg.train_split, cfg.max_train_examples, cfg.corpus_options
+        )
         dev = load_examples(
             cfg.dev_corpus or cfg.train_corpus,
             cfg.dev_path or cfg.train_path,
             cfg.dev_split,
             cfg.max_dev_examples,
+            cfg.corpus_options,
         )
         pairs = [
             (index, reference)
