@@ -108,3 +108,22 @@ def test_trainers_read_hf_with_corpus_options(saved: Path) -> None:
     data = {"corpus": "hf", "path": str(saved), "corpus_options": COLUMNS}
     config = from_dict(PointerGeneratorTrainConfig, {"data": data})
     assert [e.id for e in read_split(config.data, "validation")] == ["v0"]
+
+
+def test_evaluate_reads_references_from_a_dataset(saved: Path, tmp_path: Path) -> None:
+    predictions = tmp_path / "preds.txt"
+    predictions.write_text("\n".join(ROWS["train"]["highlights"]) + "\n", encoding="utf-8")
+    report = tmp_path / "scores.json"
+    assert main(["evaluate", "-p", str(predictions), "-r", str(saved), "--corpus", "hf", "--split", "train",
+                 "--text-column", "article", "--summary-column", "highlights", "--metrics", "rouge",
+                 "--bootstrap", "0", "--json", str(report)]) == 0  # fmt: skip
+    scores = json.loads(report.read_text(encoding="utf-8"))
+    assert (
+        scores["num_examples"] == 3 and scores["rouge"]["rouge1"]["fmeasure"] == 1.0
+    )  # equal to the references
+    wrong = tmp_path / "wrong.txt"
+    wrong.write_text("Nothing alike here.\nNor here.\nNo.\n", encoding="utf-8")
+    assert main(["evaluate", "-p", str(wrong), "-r", str(saved), "--corpus", "hf", "--split", "train",
+                 "--text-column", "article", "--summary-column", "highlights", "--metrics", "rouge",
+                 "--bootstrap", "0", "--json", str(report)]) == 0  # fmt: skip
+    assert json.loads(report.read_text(encoding="utf-8"))["rouge"]["rouge1"]["fmeasure"] < 0.5
