@@ -66,6 +66,7 @@ def test_config_keys_are_checked() -> None:
 def test_fp16_scales_the_loss_skips_an_overflowing_step_and_saves_the_scaler() -> None:
     dist = Distributed.single()
     assert dist.set_precision("fp16") == "fp16"
+    torch.manual_seed(0)
     model = torch.nn.Linear(4, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     before = model.weight.detach().clone()
@@ -80,7 +81,7 @@ def test_fp16_scales_the_loss_skips_an_overflowing_step_and_saves_the_scaler() -
     restored.set_precision("fp16")
     restored.restore_precision_state({"grad_scaler": state})
     assert restored.scaler.get_scale() == 2.0**15
-    batch = torch.ones(2, 4)
+    batch = torch.full((2, 4), 1e-2)  # small gradients: finite at the halved scale too
     optimizer.zero_grad()
     dist.backward(model, [(batch, False)], count=lambda b: 2, loss=lambda b: model(b).square().mean(), step=1)
     dist.step(optimizer)
