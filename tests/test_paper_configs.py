@@ -83,3 +83,28 @@ def test_papers_settings() -> None:
     assert (led.convert["method"], led.max_source_length) == ("hibrids", 16384)
     flan = load_config(Seq2SeqTrainConfig, CONFIGS / "instructsum_flan_t5_large.yaml", given)
     assert flan.convert == {"method": "instructsum"}
+
+
+@pytest.mark.parametrize("name", SEQ2SEQ)
+def test_seq2seq_configs_fit_their_hardware_by_their_own_plan(
+    name: str, shared_data: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """``--dry-run`` on the published architecture of the config's starting checkpoint (config.json only):
+    it fits the devices the config names, and the header states the plan's figures."""
+    from paper_models import save_architecture
+
+    from synopsis.training.seq2seq import Seq2SeqTrainConfig, memory_plan
+
+    monkeypatch.delenv("ACCELERATE_MIXED_PRECISION", raising=False)  # a torchrun launch: the config decides
+    command = _launches(name)[0]
+    architecture = Path(_cli_options(command)["model"]).name
+    model = save_architecture(architecture, tmp_path / architecture, shared_data / "tokenizers")
+    config = load_config(Seq2SeqTrainConfig, CONFIGS / name, {"model": str(model), "output_dir": "runs/x"})
+    plan = memory_plan(config)
+    assert config.device_memory_gb is not None and plan.fits, plan.report()
+    header = " ".join(_header(name).split())
+    stated = re.search(r"Memory plan .*?([\d,]+) parameters; per device ([\d.]+) GiB of (\d+)", header)
+    assert stated, f"{name}: no memory plan in its header"
+    assert int(stated[1].replace(",", "")) == plan.parameters
+    assert float(stated[2]) == round(plan.memory_per_device_bytes / 2**30, 1)
+    assert float(stated[3]) == config.device_memory_gb and f"{config.devices}x" in header

@@ -18,7 +18,8 @@ app = typer.Typer(help="Convert corpora to synopsis JSONL and inspect them.", no
 
 _CORPUS_HELP = (
     "Corpus format: auto, synopsis, documents, scitldr, scisummnet, qmsum, qmsum-qs, qmsum-qs-childq, cnn, "
-    "arxiv, pubmed, jsonl, csv (auto guesses from the files)."
+    "arxiv, pubmed, jsonl, csv, hf (Hugging Face datasets: save_to_disk folder, parquet, arrow; "
+    "auto guesses from the files)."
 )
 
 

@@ -130,6 +130,23 @@ def _read_references(path: Path, input_format: str) -> _Records:
     return records
 
 
+def _read_corpus_references(path: Path, corpus: dict[str, Any]) -> _Records:
+    """References (and sources) of any corpus reader: ``--corpus hf --split test --summary-column ...``."""
+    from synopsis.data.readers import read_corpus
+
+    options = dict(corpus)
+    name, split = options.pop("name"), options.pop("split", None)
+    records = _Records(path)
+    for number, example in enumerate(read_corpus(name, path, split=split, **options)):
+        if not example.references:
+            raise InputError(f"{path}: example {example.id} (number {number}) has no references")
+        records.where.append(f"{path}: example {example.id}")
+        records.ids.append(example.id)
+        records.texts.append(list(example.references))
+        records.sources.append(example.document.text)
+    return records
+
+
 def _read_sources(path: Path, input_format: str) -> _Records:
     if not _is_jsonl(path, input_format):
         return _read_lines(path)
@@ -231,6 +248,15 @@ def evaluate(
     seed: int = ranged(0, "--seed", allowed=NON_NEGATIVE, help="Bootstrap seed."),
     json_out: Path | None = typer.Option(None, "--json", help="Also write the report as JSON here."),
     threads: int | None = threads_option(),
+    corpus: str | None = typer.Option(
+        None, "--corpus", help="Read --references as this corpus (e.g. hf, jsonl, csv, scitldr)."
+    ),
+    split: str | None = typer.Option(None, "--split", help="With --corpus: the split of --references."),
+    text_column: str | None = typer.Option(None, "--text-column", help="--corpus jsonl/csv/hf: the source."),
+    summary_column: list[str] | None = typer.Option(
+        None, "--summary-column", help="--corpus jsonl/csv/hf: the reference column(s)."
+    ),
+    id_column: str | None = typer.Option(None, "--id-column", help="--corpus jsonl/csv/hf: example ids."),
 ) -> None:
     """Score predictions against references; print tables with the settings and optionally write JSON.
 
@@ -243,6 +269,10 @@ def evaluate(
         _evaluate(
             shard, predictions, references, sources, input_format, aggregate, mode, no_stemmer, sentences,
             tokenizer, wordnet_exceptions, metrics, qs_lenient, bootstrap, seed, json_out, threads,
+            reference_corpus=None if corpus is None else {
+                "name": corpus, "split": split, "text_column": text_column, "summary_column": summary_column,
+                "id_column": id_column,
+            },
         )  # fmt: skip
 
 
@@ -264,6 +294,7 @@ def _evaluate(
     seed: int,
     json_out: Path | None,
     threads: int | None,
+    reference_corpus: dict[str, Any] | None = None,
 ) -> None:
     from synopsis.evaluation import evaluate_corpus
     from synopsis.evaluation.corpus import METRICS, lsum_sentences
@@ -300,7 +331,11 @@ def _evaluate(
     refs_where: list[list[str]] = [[] for _ in preds.texts]
     example_sources: list[str | None] = [None] * len(preds.texts)
     for path in references:
-        refs = _read_references(path, input_format)
+        if reference_corpus is None:
+            refs = _read_references(path, input_format)
+        else:  # the options not given keep the reader's defaults
+            given = {k: v for k, v in reference_corpus.items() if v is not None and v != []}
+            refs = _read_corpus_references(path, given)
         for i, j in enumerate(_align(preds, refs, "references")):
             refs_per_example[i].extend(refs.texts[j])
             refs_where[i].extend([refs.where[j]] * len(refs.texts[j]))

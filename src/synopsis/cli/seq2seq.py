@@ -55,13 +55,17 @@ def train(
     ),
     resume: bool = typer.Option(False, "--resume", help="Continue from the run's latest checkpoint."),
     threads: int | None = threads_option(),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Print the memory plan per device (from config.json alone) and exit."
+    ),
+    plan_json: Path | None = typer.Option(None, "--json", help="With --dry-run: write the plan as JSON."),
 ) -> None:
     """Fine-tune a local BART / Hie-BART / T5 / LED checkpoint; dev ROUGE picks the best model.
 
     The checkpoint's config.json says what the model is; to start a method from a stock checkpoint, convert it
     first (synopsis convert) or set convert in the config (--set convert.method=hie-bart ...).
     """
-    from synopsis.config import load_config, merge, parse_overrides
+    from synopsis.config import load_config, merge, parse_overrides, read_config_file
     from synopsis.training.seq2seq import Seq2SeqTrainConfig
 
     options = {
@@ -81,10 +85,27 @@ def train(
         "patience": patience,
     }
     given = {k: str(v) if isinstance(v, Path) else v for k, v in options.items() if v is not None}
-    cfg = load_config(Seq2SeqTrainConfig, config, merge(given, parse_overrides(sets)))
+    overrides = merge(given, parse_overrides(sets))
+    if dry_run:  # a plan reads no data and writes no run directory: neither needs to be given
+        stated = {**(read_config_file(config) if config is not None else {}), **overrides}
+        overrides.update({key: "-" for key in ("output_dir", "train_path") if key not in stated})
+    cfg = load_config(Seq2SeqTrainConfig, config, overrides)
+    if dry_run:
+        _dry_run(cfg, plan_json)
+        return
     run_dir = Path(cfg.output_dir)
     refuse_to_overwrite_inputs(run_dir, [Path(cfg.model), Path(cfg.train_path), config], "--output-dir")
     _run_training(cfg, resume, threads)
+
+
+def _dry_run(cfg: Seq2SeqTrainConfig, plan_json: Path | None) -> None:
+    from synopsis.io import write_json
+    from synopsis.training.seq2seq import memory_plan
+
+    plan = memory_plan(cfg)
+    stdout_console().print(plan.report(), markup=False, highlight=False)
+    if plan_json is not None:
+        write_json(plan_json, plan.to_json())
 
 
 def _run_training(cfg: Seq2SeqTrainConfig, resume: bool, threads: int | None) -> None:

@@ -118,6 +118,14 @@ def summarize(
         help="Show each summary, a question-summary hierarchy ([L↓]/[L-]/[L↑]), as an indented outline.",
     ),
     threads: int | None = threads_option(),
+    dtype: str | None = typer.Option(
+        None, "--dtype", help="Hugging Face models: run in fp32, bf16 or fp16 (default: as stored)."
+    ),
+    text_column: str | None = typer.Option(None, "--text-column", help="--corpus jsonl/csv/hf: the text."),
+    summary_column: str | None = typer.Option(
+        None, "--summary-column", help="--corpus jsonl/csv/hf: the reference (for the oracle)."
+    ),
+    id_column: str | None = typer.Option(None, "--id-column", help="--corpus jsonl/csv/hf: example ids."),
 ) -> None:
     """Summarize documents. Without --output, summaries go to stdout, one block per document.
 
@@ -130,7 +138,8 @@ def summarize(
             job = _prepare(
                 shard, inputs, method, model, instruction, no_cache, corpus, split, input_format, output,
                 resume, k, num_beams, min_length, max_length, length_penalty, no_repeat_ngram_size,
-                max_source_length, batch_size, max_input_mb, skip_bad_lines, threads,
+                max_source_length, batch_size, max_input_mb, skip_bad_lines, threads, dtype=dtype,
+                columns=_columns(text_column, summary_column, id_column),
             )  # fmt: skip
         summarizer, ids, documents, instructions, references, size, label = job
         if output is not None and (shard.distributed or (resume and part_files(output))):
@@ -139,6 +148,11 @@ def summarize(
             )
         else:
             _run(summarizer, ids, documents, instructions, references, size, output, resume, outline, label)
+
+
+def _columns(text: str | None, summary: str | None, example_id: str | None) -> dict[str, str]:
+    given = {"text_column": text, "summary_column": summary, "id_column": example_id}
+    return {key: value for key, value in given.items() if value is not None}
 
 
 def _prepare(
@@ -164,6 +178,8 @@ def _prepare(
     max_input_mb: float,
     skip_bad_lines: bool,
     threads: int | None,
+    dtype: str | None = None,
+    columns: dict[str, str] | None = None,
 ) -> tuple[Any, list[str], list[Any], list[str | None], list[Any] | None, int, str | None]:
     """Check the options, load the summarizer and read the documents (every process alike)."""
     from synopsis.data.readers import detect_corpus, read_corpus, read_document
@@ -198,6 +214,7 @@ def _prepare(
         max_length=max_length,
         length_penalty=length_penalty,
         no_repeat_ngram_size=no_repeat_ngram_size,
+        dtype=dtype,
     )
     if shard.device is not None:
         summarizer.to(shard.device)
@@ -209,7 +226,8 @@ def _prepare(
         stats: dict[str, int] = {}
         name = detect_corpus(inputs[0]) if corpus == "auto" else corpus
         # Generic JSONL/CSV need no reference column to be summarized (only the oracle reads references).
-        options = {"summary_column": None} if name in ("jsonl", "csv") and method != "oracle" else {}
+        options = {"summary_column": None} if name in ("jsonl", "csv", "hf") and method != "oracle" else {}
+        options.update(columns or {})
         reader = read_corpus(
             name, inputs[0], split=split, skip_bad_lines=skip_bad_lines, stats=stats, **options
         )

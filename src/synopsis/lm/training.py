@@ -38,7 +38,7 @@ from synopsis.config import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Range, check_r
 from synopsis.errors import CheckpointError
 from synopsis.lm.corpus import TokenStream, batchify, bptt_windows, num_windows
 from synopsis.models.domain_lm import DomainLM
-from synopsis.training.distributed import Distributed
+from synopsis.training.distributed import Distributed, check_precision
 
 
 @dataclass
@@ -53,6 +53,7 @@ class LMTrainConfig:
     eval_batch_size: int = 1
     eval_bptt: int = 64
     seed: int = 1
+    precision: str | None = None  # fp32 | bf16 | fp16; None: accelerate launch's --mixed_precision
 
     RANGES: ClassVar[dict[str, Range]] = {
         "batch_size": AT_LEAST_ONE,
@@ -69,6 +70,7 @@ class LMTrainConfig:
 
     def __post_init__(self) -> None:
         check_ranges(self, self.RANGES)
+        check_precision(self.precision, "training.precision")
 
 
 @dataclass
@@ -172,6 +174,7 @@ def train_language_model(
     """
     dist = distributed or Distributed.single()
     dist.require_batch_size(config.batch_size, "training.batch_size")
+    dist.set_precision(config.precision, "training.precision")
     torch.manual_seed(config.seed)
     # fused: one kernel per parameter for decay + update; the attribute blocks multiply the parameters, so
     # the plain per-tensor loop would cost the augmented models more than their forward/backward does.
@@ -204,6 +207,7 @@ def train_language_model(
         start_epoch = checkpoint.state["epoch"] + 1
         best_weights = load_checkpoint(Path(run_dir) / "best", with_optimizer=False).model_state
         dist.restore_rng(checkpoint.state, config.seed, checkpoint.state["epoch"])
+        dist.restore_precision_state(checkpoint.state)
     else:
         dist.seed_ranks(config.seed)
 
@@ -242,8 +246,8 @@ def train_language_model(
                 loss = dist.backward(
                     train_model, [(window, False)], lambda w: w[1].shape[0], row_loss, step=epoch
                 )
-                dist.clip_grad_norm_(model.parameters(), config.clip_norm)
-                optimizer.step()
+                dist.clip_grad_norm_(model.parameters(), config.clip_norm, optimizer)
+                dist.step(optimizer)
                 window_tokens = loss.count * window[1].shape[1]  # all rows, all processes
                 epoch_loss += loss.total
                 epoch_tokens += window_tokens
@@ -282,6 +286,7 @@ def train_language_model(
                         "schedule": asdict(schedule),
                         "history": history,
                         **rng,
+                        **dist.precision_state(),
                         "train_config": asdict(config),
                         **(extra_state or {}),
                     },

@@ -191,6 +191,23 @@ def load_seq2seq(
     return model, tokenizer
 
 
+def enable_gradient_checkpointing(model: PreTrainedModel) -> None:
+    """Recompute each encoder/decoder layer's activations in the backward pass instead of keeping them
+    (Chen et al., 2016, "Training Deep Nets with Sublinear Memory Cost"): the activations kept shrink to the
+    layers' inputs, for about one more forward pass of compute.
+
+    Hugging Face's switch (``activation_checkpointing_enable``), non-reentrant
+    (``torch.utils.checkpoint(use_reentrant=False)``): every layer is a ``GradientCheckpointingLayer``, so
+    the custom attention inside the layers of Hie-BART, HIBRIDS and InstructSum is recomputed with its
+    layer, its extra arguments (sentence masks, section biases, segment ids) passed as they are, and
+    dropout masks and autocast replayed from the saved state.
+    """
+    if not model.supports_gradient_checkpointing:
+        raise ConfigError(f"gradient_checkpointing: {type(model).__name__} does not support it")
+    model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    model.config.use_cache = False  # no key/value cache in training (HF turns it off anyway, with a warning)
+
+
 def convert_hie_bart(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,

@@ -39,6 +39,7 @@ def load_summarizer(
     k: int = 3,
     max_source_length: int | None = None,
     instruction_cache: bool = True,
+    dtype: str | None = None,
     **generation: Any,
 ) -> Summarizer:
     """Build the summarizer for ``method``; with ``model`` and no method, the directory's config decides.
@@ -46,11 +47,14 @@ def load_summarizer(
     ``generation`` holds decoding options (num_beams, min_length, max_length, length_penalty,
     no_repeat_ngram_size) for the neural methods; ``k`` is the number of sentences for centrality;
     ``max_source_length`` truncates neural inputs (words for the pointer-generator, subword tokens for
-    Hugging Face models); ``instruction_cache=False`` makes an InstructSum model encode every prompt in full.
+    Hugging Face models); ``instruction_cache=False`` makes an InstructSum model encode every prompt in full;
+    ``dtype`` (fp32, bf16, fp16) casts a Hugging Face model's weights.
     """
     if method is None:
         method = _model_family(Path(model)) if model is not None else DEFAULT_METHOD
     generation = {key: value for key, value in generation.items() if value is not None}
+    if dtype is not None and method != "seq2seq":
+        raise SynopsisError(f"--dtype applies to Hugging Face (seq2seq) models, not to {method}")
     lead = re.fullmatch(r"lead-(\d+)", method)
     if lead:
         from synopsis.summarizers.extractive import LeadSummarizer
@@ -76,6 +80,10 @@ def load_summarizer(
         from synopsis.summarizers.seq2seq import Seq2SeqSummarizer
 
         return Seq2SeqSummarizer.from_pretrained(
-            model, max_source_length=max_source_length, instruction_cache=instruction_cache, **generation
+            model,
+            max_source_length=max_source_length,
+            instruction_cache=instruction_cache,
+            dtype=dtype,
+            **generation,
         )
     raise SynopsisError(f"unknown method '{method}'; choose one of: {', '.join(METHODS)}")

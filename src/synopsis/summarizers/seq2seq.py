@@ -17,6 +17,7 @@ import torch
 
 from synopsis.checkpoint import check_finite_tensors
 from synopsis.document import Document
+from synopsis.errors import ConfigError
 from synopsis.models.inputs import Seq2SeqInputs, SourceEncoding
 from synopsis.models.instructsum import SourceCache, encode_with_instruction, is_instructsum
 from synopsis.models.seq2seq import check_generation_options, load_seq2seq
@@ -50,11 +51,19 @@ class Seq2SeqSummarizer(Summarizer):
         model_dir: str | Path,
         max_source_length: int | None = None,
         instruction_cache: bool = True,
+        dtype: str | None = None,
         **generation_options: Any,
     ) -> Seq2SeqSummarizer:
-        """Load ``model_dir``; what the model is comes from its ``config.json``."""
+        """Load ``model_dir``; what the model is comes from its ``config.json``. ``dtype`` (fp32, bf16,
+        fp16; None: as stored) casts the weights, so the whole generation runs in that precision."""
+        from synopsis.training.distributed import PRECISIONS
+
+        if dtype is not None and dtype not in PRECISIONS:
+            raise ConfigError(f"--dtype must be one of {', '.join(PRECISIONS)}, got {dtype!r}")
         model, tokenizer = load_seq2seq(model_dir)
         check_finite_tensors(model.state_dict(), model_dir)
+        if dtype is not None:
+            model = model.to(PRECISIONS[dtype])
         inputs = Seq2SeqInputs(model.config, tokenizer, max_source_length=max_source_length)
         return cls(model, tokenizer, inputs, instruction_cache=instruction_cache, **generation_options)
 

@@ -42,6 +42,16 @@ independent of the number of processes:
   (a resume on more processes than the run had) gets states derived from (seed, rank, step). Rank 0 keeps
   the run's seed stream, ranks > 0 start from a derived seed (:meth:`Distributed.seed_ranks`): dropout masks
   differ per rank, and data order never depends on RNG state.
+
+**Precision** (:meth:`Distributed.set_precision`, every trainer's ``precision: fp32|bf16|fp16``; unset, the
+launcher's ``ACCELERATE_MIXED_PRECISION``, which ``accelerate launch --mixed_precision`` sets): the loss is
+computed under ``torch.autocast`` (matrix products in the low precision, reductions and losses in fp32); the
+parameters, their gradients and the optimizer state stay fp32, so checkpoints are fp32 (Micikevicius et al.,
+2018, "Mixed Precision Training": fp32 master weights). fp16 adds dynamic loss scaling
+(``torch.amp.GradScaler``: a step whose gradients overflow is skipped and the scale halved), whose state is
+saved with the checkpoint.
+The Accelerator is built with ``mixed_precision="no"`` so that autocast is applied once, by us, around the
+training loss only (validation and generation stay fp32) and the same code runs without Accelerate.
 """
 
 from __future__ import annotations
@@ -49,6 +59,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import os
 import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -62,6 +73,33 @@ from synopsis.errors import ConfigError
 from synopsis.sharding import COLLECTIVE_TIMEOUT, launched_processes, leave_process_group
 
 logger = logging.getLogger(__name__)
+
+PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+# accelerate launch --mixed_precision {no,fp16,bf16,fp8} sets this variable in every process it starts.
+_LAUNCHER_PRECISION = "ACCELERATE_MIXED_PRECISION"
+
+
+def resolve_precision(configured: str | None, field: str = "precision") -> str:
+    """``configured`` if set, else the launcher's (``accelerate launch --mixed_precision``), else fp32."""
+    if configured is not None:
+        if configured not in PRECISIONS:
+            raise ConfigError(f"{field} must be one of {', '.join(PRECISIONS)}, got {configured!r}")
+        return configured
+    launcher = os.environ.get(_LAUNCHER_PRECISION, "no").lower()
+    if launcher == "no":
+        return "fp32"
+    if launcher not in PRECISIONS:
+        raise ConfigError(
+            f"{_LAUNCHER_PRECISION}={launcher} (accelerate launch --mixed_precision) is not supported: "
+            f"use one of no, bf16, fp16, or set {field}"
+        )
+    return launcher
+
+
+def check_precision(value: str | None, field: str = "precision") -> None:
+    """For a config's ``__post_init__``: None (the launcher's) or one of :data:`PRECISIONS`."""
+    if value is not None and value not in PRECISIONS:
+        raise ValueError(f"{field} must be one of {', '.join(PRECISIONS)}, got {value!r}")
 
 @dataclass
 class Part:
@@ -116,6 +154,7 @@ class Distributed:
 
     def __init__(self, accelerator: Any = None) -> None:
         self.accelerator = accelerator
+        self.precision, self.scaler = "fp32", None
         if accelerator is None:
             self.rank, self.world_size, self.device = 0, 1, torch.device("cpu")
         else:
@@ -137,7 +176,9 @@ class Distributed:
         # The others wait while the main process validates (beam search over a dev set can take long); a
         # process that dies is noticed by the launcher, which stops the rest at once.
         timeout = InitProcessGroupKwargs(timeout=COLLECTIVE_TIMEOUT)
-        accelerator = Accelerator(cpu=cpu, kwargs_handlers=[timeout])
+        _refuse_unsupported_launcher_flags()
+        # Mixed precision is ours (see the module docstring): Accelerate must not wrap the forward again.
+        accelerator = Accelerator(cpu=cpu, mixed_precision="no", kwargs_handlers=[timeout])
         distributed = cls(accelerator)
         if not distributed.is_main:  # only the main process logs (the others: errors only)
             logging.getLogger("synopsis").setLevel(max(logging.ERROR, logging.getLogger("synopsis").level))
@@ -154,6 +195,41 @@ class Distributed:
     @property
     def is_main(self) -> bool:
         return self.rank == 0
+
+    # ------------------------------------------------------------------ precision
+    def set_precision(self, configured: str | None, field: str = "precision") -> str:
+        """Train in ``configured`` precision (None: the launcher's; see the module docstring); returns it."""
+        self.precision = resolve_precision(configured, field)
+        self.scaler = None
+        if self.precision == "fp16":
+            self.scaler = torch.amp.GradScaler(self.device.type)
+        if self.precision != "fp32":
+            logger.info("mixed precision: %s autocast, fp32 weights and optimizer state", self.precision)
+        return self.precision
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """The context of a training forward pass (a no-op in fp32)."""
+        if self.precision == "fp32":
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=PRECISIONS[self.precision])
+
+    def step(self, optimizer: torch.optim.Optimizer) -> None:
+        """``optimizer.step()``; in fp16 through the loss scaler (skipped when the gradients overflowed)."""
+        if self.scaler is None:
+            optimizer.step()
+        else:
+            self.scaler.step(optimizer)
+            self.scaler.update()
+
+    def precision_state(self) -> dict[str, Any]:
+        """What a checkpoint keeps of the precision: the fp16 loss scaler's state (JSON-able)."""
+        return {} if self.scaler is None else {"grad_scaler": self.scaler.state_dict()}
+
+    def restore_precision_state(self, state: dict[str, Any]) -> None:
+        """Pop the loss scaler's state from a checkpoint's state (absent: a run saved in fp32 or bf16)."""
+        saved = state.pop("grad_scaler", None)
+        if self.scaler is not None and saved is not None:
+            self.scaler.load_state_dict(saved)
 
     # ------------------------------------------------------------------ model and optimizer
     def prepare(
@@ -175,7 +251,14 @@ class Distributed:
     def unwrap(self, model: Any) -> Any:
         return model if self.accelerator is None else self.accelerator.unwrap_model(model)
 
-    def clip_grad_norm_(self, parameters: Any, max_norm: float) -> None:
+    def clip_grad_norm_(
+        self, parameters: Any, max_norm: float, optimizer: torch.optim.Optimizer | None = None
+    ) -> None:
+        """Clip the gradients' global norm; in fp16 ``optimizer``'s gradients are unscaled first."""
+        if self.scaler is not None:
+            if optimizer is None:
+                raise ValueError("clip_grad_norm_ in fp16 needs the optimizer (to unscale its gradients)")
+            self.scaler.unscale_(optimizer)
         if self.accelerator is None:
             torch.nn.utils.clip_grad_norm_(parameters, max_norm)
         else:
@@ -242,8 +325,11 @@ class Distributed:
             # DDP all-reduces the gradients in the last backward of the step only.
             accumulating = index < len(batches) - 1 and self.accelerator is not None
             with self.accelerator.no_sync(model) if accumulating else contextlib.nullcontext():
-                value = loss(batch)
+                with self.autocast():
+                    value = loss(batch)
                 scaled = value * (0.0 if filler else self.world_size * local / denominator)
+                if self.scaler is not None:
+                    scaled = self.scaler.scale(scaled)
                 if self.accelerator is None:
                     scaled.backward()
                 else:
@@ -344,6 +430,26 @@ class Distributed:
         random.seed(value)
         np.random.seed(value % 2**32)
         torch.manual_seed(value)  # every CUDA device too
+
+
+def _refuse_unsupported_launcher_flags() -> None:
+    """``accelerate launch`` flags that would change training behind our back, refused in one line."""
+    for variable, flag, why in (
+        ("ACCELERATE_USE_FSDP", "--use_fsdp", "checkpoints hold whole weights and optimizer state"),
+        ("ACCELERATE_USE_DEEPSPEED", "--use_deepspeed", "DeepSpeed owns the optimizer and its checkpoints"),
+        ("ACCELERATE_USE_MEGATRON_LM", "--use_megatron_lm", "not supported"),
+    ):
+        if os.environ.get(variable, "false").lower() == "true":
+            raise ConfigError(
+                f"accelerate launch {flag} is not supported by synopsis's trainers ({why}); use DDP with "
+                "precision: bf16 and gradient_checkpointing: true (docs/distributed.md: the memory plans)"
+            )
+    steps = os.environ.get("ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "1")
+    if steps != "1":
+        raise ConfigError(
+            f"accelerate launch --gradient_accumulation_steps {steps} is not used by synopsis's trainers: "
+            "set the config's accumulation (seq2seq: grad_accum_steps; the others: the global batch size)"
+        )
 
 
 class GlobalBatchSampler(torch.utils.data.Sampler):

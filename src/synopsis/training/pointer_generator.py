@@ -76,7 +76,7 @@ from synopsis.models.pointer_generator import (
     source_profile,
     summary_words,
 )
-from synopsis.training.distributed import Distributed, LoadedStep
+from synopsis.training.distributed import Distributed, LoadedStep, check_precision
 from synopsis.training.plots import plot_curves
 from synopsis.vocab import Vocab
 
@@ -99,6 +99,8 @@ class DataConfig:
     max_train_examples: int | None = None
     max_dev_examples: int | None = None
     all_references: bool = True  # one training pair per reference summary (else the first only)
+    # the reader's own options, e.g. {text_column: article, summary_column: highlights} for corpus: hf
+    corpus_options: dict[str, Any] | None = None
 
 
 @dataclass
@@ -157,6 +159,7 @@ class PointerGeneratorTrainConfig:
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     generation: GenerationConfig = field(default_factory=GenerationConfig)  # defaults stored with the model
     seed: int = 1
+    precision: str | None = None  # fp32 | bf16 | fp16; None: accelerate launch's --mixed_precision
 
     RANGES: ClassVar[dict[str, Range]] = {
         "data.max_source_tokens": AT_LEAST_ONE,
@@ -187,6 +190,7 @@ class PointerGeneratorTrainConfig:
 
     def __post_init__(self) -> None:
         check_ranges(self, self.RANGES)
+        check_precision(self.precision)
         if self.schedule.eval_every > self.schedule.max_steps:
             raise ValueError(
                 f"schedule.eval_every ({self.schedule.eval_every}) must be <= schedule.max_steps "
@@ -220,7 +224,7 @@ def read_split(data: DataConfig, split: str | None, path: str | None = None) -> 
         return list(read_examples(folder / f"{split}.jsonl" if folder.is_dir() and split else folder))
     from synopsis.data.readers import read_corpus
 
-    return list(read_corpus(data.corpus, path, split=split))
+    return list(read_corpus(data.corpus, path, split=split, **(data.corpus_options or {})))
 
 
 def document_tokens(example_or_text: Example | str) -> list[str]:
@@ -343,6 +347,7 @@ class Trainer:
         self.config = config
         self.resume = resume
         self.distributed.require_batch_size(config.optim.batch_size, "optim.batch_size")
+        self.distributed.set_precision(config.precision)
         self.distributed.barrier()  # every process has looked at the run directory before anyone writes
 
     # -------------------------------------------------------------- setup
@@ -431,6 +436,7 @@ class Trainer:
         if checkpoint.optimizer_state is not None:
             self.optimizer.load_state_dict(checkpoint.optimizer_state)
         self.distributed.restore_rng(checkpoint.state, self.config.seed, checkpoint.state["step"])
+        self.distributed.restore_precision_state(checkpoint.state)
         self.state.update(checkpoint.state)
         if self.state["phase"] == "coverage":  # a run saved before coverage_runs existed was in its run 1
             self.state["coverage_run"] = max(1, self.state["coverage_run"])
@@ -445,7 +451,7 @@ class Trainer:
             is_best=is_best,
             model_state=self.model.state_dict(),
             config=dataclasses.asdict(self.model.config),
-            state={**self.state, **rng},
+            state={**self.state, **rng, **self.distributed.precision_state()},
             optimizer=self.optimizer,
         )
         if is_best:
@@ -539,8 +545,8 @@ class Trainer:
             loss=loss,
             step=self.state["step"],
         )
-        dist.clip_grad_norm_(self.model.parameters(), self.config.optim.max_grad_norm)
-        self.optimizer.step()
+        dist.clip_grad_norm_(self.model.parameters(), self.config.optim.max_grad_norm, self.optimizer)
+        dist.step(self.optimizer)
         return result.mean
 
     def _phase_limit(self) -> int:

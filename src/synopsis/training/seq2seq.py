@@ -43,8 +43,15 @@ from synopsis.data.example import Example
 from synopsis.errors import CheckpointError, InputError
 from synopsis.io import open_for_atomic_write, write_directory_atomically, write_json
 from synopsis.models.inputs import Seq2SeqInputs, SourceEncoding
-from synopsis.models.seq2seq import CONVERTERS, check_generation_options, convert_seq2seq, load_seq2seq
-from synopsis.training.distributed import Distributed
+from synopsis.models.seq2seq import (
+    CONVERTERS,
+    check_generation_options,
+    convert_seq2seq,
+    enable_gradient_checkpointing,
+    load_seq2seq,
+)
+from synopsis.training.distributed import Distributed, check_precision, resolve_precision
+from synopsis.training.memory import MemoryPlan, meta_model, seq2seq_plan
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +73,9 @@ class Seq2SeqTrainConfig:
     max_train_examples: int | None = None
     max_dev_examples: int | None = 200
     all_references: bool = True  # one training pair per reference summary (else the first only)
+    # the corpus reader's own options (train and dev alike), e.g. {text_column: article,
+    # summary_column: highlights, id_column: id} for train_corpus: hf (a Hugging Face dataset)
+    corpus_options: dict[str, Any] | None = None
     random_init: bool = False  # build the model from config.json with random weights
     # convert the starting checkpoint first, e.g. {method: hie-bart, word_heads: 14} (see synopsis convert)
     convert: dict[str, Any] | None = None
@@ -95,6 +105,12 @@ class Seq2SeqTrainConfig:
     generation: dict[str, Any] | None = None
     keep_checkpoints: int = 2
     seed: int = 0
+    precision: str | None = None  # fp32 | bf16 | fp16; None: accelerate launch's --mixed_precision
+    gradient_checkpointing: bool = False  # recompute activations in the backward: less memory
+    # The hardware the config is meant for, for --dry-run's memory plan: devices (processes) and the memory
+    # of one device (GB = 2**30 bytes); None: not stated, the plan then says nothing about fitting.
+    devices: int = 1
+    device_memory_gb: float | None = None
 
     RANGES: ClassVar[dict[str, Range]] = {
         "max_train_examples": AT_LEAST_ONE,
@@ -117,10 +133,13 @@ class Seq2SeqTrainConfig:
         "label_smoothing": DROPOUT,  # [0, 1)
         "keep_checkpoints": AT_LEAST_ONE,
         "seed": NON_NEGATIVE,
+        "devices": AT_LEAST_ONE,
+        "device_memory_gb": POSITIVE,
     }
 
     def __post_init__(self) -> None:
         check_ranges(self, self.RANGES)
+        check_precision(self.precision)
         if self.convert is not None and self.convert.get("method") not in CONVERTERS:
             raise ValueError(
                 f"convert.method must be one of {', '.join(CONVERTERS)}, got {self.convert.get('method')!r}"
@@ -171,11 +190,15 @@ def label_smoothed_nll(logits: torch.Tensor, labels: torch.Tensor, epsilon: floa
     return (loss * mask).sum() / mask.sum().clamp(min=1)
 
 
-def load_examples(corpus: str, path: str | Path, split: str | None, limit: int | None) -> list[Example]:
+def load_examples(
+    corpus: str, path: str | Path, split: str | None, limit: int | None, options: dict[str, Any] | None = None
+) -> list[Example]:
+    """Examples with a document and a reference from any corpus reader (``options``: the reader's own, e.g.
+    the column mapping of ``hf`` / ``jsonl`` / ``csv``)."""
     from synopsis.data.readers import read_corpus
 
     examples = []
-    for example in read_corpus(corpus, path, split=split):
+    for example in read_corpus(corpus, path, split=split, **(options or {})):
         if example.references and not example.document.is_empty():
             examples.append(example)
             if limit is not None and len(examples) >= limit:
@@ -215,6 +238,7 @@ class Seq2SeqTrainer:
             logger.warning("%s: no checkpoint to resume from; starting from the beginning", self.run_dir)
 
         dist.require_batch_size(config.batch_size * config.grad_accum_steps, "batch_size x grad_accum_steps")
+        dist.set_precision(config.precision)
         torch.manual_seed(config.seed)
         # a checkpoint is a complete model dir (its tokenizer has Hie-BART's marker too)
         model, self.tokenizer = self.load_model(latest or Path(config.model), random_init=latest is None)
@@ -226,6 +250,8 @@ class Seq2SeqTrainer:
             prefix=config.source_prefix,
         )
         self._load_data()
+        if config.gradient_checkpointing:
+            enable_gradient_checkpointing(model)
 
         decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
         no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]  # biases and LayerNorms
@@ -269,12 +295,15 @@ class Seq2SeqTrainer:
         cfg = self.config
         if cfg.dev_path is None and cfg.dev_split is None:
             logger.warning("no dev set given (dev_path / dev_split): validating on the training examples")
-        train = load_examples(cfg.train_corpus, cfg.train_path, cfg.train_split, cfg.max_train_examples)
+        train = load_examples(
+            cfg.train_corpus, cfg.train_path, cfg.train_split, cfg.max_train_examples, cfg.corpus_options
+        )
         dev = load_examples(
             cfg.dev_corpus or cfg.train_corpus,
             cfg.dev_path or cfg.train_path,
             cfg.dev_split,
             cfg.max_dev_examples,
+            cfg.corpus_options,
         )
         pairs = [
             (index, reference)
@@ -357,8 +386,8 @@ class Seq2SeqTrainer:
                     step=state["step"],
                 )
                 if cfg.clip_grad_norm > 0:
-                    dist.clip_grad_norm_(self.model.parameters(), cfg.clip_grad_norm)
-                self.optimizer.step()
+                    dist.clip_grad_norm_(self.model.parameters(), cfg.clip_grad_norm, self.optimizer)
+                dist.step(self.optimizer)
                 running, count = running + loss.mean, count + 1
                 self.scheduler.step()
                 state["step"] += 1
@@ -475,7 +504,12 @@ class Seq2SeqTrainer:
 
         def write(directory: Path) -> None:
             self._write_model(directory)
-            extra = {"scheduler": self.scheduler.state_dict(), "train_config": to_dict(self.config), **rng}
+            extra = {
+                "scheduler": self.scheduler.state_dict(),
+                "train_config": to_dict(self.config),
+                **rng,
+                **self.distributed.precision_state(),
+            }
             write_training_state(directory, {**self.state, **extra}, self.optimizer)
 
         self.checkpoints.save_with(self.state["step"], lambda path: write_directory_atomically(path, write))
@@ -487,6 +521,7 @@ class Seq2SeqTrainer:
         self.optimizer.load_state_dict(optimizer_state)
         self.scheduler.load_state_dict(saved.pop("scheduler"))
         self.distributed.restore_rng(saved, self.config.seed, saved["step"])
+        self.distributed.restore_precision_state(saved)
         saved.pop("train_config", None)
         self.state.update(saved)
         logger.info("resumed from %s at step %d", path, self.state["step"])
@@ -507,6 +542,40 @@ class Seq2SeqTrainer:
         """``config.yaml`` in the run directory (main process)."""
         if self.distributed.is_main:
             save_config(self.config, self.run_dir / "config.yaml")
+
+
+def memory_plan(config: Seq2SeqTrainConfig) -> MemoryPlan:
+    """The plan of one training step per device (``train seq2seq --dry-run``), from the model's
+    ``config.json`` alone: the model (converted as ``convert`` says) is built on the meta device."""
+    from transformers import AutoConfig
+
+    from synopsis.models.inputs import DEFAULT_MAX_INSTRUCTION_LENGTH, model_max_source_length
+    from synopsis.models.seq2seq import load_tokenizer, read_model_config
+
+    read_model_config(config.model)  # one-line errors for a missing or broken config.json
+    model_config = AutoConfig.from_pretrained(config.model, local_files_only=True)
+    model = meta_model(model_config)
+    tokenizer = load_tokenizer(config.model)
+    if config.convert is not None:
+        options = dict(config.convert)
+        with torch.device("meta"):  # the converted model's new parameters are shapes only too
+            model = convert_seq2seq(options.pop("method"), model, tokenizer, **options)
+    source = config.max_source_length or model_max_source_length(model.config, tokenizer)
+    if model.config.model_type == "instructsum_t5":  # the instruction part comes on top of the source part
+        source += DEFAULT_MAX_INSTRUCTION_LENGTH
+    return seq2seq_plan(
+        model.config,
+        model=f"{model.config.model_type} ({config.model})",
+        source=source,
+        target=config.max_target_length,
+        global_batch=config.batch_size * config.grad_accum_steps,
+        largest_pass=config.batch_size,
+        devices=config.devices,
+        precision=resolve_precision(config.precision),
+        checkpointing=config.gradient_checkpointing,
+        device_memory_gb=config.device_memory_gb,
+        parameters=sum(p.numel() for p in model.parameters()),
+    )
 
 
 def save_config(config: Seq2SeqTrainConfig, path: Path) -> None:

@@ -23,6 +23,7 @@ from synopsis.data.readers.base import check_size, guarded, parse_json, read_inp
 from synopsis.data.readers.cnn import parse_story, read_cnn
 from synopsis.data.readers.cohan import parse_cohan, read_cohan
 from synopsis.data.readers.documents import parse_json_document, parse_markdown, parse_text
+from synopsis.data.readers.hf import read_hf
 from synopsis.data.readers.qmsum import meeting_document, read_qmsum
 from synopsis.data.readers.scisummnet import parse_scisummnet, read_scisummnet
 from synopsis.data.readers.scitldr import read_scitldr
@@ -105,6 +106,7 @@ CORPORA: dict[str, Callable[..., Iterator[Example]]] = {
     "pubmed": read_cohan,
     "jsonl": read_jsonl,
     "csv": read_csv,
+    "hf": read_hf,  # Hugging Face datasets: save_to_disk folders, parquet, arrow
 }
 
 

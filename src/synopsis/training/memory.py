@@ -1,0 +1,267 @@
+"""Memory plans: what one training step needs per device, from a model's config alone (``train --dry-run``).
+
+The model is built on the ``meta`` device (shapes only: no weights read, nothing allocated) to count its
+parameters. Bytes per device:
+
+* **weights**: the fp32 master copy, 4 bytes a parameter; with bf16/fp16 autocast also the low-precision
+  copies autocast keeps for the step (2 bytes a parameter: the backward reads them);
+* **gradients**: fp32, 4 bytes a parameter;
+* **optimizer state**: AdamW 8 (two fp32 moments), Adagrad 4 (the accumulator), plain SGD 0;
+* **activations**: what the forward keeps for the backward at the configured lengths and per-device
+  micro-batch, counted tensor by tensor for a Transformer layer as Korthikanti et al. (2022, "Reducing
+  Activation Recomputation in Large Transformer Models", section 4.1) do: per encoder layer the inputs of
+  every matrix product (``s b h`` elements each), the attention probabilities (``a s k b``: ``k`` = ``s``
+  for full attention, the band ``2w + 1`` of LED's sliding window; none with SDPA, whose fused kernel
+  keeps ``O(s)``), the feed-forward's ``s b f`` tensors, LayerNorm inputs (fp32), dropout masks (1 byte);
+  per decoder layer the same over the ``t`` target tokens plus cross-attention's keys and values of the
+  ``s`` source tokens; the logits and their fp32 log-softmax (``t b V``). Matrix-product inputs and
+  outputs take 2 bytes under autocast, 4 in fp32. With gradient checkpointing only each layer's input is
+  kept (``s b h`` fp32 per encoder layer, ``t b h`` per decoder layer) plus one layer's activations while
+  it is recomputed. The backward's own temporaries (the gradients of a layer's activations while it is
+  back-propagated, the recomputation's buffers) add two layers' activations, four for LED's sliding-window
+  layers: factors measured on CPU (the rest is tensor accounting).
+
+What the plan leaves out, and why it can be off: the framework's own memory (CUDA context, cuDNN/cuBLAS
+workspaces: ~0.5-1 GB per GPU; the Python process), fragmentation, and generation during validation (run
+after the step, on the main process, with no gradients). Checked against the measured peak memory of small
+configurations on CPU (``tests/test_memory_plan.py``; docs/distributed.md says how it is measured).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+GIB = 2**30
+OPTIMIZER_BYTES = {"adamw": 8, "adagrad": 4, "sgd": 0}
+
+
+@dataclass
+class MemoryPlan:
+    """Bytes per device of one training step (see the module docstring)."""
+
+    model: str
+    parameters: int
+    precision: str
+    gradient_checkpointing: bool
+    devices: int
+    micro_batch: int  # examples in one forward pass on one device
+    source_tokens: int
+    target_tokens: int
+    weights_bytes: int
+    gradients_bytes: int
+    optimizer_bytes: int
+    activations_bytes: int
+    device_memory_bytes: int | None = None  # what the configured hardware has; None: not stated
+
+    @property
+    def memory_per_device_bytes(self) -> int:
+        return self.weights_bytes + self.gradients_bytes + self.optimizer_bytes + self.activations_bytes
+
+    @property
+    def fits(self) -> bool | None:
+        if self.device_memory_bytes is None:
+            return None
+        return self.memory_per_device_bytes <= self.device_memory_bytes
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "memory_per_device_bytes": self.memory_per_device_bytes, "fits": self.fits}
+
+    def report(self) -> str:
+        """A few lines for the terminal."""
+
+        def gb(value: int) -> str:
+            return f"{value / GIB:8.2f} GiB"
+
+        lines = [
+            f"model {self.model}: {self.parameters:,} parameters; {self.precision}, gradient checkpointing "
+            f"{'on' if self.gradient_checkpointing else 'off'}; {self.devices} device(s), {self.micro_batch} "
+            f"example(s) per forward pass, {self.source_tokens} source / {self.target_tokens} target tokens",
+            f"  weights      {gb(self.weights_bytes)}",
+            f"  gradients    {gb(self.gradients_bytes)}",
+            f"  optimizer    {gb(self.optimizer_bytes)}",
+            f"  activations  {gb(self.activations_bytes)}",
+            f"  total        {gb(self.memory_per_device_bytes)} per device",
+        ]
+        if self.device_memory_bytes is not None:
+            verdict = "fits" if self.fits else "does NOT fit"
+            lines.append(f"  {verdict} in {self.device_memory_bytes / GIB:.0f} GiB per device")
+        return "\n".join(lines)
+
+
+def micro_batch(global_batch: int, devices: int, largest_pass: int | None = None) -> int:
+    """Examples in one forward pass on one device: the device's share of the global batch, split into
+    micro-batches of at most ``largest_pass`` (as :meth:`Distributed.shard` does)."""
+    share = -(-global_batch // devices)
+    if largest_pass is None:
+        return share
+    passes = max(1, -(-share // largest_pass))
+    return -(-share // passes)
+
+
+def parameter_bytes(parameters: int, precision: str, optimizer: str) -> tuple[int, int, int]:
+    """(weights, gradients, optimizer state) bytes: fp32 master weights, fp32 gradients and state."""
+    weights = parameters * (4 if precision == "fp32" else 6)
+    return weights, parameters * 4, parameters * OPTIMIZER_BYTES[optimizer]
+
+
+def meta_model(model_config: Any) -> torch.nn.Module:
+    """A Hugging Face seq2seq model with the shapes of ``model_config`` and no storage (meta device)."""
+    from transformers import AutoModelForSeq2SeqLM
+
+    with torch.device("meta"):
+        return AutoModelForSeq2SeqLM.from_config(model_config)
+
+
+@dataclass
+class _Dims:
+    hidden: int
+    heads: int
+    inner: int  # heads x head size (T5's inner dim may differ from d_model)
+    ffn: int
+    gated: bool
+    encoder_layers: int
+    decoder_layers: int
+    vocab: int
+    window: int | None  # LED's full attention window (the band is window + 1 wide)
+    eager: bool  # attention probabilities materialised (eager) or fused (SDPA)
+    dropout: bool
+    attention_dropout: bool
+
+
+def _dims(config: Any) -> _Dims:
+    hidden = config.d_model
+    heads = getattr(config, "encoder_attention_heads", None) or config.num_heads
+    inner = getattr(config, "d_kv", hidden // heads) * heads
+    ffn = getattr(config, "encoder_ffn_dim", None) or config.d_ff
+    encoder_layers = getattr(config, "encoder_layers", None) or config.num_layers
+    decoder_layers = getattr(config, "decoder_layers", None) or getattr(config, "num_decoder_layers", None)
+    window = getattr(config, "attention_window", None)
+    if isinstance(window, list | tuple):
+        window = max(window)
+    dropout = float(getattr(config, "dropout", getattr(config, "dropout_rate", 0.0)) or 0.0)
+    attention_dropout = float(
+        getattr(config, "attention_dropout", getattr(config, "dropout_rate", 0.0)) or 0.0
+    )
+    return _Dims(
+        hidden=hidden,
+        heads=heads,
+        inner=inner,
+        ffn=ffn,
+        gated=bool(getattr(config, "is_gated_act", False)),
+        encoder_layers=encoder_layers,
+        decoder_layers=decoder_layers or encoder_layers,
+        vocab=config.vocab_size,
+        window=window,
+        # SDPA's fused kernels keep O(s) per head, but only without an additive bias: T5's relative
+        # positions, HIBRIDS' section biases, InstructSum's block mask and Hie-BART's sentence heads add
+        # one, and then the probabilities are materialised as in eager attention.
+        eager=window is not None
+        or getattr(config, "_attn_implementation", "eager") != "sdpa"
+        or config.model_type not in ("bart", "mbart"),
+        dropout=dropout > 0,
+        attention_dropout=attention_dropout > 0,
+    )
+
+
+def _attention_bytes(d: _Dims, queries: int, keys: int, batch: int, e: int, self_attention: bool) -> int:
+    """One attention sublayer: LayerNorm input, projections' inputs, Q/K/V, context, probabilities, masks."""
+    kept = queries * batch * d.hidden * 4  # LayerNorm input (fp32 also under autocast)
+    kept += (
+        queries * batch * d.hidden * e
+    )  # input of the query (and, in self-attention, key/value) projection
+    kept += queries * batch * d.inner * e  # queries
+    kept += 2 * keys * batch * d.inner * e  # keys and values
+    kept += queries * batch * d.inner * e  # context: input of the output projection
+    if not self_attention:
+        kept += 0  # the encoder output (the keys' input) is counted once for all decoder layers
+    if d.dropout:
+        kept += queries * batch * d.hidden  # residual dropout mask
+    span = keys
+    if d.window is not None and self_attention and keys == queries:
+        # LED's sliding chunks: overlapping chunks of 2w (twice the band), diagonal-padded scores
+        span = min(keys, 2 * (d.window + 1))
+        kept += 2 * queries * batch * d.inner * e  # chunked copies of queries and keys
+    if d.eager:
+        kept += d.heads * queries * span * batch * 4  # softmax output (fp32)
+        if d.attention_dropout:
+            kept += d.heads * queries * span * batch * (1 + e)  # mask and dropped probabilities
+    return kept
+
+
+def _ffn_bytes(d: _Dims, tokens: int, batch: int, e: int) -> int:
+    kept = tokens * batch * d.hidden * 4  # LayerNorm input
+    kept += tokens * batch * d.hidden * e  # input of the first product
+    kept += tokens * batch * d.ffn * e * (3 if d.gated else 2)  # activation input and output (gated: x2 wi)
+    if d.dropout:
+        kept += tokens * batch * (d.ffn + d.hidden)  # masks
+    return kept
+
+
+def activation_bytes(
+    model_config: Any, source: int, target: int, batch: int, precision: str, checkpointing: bool
+) -> int:
+    """Bytes the forward keeps for the backward (and the backward's temporaries); see the module docstring."""
+    d = _dims(model_config)
+    e = 4 if precision == "fp32" else 2
+    if d.window is not None:  # LED pads the input to a multiple of the window
+        source = math.ceil(source / d.window) * d.window
+    encoder_layer = _attention_bytes(d, source, source, batch, e, True) + _ffn_bytes(d, source, batch, e)
+    decoder_layer = (
+        _attention_bytes(d, target, target, batch, e, True)
+        + _attention_bytes(d, target, source, batch, e, False)
+        + _ffn_bytes(d, target, batch, e)
+    )
+    embeddings = (source + target) * batch * d.hidden * 4 * 2  # embedding output and its LayerNorm
+    encoder_output = source * batch * d.hidden * 4
+    logits = target * batch * d.vocab * (e + 4)  # logits and the fp32 log-softmax
+    largest = max(encoder_layer, decoder_layer)
+    if checkpointing:
+        layers = (d.encoder_layers * source + d.decoder_layers * target) * batch * d.hidden * 4
+        layers += largest  # the layer being recomputed
+    else:
+        layers = d.encoder_layers * encoder_layer + d.decoder_layers * decoder_layer
+    # The backward's temporaries (gradients of a layer's activations, the recomputation's own buffers):
+    # measured on CPU at 1-3.5 layers' activations; LED's sliding-window product pads and diagonalises copies
+    # of its band scores in the backward, hence twice as much (tests/test_memory_plan.py).
+    backward_temporaries = largest * (4 if d.window is not None else 2)
+    return int(embeddings + encoder_output + logits + layers + backward_temporaries)
+
+
+def seq2seq_plan(
+    model_config: Any,
+    *,
+    model: str,
+    source: int,
+    target: int,
+    global_batch: int,
+    largest_pass: int,
+    devices: int,
+    precision: str,
+    checkpointing: bool,
+    device_memory_gb: float | None,
+    parameters: int | None = None,
+) -> MemoryPlan:
+    """The plan of ``train seq2seq`` (AdamW) for a Hugging Face seq2seq ``model_config``."""
+    if parameters is None:
+        parameters = sum(p.numel() for p in meta_model(model_config).parameters())
+    batch = micro_batch(global_batch, devices, largest_pass)
+    weights, gradients, optimizer = parameter_bytes(parameters, precision, "adamw")
+    return MemoryPlan(
+        model=model,
+        parameters=parameters,
+        precision=precision,
+        gradient_checkpointing=checkpointing,
+        devices=devices,
+        micro_batch=batch,
+        source_tokens=source,
+        target_tokens=target,
+        weights_bytes=weights,
+        gradients_bytes=gradients,
+        optimizer_bytes=optimizer,
+        activations_bytes=activation_bytes(model_config, source, target, batch, precision, checkpointing),
+        device_memory_bytes=None if device_memory_gb is None else int(device_memory_gb * GIB),
+    )

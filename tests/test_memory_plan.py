@@ -1,0 +1,166 @@
+"""``train seq2seq --dry-run``: the memory plan from config.json alone, and the estimator against the peak
+memory measured on CPU.
+
+Measurement (:func:`_measure`, one process per configuration): one warm-up step of a tiny model of the same
+family first (so that the lazily loaded kernels and the allocator's own pools are already counted in the
+baseline), then the baseline = the process's peak RSS so far (``VmHWM`` of ``/proc/self/status``: not
+``getrusage``'s ``ru_maxrss``, which keeps the peak of the parent that forked the process, here pytest);
+then the model is built with random weights and trains two AdamW steps (autocast as configured); measured =
+peak RSS - baseline. The plan's total (weights, gradients, optimizer state, activations) must be within
+25% of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from synopsis.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SMALL = {
+    "bart": dict(
+        vocab_size=8000, d_model=256, encoder_layers=4, decoder_layers=4, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=1024, decoder_ffn_dim=1024, max_position_embeddings=1024,
+    ),
+    "led": dict(
+        vocab_size=8000, d_model=256, encoder_layers=4, decoder_layers=4, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=1024, decoder_ffn_dim=1024, attention_window=[256] * 4,
+        max_encoder_position_embeddings=4096, max_decoder_position_embeddings=256,
+    ),
+    "t5": dict(
+        vocab_size=8000, d_model=256, d_kv=64, d_ff=1024, num_layers=4, num_decoder_layers=4, num_heads=4,
+        decoder_start_token_id=0, pad_token_id=0, eos_token_id=1,
+    ),
+}  # fmt: skip
+CASES = [  # (family, source tokens, target tokens, batch, precision, gradient checkpointing)
+    ("bart", 1024, 64, 4, "fp32", False),
+    ("led", 2048, 64, 2, "fp32", True),
+    ("t5", 1024, 64, 2, "bf16", True),
+]
+
+
+def _config(family: str, settings: dict):  # noqa: ANN202
+    from transformers import BartConfig, LEDConfig, T5Config
+
+    return {"bart": BartConfig, "led": LEDConfig, "t5": T5Config}[family](**settings)
+
+
+def _peak_rss_kib() -> int:
+    """This process's peak resident set size since its exec (Linux: VmHWM)."""
+    status = Path("/proc/self/status").read_text(encoding="utf-8")
+    return int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1])
+
+
+def _measure(spec: dict) -> int:
+    """In a child process: bytes of peak RSS above the baseline over two training steps (module docstring)."""
+    import torch
+    from transformers import AutoModelForSeq2SeqLM
+
+    from synopsis.models.seq2seq import enable_gradient_checkpointing
+
+    torch.set_num_threads(1)
+    family, s, t, b = spec["family"], spec["source"], spec["target"], spec["batch"]
+    generator = torch.Generator().manual_seed(0)
+    vocab = SMALL[family]["vocab_size"]
+    ids, labels = torch.randint(4, vocab, (b, s), generator=generator), torch.randint(4, vocab, (b, t))
+    dtype = torch.bfloat16 if spec["precision"] == "bf16" else None
+
+    def steps(model: torch.nn.Module, inputs: dict, count: int) -> None:
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        if family == "led":
+            inputs["global_attention_mask"] = torch.zeros_like(inputs["input_ids"])
+            inputs["global_attention_mask"][:, 0] = 1
+        for _ in range(count):
+            optimizer.zero_grad(set_to_none=True)
+            with torch.autocast("cpu", dtype=dtype, enabled=dtype is not None):
+                loss = model(**inputs).loss
+            loss.backward()
+            optimizer.step()
+
+    tiny = {**SMALL[family], "vocab_size": 128, "d_model": 32}
+    tiny.update({k: 64 for k in ("encoder_ffn_dim", "decoder_ffn_dim", "d_ff") if k in tiny})
+    tiny.update({"d_kv": 8} if "d_kv" in tiny else {})
+    steps(AutoModelForSeq2SeqLM.from_config(_config(family, tiny)).train(), {
+        "input_ids": ids[:1, :512] % 128, "labels": labels[:1] % 128}, 1)  # fmt: skip
+    baseline = _peak_rss_kib()
+    model = AutoModelForSeq2SeqLM.from_config(_config(family, SMALL[family])).train()
+    if spec["checkpointing"]:
+        enable_gradient_checkpointing(model)
+    steps(model, {"input_ids": ids, "labels": labels}, 2)
+    return (_peak_rss_kib() - baseline) * 1024
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="peak RSS is read from /proc (Linux)")
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[4]}-ckpt{int(c[5])}")
+def test_plan_is_within_25_percent_of_the_measured_peak(case: tuple) -> None:
+    from synopsis.training.memory import seq2seq_plan
+
+    family, source, target, batch, precision, checkpointing = case
+    spec = dict(family=family, source=source, target=target, batch=batch, precision=precision,
+                checkpointing=checkpointing)  # fmt: skip
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")]),
+    }
+    done = subprocess.run(
+        [sys.executable, __file__, json.dumps(spec)], capture_output=True, text=True, env=env, check=True
+    )
+    measured = int(done.stdout.strip().splitlines()[-1])
+    plan = seq2seq_plan(
+        _config(family, SMALL[family]), model=family, source=source, target=target, global_batch=batch,
+        largest_pass=batch, devices=1, precision=precision, checkpointing=checkpointing,
+        device_memory_gb=None,
+    )  # fmt: skip
+    ratio = plan.memory_per_device_bytes / measured
+    assert 0.75 <= ratio <= 1.25, (measured, plan.to_json())
+
+
+def test_dry_run_plans_from_config_json_alone(shared_data: Path, tmp_path: Path, capsys) -> None:
+    """No weights in the directory (they are never read) and no data: the plan still comes out, with the
+    parameter count of the real model built from that config."""
+    from tiny_models import save_tiny_bart
+    from transformers import AutoConfig, AutoModelForSeq2SeqLM
+
+    model_dir = save_tiny_bart(tmp_path / "bart", shared_data / "tokenizers")
+    (model_dir / "model.safetensors").unlink()
+    out = tmp_path / "plan.json"
+    args = ["train", "seq2seq", "--model", str(model_dir), "--dry-run", "--json", str(out),
+            "--set", "max_source_length=64", "--set", "device_memory_gb=1",
+            "--set", "precision=bf16"]  # fmt: skip
+    assert main(args) == 0
+    plan = json.loads(out.read_text())
+    expected = sum(
+        p.numel()
+        for p in AutoModelForSeq2SeqLM.from_config(AutoConfig.from_pretrained(model_dir)).parameters()
+    )
+    assert plan["parameters"] == expected and isinstance(plan["memory_per_device_bytes"], int)
+    parts = ("weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes")
+    assert plan["memory_per_device_bytes"] == sum(plan[k] for k in parts)
+    assert plan["weights_bytes"] == 6 * expected and plan["optimizer_bytes"] == 8 * expected  # bf16, AdamW
+    assert plan["fits"] is True and plan["source_tokens"] == 64
+    assert "fits in 1 GiB per device" in capsys.readouterr().out
+    assert not (tmp_path / "-").exists()  # no run directory
+
+    # gradient checkpointing lowers the activations; a longer input raises them
+    def activations(*sets: str) -> int:
+        main([*args, *[x for s in sets for x in ("--set", s)]])
+        return json.loads(out.read_text())["activations_bytes"]
+
+    assert (
+        activations("gradient_checkpointing=true")
+        < plan["activations_bytes"]
+        < activations("max_source_length=128")
+    )
+
+
+if __name__ == "__main__":
+    print(_measure(json.loads(sys.argv[1])))
