@@ -307,6 +307,40 @@ def add_section_tokens(
     return {m: tokenizer.convert_tokens_to_ids(m) for m in markers}
 
 
+def add_qs_tokens(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> dict[str, int]:
+    """Add the QS hierarchy markers ``[L↓] [L↑] [L-] [ANS]`` (paper section 4) as single tokens.
+
+    They are *added* tokens, not special ones, so ``decode(..., skip_special_tokens=True)`` keeps them
+    (a generated hierarchy must keep its markers); without them T5's vocabulary has no ``↓``/``↑`` and
+    turns ``[L↓]`` and ``[L↑]`` into the same ``[L<unk>]``, so a hierarchy parses as one pair. Each new
+    embedding (input and, when untied, output) starts as the mean of the embeddings of the pieces the
+    marker was tokenized into before, so the model starts from what it read until now. Returns marker
+    -> id; markers already in the vocabulary are left as they are.
+    """
+    from synopsis.qs import RESERVED
+
+    vocab = tokenizer.get_vocab()
+    new = [m for m in RESERVED if m not in vocab]
+    pieces = {m: tokenizer(m, add_special_tokens=False)["input_ids"] for m in new}
+    if new:
+        tokenizer.add_tokens(
+            [AddedToken(m, lstrip=True, rstrip=False, special=False, normalized=False) for m in new]
+        )
+    if len(tokenizer) > model.get_input_embeddings().num_embeddings:
+        model.resize_token_embeddings(len(tokenizer))
+    ids = {m: tokenizer.convert_tokens_to_ids(m) for m in RESERVED}
+    inputs, outputs = model.get_input_embeddings(), model.get_output_embeddings()
+    tables = [inputs.weight]
+    if outputs is not None and outputs.weight.data_ptr() != inputs.weight.data_ptr():
+        tables.append(outputs.weight)
+    with torch.no_grad():
+        for marker, parts in pieces.items():
+            for table in tables:
+                if parts:
+                    table[ids[marker]] = table[torch.tensor(parts, device=table.device)].mean(0)
+    return ids
+
+
 # ============================================================================ section tensors and biases
 
 

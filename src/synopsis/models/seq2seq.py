@@ -29,7 +29,12 @@ from transformers import (
 )
 
 from synopsis.errors import CheckpointError, ConfigError, InputError
-from synopsis.models.hibrids import SECTION_MARKER_KINDS, add_section_tokens, convert_to_hibrids
+from synopsis.models.hibrids import (
+    SECTION_MARKER_KINDS,
+    add_qs_tokens,
+    add_section_tokens,
+    convert_to_hibrids,
+)
 from synopsis.models.hie_bart import HieBartConfig, HieBartForConditionalGeneration
 from synopsis.models.inputs import BART_MODEL_TYPES
 from synopsis.models.instructsum import convert_to_instructsum
@@ -197,11 +202,16 @@ def convert_hibrids(
     decoder: bool = True,
     selected: bool = False,
 ) -> PreTrainedModel:
-    """A BART/T5/LED with HIBRIDS' section-tree attention biases, zero-initialised (Cao & Wang, 2022)."""
+    """A BART/T5/LED with HIBRIDS' section-tree attention biases, zero-initialised (Cao & Wang, 2022).
+
+    The tokenizer and embeddings also get the QS hierarchy markers (:func:`add_qs_tokens`), so the model can
+    be fine-tuned for QS generation; text without markers tokenizes as before."""
     try:
-        return convert_to_hibrids(model, encoder=encoder, decoder=decoder, selected=selected)
+        converted = convert_to_hibrids(model, encoder=encoder, decoder=decoder, selected=selected)
     except ValueError as err:
         raise CheckpointError(f"HIBRIDS: {err}") from None
+    add_qs_tokens(converted, tokenizer)
+    return converted
 
 
 def convert_section_tokens(
@@ -215,6 +225,7 @@ def convert_section_tokens(
     if max_depth < 1:
         raise ConfigError(f"max_depth must be >= 1, got {max_depth}")
     add_section_tokens(model, tokenizer, markers, max_depth)
+    add_qs_tokens(model, tokenizer)  # the HIBRIDS paper's QS task, as for convert hibrids
     model.config.section_markers = markers
     model.config.section_marker_max_depth = max_depth
     return model
