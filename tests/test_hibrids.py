@@ -106,13 +106,13 @@ def toy_inputs(
 
 
 def naive_pair_bias(weight: torch.Tensor, sections: list[int], relations: torch.Tensor) -> torch.Tensor:
-    """(H, L, L) bias looked up pair by pair; no bias where either token is outside any section."""
+    """(H, L, L) bias looked up pair by pair; a token outside every section (-1) is the root (section 0)."""
     length = len(sections)
     out = torch.zeros(weight.shape[1], length, length)
+    sections = [max(s, 0) for s in sections]
     for i, si in enumerate(sections):
         for j, sj in enumerate(sections):
-            if si >= 0 and sj >= 0:
-                out[:, i, j] = weight[relations[si, sj]]
+            out[:, i, j] = weight[relations[si, sj]]
     return out
 
 
@@ -334,7 +334,7 @@ def test_pad_section_relations_and_layout_checks() -> None:
     assert rel.shape == (2, 3, 3) and rel[0, 2, 2] == -1 and rel[1, 2, 2] == 1
     ids = torch.tensor([[-1, 0, 1, -1], [0, 1, 2, 2]])
     layout = section_layout(ids, rel, length=4, buckets=420)
-    assert layout.ids.tolist() == [[3, 0, 1, 3], [0, 1, 2, 2]]  # no section -> slot S
+    assert layout.ids.tolist() == [[0, 0, 1, 0], [0, 1, 2, 2]]  # outside every section -> the root
     assert section_layout(None, None, length=4, buckets=420) is None
     with pytest.raises(ValueError, match="both"):
         section_layout(ids, None, length=4, buckets=420)
@@ -595,19 +595,48 @@ def test_zero_tables_give_the_base_model_forward_and_generate(family: str, attn:
         assert (expected - changed).abs().max() > 1e-2
 
 
+def test_tokens_outside_every_section_are_the_root_node_relations_by_hand() -> None:
+    """Issue 27 item 3: BOS/EOS (section -1) used to get no bias; as in the authors' public code they are
+    the tree's root node. Tree: root (0, depth 0) -> One (1) -> One.1 (2); root -> Two (3)."""
+    document = Document(
+        Section(
+            paragraphs=[["r"]],
+            children=[Section("One", [["a"]], children=[Section("One.1", [["b"]])]), Section("Two", [["c"]])],
+        )
+    )
+    relations = document_relation_buckets(document)[None]
+    # tokens: BOS (outside), One.1, Two, EOS (outside)
+    layout = section_layout(torch.tensor([[-1, 2, 3, -1]]), relations, length=4, buckets=420)
+    weight = torch.randn(420, 2)
+    bias = token_pair_bias(weight, layout)[0]  # (H, Q, K)
+    # (PathLen, LvlDiff) worked out by hand: root -> One.1 two steps down, later in the text: (+2, +2);
+    # root -> Two (+1, +1); One.1 -> Two: up 2, down 1, later: (+3, -1); the reverse pairs negate both.
+    by_hand = {
+        (0, 0): (0, 0), (0, 1): (2, 2), (0, 2): (1, 1), (0, 3): (0, 0),
+        (1, 0): (-2, -2), (1, 1): (0, 0), (1, 2): (3, -1), (1, 3): (-2, -2),
+        (2, 0): (-1, -1), (2, 1): (-3, 1), (2, 2): (0, 0), (2, 3): (-1, -1),
+    }  # fmt: skip
+    by_hand.update({(3, j): by_hand[(0, j)] for j in range(4)})  # EOS is the root too
+    for (q, k), pair in by_hand.items():
+        assert torch.equal(bias[:, q, k], weight[FULL_INDEX[pair]]), (q, k, pair)
+    assert not torch.equal(bias[:, 0, 1], torch.zeros(2))  # BOS now gets a bias
+
+
 @pytest.mark.parametrize("family", ["bart", "t5", "led"])
-def test_tokens_outside_any_section_get_no_bias(family: str) -> None:
+def test_tokens_outside_any_section_are_the_root(family: str) -> None:
     stock = stock_model(family)
     hibrids = convert_to_hibrids(stock)
     randomize_tables(hibrids)
     inputs = family_inputs(family)
-    inputs["section_ids"] = torch.full_like(inputs["section_ids"], -1)
+    assert (inputs["section_ids"] == -1).any() and (inputs["section_ids"] > 0).any()
+    root = {**inputs, "section_ids": inputs["section_ids"].clamp(min=0)}
     decoder_ids = torch.tensor([[3, 5, 7]] * 2)
     with torch.no_grad():
         expected = stock(**without_sections(inputs), decoder_input_ids=decoder_ids).logits
         got = hibrids(**inputs, decoder_input_ids=decoder_ids).logits
+        in_root = hibrids(**root, decoder_input_ids=decoder_ids).logits
         no_inputs = hibrids(**without_sections(inputs), decoder_input_ids=decoder_ids).logits
-    assert (expected - got).abs().max() <= 1e-6
+    assert (got - in_root).abs().max() <= 1e-6
     assert (expected - no_inputs).abs().max() <= 1e-6  # no section inputs at all: the base model
 
 

@@ -19,12 +19,13 @@ How the pieces fit into ``transformers`` (no forked modeling files; attention mo
 swapped in, like :mod:`synopsis.models.hie_bart`):
 
 * Inputs. ``section_ids`` (B, L): each source token's section (pre-order index within its document), -1
-  for tokens outside any section (task prefix, BOS/EOS, padding, instruction): **such tokens get no bias,
-  neither as query nor as key.** ``section_relations`` (B, S, S): bucket ids from :func:`relation_buckets`,
-  padded to the batch's largest S with -1 (or any valid bucket; rows no token points to are never used).
-  Both are ordinary ``forward``/``generate`` keyword arguments; ``generate()`` hands them to the encoder,
-  expands them per beam and passes them to every decoder step. Passing neither is the same as every token
-  being outside any section: the model then computes exactly the base model.
+  for tokens outside any section (task prefix, BOS/EOS, a title, the root question, padding). **Such tokens
+  belong to the tree's root node** (section 0, depth 0), as the authors' public code hangs them off a
+  virtual root: they get the root's relations, as query and as key. ``section_relations`` (B, S, S):
+  bucket ids from :func:`relation_buckets`, padded to the batch's largest S with -1 (or any valid bucket;
+  rows no token points to are never used). Both are ordinary ``forward``/``generate`` keyword arguments;
+  ``generate()`` hands them to the encoder, expands them per beam and passes them to every decoder step.
+  Passing neither gives no bias at all: the model then computes exactly the base model.
 * Memory. No (L, L) index is ever built. Per layer the (B, H, S+1, S+1) table of bias values is looked up
   once from the (S, S) relation ids (the extra row/column is the zero "no section" slot), then gathered to
   tokens: BART/T5 encoders get a (B, H, L, L) *float* bias (the size of their attention scores, which SDPA
@@ -343,13 +344,17 @@ def add_qs_tokens(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) ->
 
 # ============================================================================ section tensors and biases
 
+#: The section that tokens outside every section belong to: the document's root (pre-order index 0).
+ROOT_SECTION = 0
+
 
 @dataclass(frozen=True)
 class SectionLayout:
     """Validated section inputs of one batch.
 
-    ``ids`` (B, L): section of each token, with tokens outside any section mapped to ``num_sections``,
-    the zero "no section" slot. ``relations`` (B, S, S): bucket ids, padding clamped to a valid bucket.
+    ``ids`` (B, L): section of each token, tokens outside any section mapped to the root (section 0);
+    ``num_sections`` is the zero "no section" slot, used only for LED's window positions past the
+    sequence. ``relations`` (B, S, S): bucket ids, padding clamped to a valid bucket.
     """
 
     ids: torch.Tensor
@@ -395,7 +400,10 @@ def section_layout(
     relations = section_relations.to(device=device, dtype=torch.long)
     if relations.numel() and int(relations.max()) >= buckets:
         raise ValueError(f"section_relations has bucket {int(relations.max())}; the table has {buckets}")
-    return SectionLayout(ids=torch.where(ids < 0, size, ids), relations=relations.clamp(min=0))
+    # Tokens outside every section (BOS/EOS, the task prefix, a title, the root question, padding) are the
+    # tree's root node, as in the authors' public code, where such chunks hang off a virtual root: the
+    # document's root (section 0, depth 0) is that node, so they get the root's relations to every section.
+    return SectionLayout(ids=torch.where(ids < 0, ROOT_SECTION, ids), relations=relations.clamp(min=0))
 
 
 def _relation_values(weight: torch.Tensor, relations: torch.Tensor) -> torch.Tensor:
