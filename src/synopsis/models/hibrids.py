@@ -393,17 +393,27 @@ def section_layout(
             f"do not match the input (batch {batch}, length {length})"
         )
     ids = section_ids.to(device=device, dtype=torch.long)
-    if ids.numel() and int(ids.max()) >= size:
-        raise ValueError(
-            f"section_ids refers to section {int(ids.max())} but section_relations has only {size} sections"
-        )
     relations = section_relations.to(device=device, dtype=torch.long)
-    if relations.numel() and int(relations.max()) >= buckets:
-        raise ValueError(f"section_relations has bucket {int(relations.max())}; the table has {buckets}")
+    _check_below(ids, size, "section_ids refers to section {} but section_relations has only {} sections")
+    _check_below(relations, buckets, "section_relations has bucket {}; the table has {}")
     # Tokens outside every section (BOS/EOS, the task prefix, a title, the root question, padding) are the
     # tree's root node, as in the authors' public code, where such chunks hang off a virtual root: the
     # document's root (section 0, depth 0) is that node, so they get the root's relations to every section.
     return SectionLayout(ids=torch.where(ids < 0, ROOT_SECTION, ids), relations=relations.clamp(min=0))
+
+
+def _check_below(values: torch.Tensor, limit: int, message: str) -> None:
+    """Refuse ``values >= limit`` without a host sync: the limits are shapes and config sizes, and on an
+    accelerator (or under ``torch.compile``) the check is a device-side assertion; only CPU tensors, where
+    reading the maximum costs no synchronisation, get the exact ValueError."""
+    if not values.numel():
+        return
+    if values.device.type == "cpu" and not torch.compiler.is_compiling():
+        largest = int(values.max())
+        if largest >= limit:
+            raise ValueError(message.format(largest, limit))
+        return
+    torch._assert_async((values < limit).all(), message.format(f"(>= {limit})", limit))
 
 
 def _relation_values(weight: torch.Tensor, relations: torch.Tensor) -> torch.Tensor:
@@ -466,14 +476,15 @@ def pool_by_section(probs: torch.Tensor, layout: SectionLayout) -> torch.Tensor:
 
 
 def cross_attention_bias(pooled: torch.Tensor, weight: torch.Tensor, layout: SectionLayout) -> torch.Tensor:
-    """(B, H, T, L) decoder bias ``bias_tj = sum_s A_ts * B_dec[rel(s, sec(j))]`` in O(T x S) memory.
+    """(B, H, T, L) decoder bias ``bias_tj^h = sum_s A_ts^h * B_dec[rel(s, sec(j)), h]`` in O(T x S) memory.
 
-    ``pooled`` is :func:`pool_by_section` of the previous layer's probabilities; attention mass on tokens
-    outside any section carries no bias, and keys outside any section get none.
+    ``pooled`` is :func:`pool_by_section` of the previous layer's probabilities (head h weighted by head h
+    of that layer); ``weight`` is the (buckets, H) per-head table, or a (buckets, 1) table shared by the
+    heads (checkpoints written before the tables were per head).
     """
     size = layout.num_sections
-    table = F.embedding(layout.relations, weight)[..., 0]  # (B, S, S): one scalar per relation
-    per_section = torch.matmul(pooled[..., :size], table[:, None])  # (B, H, T, S)
+    table = F.embedding(layout.relations, weight).permute(0, 3, 1, 2)  # (B, H or 1, S, S)
+    per_section = torch.matmul(pooled[..., :size], table)  # (B, H, T, S)
     per_section = F.pad(per_section, (0, 1))  # keys without a section get 0
     batch, heads, steps, _ = per_section.shape
     index = layout.ids[:, None, None, :].expand(batch, heads, steps, layout.ids.shape[1])
@@ -527,13 +538,53 @@ def _probabilities(scores: torch.Tensor, attention_mask: torch.Tensor | None) ->
     return F.softmax(scores, dim=-1, dtype=torch.float32).to(scores.dtype)
 
 
-def _cached_cross_keys(past_key_values: Any, layer_idx: int) -> torch.Tensor | None:
-    """The cross-attention keys a layer stored in the generation cache (None without a cache)."""
-    if not isinstance(past_key_values, EncoderDecoderCache):
-        return None
-    layers = past_key_values.cross_attention_cache.layers
-    keys = getattr(layers[layer_idx], "keys", None) if layer_idx < len(layers) else None
-    return keys if isinstance(keys, torch.Tensor) and keys.numel() else None
+def _cross_keys_values(
+    module: nn.Module,
+    key_value_states: torch.Tensor,
+    past_key_values: Any,
+    projections: tuple[nn.Module, nn.Module],
+    head_dim: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cross-attention keys/values (B, H, L, D) as the stock layers get them: from the generation cache when
+    this layer stored them already, else projected (and stored)."""
+    cache = past_key_values
+    if isinstance(past_key_values, EncoderDecoderCache):
+        if past_key_values.is_updated.get(module.layer_idx):
+            layer = past_key_values.cross_attention_cache.layers[module.layer_idx]
+            return layer.keys, layer.values
+        cache = past_key_values.cross_attention_cache
+    shape = (*key_value_states.shape[:-1], -1, head_dim)
+    keys = projections[0](key_value_states).view(shape).transpose(1, 2)
+    values = projections[1](key_value_states).view(shape).transpose(1, 2)
+    if cache is not None:
+        keys, values = cache.update(keys, values, module.layer_idx)
+        if isinstance(past_key_values, EncoderDecoderCache):
+            past_key_values.is_updated[module.layer_idx] = True
+    return keys, values
+
+
+def _attend_and_pool(
+    module: nn.Module,
+    query: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    link: _CrossAttentionLink,
+    *,
+    scaling: float,
+    dropout: float,
+    position_bias: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The second-to-last layer's cross-attention, computed once: (B, T, H, D) output and (B, H, T, L)
+    probabilities; the probabilities (before dropout: the paper weights by attention probabilities) are
+    pooled per section into ``link`` for the last layer. The same operations as the stock eager path."""
+    scores = torch.matmul(query, keys.transpose(2, 3)) * scaling
+    if position_bias is not None:
+        scores = scores + position_bias
+    probs = _probabilities(scores, attention_mask)
+    link.pooled = pool_by_section(probs, link.layout)
+    dropped = F.dropout(probs, p=dropout, training=module.training)
+    return torch.matmul(dropped, values).transpose(1, 2).contiguous(), probs
 
 
 @dataclass
@@ -542,6 +593,23 @@ class _CrossAttentionLink:
 
     layout: SectionLayout
     pooled: torch.Tensor | None = None  # (B, H, T, S+1), set by the second-to-last layer
+
+
+def _decoder_table_heads(config: PreTrainedConfig) -> int:
+    """Columns of the decoder table: one per head (the paper), or 1 for configs saved before that."""
+    heads = getattr(config, "decoder_attention_heads", None) or config.num_heads  # T5: num_heads
+    return heads if config.hibrids_decoder_per_head else 1
+
+
+class _HibridsConfigMixin:
+    """``hibrids_decoder_per_head`` is False for configs saved before the decoder table was per head, so
+    their (buckets, 1) tables load and compute as before; new configs default to per-head tables."""
+
+    @classmethod
+    def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any) -> Any:
+        if "hibrids_decoder_per_head" not in config_dict:
+            config_dict = {**config_dict, "hibrids_decoder_per_head": False}
+        return super().from_dict(config_dict, **kwargs)  # type: ignore[misc]
 
 
 def _check_flags(config: PreTrainedConfig, decoder_layers: int) -> None:
@@ -561,7 +629,7 @@ def _derived_config(cls: type, config: PreTrainedConfig, overrides: dict[str, An
 
 
 @strict
-class HibridsBartConfig(BartConfig):
+class HibridsBartConfig(_HibridsConfigMixin, BartConfig):
     """:class:`~transformers.BartConfig` + which HIBRIDS biases the model has (see the module docstring)."""
 
     model_type = "hibrids_bart"
@@ -569,6 +637,7 @@ class HibridsBartConfig(BartConfig):
     hibrids_encoder: bool = True
     hibrids_decoder: bool = True
     hibrids_selected: bool = False
+    hibrids_decoder_per_head: bool = True
 
     def __post_init__(self, **kwargs: Any) -> None:
         super().__post_init__(**kwargs)
@@ -607,11 +676,8 @@ class HibridsBartEncoderAttention(BartAttention):
 
 
 class HibridsBartAlignmentAttention(BartAttention):
-    """The second-to-last decoder layer's cross-attention: stock output, plus its pooled probabilities.
-
-    The probabilities are recomputed from the same query and (cached) keys because SDPA does not return
-    them and eager returns them after dropout; the paper weights by the attention probabilities.
-    """
+    """The second-to-last decoder layer's cross-attention: the stock computation (eager form, once), whose
+    probabilities are also pooled per section for the last layer's bias (SDPA would not return them)."""
 
     def __init__(self, config: HibridsBartConfig, layer_idx: int) -> None:
         super().__init__(
@@ -632,28 +698,24 @@ class HibridsBartAlignmentAttention(BartAttention):
         hibrids_cross: _CrossAttentionLink | None = None,
         **kwargs: Any,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        output = super().forward(
-            hidden_states,
-            key_value_states=key_value_states,
-            past_key_values=past_key_values,
-            attention_mask=attention_mask,
-            **kwargs,
-        )
-        if hibrids_cross is not None and key_value_states is not None:
-            batch, steps, _ = hidden_states.shape
-            query = self.q_proj(hidden_states).view(batch, steps, -1, self.head_dim).transpose(1, 2)
-            keys = _cached_cross_keys(past_key_values, self.layer_idx)
-            if keys is None:
-                keys = (
-                    self.k_proj(key_value_states)
-                    .view(batch, -1, self.num_heads, self.head_dim)
-                    .transpose(1, 2)
-                )
-            scores = torch.matmul(query, keys.transpose(2, 3)) * self.scaling
-            hibrids_cross.pooled = pool_by_section(
-                _probabilities(scores, attention_mask), hibrids_cross.layout
+        if hibrids_cross is None or key_value_states is None:
+            return super().forward(
+                hidden_states,
+                key_value_states=key_value_states,
+                past_key_values=past_key_values,
+                attention_mask=attention_mask,
+                **kwargs,
             )
-        return output
+        batch, steps, _ = hidden_states.shape
+        query = self.q_proj(hidden_states).view(batch, steps, -1, self.head_dim).transpose(1, 2)
+        keys, values = _cross_keys_values(
+            self, key_value_states, past_key_values, (self.k_proj, self.v_proj), self.head_dim
+        )
+        output, weights = _attend_and_pool(
+            self, query, keys, values, attention_mask, hibrids_cross, scaling=self.scaling,
+            dropout=self.dropout,
+        )  # fmt: skip
+        return self.out_proj(output.reshape(batch, steps, -1)), weights
 
 
 class HibridsBartCrossAttention(BartAttention):
@@ -668,7 +730,7 @@ class HibridsBartCrossAttention(BartAttention):
             config=config,
             layer_idx=layer_idx,
         )
-        self.hibrids_bias = HibridsBias(num_buckets(config.hibrids_selected), 1)
+        self.hibrids_bias = HibridsBias(num_buckets(config.hibrids_selected), _decoder_table_heads(config))
 
     def forward(
         self,
@@ -805,7 +867,7 @@ class HibridsBartForConditionalGeneration(_HibridsInit, BartForConditionalGenera
 
 
 @strict
-class HibridsT5Config(T5Config):
+class HibridsT5Config(_HibridsConfigMixin, T5Config):
     """:class:`~transformers.T5Config` + which HIBRIDS biases the model has (see the module docstring)."""
 
     model_type = "hibrids_t5"
@@ -813,6 +875,7 @@ class HibridsT5Config(T5Config):
     hibrids_encoder: bool = True
     hibrids_decoder: bool = True
     hibrids_selected: bool = False
+    hibrids_decoder_per_head: bool = True
 
     def __post_init__(self, **kwargs: Any) -> None:
         super().__post_init__(**kwargs)
@@ -868,7 +931,7 @@ class HibridsT5EncoderAttention(T5Attention):
 
 
 class HibridsT5AlignmentAttention(T5Attention):
-    """T5's second-to-last cross-attention: stock output, plus its pooled probabilities (see BART's)."""
+    """T5's second-to-last cross-attention, computed once, its probabilities pooled (see BART's)."""
 
     def __init__(self, config: HibridsT5Config, layer_idx: int) -> None:
         super().__init__(config, has_relative_attention_bias=False, layer_idx=layer_idx)
@@ -883,22 +946,28 @@ class HibridsT5AlignmentAttention(T5Attention):
         hibrids_cross: _CrossAttentionLink | None = None,
         **kwargs: Any,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        output, position_bias, weights = super().forward(
-            hidden_states, mask, key_value_states, position_bias, past_key_values, **kwargs
+        if hibrids_cross is None or key_value_states is None:
+            return super().forward(
+                hidden_states, mask, key_value_states, position_bias, past_key_values, **kwargs
+            )
+        batch, steps, _ = hidden_states.shape
+        dim = self.key_value_proj_dim
+        query = self.q(hidden_states).view(batch, steps, -1, dim).transpose(1, 2)
+        keys, values = _cross_keys_values(self, key_value_states, past_key_values, (self.k, self.v), dim)
+        if position_bias is None:  # cross-attention has no relative bias: T5Attention would use zeros
+            position_bias = query.new_zeros((1, self.n_heads, steps, keys.shape[-2]))
+        output, weights = _attend_and_pool(
+            self,
+            query,
+            keys,
+            values,
+            mask,
+            hibrids_cross,
+            scaling=self.scaling,
+            dropout=self.dropout if self.training else 0.0,
+            position_bias=position_bias,
         )
-        if hibrids_cross is not None and key_value_states is not None:
-            batch, steps, _ = hidden_states.shape
-            query = self.q(hidden_states).view(batch, steps, -1, self.key_value_proj_dim).transpose(1, 2)
-            keys = _cached_cross_keys(past_key_values, self.layer_idx)
-            if keys is None:
-                keys = (
-                    self.k(key_value_states)
-                    .view(batch, -1, self.n_heads, self.key_value_proj_dim)
-                    .transpose(1, 2)
-                )
-            scores = torch.matmul(query, keys.transpose(2, 3)) + position_bias  # T5 does not scale
-            hibrids_cross.pooled = pool_by_section(_probabilities(scores, mask), hibrids_cross.layout)
-        return output, position_bias, weights
+        return self.o(output.reshape(batch, steps, -1)), position_bias, weights
 
 
 class HibridsT5CrossAttention(T5Attention):
@@ -906,7 +975,7 @@ class HibridsT5CrossAttention(T5Attention):
 
     def __init__(self, config: HibridsT5Config, layer_idx: int) -> None:
         super().__init__(config, has_relative_attention_bias=False, layer_idx=layer_idx)
-        self.hibrids_bias = HibridsBias(num_buckets(config.hibrids_selected), 1)
+        self.hibrids_bias = HibridsBias(num_buckets(config.hibrids_selected), _decoder_table_heads(config))
 
     def forward(
         self,
@@ -1032,7 +1101,7 @@ class HibridsT5ForConditionalGeneration(_HibridsInit, T5ForConditionalGeneration
 
 
 @strict
-class HibridsLEDConfig(LEDConfig):
+class HibridsLEDConfig(_HibridsConfigMixin, LEDConfig):
     """:class:`~transformers.LEDConfig` + which HIBRIDS biases the model has (see the module docstring)."""
 
     model_type = "hibrids_led"
@@ -1040,6 +1109,7 @@ class HibridsLEDConfig(LEDConfig):
     hibrids_encoder: bool = True
     hibrids_decoder: bool = True
     hibrids_selected: bool = False
+    hibrids_decoder_per_head: bool = True
 
     def __post_init__(self, **kwargs: Any) -> None:
         super().__post_init__(**kwargs)
@@ -1260,7 +1330,7 @@ class HibridsLEDEncoderLayer(LEDEncoderLayer):
 
 
 class HibridsLEDAlignmentAttention(LEDDecoderAttention):
-    """LED's second-to-last cross-attention: stock output, plus its pooled probabilities (see BART's)."""
+    """LED's second-to-last cross-attention, computed once, its probabilities pooled (see BART's)."""
 
     def __init__(self, config: HibridsLEDConfig, layer_idx: int) -> None:
         super().__init__(
@@ -1280,31 +1350,26 @@ class HibridsLEDAlignmentAttention(LEDDecoderAttention):
         attention_mask: torch.Tensor | None = None,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None, Any]:
-        outputs = super().forward(
-            hidden_states,
-            key_value_states=key_value_states,
-            past_key_values=past_key_values,
-            attention_mask=attention_mask,
-            output_attentions=output_attentions,
-        )
         link = self.hibrids_cross
-        if link is not None and key_value_states is not None:
-            batch, steps, _ = hidden_states.shape
-            query = (
-                (self.q_proj(hidden_states) * self.scaling)
-                .view(batch, steps, -1, self.head_dim)
-                .transpose(1, 2)
+        if link is None or key_value_states is None:
+            return super().forward(
+                hidden_states,
+                key_value_states=key_value_states,
+                past_key_values=past_key_values,
+                attention_mask=attention_mask,
+                output_attentions=output_attentions,
             )
-            keys = _cached_cross_keys(past_key_values, self.layer_idx)
-            if keys is None:
-                keys = (
-                    self.k_proj(key_value_states)
-                    .view(batch, -1, self.num_heads, self.head_dim)
-                    .transpose(1, 2)
-                )
-            scores = torch.matmul(query, keys.transpose(2, 3))
-            link.pooled = pool_by_section(_probabilities(scores, attention_mask), link.layout)
-        return outputs
+        batch, steps, _ = hidden_states.shape
+        query = self.q_proj(hidden_states) * self.scaling
+        query = query.view(batch, steps, -1, self.head_dim).transpose(1, 2)
+        keys, values = _cross_keys_values(
+            self, key_value_states, past_key_values, (self.k_proj, self.v_proj), self.head_dim
+        )
+        output, weights = _attend_and_pool(
+            self, query, keys, values, attention_mask, link, scaling=1.0, dropout=self.dropout
+        )
+        output = self.out_proj(output.reshape(batch, steps, -1))
+        return output, (weights if output_attentions else None), past_key_values
 
 
 class HibridsLEDCrossAttention(LEDDecoderAttention):
@@ -1322,7 +1387,7 @@ class HibridsLEDCrossAttention(LEDDecoderAttention):
             is_decoder=True,
             layer_idx=layer_idx,
         )
-        self.hibrids_bias = HibridsBias(num_buckets(config.hibrids_selected), 1)
+        self.hibrids_bias = HibridsBias(num_buckets(config.hibrids_selected), _decoder_table_heads(config))
         self.hibrids_cross: _CrossAttentionLink | None = None
 
     def forward(
@@ -1345,7 +1410,9 @@ class HibridsLEDCrossAttention(LEDDecoderAttention):
         bsz, tgt_len, embed_dim = hidden_states.shape
         heads, dim = self.num_heads, self.head_dim
         query = self.q_proj(hidden_states) * self.scaling
-        keys, values = self._keys_values(key_value_states, past_key_values, bsz)
+        keys, values = _cross_keys_values(
+            self, key_value_states, past_key_values, (self.k_proj, self.v_proj), self.head_dim
+        )
         query = query.view(bsz, tgt_len, heads, dim).transpose(1, 2).reshape(bsz * heads, tgt_len, dim)
         keys = keys.reshape(bsz * heads, -1, dim)
         values = values.reshape(bsz * heads, -1, dim)
@@ -1359,24 +1426,6 @@ class HibridsLEDCrossAttention(LEDDecoderAttention):
         output = torch.bmm(F.dropout(probs, p=self.dropout, training=self.training), values)
         output = output.view(bsz, heads, tgt_len, dim).transpose(1, 2).reshape(bsz, tgt_len, embed_dim)
         return self.out_proj(output), weights, past_key_values
-
-    def _keys_values(
-        self, key_value_states: torch.Tensor, past_key_values: Any, bsz: int
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Cross-attention keys/values (B, H, L, D): from the cache when stored, else projected and stored."""
-        cache = past_key_values
-        if isinstance(past_key_values, EncoderDecoderCache):
-            if past_key_values.is_updated.get(self.layer_idx):
-                layer = past_key_values.cross_attention_cache.layers[self.layer_idx]
-                return layer.keys, layer.values
-            cache = past_key_values.cross_attention_cache
-        keys = self.k_proj(key_value_states).view(bsz, -1, self.num_heads, self.head_dim).transpose(1, 2)
-        values = self.v_proj(key_value_states).view(bsz, -1, self.num_heads, self.head_dim).transpose(1, 2)
-        if cache is not None:
-            keys, values = cache.update(keys, values, self.layer_idx)
-            if isinstance(past_key_values, EncoderDecoderCache):
-                past_key_values.is_updated[self.layer_idx] = True
-        return keys, values
 
 
 class HibridsLEDDecoderLayer(LEDDecoderLayer):
