@@ -51,19 +51,23 @@ def instructsum_dir(tmp_path_factory, t5_dir: Path) -> Path:
 def test_inputs_are_the_papers_prompt_with_segments(instructsum_dir: Path, tokenizer) -> None:
     model, _ = load_seq2seq(instructsum_dir)
     assert json.loads((instructsum_dir / "config.json").read_text())["model_type"] == "instructsum_t5"
-    inputs = Seq2SeqInputs(model.config, tokenizer)
-    article = " ".join(s.text for s in DOCUMENT.sentences)
-    for instruction in [*INSTRUCTIONS, None]:
-        (encoding,) = inputs.encode_sources([DOCUMENT], [instruction])
-        expected = tokenize_prompt(tokenizer, instruction, DOCUMENT.title, article)
-        assert encoding.input_ids == expected.input_ids
-        assert encoding.segment_ids == expected.segment_ids
-        # every source sentence token knows its section; the prompt's own words belong to none
-        source = [i for i, t in enumerate(encoding.segment_ids) if t == SOURCE_SEGMENT]
-        assert {encoding.section_ids[i] for i in source} == {-1, 1, 2}
-    text = inputs.source_text(DOCUMENT, INSTRUCTIONS[0])
+    plain = Seq2SeqInputs(model.config, tokenizer, headings=False)
+    inputs = Seq2SeqInputs(model.config, tokenizer)  # headings before their sections' text (issue 27 item 2)
+    sentences = [s.text for s in DOCUMENT.sentences]
+    with_headings = " ".join(["Method", *sentences[:2], "Results", *sentences[2:]])
+    for builder, article in ((plain, " ".join(sentences)), (inputs, with_headings)):
+        for instruction in [*INSTRUCTIONS, None]:
+            (encoding,) = builder.encode_sources([DOCUMENT], [instruction])
+            expected = tokenize_prompt(tokenizer, instruction, DOCUMENT.title, article)
+            assert encoding.input_ids == expected.input_ids
+            assert encoding.segment_ids == expected.segment_ids
+            # every source sentence token knows its section; the prompt's own words belong to none
+            source = [i for i, t in enumerate(encoding.segment_ids) if t == SOURCE_SEGMENT]
+            assert {encoding.section_ids[i] for i in source} == {-1, 1, 2}
+    text = plain.source_text(DOCUMENT, INSTRUCTIONS[0])
     assert text.startswith("Instructions: What is the method? According to the above instructions, summarize")
     assert "Title: A study of meetings Article: We train" in text
+    assert "Title: A study of meetings Article: Method We train" in inputs.source_text(DOCUMENT)
     assert inputs.source_text(DOCUMENT).startswith("Summarize the following article. Title: A study of")
 
 

@@ -6,7 +6,9 @@ every token and the section tree's relations, InstructSum which tokens are the i
 
 1. The source text is assembled from pieces (the model's prefix such as T5's ``"summarize: "``, the
    instruction and its template, then the document's sentences, with Hie-BART's sentence-start marker
-   before each one), and every character is labelled with its sentence, section and segment.
+   before each one and each section's heading before its first sentence, as HIBRIDS reads section
+   titles), and every character is labelled with its sentence, section and segment (a heading's tokens
+   belong to its section and to no sentence).
 2. The text is tokenized once with offsets; a token takes the labels of its first character, so a token
    is mapped to the sentence (and section) whose text contains it. Special tokens, the prefix and the
    instruction belong to no sentence or section (-1).
@@ -147,7 +149,8 @@ class Seq2SeqInputs:
     ``{source}`` placeholders; the template's text belongs to the instruction segment);
     ``max_source_length``: ``None`` means the model's maximum (larger values are refused);
     ``sentence_marker``: text put before every sentence (Hie-BART's sentence-start token); ``None`` reads
-    it from a Hie-BART config.
+    it from a Hie-BART config; ``headings``: read section headings (``None``: the config's
+    ``source_headings``, default on).
 
     Prompts on the T5 path follow InstructSum (Nishida et al.): an InstructSum checkpoint always, and a plain
     T5 given an instruction, read ``Instructions: {I} According to the above instructions, summarize the
@@ -167,6 +170,7 @@ class Seq2SeqInputs:
         instruction_template: str = "{instruction}\n{source}",
         sentence_marker: str | None = None,
         max_instruction_length: int = DEFAULT_MAX_INSTRUCTION_LENGTH,
+        headings: bool | None = None,
     ) -> None:
         self.config = model_config
         self.tokenizer = tokenizer
@@ -192,6 +196,9 @@ class Seq2SeqInputs:
         if max_instruction_length < 1:
             raise ConfigError(f"max_instruction_length must be >= 1, got {max_instruction_length}")
         self.max_instruction_length = max_instruction_length
+        # Section headings are read before their section's text (HIBRIDS reads section titles); a model
+        # config may turn them off with ``source_headings: false``.
+        self.headings = bool(getattr(model_config, "source_headings", True)) if headings is None else headings
         self.last_truncation = Truncation()
 
     def uses_instructsum_prompt(self, instruction: str | None) -> bool:
@@ -206,28 +213,7 @@ class Seq2SeqInputs:
             raise InputError(f"{where}: no text to summarize")
         if self.uses_instructsum_prompt(instruction):
             return self._instructsum_pieces(document, sentences, instruction)
-        source: list[_Piece] = []
-        for index, sentence in enumerate(sentences):
-            section = sentence.section.index
-            # The space before a sentence belongs to it, so a token that carries a leading space does too.
-            space = " " if index else ""
-            markers = []
-            if (
-                self.section_markers
-                and sentence.section.depth >= 1
-                and (index == 0 or sentences[index - 1].section is not sentence.section)
-            ):
-                from synopsis.models.hibrids import section_marker
-
-                depth = min(sentence.section.depth, self.section_marker_max_depth)
-                markers.append(section_marker(depth, self.section_markers))
-            if self.sentence_marker is not None:
-                markers.append(self.sentence_marker)
-            if markers:  # markers belong to the sentence they start
-                source.append(_Piece(space + " ".join(markers) + " ", index, section))
-            elif space:
-                source.append(_Piece(space, index, section))
-            source.append(_Piece(sentence.text, index, section))
+        source = self._body_pieces(document, sentences, markers=True)
         pieces = [_Piece(self.prefix)] if self.prefix else []
         if not instruction:
             return pieces + source
@@ -239,14 +225,47 @@ class Seq2SeqInputs:
                 pieces.append(_Piece(text, segment=INSTRUCTION_SEGMENT))
         return pieces
 
+    def _body_pieces(self, document: Document, sentences: list[Any], *, markers: bool) -> list[_Piece]:
+        """The document's text: each sentence (labelled with its index and section), and, when a sentence
+        starts a section, the headings of the sections entered since the previous sentence (a heading's
+        tokens belong to its section, to no sentence), with SECTOK/LVLSECTOK's marker before the
+        section's own heading and Hie-BART's sentence marker before the sentence (``markers``)."""
+        sections = document.sections
+        pieces: list[_Piece] = []
+
+        def add(text: str, sentence: int, section: int) -> None:
+            # The space before a piece belongs to it, so a token that carries a leading space does too.
+            pieces.append(_Piece((" " if pieces else "") + text, sentence, section))
+
+        for index, sentence in enumerate(sentences):
+            section = sentence.section
+            starts = index == 0 or sentences[index - 1].section is not section
+            entered = sections[(sentences[index - 1].section.index + 1 if index else 0) : section.index + 1]
+            if starts and self.headings:
+                for node in entered[:-1]:  # sections without text of their own, e.g. a parent's title
+                    if node.heading and node.heading.strip():
+                        add(" ".join(node.heading.split()), -1, node.index)
+            if markers and self.section_markers and section.depth >= 1 and starts:
+                from synopsis.models.hibrids import section_marker
+
+                depth = min(section.depth, self.section_marker_max_depth)
+                add(section_marker(depth, self.section_markers), index, section.index)
+            if starts and self.headings and section.heading and section.heading.strip():
+                add(" ".join(section.heading.split()), -1, section.index)
+            text = sentence.text if markers else " ".join(sentence.text.split())
+            if markers and self.sentence_marker is not None:  # markers belong to the sentence they start
+                text = f"{self.sentence_marker} {text}"
+            add(text, index, section.index)
+        return pieces
+
     def _instructsum_pieces(
         self, document: Document, sentences: list[Any], instruction: str | None
     ) -> list[_Piece]:
         """The paper's prompt, split so that every sentence keeps its labels."""
         from synopsis.models.instructsum import prompt_parts
 
-        texts = [" ".join(s.text.split()) for s in sentences]  # the prompt normalises whitespace
-        article = " ".join(texts)
+        body = self._body_pieces(document, sentences, markers=False)  # the prompt normalises whitespace
+        article = "".join(p.text for p in body)
         instruction_text, source_text = prompt_parts(instruction, document.title, article)
         if not source_text.endswith(article):
             raise AssertionError("the source prompt must end with the article")
@@ -255,12 +274,7 @@ class Seq2SeqInputs:
             pieces.append(_Piece(instruction_text, segment=INSTRUCTION_SEGMENT))
         lead = source_text[: len(source_text) - len(article)]
         pieces.append(_Piece(lead if instruction_text is None else " " + lead))
-        for index, (sentence, text) in enumerate(zip(sentences, texts, strict=True)):
-            section = sentence.section.index
-            if index:
-                pieces.append(_Piece(" ", index, section))
-            pieces.append(_Piece(text, index, section))
-        return pieces
+        return pieces + body
 
     def source_text(self, document: Document, instruction: str | None = None) -> str:
         """The text the encoder reads."""
