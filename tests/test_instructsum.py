@@ -448,3 +448,50 @@ def test_encoder_flops_match_the_papers_figure() -> None:
     full = encoder_flops(flan_base, 1065)
     cached = encoder_flops(flan_base, 41, key_tokens=1065)
     assert full / cached > 20
+
+
+def test_concurrent_misses_on_one_source_encode_it_once(tokenizer, monkeypatch) -> None:
+    """Issue 27 item 10: the encoding ran outside the lock, so N requests for one new document encoded it
+    N times. Now one thread encodes and the others wait for its result."""
+    import threading
+    import time
+
+    from synopsis.models import instructsum
+
+    model = convert_to_instructsum(sharp_t5(tokenizer)).eval()
+    cache = SourceCache()
+    ids = torch.tensor([prompts(tokenizer)[0].source_ids])
+    calls = []
+    original = instructsum.encode_source
+
+    def slow_encode(*args, **kwargs):
+        calls.append(threading.get_ident())
+        time.sleep(0.3)  # long enough for every thread to miss meanwhile
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(instructsum, "encode_source", slow_encode)
+    barrier = threading.Barrier(4)
+    results = [None] * 4
+
+    def request(i: int) -> None:
+        barrier.wait()
+        results[i] = cache.get_or_encode(model, ids)
+
+    threads = [threading.Thread(target=request, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(calls) == 1 and cache.encodings == 1 and len(cache) == 1
+    assert all(r is results[0] for r in results)
+
+
+def test_flex_attention_is_refused_on_the_cached_path(tokenizer) -> None:
+    """Issue 27 item 10: flex_attention on the cached path crashed the process (munmap_chunk)."""
+    model = convert_to_instructsum(sharp_t5(tokenizer)).eval()
+    model.get_encoder().config._attn_implementation = "flex_attention"
+    ids = torch.tensor([prompts(tokenizer)[0].source_ids])
+    with pytest.raises(ValueError, match="source cache support attn_implementation eager or sdpa"):
+        encode_source(model, ids)
+    with pytest.raises(ValueError, match="not 'flex_attention'"):
+        SourceCache().get_or_encode(model, ids)

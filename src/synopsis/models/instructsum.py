@@ -387,6 +387,8 @@ class InstructSumT5Stack(T5Stack):
         **kwargs: Any,
     ) -> BaseModelOutput:
         if instructsum_cache is not None:
+            # The cached passes need the same backends; flex_attention crashed there (munmap_chunk).
+            self._check_attention()
             if segment_ids is not None:
                 raise ValueError(
                     "segment_ids are for the uncached pass; the cache passes know their segments"
@@ -411,8 +413,8 @@ class InstructSumT5Stack(T5Stack):
     def _check_attention(self) -> None:
         if self.config._attn_implementation not in _SUPPORTED_ATTENTION:
             raise ValueError(
-                f"InstructSum's block mask supports attn_implementation {' or '.join(_SUPPORTED_ATTENTION)}, "
-                f"not {self.config._attn_implementation!r}"
+                f"InstructSum's block mask and source cache support attn_implementation "
+                f"{' or '.join(_SUPPORTED_ATTENTION)}, not {self.config._attn_implementation!r}"
             )
 
 
@@ -670,14 +672,23 @@ class _Entry:
     nbytes: int
 
 
+@dataclass
+class _Flight:
+    """One source being encoded: the threads that miss on the same key meanwhile wait for its result."""
+
+    done: threading.Event = field(default_factory=threading.Event)
+    result: CachedSource | None = None
+
+
 class SourceCache:
     """A byte-bounded LRU of :class:`CachedSource` objects keyed by the source's token ids.
 
     The key is a SHA-256 of the source ids and the model's identity; a hit is also checked token by token
     against the stored ids, so a changed document is never served from the cache. Entries stay on the
-    model's device. An encoding larger than ``max_bytes`` is returned but not stored. Thread-safe; the
-    counters ``hits``, ``misses``, ``evictions`` and ``bytes`` are for monitoring and tests. Clear the cache
-    (or make a new one) when the model's weights change.
+    model's device. An encoding larger than ``max_bytes`` is returned but not stored. Thread-safe: the
+    encoding runs outside the lock, and concurrent misses on one key encode it once (the others wait for
+    that result). The counters ``hits``, ``misses``, ``evictions``, ``encodings`` and ``bytes`` are for
+    monitoring and tests. Clear the cache (or make a new one) when the model's weights change.
     """
 
     def __init__(self, max_bytes: int = 1 << 30) -> None:
@@ -686,6 +697,8 @@ class SourceCache:
         self.max_bytes = int(max_bytes)
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._lock = threading.Lock()
+        self._in_flight: dict[str, _Flight] = {}
+        self.encodings = 0
         self.hits = 0
         self.misses = 0
         self.evictions = 0
@@ -752,11 +765,33 @@ class SourceCache:
         input_ids = input_ids if input_ids.dim() == 2 else input_ids[None]
         if input_ids.shape[0] != 1:
             raise ValueError("SourceCache stores one source at a time (ids of shape (L,) or (1, L))")
-        encoding = self.get(model, input_ids)
-        if encoding is None:
-            encoding = encode_source(model, input_ids)
-            self.put(model, encoding)
-        return encoding
+        key = self.key(model, input_ids)
+        while True:
+            encoding = self.get(model, input_ids)
+            if encoding is not None:
+                return encoding
+            with self._lock:
+                flight = self._in_flight.get(key)
+                owner = flight is None
+                if owner:
+                    flight = self._in_flight[key] = _Flight()
+            if not owner:  # another thread is encoding this source: wait for it
+                flight.done.wait()
+                result = flight.result
+                if result is not None and torch.equal(result.input_ids.cpu(), input_ids.cpu()):
+                    return result
+                continue  # that encoding failed (or was another source): try again
+            try:
+                encoding = encode_source(model, input_ids)
+                with self._lock:
+                    self.encodings += 1
+                flight.result = encoding
+                self.put(model, encoding)
+                return encoding
+            finally:
+                with self._lock:
+                    self._in_flight.pop(key, None)
+                flight.done.set()
 
 
 # --------------------------------------------------------------------------------------------- generation
