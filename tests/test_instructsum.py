@@ -139,8 +139,16 @@ def test_truncation_keeps_the_source_eos_and_each_part_in_its_budget(tokenizer) 
     prompt = tokenize_prompt(
         tokenizer, INSTRUCTIONS[1] * 5, TITLE, ARTICLE * 20, max_source_tokens=50, max_instruction_tokens=20
     )
-    assert len(prompt.source_ids) == 50 and prompt.source_ids[-1] == tokenizer.eos_token_id
+    # the whole prompt fits max_source_tokens (the paper's first 1024 of the whole input): the instruction
+    # part takes its 20, the source part the other 30 (issue 27 item 9; it used to take 50 of its own)
+    assert len(prompt.source_ids) == 30 and prompt.source_ids[-1] == tokenizer.eos_token_id
     assert len(prompt.instruction_ids) == 20
+    # only the instruction's words and the article are cut, never the template or the title
+    instruction = tokenizer.decode(prompt.instruction_ids)
+    assert instruction.startswith("Instructions:")
+    assert instruction.endswith("According to the above instructions, summarize the following article.")
+    source = tokenizer.decode(prompt.source_ids, skip_special_tokens=True)
+    assert source.startswith(f"Title: {TITLE} Article:")
 
 
 # --------------------------------------------------------------------------------------------- the mask

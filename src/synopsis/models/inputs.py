@@ -39,6 +39,8 @@ logger = logging.getLogger(__name__)
 
 #: T5 has relative positions and no hard limit; its pre-training length is the default maximum.
 T5_DEFAULT_MAX_SOURCE_LENGTH = 512
+#: The longest input a plain T5 is allowed when asked (InstructSum's T5 baseline at inference).
+T5_MAX_SOURCE_LENGTH = 1024
 BART_MODEL_TYPES = ("bart", "hie_bart")
 
 #: Segment ids: source text (and the model's prefix) vs instruction text.
@@ -139,6 +141,7 @@ class _Piece:
     sentence: int = -1
     section: int = -1
     segment: int = SOURCE_SEGMENT
+    cut: bool = True  # truncation may cut it (False: InstructSum's prompt template and title)
 
 
 class Seq2SeqInputs:
@@ -175,9 +178,12 @@ class Seq2SeqInputs:
         self.config = model_config
         self.tokenizer = tokenizer
         limit = model_max_source_length(model_config, tokenizer)
-        if max_source_length is not None and not 1 <= max_source_length <= limit:
+        # T5's relative positions have no hard limit; InstructSum's paper trains its T5 "Full" baseline at
+        # 512 and raises the limit to 1024 at inference, so a plain T5 accepts up to 1024 when asked.
+        maximum = max(limit, T5_MAX_SOURCE_LENGTH) if model_config.model_type in ("t5", "mt5") else limit
+        if max_source_length is not None and not 1 <= max_source_length <= maximum:
             raise ConfigError(
-                f"max_source_length must be in 1..{limit} (the model's maximum), got {max_source_length}"
+                f"max_source_length must be in 1..{maximum} (the model's maximum), got {max_source_length}"
             )
         self.max_source_length = max_source_length or limit
         self.max_target_length = max_target_length
@@ -262,7 +268,7 @@ class Seq2SeqInputs:
         self, document: Document, sentences: list[Any], instruction: str | None
     ) -> list[_Piece]:
         """The paper's prompt, split so that every sentence keeps its labels."""
-        from synopsis.models.instructsum import prompt_parts
+        from synopsis.models.instructsum import INSTRUCTION_TEMPLATE, prompt_parts
 
         body = self._body_pieces(document, sentences, markers=False)  # the prompt normalises whitespace
         article = "".join(p.text for p in body)
@@ -270,10 +276,14 @@ class Seq2SeqInputs:
         if not source_text.endswith(article):
             raise AssertionError("the source prompt must end with the article")
         pieces = []
-        if instruction_text is not None:
-            pieces.append(_Piece(instruction_text, segment=INSTRUCTION_SEGMENT))
+        if instruction_text is not None:  # template words fixed, the instruction's own words cuttable
+            before, after = INSTRUCTION_TEMPLATE.split("{instruction}")
+            words = instruction_text[len(before) : len(instruction_text) - len(after)]
+            pieces.append(_Piece(before, segment=INSTRUCTION_SEGMENT, cut=False))
+            pieces.append(_Piece(words, segment=INSTRUCTION_SEGMENT))
+            pieces.append(_Piece(after, segment=INSTRUCTION_SEGMENT, cut=False))
         lead = source_text[: len(source_text) - len(article)]
-        pieces.append(_Piece(lead if instruction_text is None else " " + lead))
+        pieces.append(_Piece(lead if instruction_text is None else " " + lead, cut=False))
         return pieces + body
 
     def source_text(self, document: Document, instruction: str | None = None) -> str:
@@ -304,7 +314,7 @@ class Seq2SeqInputs:
             special = np.asarray(encoded["special_tokens_mask"][row], dtype=bool)
             labels = self._token_labels(pieces, offsets, special)
             if self.uses_instructsum_prompt(instructions[row]):
-                keep = self._kept_per_segment(special, labels[2])
+                keep = self._kept_per_segment(special, labels[2], labels[3])
             else:
                 keep = self._kept_positions(special, self.max_source_length)
             report.add(len(ids), int(keep.sum()))
@@ -338,35 +348,44 @@ class Seq2SeqInputs:
             rank = np.cumsum(content)
         return special | (content & (rank <= budget))
 
-    def _kept_per_segment(self, special: np.ndarray, segments: np.ndarray) -> np.ndarray:
-        """Each part truncated on its own: the instruction to its budget, the source (with its EOS) to
-        ``max_source_length``."""
+    def _kept_per_segment(
+        self, special: np.ndarray, segments: np.ndarray, cuttable: np.ndarray
+    ) -> np.ndarray:
+        """InstructSum's prompt: the whole input fits ``max_source_length`` (the paper's first 1024 tokens);
+        the instruction part gets ``max_instruction_length`` of it and the source part (with its EOS) the
+        rest, a fixed budget, so one cached source serves every instruction. Only the instruction's words
+        and the article are cut, never the template or the title."""
+        from synopsis.models.instructsum import keep_within_budget
+
         instruction = ~special & (segments == INSTRUCTION_SEGMENT)
         source = ~special & (segments == SOURCE_SEGMENT)
         source_budget = self.max_source_length - int(special.sum())
+        if instruction.any():
+            source_budget -= self.max_instruction_length
         return (
             special
-            | (instruction & (np.cumsum(instruction) <= self.max_instruction_length))
-            | (source & (np.cumsum(source) <= source_budget))
+            | keep_within_budget(instruction, cuttable, self.max_instruction_length)
+            | keep_within_budget(source, cuttable, max(source_budget, 1))
         )
 
     @staticmethod
     def _token_labels(
         pieces: list[_Piece], offsets: np.ndarray, special: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(sentence, section, segment) per token, read at the token's first character."""
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(sentence, section, segment, cuttable) per token, read at the token's first character."""
         lengths = [len(p.text) for p in pieces]
         starts = np.concatenate([[0], np.cumsum(lengths)])
         total = int(starts[-1])
         piece_of_char = np.repeat(np.arange(len(pieces)), lengths)
         table = np.array(
-            [(p.sentence, p.section, p.segment) for p in pieces] + [(-1, -1, SOURCE_SEGMENT)], dtype=np.int64
+            [(p.sentence, p.section, p.segment, p.cut) for p in pieces] + [(-1, -1, SOURCE_SEGMENT, 0)],
+            dtype=np.int64,
         )
         first = np.clip(offsets[:, 0], 0, max(total - 1, 0))
         piece = piece_of_char[first] if total else np.full(len(offsets), len(pieces))
         piece = np.where(special, len(pieces), piece)  # special tokens map to the "nothing" row
         labels = table[piece]
-        return labels[:, 0], labels[:, 1], labels[:, 2]
+        return labels[:, 0], labels[:, 1], labels[:, 2], labels[:, 3].astype(bool)
 
     def encode_targets(self, summaries: Sequence[str]) -> list[list[int]]:
         full = self.tokenizer(text_target=list(summaries))["input_ids"]

@@ -188,10 +188,15 @@ def convert_hie_bart(
 
 
 def convert_instructsum(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> PreTrainedModel:
-    """A T5 whose encoder reads instructions with InstructSum's block mask: the same weights."""
+    """A T5 whose encoder reads instructions with InstructSum's block mask: the same weights. Its
+    generation config gets the paper's decoding (Appendix B: beam 2, at most 192 target tokens)."""
     if model.config.model_type not in ("t5", "mt5", "instructsum_t5"):
         raise CheckpointError(f"InstructSum needs a T5 checkpoint, this one is {model.config.model_type!r}")
-    return convert_to_instructsum(model)
+    converted = convert_to_instructsum(model)
+    converted.generation_config.num_beams = INSTRUCTSUM_NUM_BEAMS
+    converted.generation_config.max_new_tokens = INSTRUCTSUM_MAX_TARGET_TOKENS
+    converted.generation_config.max_length = None
+    return converted
 
 
 def convert_hibrids(
@@ -230,6 +235,10 @@ def convert_section_tokens(
     model.config.section_marker_max_depth = max_depth
     return model
 
+
+#: InstructSum's decoding (Nishida et al., Appendix B, Table 4): beam 2, target length at most 192.
+INSTRUCTSUM_NUM_BEAMS = 2
+INSTRUCTSUM_MAX_TARGET_TOKENS = 192
 
 #: ``synopsis convert KIND``: functions from a loaded checkpoint (+ its tokenizer) to the converted model.
 CONVERTERS: dict[str, Callable[..., PreTrainedModel]] = {
