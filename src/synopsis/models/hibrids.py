@@ -511,21 +511,50 @@ class _HibridsInit:
             init.normal_(module.weight, mean=0.0, std=HIBRIDS_INIT_STD)
 
 
-def _with_bias(
-    config: PreTrainedConfig, attention_mask: torch.Tensor | None, bias: torch.Tensor, kwargs: dict[str, Any]
-) -> torch.Tensor:
-    """Route an additive (B, H, Q, K) bias into the attention backend; returns the mask to pass on."""
+def _check_backend(config: PreTrainedConfig) -> None:
     implementation = config._attn_implementation
-    if implementation == "sdpa":
-        kwargs["position_bias"] = bias  # folded into SDPA's float mask by transformers' SDPA function
-        return attention_mask
-    if implementation == "eager":  # BART's eager function ignores position_bias: add it to the mask
-        if attention_mask is None:
-            return bias
+    if implementation not in ("eager", "sdpa"):
+        raise ValueError(
+            f"HIBRIDS supports the eager and sdpa attention implementations, not {implementation!r}"
+        )
+
+
+def _biased_attention(
+    module: nn.Module,
+    query: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    bias: torch.Tensor,
+    *,
+    scaling: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``softmax(q k^T * scaling + bias + mask) v`` for (B, H, Q, D) inputs and a (B, H, Q, K) bias,
+    without further (B, H, Q, K) tensors. SDPA with a float mask that needs a gradient falls back to its
+    math path, which on top pays a "safe softmax" (``isneginf``/``all``/``where`` over the scores); this
+    avoids those passes. Under ``sdpa`` the bias enters the score product itself (``baddbmm``, one pass;
+    stock SDPA rounds differently anyway); under ``eager`` the stock eager order is kept (product, scale,
+    then the bias and mask added in place), so zero biases give the stock eager result bit for bit.
+    Returns the (B, Q, H, D) output, as the attention functions do, and the probabilities."""
+    if module.config._attn_implementation == "sdpa":
+        batch, heads, steps, dim = query.shape
+        length = keys.shape[2]
+        scores = torch.baddbmm(
+            bias.expand(batch, heads, steps, length).reshape(batch * heads, steps, length),
+            query.reshape(batch * heads, steps, dim),
+            keys.reshape(batch * heads, length, dim).transpose(1, 2),
+            alpha=scaling,
+        ).view(batch, heads, steps, length)
+    else:
+        scores = torch.matmul(query, keys.transpose(2, 3)).mul_(scaling).add_(bias)
+    if attention_mask is not None:
         if attention_mask.dtype == torch.bool:
-            return bias.masked_fill(~attention_mask, torch.finfo(bias.dtype).min)
-        return attention_mask + bias
-    raise ValueError(f"HIBRIDS supports the eager and sdpa attention implementations, not {implementation!r}")
+            scores = scores.masked_fill_(~attention_mask, torch.finfo(scores.dtype).min)
+        else:
+            scores = scores.add_(attention_mask)
+    probs = F.softmax(scores, dim=-1)
+    dropped = F.dropout(probs, p=module.dropout, training=module.training)
+    return torch.matmul(dropped, values).transpose(1, 2).contiguous(), probs
 
 
 def _probabilities(scores: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
@@ -669,10 +698,19 @@ class HibridsBartEncoderAttention(BartAttention):
         hibrids_layout: SectionLayout | None = None,
         **kwargs: Any,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        if hibrids_layout is not None:
-            bias = token_pair_bias(self.hibrids_bias.weight, hibrids_layout)
-            attention_mask = _with_bias(self.config, attention_mask, bias, kwargs)
-        return super().forward(hidden_states, attention_mask=attention_mask, **kwargs)
+        if hibrids_layout is None:
+            return super().forward(hidden_states, attention_mask=attention_mask, **kwargs)
+        _check_backend(self.config)
+        bias = token_pair_bias(self.hibrids_bias.weight, hibrids_layout)
+        batch, length, _ = hidden_states.shape
+        shape = (batch, length, -1, self.head_dim)
+        query = self.q_proj(hidden_states).view(shape).transpose(1, 2)
+        keys = self.k_proj(hidden_states).view(shape).transpose(1, 2)
+        values = self.v_proj(hidden_states).view(shape).transpose(1, 2)
+        output, weights = _biased_attention(
+            self, query, keys, values, attention_mask, bias, scaling=self.scaling
+        )
+        return self.out_proj(output.reshape(batch, length, -1)), weights
 
 
 class HibridsBartAlignmentAttention(BartAttention):
@@ -742,16 +780,25 @@ class HibridsBartCrossAttention(BartAttention):
         **kwargs: Any,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         # pooled is None only when the previous layer was skipped (LayerDrop): no bias for that pass.
-        if hibrids_cross is not None and hibrids_cross.pooled is not None:
-            bias = cross_attention_bias(hibrids_cross.pooled, self.hibrids_bias.weight, hibrids_cross.layout)
-            attention_mask = _with_bias(self.config, attention_mask, bias, kwargs)
-        return super().forward(
-            hidden_states,
-            key_value_states=key_value_states,
-            past_key_values=past_key_values,
-            attention_mask=attention_mask,
-            **kwargs,
+        if hibrids_cross is None or hibrids_cross.pooled is None or key_value_states is None:
+            return super().forward(
+                hidden_states,
+                key_value_states=key_value_states,
+                past_key_values=past_key_values,
+                attention_mask=attention_mask,
+                **kwargs,
+            )
+        _check_backend(self.config)
+        bias = cross_attention_bias(hibrids_cross.pooled, self.hibrids_bias.weight, hibrids_cross.layout)
+        batch, steps, _ = hidden_states.shape
+        query = self.q_proj(hidden_states).view(batch, steps, -1, self.head_dim).transpose(1, 2)
+        keys, values = _cross_keys_values(
+            self, key_value_states, past_key_values, (self.k_proj, self.v_proj), self.head_dim
         )
+        output, weights = _biased_attention(
+            self, query, keys, values, attention_mask, bias, scaling=self.scaling
+        )
+        return self.out_proj(output.reshape(batch, steps, -1)), weights
 
 
 class HibridsBartEncoder(_HibridsInit, BartEncoder):
