@@ -9,9 +9,11 @@ looks up a learnable bias for that pair:
 
 * **HIBRIDS-ENC** (section 3, "Attention with Hierarchical Biases"): every encoder self-attention layer
   ``l`` and head ``h`` owns a table ``B^l[., h]``; ``score_ij = q_i . k_j / sqrt(d) + B^l[rel(x_i, y_j), h]``.
-* **HIBRIDS-DEC**: only the last decoder layer's cross-attention gets a bias, one scalar per relation
-  shared by the heads, weighted by the previous (second-to-last) decoder layer's cross-attention
-  probabilities ``alpha``: ``bias_tj = sum_k alpha_tk * B_dec[rel(sec(k), sec(j))]``.
+* **HIBRIDS-DEC**: only the last decoder layer's cross-attention gets a bias, from a per-head table (the
+  paper: "each head maintains its own lookup table"), weighted by the previous (second-to-last) decoder
+  layer's cross-attention probabilities ``alpha``: ``bias_tj^h = sum_k alpha_tk^h * B_dec[rel(sec(k),
+  sec(j)), h]``. Configs saved before the table was per head (no ``hibrids_decoder_per_head``) keep their
+  one shared column.
 * **HIBRIDS-S** (section 3, last paragraph): a small table over a few salient relations only
   (:func:`relation_buckets` with ``selected=True``).
 
@@ -33,16 +35,17 @@ swapped in, like :mod:`synopsis.models.hie_bart`):
   and on the global columns/rows. The decoder bias uses the O(T x S) form: the previous layer's attention
   is pooled per section, ``A_ts = sum_{k in s} alpha_tk``, then ``bias_tj = sum_s A_ts B_dec[rel(s, sec(j))]``
   -- never a T x L x L tensor.
-* Attention backends. BART and T5 work under ``eager`` and ``sdpa`` (under SDPA the bias travels as the
-  ``position_bias`` argument that the SDPA function folds into its mask; BART's eager function would drop
-  it, so under eager it is added to the additive mask). LED only has its own (eager) attention.
+* Attention backends. BART and T5 work under ``eager`` and ``sdpa``. BART's biased layers compute their
+  attention directly (the bias added into the scores; SDPA with a float mask that needs a gradient would
+  fall back to its slower math path anyway); T5's pass the bias with its ``position_bias``. LED only has its
+  own (eager) attention.
 * The decoder bias needs the second-to-last layer's cross-attention probabilities, which SDPA does not
-  return. That layer's cross-attention is a subclass that, after the stock computation, recomputes its
-  probabilities (softmax of the same scores, before dropout) and pools them per section into a small
-  per-call object that the decoder hands to both layers; the last layer's cross-attention reads it.
-  Heads are paired as in the authors' public code: head ``h`` of the last layer is weighted by head ``h``
-  of the previous layer (the shared scalar table then gives a per-head bias). The stock output of that
-  layer is untouched, so with zero tables the model equals the base model under every backend.
+  return. That layer's cross-attention is a subclass that computes its attention once, in the eager form,
+  and pools its probabilities (before dropout) per section into a small per-call object that the decoder
+  hands to both layers; the last layer's cross-attention reads it. Heads are paired as in the authors'
+  public code: head ``h`` of the last layer is weighted by head ``h`` of the previous layer. With zero
+  tables the model equals the base model (bit for bit under eager; to float rounding under SDPA, whose
+  fused kernels round differently).
 * LED's modules pass no extra arguments, so LED gets its section inputs through a per-model slot that
   the model sets for the duration of one call; each layer copies the slot's value into its own keyword
   arguments *before* gradient checkpointing wraps it, so recomputation in the backward pass sees the same
@@ -757,7 +760,7 @@ class HibridsBartAlignmentAttention(BartAttention):
 
 
 class HibridsBartCrossAttention(BartAttention):
-    """The last decoder layer's cross-attention with the HIBRIDS-DEC table (one scalar per relation)."""
+    """The last decoder layer's cross-attention with the HIBRIDS-DEC table (one column per head)."""
 
     def __init__(self, config: HibridsBartConfig, layer_idx: int) -> None:
         super().__init__(
