@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from torch.nn import functional as F
 from transformers import (
     AutoConfig,
     AutoModelForSeq2SeqLM,
@@ -940,3 +941,22 @@ def test_section_inputs_are_checked_without_reading_device_values() -> None:
     assert cross_attention_bias(pool_by_section(alpha, layout), weight, layout).shape == (2, 4, 3, 14)
     with pytest.raises(ValueError, match="refers to section"):  # CPU tensors still get the exact error
         section_layout(section_ids + 5, relations, length=14, buckets=420)
+
+
+def test_biased_bart_layers_do_not_fall_back_to_sdpa_with_a_float_mask(monkeypatch) -> None:
+    """Issue 27 item 7: a float bias that needs a gradient sent SDPA to its math path (plus a "safe softmax"
+    over every score matrix); the biased BART layers now compute their attention directly. Only the
+    unbiased layers (decoder self-attention, the first decoder layer's cross-attention) still call SDPA."""
+    hibrids = convert_to_hibrids(stock_model("bart", "sdpa"))
+    randomize_tables(hibrids)
+    calls = []
+    original = F.scaled_dot_product_attention
+
+    def counting(query, key, value, attn_mask=None, *args, **kwargs):
+        calls.append(attn_mask is not None and attn_mask.dtype != torch.bool and attn_mask.requires_grad)
+        return original(query, key, value, attn_mask, *args, **kwargs)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", counting)
+    hibrids.train()
+    hibrids(**family_inputs("bart"), labels=torch.tensor([[5, 7, 9]] * 2)).loss.backward()
+    assert calls and not any(calls)  # no SDPA call with a trainable float mask
