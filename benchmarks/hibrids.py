@@ -28,6 +28,12 @@ S x S table, gather to tokens) against the public code's form (an (L, L) index, 
 and a (T x L) @ (L x L) product). Peak RSS above the process's baseline is reported.
 
     python benchmarks/hibrids.py      # prints a table, writes benchmarks/results/hibrids.json
+    python benchmarks/hibrids.py --real-width   # bart-base width rows, writes results/hibrids_real_width.json
+
+Real width (``--real-width``): BART, T5 and LED at bart-base width (d_model 768, 6+6 layers, 12 heads, FFN
+3072; LED window 1024), a 1,000-token document in 20 sections (``--real-length``, ``--real-sections``),
+128 target tokens, batch 1, stock vs HIBRIDS-ENC+DEC (random tables) in one process, steps interleaved
+(``--real-rounds`` each, one untimed warm-up each), process CPU time, one thread.
 """
 
 from __future__ import annotations
@@ -280,6 +286,112 @@ def child(kind: str, length: int, args: argparse.Namespace) -> None:
 
 
 # ----------------------------------------------------------------------------- parent
+# ----------------------------------------------------------------------------- real width, one process
+REAL_WIDTH = {"d_model": 768, "layers": 6, "heads": 12, "ffn": 3072}
+
+
+def real_width_model(family: str):
+    """A random stock model at bart-base width (d 768, 6+6 layers, 12 heads, FFN 3072), eval-free."""
+    import torch
+    from transformers import (
+        BartConfig,
+        BartForConditionalGeneration,
+        LEDConfig,
+        LEDForConditionalGeneration,
+        T5Config,
+        T5ForConditionalGeneration,
+    )
+
+    w = REAL_WIDTH
+    torch.manual_seed(0)
+    if family == "bart":
+        config = BartConfig(
+            vocab_size=50265, d_model=w["d_model"], encoder_layers=w["layers"], decoder_layers=w["layers"],
+            encoder_attention_heads=w["heads"], decoder_attention_heads=w["heads"], encoder_ffn_dim=w["ffn"],
+            decoder_ffn_dim=w["ffn"], max_position_embeddings=1024,
+        )  # fmt: skip
+        config._attn_implementation = "sdpa"
+        return BartForConditionalGeneration(config)
+    if family == "t5":
+        config = T5Config(
+            vocab_size=32128, d_model=w["d_model"], d_kv=w["d_model"] // w["heads"], d_ff=w["ffn"],
+            num_layers=w["layers"], num_decoder_layers=w["layers"], num_heads=w["heads"],
+            pad_token_id=0, eos_token_id=1, decoder_start_token_id=0,
+        )  # fmt: skip
+        config._attn_implementation = "sdpa"
+        return T5ForConditionalGeneration(config)
+    config = LEDConfig(
+        vocab_size=50265, d_model=w["d_model"], encoder_layers=w["layers"], decoder_layers=w["layers"],
+        encoder_attention_heads=w["heads"], decoder_attention_heads=w["heads"], encoder_ffn_dim=w["ffn"],
+        decoder_ffn_dim=w["ffn"], attention_window=[1024] * w["layers"], max_encoder_position_embeddings=4096,
+        max_decoder_position_embeddings=1024,
+    )  # fmt: skip
+    return LEDForConditionalGeneration(config)
+
+
+def run_real_width(args: argparse.Namespace) -> dict[str, object]:
+    """Stock vs HIBRIDS-ENC+DEC training steps (forward + backward) at real width, interleaved in one
+    process (stock, HIBRIDS, HIBRIDS, stock, ... so drifting machine load hits both alike), one thread."""
+    import torch
+
+    from synopsis.models.hibrids import convert_to_hibrids
+
+    torch.set_num_threads(args.threads)
+    length, target = args.real_length, args.target
+    section_ids, relations = section_inputs(length, args.real_sections)
+    results = {}
+    for family in args.families:
+        stock = real_width_model(family).train()
+        hibrids = convert_to_hibrids(stock).train()
+        generator = torch.Generator().manual_seed(0)
+        ids = torch.randint(4, 30000, (1, length), generator=generator)
+        labels = torch.randint(4, 30000, (1, target), generator=generator)
+        common = {"input_ids": ids, "labels": labels}
+        if family == "led":
+            glob = torch.zeros_like(ids)
+            glob[:, 0] = 1
+            common["global_attention_mask"] = glob
+        extra = {"section_ids": section_ids, "section_relations": relations}
+
+        def step(model, inputs) -> float:
+            began = time.process_time()
+            model(**inputs).loss.backward()
+            model.zero_grad(set_to_none=True)
+            return time.process_time() - began
+
+        step(stock, common)  # warm-up, untimed
+        step(hibrids, {**common, **extra})
+        times: dict[str, list[float]] = {"stock": [], "hibrids": []}
+        for round_ in range(args.real_rounds):
+            order = ("stock", "hibrids") if round_ % 2 == 0 else ("hibrids", "stock")
+            for name in order:
+                model, inputs = (stock, common) if name == "stock" else (hibrids, {**common, **extra})
+                times[name].append(step(model, inputs))
+        ratios = [h / s for h, s in zip(times["hibrids"], times["stock"], strict=True)]
+        results[family] = {
+            "stock_s": times["stock"],
+            "hibrids_s": times["hibrids"],
+            "ratio_of_medians": statistics.median(times["hibrids"]) / statistics.median(times["stock"]),
+            "round_ratios": ratios,
+            "load_after": os.getloadavg(),
+        }
+        print(
+            f"{family}: stock {spread(times['stock'])} s, HIBRIDS-ENC+DEC {spread(times['hibrids'])} s, "
+            f"ratio of medians {results[family]['ratio_of_medians']:.3f} "
+            f"(per-round {min(ratios):.2f}-{max(ratios):.2f}); load {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
+        del stock, hibrids
+    return {
+        "setting": {
+            **REAL_WIDTH, "length": length, "sections": args.real_sections, "target": target,
+            "rounds": args.real_rounds, "threads": args.threads, "load_before": args.load_before,
+        },
+        "results": results,
+        "machine": platform.platform(),
+    }  # fmt: skip
+
+
 def spread(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
 
@@ -302,7 +414,24 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", type=Path, default=Path(__file__).parent / "results" / "hibrids.json")
     parser.add_argument("--one", nargs=2, metavar=("KIND", "LENGTH"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--real-width",
+        action="store_true",
+        help="Only the real-width rows: stock vs HIBRIDS-ENC+DEC at bart-base width, interleaved.",
+    )
+    parser.add_argument("--families", nargs="+", default=["bart", "t5", "led"])
+    parser.add_argument("--real-length", type=int, default=1000)
+    parser.add_argument("--real-sections", type=int, default=20)
+    parser.add_argument("--real-rounds", type=int, default=4)
     args = parser.parse_args()
+
+    if args.real_width:
+        args.load_before = os.getloadavg()
+        report = run_real_width(args)
+        path = args.json.with_name("hibrids_real_width.json")
+        path.write_text(json.dumps(report, indent=2) + "\n")
+        print(f"wrote {path}")
+        return
 
     if args.one:
         child(args.one[0], int(args.one[1]), args)

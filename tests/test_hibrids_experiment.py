@@ -76,3 +76,30 @@ def test_tiny_run_writes_table_json_and_pngs(shared_data: Path, tmp_path: Path) 
     assert "do NOT reproduce" in table and "dev loss" in table
     assert (out / "scores.png").stat().st_size > 1000 and (out / "bias_heatmap.png").stat().st_size > 1000
     assert results["run"]["wall_seconds"] > 0 and len(results["run"]["loadavg_before"]) == 3
+
+
+def test_tree_probe_documents_scores_and_a_tiny_run(tmp_path) -> None:
+    """Issue 27 item 11a: the target is the heading path of the section holding the marked sentence."""
+    import json
+    import random
+
+    from synopsis.experiments.hibrids_probe import MARK, ProbeConfig, path_scores, probe_document, run_probe
+
+    for seed in range(20):
+        document, path = probe_document(random.Random(seed), 12)
+        marked = [s for s in document.sentences if s.text.startswith(MARK)]
+        assert len(marked) == 1
+        section = marked[0].section
+        expected = [s.heading for s in document.sections if s.is_ancestor_of(section) and s.heading]
+        assert path == " > ".join([*expected, section.heading])
+        assert 1 <= len(path.split(" > ")) <= 3
+    scores = path_scores(["a > b", "a > c", "x"], ["a > b", "a > b", "a > b"])
+    assert scores == {"exact_match": 100 / 3, "level_accuracy": 100 * 3 / 6}
+    cfg = ProbeConfig(
+        seeds=[0], variants=["base", "hibrids-enc+dec"], train_documents=8, test_documents=4, steps=1,
+        batch_size=2, vocab_size=300,
+    )  # fmt: skip
+    table = run_probe(cfg, tmp_path, tmp_path)
+    assert "| hibrids-enc+dec |" in table
+    rows = json.loads((tmp_path / "results.json").read_text())["rows"]
+    assert [r["variant"] for r in rows] == ["base", "hibrids-enc+dec"]

@@ -79,6 +79,7 @@ def test_batch_record_carries_sections_and_bucketed_relations(bases, tmp_path: P
 def test_trained_tables_tell_a_sectioned_document_from_its_flat_copy(bases, tmp_path: Path) -> None:
     out = convert_checkpoint("hibrids", bases["bart"], tmp_path / "h")
     summarizer = load_summarizer(model=out, num_beams=1, max_length=12)
+    summarizer.inputs.headings = False  # the same text: only the tree tells the two apart
     assert summarizer.summarize([SECTIONED]) == summarizer.summarize([FLAT])  # zero tables: no structure
     torch.manual_seed(0)
     with torch.no_grad():
@@ -149,3 +150,29 @@ def test_train_seq2seq_trains_the_tables(bases, tmp_path: Path) -> None:
 
     tables = {k: v for k, v in load_file(str(best / "model.safetensors")).items() if "hibrids" in k}
     assert tables and any(v.abs().sum() > 0 for v in tables.values())  # gradients reached the tables
+
+
+@pytest.mark.parametrize("base", ["bart", "t5", "led"])
+def test_converted_checkpoints_keep_the_qs_markers_through_decode(base: str, bases, tmp_path: Path) -> None:
+    """Issue 27 item 1: T5's vocabulary has no arrows (``[L↓]`` and ``[L↑]`` both became ``[L<unk>]``, so a
+    hierarchy parsed as one pair). A converted checkpoint reads each marker as one added (not special)
+    token, ``decode(..., skip_special_tokens=True)`` keeps it, and the hierarchy parses back unchanged."""
+    from synopsis.qs import RESERVED, parse
+
+    text = "A1 [L↓] Q1.1 [ANS] A1.1 [L↓] Q1.1.1? [ANS] A1.1.1 [L↑] Q1.2 [ANS] A1.2 [L-] Q1.3 [ANS] A1.3"
+    stock_model, stock_tokenizer = load_seq2seq(bases[base])
+    for kind, options in (("hibrids", {}), ("section-tokens", {"markers": "lvlsectok"})):
+        out = convert_checkpoint(kind, bases[base], tmp_path / kind, **options)
+        model, tokenizer = load_seq2seq(out)
+        ids = tokenizer(text)["input_ids"]
+        for marker in RESERVED:
+            marker_id = tokenizer.convert_tokens_to_ids(marker)
+            assert marker_id != tokenizer.unk_token_id and marker_id in ids, (kind, marker)
+            assert marker_id not in tokenizer.all_special_ids
+            # initialised from the marker's pieces in the stock vocabulary
+            pieces = stock_tokenizer(marker, add_special_tokens=False)["input_ids"]
+            expected = stock_model.get_input_embeddings().weight[pieces].mean(0)
+            torch.testing.assert_close(model.get_input_embeddings().weight[marker_id], expected)
+        decoded = tokenizer.decode(ids, skip_special_tokens=True)
+        assert parse(decoded) == parse(text), (kind, decoded)
+        assert len(parse(decoded)) == 5

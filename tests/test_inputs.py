@@ -77,6 +77,10 @@ def _check_maps(inputs: Seq2SeqInputs, document: Document, instruction: str | No
             assert (sent, sec) == (-1, -1)
             continue
         start, end = offsets[position]
+        if sent == -1 and sec != -1:  # a heading's tokens belong to its section
+            heading = document.sections[sec].heading
+            assert inputs.headings and heading and text[start:end].strip() in " ".join(heading.split())
+            continue
         if sent == -1:
             assert sec == -1 and (start < starts[0] or seg == INSTRUCTION_SEGMENT)
             continue
@@ -103,10 +107,45 @@ def test_every_token_maps_to_the_section_that_contains_it(
     _check_maps(inputs, markdown_doc)
     _check_maps(inputs, markdown_doc, "What is measured?")
     _check_maps(inputs, scisummnet_paper)
-    (encoding,) = inputs.encode_sources([markdown_doc])
+    (encoding,) = _inputs(kind, tokenizers_dir, headings=False).encode_sources([markdown_doc])
     sections_seen = sorted(set(encoding.section_ids) - {-1})
     non_empty = sorted({s.section.index for s in markdown_doc.sentences})
     assert sections_seen == non_empty  # every section with text has tokens
+
+
+@pytest.mark.parametrize("kind", ["bart", "t5", "led", "instructsum"])
+def test_headings_are_read_before_their_sections_text_in_their_section(
+    kind: str, tokenizers_dir: Path, markdown_doc: Document
+) -> None:
+    """Issue 27 item 2: section titles never reached the encoder. Each heading now comes before its
+    section's first sentence, its tokens labelled with that section (and no sentence); ``headings=False``
+    gives the old input."""
+    if kind == "instructsum":
+        config = T5Config()
+        config.model_type = "instructsum_t5"
+        make = lambda **o: Seq2SeqInputs(config, t5_tokenizer(tokenizers_dir), **o)  # noqa: E731
+    else:
+        make = lambda **o: _inputs(kind, tokenizers_dir, **o)  # noqa: E731
+    inputs, plain = make(), make(headings=False)
+    headed = [s for s in markdown_doc.sections if s.heading]
+    assert [s.heading for s in headed] == ["Method", "Details", "Results"]
+    text = inputs.source_text(markdown_doc)
+    assert "Method" not in plain.source_text(markdown_doc)
+    for section in headed:  # the heading right before the section's first sentence
+        first = next(s for s in markdown_doc.sentences if s.section is section)
+        assert f"{section.heading} {first.text}" in text
+    (encoding,) = inputs.encode_sources([markdown_doc])
+    ids = inputs.tokenizer(text, return_offsets_mapping=True)
+    for section in headed:
+        start = text.index(f"{section.heading} ")
+        end = start + len(section.heading)
+        labels = {
+            (encoding.sentence_ids[i], encoding.section_ids[i])
+            for i, (a, b) in enumerate(ids["offset_mapping"])
+            if b > a and start <= a and b <= end and text[a:b].strip()
+        }
+        assert labels == {(-1, section.index)}, (section.heading, labels)
+    _check_maps(inputs, markdown_doc)
 
 
 def test_markdown_sections_in_document_order(tokenizers_dir: Path, markdown_doc: Document) -> None:
@@ -117,6 +156,11 @@ def test_markdown_sections_in_document_order(tokenizers_dir: Path, markdown_doc:
     headings = {node.index: node.heading for node in markdown_doc.sections}
     words = inputs.tokenizer.convert_ids_to_tokens(encoding.input_ids)
     details = [w for w, s in zip(words, encoding.section_ids, strict=True) if headings.get(s) == "Details"]
+    # the section's heading first (issue 27 item 2), then its text
+    assert "".join(details).replace("Ġ", " ").strip() == "Details The details are subtle. Very subtle indeed."
+    (plain,) = _inputs("bart", tokenizers_dir, headings=False).encode_sources([markdown_doc])
+    words = inputs.tokenizer.convert_ids_to_tokens(plain.input_ids)
+    details = [w for w, s in zip(words, plain.section_ids, strict=True) if headings.get(s) == "Details"]
     assert "".join(details).replace("Ġ", " ").strip() == "The details are subtle. Very subtle indeed."
 
 

@@ -139,8 +139,16 @@ def test_truncation_keeps_the_source_eos_and_each_part_in_its_budget(tokenizer) 
     prompt = tokenize_prompt(
         tokenizer, INSTRUCTIONS[1] * 5, TITLE, ARTICLE * 20, max_source_tokens=50, max_instruction_tokens=20
     )
-    assert len(prompt.source_ids) == 50 and prompt.source_ids[-1] == tokenizer.eos_token_id
+    # the whole prompt fits max_source_tokens (the paper's first 1024 of the whole input): the instruction
+    # part takes its 20, the source part the other 30 (issue 27 item 9; it used to take 50 of its own)
+    assert len(prompt.source_ids) == 30 and prompt.source_ids[-1] == tokenizer.eos_token_id
     assert len(prompt.instruction_ids) == 20
+    # only the instruction's words and the article are cut, never the template or the title
+    instruction = tokenizer.decode(prompt.instruction_ids)
+    assert instruction.startswith("Instructions:")
+    assert instruction.endswith("According to the above instructions, summarize the following article.")
+    source = tokenizer.decode(prompt.source_ids, skip_special_tokens=True)
+    assert source.startswith(f"Title: {TITLE} Article:")
 
 
 # --------------------------------------------------------------------------------------------- the mask
@@ -448,3 +456,50 @@ def test_encoder_flops_match_the_papers_figure() -> None:
     full = encoder_flops(flan_base, 1065)
     cached = encoder_flops(flan_base, 41, key_tokens=1065)
     assert full / cached > 20
+
+
+def test_concurrent_misses_on_one_source_encode_it_once(tokenizer, monkeypatch) -> None:
+    """Issue 27 item 10: the encoding ran outside the lock, so N requests for one new document encoded it
+    N times. Now one thread encodes and the others wait for its result."""
+    import threading
+    import time
+
+    from synopsis.models import instructsum
+
+    model = convert_to_instructsum(sharp_t5(tokenizer)).eval()
+    cache = SourceCache()
+    ids = torch.tensor([prompts(tokenizer)[0].source_ids])
+    calls = []
+    original = instructsum.encode_source
+
+    def slow_encode(*args, **kwargs):
+        calls.append(threading.get_ident())
+        time.sleep(0.3)  # long enough for every thread to miss meanwhile
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(instructsum, "encode_source", slow_encode)
+    barrier = threading.Barrier(4)
+    results = [None] * 4
+
+    def request(i: int) -> None:
+        barrier.wait()
+        results[i] = cache.get_or_encode(model, ids)
+
+    threads = [threading.Thread(target=request, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(calls) == 1 and cache.encodings == 1 and len(cache) == 1
+    assert all(r is results[0] for r in results)
+
+
+def test_flex_attention_is_refused_on_the_cached_path(tokenizer) -> None:
+    """Issue 27 item 10: flex_attention on the cached path crashed the process (munmap_chunk)."""
+    model = convert_to_instructsum(sharp_t5(tokenizer)).eval()
+    model.get_encoder().config._attn_implementation = "flex_attention"
+    ids = torch.tensor([prompts(tokenizer)[0].source_ids])
+    with pytest.raises(ValueError, match="source cache support attn_implementation eager or sdpa"):
+        encode_source(model, ids)
+    with pytest.raises(ValueError, match="not 'flex_attention'"):
+        SourceCache().get_or_encode(model, ids)

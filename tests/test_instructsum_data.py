@@ -168,6 +168,25 @@ def test_split_by_category_keeps_test_instructions_unseen() -> None:
     assert sorted(c.split for c in (clusters[0], clusters[1], clusters[4])) == ["dev", "train", "train"]
 
 
+def test_split_gives_every_split_annotated_clusters() -> None:
+    """Issue 27 item 8: splits were drawn before annotations were matched, so dev (50 random clusters
+    of ~800 in the paper; here 2 of 6) could hold no annotated cluster at all, or take all of them."""
+    geo = [Cluster(f"g{i}", "*", [article(f"g{i} x", categories=["Geography/Regions"])]) for i in range(6)]
+    test = Cluster("t0", "*", [article("t0 y", categories=["Culture/Sports"])])
+    annotated = {"g1", "g4", "t0"}
+    for seed in range(10):
+        clusters = [*geo, test]
+        split_clusters(clusters, "Geography", dev_clusters=2, seed=seed, annotated=annotated)
+        splits = {c.id: c.split for c in clusters}
+        assert splits["t0"] == "test" and all(splits[c.id] != "test" for c in geo)  # by category
+        assert {splits[c] for c in annotated} == {"train", "dev", "test"}, seed  # each split has examples
+        assert sum(s == "dev" for s in splits.values()) == 2  # the dev count is kept
+    # with as many dev clusters asked as annotated ones exist, one still goes to train
+    clusters = [*geo, test]
+    split_clusters(clusters, "Geography", dev_clusters=50, seed=0, annotated=annotated)
+    assert sorted(c.split for c in clusters if c.id in annotated) == ["dev", "test", "train"]
+
+
 # --------------------------------------------------------------------------------------------- annotations
 def test_cumulative_instructions_union_targets_and_drop_noncontiguous() -> None:
     art = article("2016 Summer Olympics", "First. Second. Third. Fourth.")

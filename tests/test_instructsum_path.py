@@ -51,19 +51,23 @@ def instructsum_dir(tmp_path_factory, t5_dir: Path) -> Path:
 def test_inputs_are_the_papers_prompt_with_segments(instructsum_dir: Path, tokenizer) -> None:
     model, _ = load_seq2seq(instructsum_dir)
     assert json.loads((instructsum_dir / "config.json").read_text())["model_type"] == "instructsum_t5"
-    inputs = Seq2SeqInputs(model.config, tokenizer)
-    article = " ".join(s.text for s in DOCUMENT.sentences)
-    for instruction in [*INSTRUCTIONS, None]:
-        (encoding,) = inputs.encode_sources([DOCUMENT], [instruction])
-        expected = tokenize_prompt(tokenizer, instruction, DOCUMENT.title, article)
-        assert encoding.input_ids == expected.input_ids
-        assert encoding.segment_ids == expected.segment_ids
-        # every source sentence token knows its section; the prompt's own words belong to none
-        source = [i for i, t in enumerate(encoding.segment_ids) if t == SOURCE_SEGMENT]
-        assert {encoding.section_ids[i] for i in source} == {-1, 1, 2}
-    text = inputs.source_text(DOCUMENT, INSTRUCTIONS[0])
+    plain = Seq2SeqInputs(model.config, tokenizer, headings=False)
+    inputs = Seq2SeqInputs(model.config, tokenizer)  # headings before their sections' text (issue 27 item 2)
+    sentences = [s.text for s in DOCUMENT.sentences]
+    with_headings = " ".join(["Method", *sentences[:2], "Results", *sentences[2:]])
+    for builder, article in ((plain, " ".join(sentences)), (inputs, with_headings)):
+        for instruction in [*INSTRUCTIONS, None]:
+            (encoding,) = builder.encode_sources([DOCUMENT], [instruction])
+            expected = tokenize_prompt(tokenizer, instruction, DOCUMENT.title, article)
+            assert encoding.input_ids == expected.input_ids
+            assert encoding.segment_ids == expected.segment_ids
+            # every source sentence token knows its section; the prompt's own words belong to none
+            source = [i for i, t in enumerate(encoding.segment_ids) if t == SOURCE_SEGMENT]
+            assert {encoding.section_ids[i] for i in source} == {-1, 1, 2}
+    text = plain.source_text(DOCUMENT, INSTRUCTIONS[0])
     assert text.startswith("Instructions: What is the method? According to the above instructions, summarize")
     assert "Title: A study of meetings Article: We train" in text
+    assert "Title: A study of meetings Article: Method We train" in inputs.source_text(DOCUMENT)
     assert inputs.source_text(DOCUMENT).startswith("Summarize the following article. Title: A study of")
 
 
@@ -73,10 +77,43 @@ def test_each_part_is_truncated_on_its_own(instructsum_dir: Path, tokenizer) -> 
     a, b = inputs.encode_sources([DOCUMENT, DOCUMENT], INSTRUCTIONS)
     for encoding in (a, b):
         assert encoding.segment_ids.count(INSTRUCTION_SEGMENT) == 5
-        assert encoding.segment_ids.count(SOURCE_SEGMENT) == 12
+        # the whole input fits max_source_length (issue 27 item 9): the source part gets 12 - 5
+        assert encoding.segment_ids.count(SOURCE_SEGMENT) == 12 - 5
         assert encoding.input_ids[-1] == tokenizer.eos_token_id
     source = [[t for t, s in zip(e.input_ids, e.segment_ids, strict=True) if s == 0] for e in (a, b)]
     assert source[0] == source[1]  # the source part never depends on the instruction
+
+
+def test_truncation_cuts_the_article_never_the_template(instructsum_dir: Path, tokenizer) -> None:
+    """Issue 27 item 9: the instruction template was cut (its own 128-token budget) and inputs reached
+    1,152 tokens; the paper reads the first 1,024 tokens of the whole input."""
+    model, _ = load_seq2seq(instructsum_dir)
+    inputs = Seq2SeqInputs(model.config, tokenizer)
+    long_document = Document(Section(children=[Section("Method", [["We train a model. " * 40] * 60])]))
+    long_instruction = "Mention the method and every detail of it, " * 20
+    (encoding,) = inputs.encode_sources([long_document], [long_instruction])
+    assert len(encoding.input_ids) == 1024
+    parts = {
+        segment: tokenizer.decode([t for t, s in zip(encoding.input_ids, encoding.segment_ids, strict=True)
+                                   if s == segment], skip_special_tokens=True)
+        for segment in (INSTRUCTION_SEGMENT, SOURCE_SEGMENT)
+    }  # fmt: skip
+    template_end = "According to the above instructions, summarize the following article."
+    assert parts[INSTRUCTION_SEGMENT].endswith(template_end)
+    assert parts[SOURCE_SEGMENT].startswith("Title:") or parts[SOURCE_SEGMENT].startswith("Article: Method")
+    assert encoding.input_ids[-1] == tokenizer.eos_token_id
+
+
+def test_plain_t5_accepts_1024_source_tokens_at_inference(t5_dir: Path, tokenizer) -> None:
+    """The paper trains its T5 "Full" baseline at 512 and reads 1,024 at inference (Appendix B.1)."""
+    model, _ = load_seq2seq(t5_dir)
+    assert Seq2SeqInputs(model.config, tokenizer).max_source_length == 512  # the default stays 512
+    assert Seq2SeqInputs(model.config, tokenizer, max_source_length=1024).max_source_length == 1024
+
+
+def test_convert_instructsum_writes_the_papers_decoding(instructsum_dir: Path) -> None:
+    config = json.loads((instructsum_dir / "generation_config.json").read_text())
+    assert config["num_beams"] == 2 and config["max_new_tokens"] == 192
 
 
 def test_a_plain_t5_given_an_instruction_reads_the_papers_prompt(t5_dir: Path, tokenizer) -> None:

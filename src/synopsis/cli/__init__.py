@@ -64,6 +64,7 @@ train_app.command("seq2seq")(seq2seq_cli.train)
 experiment_app.command("hie-bart-heads")(seq2seq_cli.hie_bart_heads_experiment)
 experiment_app.command("instructsum")(seq2seq_cli.instructsum_experiment)
 experiment_app.command("hibrids")(seq2seq_cli.hibrids_experiment)
+experiment_app.command("hibrids-probe")(seq2seq_cli.hibrids_probe_experiment)
 experiment_app.command("domain-lm")(lm_cli.domain_lm_experiment)
 
 _err = Console(stderr=True, highlight=False, soft_wrap=True)

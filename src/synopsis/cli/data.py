@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,8 @@ from synopsis.cli.options import ranged
 from synopsis.cli.runtime import refuse_to_overwrite_inputs, stdout_console, track
 from synopsis.config import AT_LEAST_ONE, POSITIVE, Range
 from synopsis.errors import InputError
+
+logger = logging.getLogger(__name__)
 
 app = typer.Typer(help="Convert corpora to synopsis JSONL and inspect them.", no_args_is_help=True)
 
@@ -237,17 +240,23 @@ def instructsum(
         for key in ("articles_read", "skipped", "no_lead_or_source"):
             stats.add(key, read_stats.get(key, 0))
         clusters = build.build_clusters(usable, stats, ratio, min_cluster_size, min_title_words)
+        examples = []
+        if annotations is not None:  # matched first, so the split can give every split examples
+            examples = build.annotated_examples(
+                clusters, build.read_annotations(annotations), stats, keep_noncontiguous
+            )
         if test_category_absent is not None:
-            build.split_clusters(clusters, test_category_absent, dev_clusters, seed)
+            annotated = {e.metadata["cluster"] for e in examples} if annotations is not None else None
+            build.split_clusters(clusters, test_category_absent, dev_clusters, seed, annotated)
+            split_of = {c.id: c.split for c in clusters}
+            for example in examples:
+                example.metadata["split"] = split_of[example.metadata["cluster"]]
             for name in ("train", "dev", "test"):
                 stats.add(f"clusters_{name}", sum(c.split == name for c in clusters))
         path = output_dir / "clusters.jsonl"
         build.write_jsonl((c.to_dict() for c in clusters), path)
         written.append(str(path))
         if annotations is not None:
-            examples = build.annotated_examples(
-                clusters, build.read_annotations(annotations), stats, keep_noncontiguous
-            )
             if test_category_absent is None:
                 path = output_dir / "examples.jsonl"
                 write_examples(examples, path)
@@ -258,6 +267,12 @@ def instructsum(
                     chosen = [e for e in examples if e.metadata["split"] == name]
                     stats.add(f"examples_{name}", write_examples(chosen, path))
                     written.append(str(path))
+                    if not chosen and not (name == "dev" and dev_clusters == 0):
+                        logger.warning(
+                            "InstructSum split %s has no annotated examples (%s)", name,
+                            "no annotated cluster lacks a " + test_category_absent + " article"
+                            if name == "test" else "too few annotated clusters",
+                        )  # fmt: skip
     if qmsum is not None:
         examples = build.qmsum_instruction_examples(qmsum, split, queries, relevant_span_only, stats)
         if not examples:

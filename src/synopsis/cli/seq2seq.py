@@ -237,6 +237,31 @@ def hibrids_experiment(
     Console().print(table)
 
 
+def hibrids_probe_experiment(
+    output: Path = typer.Option(
+        Path("runs/hibrids_probe"), "--output-dir", "--output", "-o", help="Output directory."
+    ),
+    steps: int | None = ranged(None, "--steps", allowed=AT_LEAST_ONE, help="Optimizer steps per run."),
+    seeds: str = typer.Option("0,1,2", "--seeds", help="Comma-separated seeds."),
+    sets: list[str] | None = typer.Option(
+        None, "--set", help="Any probe config key, value as YAML: --set train_documents=500 (repeatable)."
+    ),
+    threads: int | None = threads_option(),
+) -> None:
+    """HIBRIDS tree probe: write the heading path of a marked sentence; base, LVLSECTOK, HIBRIDS-ENC, +DEC."""
+    from rich.console import Console
+
+    from synopsis.config import load_config, merge, parse_overrides
+    from synopsis.experiments.hibrids_probe import ProbeConfig, run_probe
+
+    set_torch_threads(threads)
+    given: dict[str, object] = {"seeds": [int(s) for s in seeds.split(",") if s.strip()]}
+    if steps is not None:
+        given["steps"] = steps
+    cfg = load_config(ProbeConfig, None, merge(given, parse_overrides(sets)))
+    Console().print(run_probe(cfg, output, DEFAULT_SHARED))
+
+
 def convert_hie_bart(
     source: Path = typer.Argument(..., help="A BART checkpoint directory (Hugging Face format)."),
     output: Path = typer.Argument(..., help="New directory for the Hie-BART checkpoint."),

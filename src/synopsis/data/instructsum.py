@@ -18,9 +18,11 @@ Pipeline on any JSONL of titled articles with lead sections (Wikipedia in the pa
    ``1..j``; its target is the target sentences flagged for any of them, in order; it is dropped if empty
    or not contiguous (the paper keeps non-contiguous targets only for its per-length analysis:
    ``keep_noncontiguous``).
-6. **Splits** (optional, Appendix A.2): clusters with no article in a category starting with
-   ``test_category_absent`` ("Geography" in the paper) form the test set, ``dev_clusters`` random others
-   the dev set, the rest the training set, so that test instructions are unseen.
+6. **Splits** (optional, Appendix A.2), by cluster and after the annotations are matched: clusters with
+   no article in a category starting with ``test_category_absent`` ("Geography" in the paper: its 104
+   evaluation clusters contain no Geography article) form the test set, ``dev_clusters`` random others the
+   dev set (drawn from the annotated clusters, leaving at least one to train), the rest the training set,
+   so that test instructions are unseen and every split that can have examples gets some.
 
 Counts are kept at every stage (:class:`BuildStats`). QMSum's general and specific queries give real
 instruction data: :func:`qmsum_instruction_examples`.
@@ -259,9 +261,21 @@ def levenshtein_filter(
 
 
 def split_clusters(
-    clusters: Sequence[Cluster], test_category_absent: str, dev_clusters: int = 50, seed: int = 0
+    clusters: Sequence[Cluster],
+    test_category_absent: str,
+    dev_clusters: int = 50,
+    seed: int = 0,
+    annotated: set[str] | None = None,
 ) -> None:
-    """Set ``cluster.split``: test if no article has a category starting with ``test_category_absent``."""
+    """Set ``cluster.split`` (Appendix A.2): test if no article has a category starting with
+    ``test_category_absent`` (the paper: the 104 clusters without Geography), then ``dev_clusters`` random
+    others dev, the rest train.
+
+    ``annotated``: ids of the clusters that have examples. Dev is then drawn from those first, and at most
+    all but one of them, so that train keeps annotated examples too (only unannotated clusters fill the rest
+    of the dev count). Splits assigned before annotations are matched could leave dev (or train) with no
+    examples at all.
+    """
     rest = []
     for cluster in clusters:
         if any(c.startswith(test_category_absent) for a in cluster.articles for c in a.categories):
@@ -269,8 +283,18 @@ def split_clusters(
         else:
             cluster.split = "test"
     random.Random(seed).shuffle(rest)
-    for n, cluster in enumerate(rest):
-        cluster.split = "dev" if n < dev_clusters else "train"
+    if annotated is not None:
+        with_examples = [c for c in rest if c.id in annotated]
+        take = min(dev_clusters, max(len(with_examples) - 1, 0))
+        if dev_clusters and len(with_examples) > 1:
+            take = max(take, 1)
+        dev = with_examples[:take]
+        dev += [c for c in rest if c.id not in annotated][: max(dev_clusters - take, 0)]
+    else:
+        dev = rest[:dev_clusters]
+    chosen = {id(c) for c in dev}
+    for cluster in rest:
+        cluster.split = "dev" if id(cluster) in chosen else "train"
 
 
 @dataclass

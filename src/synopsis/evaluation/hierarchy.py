@@ -25,6 +25,9 @@ duplicate summaries all map to the first of them).
 Differences from the public script, which keys pairs by their summary text: there two generated pairs that
 map to the *same* reference pair also count as a match (its ancestor walk starts at the child itself), and
 pairs with identical summaries collapse into one; here pairs are tree nodes and the ancestor must be proper.
+The released script also never resets its ``now_question`` flag between the reference and the prediction,
+so the prediction's root summary is read as a question and identical hierarchies score below 1; with that
+one line fixed it agrees with this implementation (``tests/test_qs_released_scorer.py``).
 
 Questions: all questions present in a hierarchy (the root's only if the text has it), in pre-order, are
 joined into one string per sample and scored with sacrebleu corpus BLEU-4 (as

@@ -241,7 +241,7 @@ def run_hibrids_experiment(cfg: HibridsExperimentConfig, output: str | Path, dat
 def learned_biases(checkpoints: Path) -> dict[str, Any]:
     """The HIBRIDS tables of the newest checkpoint under ``checkpoints``, as PathLen x LvlDiff grids.
 
-    Encoder tables (buckets x heads per layer) are averaged over heads; the decoder table has one column.
+    Tables (buckets x heads per layer; an older decoder table has one column) are averaged over heads.
     A cell is None where (PathLen, LvlDiff) is impossible, or where the table entry is exactly zero for
     every head (zero-initialised and never reached by a gradient: the relation never occurred).
     """

@@ -60,7 +60,7 @@ class InstructSumExperimentConfig:
     queries: str = "all"  # QMSum query lists: general, specific or all
     train_examples: int | None = None  # None: all 1,257 train queries
     dev_examples: int | None = None  # None: all 272 val queries
-    max_source_length: int = 256  # tokens of the source part (prompt lead-in + meeting text + EOS)
+    max_source_length: int = 256  # the whole input; with an instruction its part takes up to 128 of it
     max_target_length: int = 64  # answer tokens trained on (QMSum answers: median 82)
     d_model: int = 128
     d_ff: int = 512

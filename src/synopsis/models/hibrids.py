@@ -9,9 +9,11 @@ looks up a learnable bias for that pair:
 
 * **HIBRIDS-ENC** (section 3, "Attention with Hierarchical Biases"): every encoder self-attention layer
   ``l`` and head ``h`` owns a table ``B^l[., h]``; ``score_ij = q_i . k_j / sqrt(d) + B^l[rel(x_i, y_j), h]``.
-* **HIBRIDS-DEC**: only the last decoder layer's cross-attention gets a bias, one scalar per relation
-  shared by the heads, weighted by the previous (second-to-last) decoder layer's cross-attention
-  probabilities ``alpha``: ``bias_tj = sum_k alpha_tk * B_dec[rel(sec(k), sec(j))]``.
+* **HIBRIDS-DEC**: only the last decoder layer's cross-attention gets a bias, from a per-head table (the
+  paper: "each head maintains its own lookup table"), weighted by the previous (second-to-last) decoder
+  layer's cross-attention probabilities ``alpha``: ``bias_tj^h = sum_k alpha_tk^h * B_dec[rel(sec(k),
+  sec(j)), h]``. Configs saved before the table was per head (no ``hibrids_decoder_per_head``) keep their
+  one shared column.
 * **HIBRIDS-S** (section 3, last paragraph): a small table over a few salient relations only
   (:func:`relation_buckets` with ``selected=True``).
 
@@ -19,12 +21,13 @@ How the pieces fit into ``transformers`` (no forked modeling files; attention mo
 swapped in, like :mod:`synopsis.models.hie_bart`):
 
 * Inputs. ``section_ids`` (B, L): each source token's section (pre-order index within its document), -1
-  for tokens outside any section (task prefix, BOS/EOS, padding, instruction): **such tokens get no bias,
-  neither as query nor as key.** ``section_relations`` (B, S, S): bucket ids from :func:`relation_buckets`,
-  padded to the batch's largest S with -1 (or any valid bucket; rows no token points to are never used).
-  Both are ordinary ``forward``/``generate`` keyword arguments; ``generate()`` hands them to the encoder,
-  expands them per beam and passes them to every decoder step. Passing neither is the same as every token
-  being outside any section: the model then computes exactly the base model.
+  for tokens outside any section (task prefix, BOS/EOS, a title, the root question, padding). **Such tokens
+  belong to the tree's root node** (section 0, depth 0), as the authors' public code hangs them off a
+  virtual root: they get the root's relations, as query and as key. ``section_relations`` (B, S, S):
+  bucket ids from :func:`relation_buckets`, padded to the batch's largest S with -1 (or any valid bucket;
+  rows no token points to are never used). Both are ordinary ``forward``/``generate`` keyword arguments;
+  ``generate()`` hands them to the encoder, expands them per beam and passes them to every decoder step.
+  Passing neither gives no bias at all: the model then computes exactly the base model.
 * Memory. No (L, L) index is ever built. Per layer the (B, H, S+1, S+1) table of bias values is looked up
   once from the (S, S) relation ids (the extra row/column is the zero "no section" slot), then gathered to
   tokens: BART/T5 encoders get a (B, H, L, L) *float* bias (the size of their attention scores, which SDPA
@@ -32,16 +35,17 @@ swapped in, like :mod:`synopsis.models.hie_bart`):
   and on the global columns/rows. The decoder bias uses the O(T x S) form: the previous layer's attention
   is pooled per section, ``A_ts = sum_{k in s} alpha_tk``, then ``bias_tj = sum_s A_ts B_dec[rel(s, sec(j))]``
   -- never a T x L x L tensor.
-* Attention backends. BART and T5 work under ``eager`` and ``sdpa`` (under SDPA the bias travels as the
-  ``position_bias`` argument that the SDPA function folds into its mask; BART's eager function would drop
-  it, so under eager it is added to the additive mask). LED only has its own (eager) attention.
+* Attention backends. BART and T5 work under ``eager`` and ``sdpa``. BART's biased layers compute their
+  attention directly (the bias added into the scores; SDPA with a float mask that needs a gradient would
+  fall back to its slower math path anyway); T5's pass the bias with its ``position_bias``. LED only has its
+  own (eager) attention.
 * The decoder bias needs the second-to-last layer's cross-attention probabilities, which SDPA does not
-  return. That layer's cross-attention is a subclass that, after the stock computation, recomputes its
-  probabilities (softmax of the same scores, before dropout) and pools them per section into a small
-  per-call object that the decoder hands to both layers; the last layer's cross-attention reads it.
-  Heads are paired as in the authors' public code: head ``h`` of the last layer is weighted by head ``h``
-  of the previous layer (the shared scalar table then gives a per-head bias). The stock output of that
-  layer is untouched, so with zero tables the model equals the base model under every backend.
+  return. That layer's cross-attention is a subclass that computes its attention once, in the eager form,
+  and pools its probabilities (before dropout) per section into a small per-call object that the decoder
+  hands to both layers; the last layer's cross-attention reads it. Heads are paired as in the authors'
+  public code: head ``h`` of the last layer is weighted by head ``h`` of the previous layer. With zero
+  tables the model equals the base model (bit for bit under eager; to float rounding under SDPA, whose
+  fused kernels round differently).
 * LED's modules pass no extra arguments, so LED gets its section inputs through a per-model slot that
   the model sets for the duration of one call; each layer copies the slot's value into its own keyword
   arguments *before* gradient checkpointing wraps it, so recomputation in the backward pass sees the same
@@ -307,15 +311,53 @@ def add_section_tokens(
     return {m: tokenizer.convert_tokens_to_ids(m) for m in markers}
 
 
+def add_qs_tokens(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> dict[str, int]:
+    """Add the QS hierarchy markers ``[L↓] [L↑] [L-] [ANS]`` (paper section 4) as single tokens.
+
+    They are *added* tokens, not special ones, so ``decode(..., skip_special_tokens=True)`` keeps them
+    (a generated hierarchy must keep its markers); without them T5's vocabulary has no ``↓``/``↑`` and
+    turns ``[L↓]`` and ``[L↑]`` into the same ``[L<unk>]``, so a hierarchy parses as one pair. Each new
+    embedding (input and, when untied, output) starts as the mean of the embeddings of the pieces the
+    marker was tokenized into before, so the model starts from what it read until now. Returns marker
+    -> id; markers already in the vocabulary are left as they are.
+    """
+    from synopsis.qs import RESERVED
+
+    vocab = tokenizer.get_vocab()
+    new = [m for m in RESERVED if m not in vocab]
+    pieces = {m: tokenizer(m, add_special_tokens=False)["input_ids"] for m in new}
+    if new:
+        tokenizer.add_tokens(
+            [AddedToken(m, lstrip=True, rstrip=False, special=False, normalized=False) for m in new]
+        )
+    if len(tokenizer) > model.get_input_embeddings().num_embeddings:
+        model.resize_token_embeddings(len(tokenizer))
+    ids = {m: tokenizer.convert_tokens_to_ids(m) for m in RESERVED}
+    inputs, outputs = model.get_input_embeddings(), model.get_output_embeddings()
+    tables = [inputs.weight]
+    if outputs is not None and outputs.weight.data_ptr() != inputs.weight.data_ptr():
+        tables.append(outputs.weight)
+    with torch.no_grad():
+        for marker, parts in pieces.items():
+            for table in tables:
+                if parts:
+                    table[ids[marker]] = table[torch.tensor(parts, device=table.device)].mean(0)
+    return ids
+
+
 # ============================================================================ section tensors and biases
+
+#: The section that tokens outside every section belong to: the document's root (pre-order index 0).
+ROOT_SECTION = 0
 
 
 @dataclass(frozen=True)
 class SectionLayout:
     """Validated section inputs of one batch.
 
-    ``ids`` (B, L): section of each token, with tokens outside any section mapped to ``num_sections``,
-    the zero "no section" slot. ``relations`` (B, S, S): bucket ids, padding clamped to a valid bucket.
+    ``ids`` (B, L): section of each token, tokens outside any section mapped to the root (section 0);
+    ``num_sections`` is the zero "no section" slot, used only for LED's window positions past the
+    sequence. ``relations`` (B, S, S): bucket ids, padding clamped to a valid bucket.
     """
 
     ids: torch.Tensor
@@ -354,14 +396,27 @@ def section_layout(
             f"do not match the input (batch {batch}, length {length})"
         )
     ids = section_ids.to(device=device, dtype=torch.long)
-    if ids.numel() and int(ids.max()) >= size:
-        raise ValueError(
-            f"section_ids refers to section {int(ids.max())} but section_relations has only {size} sections"
-        )
     relations = section_relations.to(device=device, dtype=torch.long)
-    if relations.numel() and int(relations.max()) >= buckets:
-        raise ValueError(f"section_relations has bucket {int(relations.max())}; the table has {buckets}")
-    return SectionLayout(ids=torch.where(ids < 0, size, ids), relations=relations.clamp(min=0))
+    _check_below(ids, size, "section_ids refers to section {} but section_relations has only {} sections")
+    _check_below(relations, buckets, "section_relations has bucket {}; the table has {}")
+    # Tokens outside every section (BOS/EOS, the task prefix, a title, the root question, padding) are the
+    # tree's root node, as in the authors' public code, where such chunks hang off a virtual root: the
+    # document's root (section 0, depth 0) is that node, so they get the root's relations to every section.
+    return SectionLayout(ids=torch.where(ids < 0, ROOT_SECTION, ids), relations=relations.clamp(min=0))
+
+
+def _check_below(values: torch.Tensor, limit: int, message: str) -> None:
+    """Refuse ``values >= limit`` without a host sync: the limits are shapes and config sizes, and on an
+    accelerator (or under ``torch.compile``) the check is a device-side assertion; only CPU tensors, where
+    reading the maximum costs no synchronisation, get the exact ValueError."""
+    if not values.numel():
+        return
+    if values.device.type == "cpu" and not torch.compiler.is_compiling():
+        largest = int(values.max())
+        if largest >= limit:
+            raise ValueError(message.format(largest, limit))
+        return
+    torch._assert_async((values < limit).all(), message.format(f"(>= {limit})", limit))
 
 
 def _relation_values(weight: torch.Tensor, relations: torch.Tensor) -> torch.Tensor:
@@ -424,14 +479,15 @@ def pool_by_section(probs: torch.Tensor, layout: SectionLayout) -> torch.Tensor:
 
 
 def cross_attention_bias(pooled: torch.Tensor, weight: torch.Tensor, layout: SectionLayout) -> torch.Tensor:
-    """(B, H, T, L) decoder bias ``bias_tj = sum_s A_ts * B_dec[rel(s, sec(j))]`` in O(T x S) memory.
+    """(B, H, T, L) decoder bias ``bias_tj^h = sum_s A_ts^h * B_dec[rel(s, sec(j)), h]`` in O(T x S) memory.
 
-    ``pooled`` is :func:`pool_by_section` of the previous layer's probabilities; attention mass on tokens
-    outside any section carries no bias, and keys outside any section get none.
+    ``pooled`` is :func:`pool_by_section` of the previous layer's probabilities (head h weighted by head h
+    of that layer); ``weight`` is the (buckets, H) per-head table, or a (buckets, 1) table shared by the
+    heads (checkpoints written before the tables were per head).
     """
     size = layout.num_sections
-    table = F.embedding(layout.relations, weight)[..., 0]  # (B, S, S): one scalar per relation
-    per_section = torch.matmul(pooled[..., :size], table[:, None])  # (B, H, T, S)
+    table = F.embedding(layout.relations, weight).permute(0, 3, 1, 2)  # (B, H or 1, S, S)
+    per_section = torch.matmul(pooled[..., :size], table)  # (B, H, T, S)
     per_section = F.pad(per_section, (0, 1))  # keys without a section get 0
     batch, heads, steps, _ = per_section.shape
     index = layout.ids[:, None, None, :].expand(batch, heads, steps, layout.ids.shape[1])
@@ -458,21 +514,50 @@ class _HibridsInit:
             init.normal_(module.weight, mean=0.0, std=HIBRIDS_INIT_STD)
 
 
-def _with_bias(
-    config: PreTrainedConfig, attention_mask: torch.Tensor | None, bias: torch.Tensor, kwargs: dict[str, Any]
-) -> torch.Tensor:
-    """Route an additive (B, H, Q, K) bias into the attention backend; returns the mask to pass on."""
+def _check_backend(config: PreTrainedConfig) -> None:
     implementation = config._attn_implementation
-    if implementation == "sdpa":
-        kwargs["position_bias"] = bias  # folded into SDPA's float mask by transformers' SDPA function
-        return attention_mask
-    if implementation == "eager":  # BART's eager function ignores position_bias: add it to the mask
-        if attention_mask is None:
-            return bias
+    if implementation not in ("eager", "sdpa"):
+        raise ValueError(
+            f"HIBRIDS supports the eager and sdpa attention implementations, not {implementation!r}"
+        )
+
+
+def _biased_attention(
+    module: nn.Module,
+    query: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    bias: torch.Tensor,
+    *,
+    scaling: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``softmax(q k^T * scaling + bias + mask) v`` for (B, H, Q, D) inputs and a (B, H, Q, K) bias,
+    without further (B, H, Q, K) tensors. SDPA with a float mask that needs a gradient falls back to its
+    math path, which on top pays a "safe softmax" (``isneginf``/``all``/``where`` over the scores); this
+    avoids those passes. Under ``sdpa`` the bias enters the score product itself (``baddbmm``, one pass;
+    stock SDPA rounds differently anyway); under ``eager`` the stock eager order is kept (product, scale,
+    then the bias and mask added in place), so zero biases give the stock eager result bit for bit.
+    Returns the (B, Q, H, D) output, as the attention functions do, and the probabilities."""
+    if module.config._attn_implementation == "sdpa":
+        batch, heads, steps, dim = query.shape
+        length = keys.shape[2]
+        scores = torch.baddbmm(
+            bias.expand(batch, heads, steps, length).reshape(batch * heads, steps, length),
+            query.reshape(batch * heads, steps, dim),
+            keys.reshape(batch * heads, length, dim).transpose(1, 2),
+            alpha=scaling,
+        ).view(batch, heads, steps, length)
+    else:
+        scores = torch.matmul(query, keys.transpose(2, 3)).mul_(scaling).add_(bias)
+    if attention_mask is not None:
         if attention_mask.dtype == torch.bool:
-            return bias.masked_fill(~attention_mask, torch.finfo(bias.dtype).min)
-        return attention_mask + bias
-    raise ValueError(f"HIBRIDS supports the eager and sdpa attention implementations, not {implementation!r}")
+            scores = scores.masked_fill_(~attention_mask, torch.finfo(scores.dtype).min)
+        else:
+            scores = scores.add_(attention_mask)
+    probs = F.softmax(scores, dim=-1)
+    dropped = F.dropout(probs, p=module.dropout, training=module.training)
+    return torch.matmul(dropped, values).transpose(1, 2).contiguous(), probs
 
 
 def _probabilities(scores: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
@@ -485,13 +570,53 @@ def _probabilities(scores: torch.Tensor, attention_mask: torch.Tensor | None) ->
     return F.softmax(scores, dim=-1, dtype=torch.float32).to(scores.dtype)
 
 
-def _cached_cross_keys(past_key_values: Any, layer_idx: int) -> torch.Tensor | None:
-    """The cross-attention keys a layer stored in the generation cache (None without a cache)."""
-    if not isinstance(past_key_values, EncoderDecoderCache):
-        return None
-    layers = past_key_values.cross_attention_cache.layers
-    keys = getattr(layers[layer_idx], "keys", None) if layer_idx < len(layers) else None
-    return keys if isinstance(keys, torch.Tensor) and keys.numel() else None
+def _cross_keys_values(
+    module: nn.Module,
+    key_value_states: torch.Tensor,
+    past_key_values: Any,
+    projections: tuple[nn.Module, nn.Module],
+    head_dim: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cross-attention keys/values (B, H, L, D) as the stock layers get them: from the generation cache when
+    this layer stored them already, else projected (and stored)."""
+    cache = past_key_values
+    if isinstance(past_key_values, EncoderDecoderCache):
+        if past_key_values.is_updated.get(module.layer_idx):
+            layer = past_key_values.cross_attention_cache.layers[module.layer_idx]
+            return layer.keys, layer.values
+        cache = past_key_values.cross_attention_cache
+    shape = (*key_value_states.shape[:-1], -1, head_dim)
+    keys = projections[0](key_value_states).view(shape).transpose(1, 2)
+    values = projections[1](key_value_states).view(shape).transpose(1, 2)
+    if cache is not None:
+        keys, values = cache.update(keys, values, module.layer_idx)
+        if isinstance(past_key_values, EncoderDecoderCache):
+            past_key_values.is_updated[module.layer_idx] = True
+    return keys, values
+
+
+def _attend_and_pool(
+    module: nn.Module,
+    query: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    link: _CrossAttentionLink,
+    *,
+    scaling: float,
+    dropout: float,
+    position_bias: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The second-to-last layer's cross-attention, computed once: (B, T, H, D) output and (B, H, T, L)
+    probabilities; the probabilities (before dropout: the paper weights by attention probabilities) are
+    pooled per section into ``link`` for the last layer. The same operations as the stock eager path."""
+    scores = torch.matmul(query, keys.transpose(2, 3)) * scaling
+    if position_bias is not None:
+        scores = scores + position_bias
+    probs = _probabilities(scores, attention_mask)
+    link.pooled = pool_by_section(probs, link.layout)
+    dropped = F.dropout(probs, p=dropout, training=module.training)
+    return torch.matmul(dropped, values).transpose(1, 2).contiguous(), probs
 
 
 @dataclass
@@ -500,6 +625,23 @@ class _CrossAttentionLink:
 
     layout: SectionLayout
     pooled: torch.Tensor | None = None  # (B, H, T, S+1), set by the second-to-last layer
+
+
+def _decoder_table_heads(config: PreTrainedConfig) -> int:
+    """Columns of the decoder table: one per head (the paper), or 1 for configs saved before that."""
+    heads = getattr(config, "decoder_attention_heads", None) or config.num_heads  # T5: num_heads
+    return heads if config.hibrids_decoder_per_head else 1
+
+
+class _HibridsConfigMixin:
+    """``hibrids_decoder_per_head`` is False for configs saved before the decoder table was per head, so
+    their (buckets, 1) tables load and compute as before; new configs default to per-head tables."""
+
+    @classmethod
+    def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any) -> Any:
+        if "hibrids_decoder_per_head" not in config_dict:
+            config_dict = {**config_dict, "hibrids_decoder_per_head": False}
+        return super().from_dict(config_dict, **kwargs)  # type: ignore[misc]
 
 
 def _check_flags(config: PreTrainedConfig, decoder_layers: int) -> None:
@@ -519,7 +661,7 @@ def _derived_config(cls: type, config: PreTrainedConfig, overrides: dict[str, An
 
 
 @strict
-class HibridsBartConfig(BartConfig):
+class HibridsBartConfig(_HibridsConfigMixin, BartConfig):
     """:class:`~transformers.BartConfig` + which HIBRIDS biases the model has (see the module docstring)."""
 
     model_type = "hibrids_bart"
@@ -527,6 +669,7 @@ class HibridsBartConfig(BartConfig):
     hibrids_encoder: bool = True
     hibrids_decoder: bool = True
     hibrids_selected: bool = False
+    hibrids_decoder_per_head: bool = True
 
     def __post_init__(self, **kwargs: Any) -> None:
         super().__post_init__(**kwargs)
@@ -558,18 +701,24 @@ class HibridsBartEncoderAttention(BartAttention):
         hibrids_layout: SectionLayout | None = None,
         **kwargs: Any,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        if hibrids_layout is not None:
-            bias = token_pair_bias(self.hibrids_bias.weight, hibrids_layout)
-            attention_mask = _with_bias(self.config, attention_mask, bias, kwargs)
-        return super().forward(hidden_states, attention_mask=attention_mask, **kwargs)
+        if hibrids_layout is None:
+            return super().forward(hidden_states, attention_mask=attention_mask, **kwargs)
+        _check_backend(self.config)
+        bias = token_pair_bias(self.hibrids_bias.weight, hibrids_layout)
+        batch, length, _ = hidden_states.shape
+        shape = (batch, length, -1, self.head_dim)
+        query = self.q_proj(hidden_states).view(shape).transpose(1, 2)
+        keys = self.k_proj(hidden_states).view(shape).transpose(1, 2)
+        values = self.v_proj(hidden_states).view(shape).transpose(1, 2)
+        output, weights = _biased_attention(
+            self, query, keys, values, attention_mask, bias, scaling=self.scaling
+        )
+        return self.out_proj(output.reshape(batch, length, -1)), weights
 
 
 class HibridsBartAlignmentAttention(BartAttention):
-    """The second-to-last decoder layer's cross-attention: stock output, plus its pooled probabilities.
-
-    The probabilities are recomputed from the same query and (cached) keys because SDPA does not return
-    them and eager returns them after dropout; the paper weights by the attention probabilities.
-    """
+    """The second-to-last decoder layer's cross-attention: the stock computation (eager form, once), whose
+    probabilities are also pooled per section for the last layer's bias (SDPA would not return them)."""
 
     def __init__(self, config: HibridsBartConfig, layer_idx: int) -> None:
         super().__init__(
@@ -590,32 +739,28 @@ class HibridsBartAlignmentAttention(BartAttention):
         hibrids_cross: _CrossAttentionLink | None = None,
         **kwargs: Any,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        output = super().forward(
-            hidden_states,
-            key_value_states=key_value_states,
-            past_key_values=past_key_values,
-            attention_mask=attention_mask,
-            **kwargs,
-        )
-        if hibrids_cross is not None and key_value_states is not None:
-            batch, steps, _ = hidden_states.shape
-            query = self.q_proj(hidden_states).view(batch, steps, -1, self.head_dim).transpose(1, 2)
-            keys = _cached_cross_keys(past_key_values, self.layer_idx)
-            if keys is None:
-                keys = (
-                    self.k_proj(key_value_states)
-                    .view(batch, -1, self.num_heads, self.head_dim)
-                    .transpose(1, 2)
-                )
-            scores = torch.matmul(query, keys.transpose(2, 3)) * self.scaling
-            hibrids_cross.pooled = pool_by_section(
-                _probabilities(scores, attention_mask), hibrids_cross.layout
+        if hibrids_cross is None or key_value_states is None:
+            return super().forward(
+                hidden_states,
+                key_value_states=key_value_states,
+                past_key_values=past_key_values,
+                attention_mask=attention_mask,
+                **kwargs,
             )
-        return output
+        batch, steps, _ = hidden_states.shape
+        query = self.q_proj(hidden_states).view(batch, steps, -1, self.head_dim).transpose(1, 2)
+        keys, values = _cross_keys_values(
+            self, key_value_states, past_key_values, (self.k_proj, self.v_proj), self.head_dim
+        )
+        output, weights = _attend_and_pool(
+            self, query, keys, values, attention_mask, hibrids_cross, scaling=self.scaling,
+            dropout=self.dropout,
+        )  # fmt: skip
+        return self.out_proj(output.reshape(batch, steps, -1)), weights
 
 
 class HibridsBartCrossAttention(BartAttention):
-    """The last decoder layer's cross-attention with the HIBRIDS-DEC table (one scalar per relation)."""
+    """The last decoder layer's cross-attention with the HIBRIDS-DEC table (one column per head)."""
 
     def __init__(self, config: HibridsBartConfig, layer_idx: int) -> None:
         super().__init__(
@@ -626,7 +771,7 @@ class HibridsBartCrossAttention(BartAttention):
             config=config,
             layer_idx=layer_idx,
         )
-        self.hibrids_bias = HibridsBias(num_buckets(config.hibrids_selected), 1)
+        self.hibrids_bias = HibridsBias(num_buckets(config.hibrids_selected), _decoder_table_heads(config))
 
     def forward(
         self,
@@ -638,16 +783,25 @@ class HibridsBartCrossAttention(BartAttention):
         **kwargs: Any,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         # pooled is None only when the previous layer was skipped (LayerDrop): no bias for that pass.
-        if hibrids_cross is not None and hibrids_cross.pooled is not None:
-            bias = cross_attention_bias(hibrids_cross.pooled, self.hibrids_bias.weight, hibrids_cross.layout)
-            attention_mask = _with_bias(self.config, attention_mask, bias, kwargs)
-        return super().forward(
-            hidden_states,
-            key_value_states=key_value_states,
-            past_key_values=past_key_values,
-            attention_mask=attention_mask,
-            **kwargs,
+        if hibrids_cross is None or hibrids_cross.pooled is None or key_value_states is None:
+            return super().forward(
+                hidden_states,
+                key_value_states=key_value_states,
+                past_key_values=past_key_values,
+                attention_mask=attention_mask,
+                **kwargs,
+            )
+        _check_backend(self.config)
+        bias = cross_attention_bias(hibrids_cross.pooled, self.hibrids_bias.weight, hibrids_cross.layout)
+        batch, steps, _ = hidden_states.shape
+        query = self.q_proj(hidden_states).view(batch, steps, -1, self.head_dim).transpose(1, 2)
+        keys, values = _cross_keys_values(
+            self, key_value_states, past_key_values, (self.k_proj, self.v_proj), self.head_dim
         )
+        output, weights = _biased_attention(
+            self, query, keys, values, attention_mask, bias, scaling=self.scaling
+        )
+        return self.out_proj(output.reshape(batch, steps, -1)), weights
 
 
 class HibridsBartEncoder(_HibridsInit, BartEncoder):
@@ -763,7 +917,7 @@ class HibridsBartForConditionalGeneration(_HibridsInit, BartForConditionalGenera
 
 
 @strict
-class HibridsT5Config(T5Config):
+class HibridsT5Config(_HibridsConfigMixin, T5Config):
     """:class:`~transformers.T5Config` + which HIBRIDS biases the model has (see the module docstring)."""
 
     model_type = "hibrids_t5"
@@ -771,6 +925,7 @@ class HibridsT5Config(T5Config):
     hibrids_encoder: bool = True
     hibrids_decoder: bool = True
     hibrids_selected: bool = False
+    hibrids_decoder_per_head: bool = True
 
     def __post_init__(self, **kwargs: Any) -> None:
         super().__post_init__(**kwargs)
@@ -826,7 +981,7 @@ class HibridsT5EncoderAttention(T5Attention):
 
 
 class HibridsT5AlignmentAttention(T5Attention):
-    """T5's second-to-last cross-attention: stock output, plus its pooled probabilities (see BART's)."""
+    """T5's second-to-last cross-attention, computed once, its probabilities pooled (see BART's)."""
 
     def __init__(self, config: HibridsT5Config, layer_idx: int) -> None:
         super().__init__(config, has_relative_attention_bias=False, layer_idx=layer_idx)
@@ -841,22 +996,28 @@ class HibridsT5AlignmentAttention(T5Attention):
         hibrids_cross: _CrossAttentionLink | None = None,
         **kwargs: Any,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        output, position_bias, weights = super().forward(
-            hidden_states, mask, key_value_states, position_bias, past_key_values, **kwargs
+        if hibrids_cross is None or key_value_states is None:
+            return super().forward(
+                hidden_states, mask, key_value_states, position_bias, past_key_values, **kwargs
+            )
+        batch, steps, _ = hidden_states.shape
+        dim = self.key_value_proj_dim
+        query = self.q(hidden_states).view(batch, steps, -1, dim).transpose(1, 2)
+        keys, values = _cross_keys_values(self, key_value_states, past_key_values, (self.k, self.v), dim)
+        if position_bias is None:  # cross-attention has no relative bias: T5Attention would use zeros
+            position_bias = query.new_zeros((1, self.n_heads, steps, keys.shape[-2]))
+        output, weights = _attend_and_pool(
+            self,
+            query,
+            keys,
+            values,
+            mask,
+            hibrids_cross,
+            scaling=self.scaling,
+            dropout=self.dropout if self.training else 0.0,
+            position_bias=position_bias,
         )
-        if hibrids_cross is not None and key_value_states is not None:
-            batch, steps, _ = hidden_states.shape
-            query = self.q(hidden_states).view(batch, steps, -1, self.key_value_proj_dim).transpose(1, 2)
-            keys = _cached_cross_keys(past_key_values, self.layer_idx)
-            if keys is None:
-                keys = (
-                    self.k(key_value_states)
-                    .view(batch, -1, self.n_heads, self.key_value_proj_dim)
-                    .transpose(1, 2)
-                )
-            scores = torch.matmul(query, keys.transpose(2, 3)) + position_bias  # T5 does not scale
-            hibrids_cross.pooled = pool_by_section(_probabilities(scores, mask), hibrids_cross.layout)
-        return output, position_bias, weights
+        return self.o(output.reshape(batch, steps, -1)), position_bias, weights
 
 
 class HibridsT5CrossAttention(T5Attention):
@@ -864,7 +1025,7 @@ class HibridsT5CrossAttention(T5Attention):
 
     def __init__(self, config: HibridsT5Config, layer_idx: int) -> None:
         super().__init__(config, has_relative_attention_bias=False, layer_idx=layer_idx)
-        self.hibrids_bias = HibridsBias(num_buckets(config.hibrids_selected), 1)
+        self.hibrids_bias = HibridsBias(num_buckets(config.hibrids_selected), _decoder_table_heads(config))
 
     def forward(
         self,
@@ -990,7 +1151,7 @@ class HibridsT5ForConditionalGeneration(_HibridsInit, T5ForConditionalGeneration
 
 
 @strict
-class HibridsLEDConfig(LEDConfig):
+class HibridsLEDConfig(_HibridsConfigMixin, LEDConfig):
     """:class:`~transformers.LEDConfig` + which HIBRIDS biases the model has (see the module docstring)."""
 
     model_type = "hibrids_led"
@@ -998,6 +1159,7 @@ class HibridsLEDConfig(LEDConfig):
     hibrids_encoder: bool = True
     hibrids_decoder: bool = True
     hibrids_selected: bool = False
+    hibrids_decoder_per_head: bool = True
 
     def __post_init__(self, **kwargs: Any) -> None:
         super().__post_init__(**kwargs)
@@ -1218,7 +1380,7 @@ class HibridsLEDEncoderLayer(LEDEncoderLayer):
 
 
 class HibridsLEDAlignmentAttention(LEDDecoderAttention):
-    """LED's second-to-last cross-attention: stock output, plus its pooled probabilities (see BART's)."""
+    """LED's second-to-last cross-attention, computed once, its probabilities pooled (see BART's)."""
 
     def __init__(self, config: HibridsLEDConfig, layer_idx: int) -> None:
         super().__init__(
@@ -1238,31 +1400,26 @@ class HibridsLEDAlignmentAttention(LEDDecoderAttention):
         attention_mask: torch.Tensor | None = None,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None, Any]:
-        outputs = super().forward(
-            hidden_states,
-            key_value_states=key_value_states,
-            past_key_values=past_key_values,
-            attention_mask=attention_mask,
-            output_attentions=output_attentions,
-        )
         link = self.hibrids_cross
-        if link is not None and key_value_states is not None:
-            batch, steps, _ = hidden_states.shape
-            query = (
-                (self.q_proj(hidden_states) * self.scaling)
-                .view(batch, steps, -1, self.head_dim)
-                .transpose(1, 2)
+        if link is None or key_value_states is None:
+            return super().forward(
+                hidden_states,
+                key_value_states=key_value_states,
+                past_key_values=past_key_values,
+                attention_mask=attention_mask,
+                output_attentions=output_attentions,
             )
-            keys = _cached_cross_keys(past_key_values, self.layer_idx)
-            if keys is None:
-                keys = (
-                    self.k_proj(key_value_states)
-                    .view(batch, -1, self.num_heads, self.head_dim)
-                    .transpose(1, 2)
-                )
-            scores = torch.matmul(query, keys.transpose(2, 3))
-            link.pooled = pool_by_section(_probabilities(scores, attention_mask), link.layout)
-        return outputs
+        batch, steps, _ = hidden_states.shape
+        query = self.q_proj(hidden_states) * self.scaling
+        query = query.view(batch, steps, -1, self.head_dim).transpose(1, 2)
+        keys, values = _cross_keys_values(
+            self, key_value_states, past_key_values, (self.k_proj, self.v_proj), self.head_dim
+        )
+        output, weights = _attend_and_pool(
+            self, query, keys, values, attention_mask, link, scaling=1.0, dropout=self.dropout
+        )
+        output = self.out_proj(output.reshape(batch, steps, -1))
+        return output, (weights if output_attentions else None), past_key_values
 
 
 class HibridsLEDCrossAttention(LEDDecoderAttention):
@@ -1280,7 +1437,7 @@ class HibridsLEDCrossAttention(LEDDecoderAttention):
             is_decoder=True,
             layer_idx=layer_idx,
         )
-        self.hibrids_bias = HibridsBias(num_buckets(config.hibrids_selected), 1)
+        self.hibrids_bias = HibridsBias(num_buckets(config.hibrids_selected), _decoder_table_heads(config))
         self.hibrids_cross: _CrossAttentionLink | None = None
 
     def forward(
@@ -1303,7 +1460,9 @@ class HibridsLEDCrossAttention(LEDDecoderAttention):
         bsz, tgt_len, embed_dim = hidden_states.shape
         heads, dim = self.num_heads, self.head_dim
         query = self.q_proj(hidden_states) * self.scaling
-        keys, values = self._keys_values(key_value_states, past_key_values, bsz)
+        keys, values = _cross_keys_values(
+            self, key_value_states, past_key_values, (self.k_proj, self.v_proj), self.head_dim
+        )
         query = query.view(bsz, tgt_len, heads, dim).transpose(1, 2).reshape(bsz * heads, tgt_len, dim)
         keys = keys.reshape(bsz * heads, -1, dim)
         values = values.reshape(bsz * heads, -1, dim)
@@ -1317,24 +1476,6 @@ class HibridsLEDCrossAttention(LEDDecoderAttention):
         output = torch.bmm(F.dropout(probs, p=self.dropout, training=self.training), values)
         output = output.view(bsz, heads, tgt_len, dim).transpose(1, 2).reshape(bsz, tgt_len, embed_dim)
         return self.out_proj(output), weights, past_key_values
-
-    def _keys_values(
-        self, key_value_states: torch.Tensor, past_key_values: Any, bsz: int
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Cross-attention keys/values (B, H, L, D): from the cache when stored, else projected and stored."""
-        cache = past_key_values
-        if isinstance(past_key_values, EncoderDecoderCache):
-            if past_key_values.is_updated.get(self.layer_idx):
-                layer = past_key_values.cross_attention_cache.layers[self.layer_idx]
-                return layer.keys, layer.values
-            cache = past_key_values.cross_attention_cache
-        keys = self.k_proj(key_value_states).view(bsz, -1, self.num_heads, self.head_dim).transpose(1, 2)
-        values = self.v_proj(key_value_states).view(bsz, -1, self.num_heads, self.head_dim).transpose(1, 2)
-        if cache is not None:
-            keys, values = cache.update(keys, values, self.layer_idx)
-            if isinstance(past_key_values, EncoderDecoderCache):
-                past_key_values.is_updated[self.layer_idx] = True
-        return keys, values
 
 
 class HibridsLEDDecoderLayer(LEDDecoderLayer):

@@ -6,7 +6,9 @@ every token and the section tree's relations, InstructSum which tokens are the i
 
 1. The source text is assembled from pieces (the model's prefix such as T5's ``"summarize: "``, the
    instruction and its template, then the document's sentences, with Hie-BART's sentence-start marker
-   before each one), and every character is labelled with its sentence, section and segment.
+   before each one and each section's heading before its first sentence, as HIBRIDS reads section
+   titles), and every character is labelled with its sentence, section and segment (a heading's tokens
+   belong to its section and to no sentence).
 2. The text is tokenized once with offsets; a token takes the labels of its first character, so a token
    is mapped to the sentence (and section) whose text contains it. Special tokens, the prefix and the
    instruction belong to no sentence or section (-1).
@@ -37,6 +39,8 @@ logger = logging.getLogger(__name__)
 
 #: T5 has relative positions and no hard limit; its pre-training length is the default maximum.
 T5_DEFAULT_MAX_SOURCE_LENGTH = 512
+#: The longest input a plain T5 is allowed when asked (InstructSum's T5 baseline at inference).
+T5_MAX_SOURCE_LENGTH = 1024
 BART_MODEL_TYPES = ("bart", "hie_bart")
 
 #: Segment ids: source text (and the model's prefix) vs instruction text.
@@ -137,6 +141,7 @@ class _Piece:
     sentence: int = -1
     section: int = -1
     segment: int = SOURCE_SEGMENT
+    cut: bool = True  # truncation may cut it (False: InstructSum's prompt template and title)
 
 
 class Seq2SeqInputs:
@@ -147,7 +152,8 @@ class Seq2SeqInputs:
     ``{source}`` placeholders; the template's text belongs to the instruction segment);
     ``max_source_length``: ``None`` means the model's maximum (larger values are refused);
     ``sentence_marker``: text put before every sentence (Hie-BART's sentence-start token); ``None`` reads
-    it from a Hie-BART config.
+    it from a Hie-BART config; ``headings``: read section headings (``None``: the config's
+    ``source_headings``, default on).
 
     Prompts on the T5 path follow InstructSum (Nishida et al.): an InstructSum checkpoint always, and a plain
     T5 given an instruction, read ``Instructions: {I} According to the above instructions, summarize the
@@ -167,13 +173,17 @@ class Seq2SeqInputs:
         instruction_template: str = "{instruction}\n{source}",
         sentence_marker: str | None = None,
         max_instruction_length: int = DEFAULT_MAX_INSTRUCTION_LENGTH,
+        headings: bool | None = None,
     ) -> None:
         self.config = model_config
         self.tokenizer = tokenizer
         limit = model_max_source_length(model_config, tokenizer)
-        if max_source_length is not None and not 1 <= max_source_length <= limit:
+        # T5's relative positions have no hard limit; InstructSum's paper trains its T5 "Full" baseline at
+        # 512 and raises the limit to 1024 at inference, so a plain T5 accepts up to 1024 when asked.
+        maximum = max(limit, T5_MAX_SOURCE_LENGTH) if model_config.model_type in ("t5", "mt5") else limit
+        if max_source_length is not None and not 1 <= max_source_length <= maximum:
             raise ConfigError(
-                f"max_source_length must be in 1..{limit} (the model's maximum), got {max_source_length}"
+                f"max_source_length must be in 1..{maximum} (the model's maximum), got {max_source_length}"
             )
         self.max_source_length = max_source_length or limit
         self.max_target_length = max_target_length
@@ -192,6 +202,9 @@ class Seq2SeqInputs:
         if max_instruction_length < 1:
             raise ConfigError(f"max_instruction_length must be >= 1, got {max_instruction_length}")
         self.max_instruction_length = max_instruction_length
+        # Section headings are read before their section's text (HIBRIDS reads section titles); a model
+        # config may turn them off with ``source_headings: false``.
+        self.headings = bool(getattr(model_config, "source_headings", True)) if headings is None else headings
         self.last_truncation = Truncation()
 
     def uses_instructsum_prompt(self, instruction: str | None) -> bool:
@@ -206,33 +219,7 @@ class Seq2SeqInputs:
             raise InputError(f"{where}: no text to summarize")
         if self.uses_instructsum_prompt(instruction):
             return self._instructsum_pieces(document, sentences, instruction)
-        # BART's own <s> as the marker (Hie-BART's default, as in the paper): the tokenizer's leading <s>
-        # starts the first sentence, and the marker keeps the space before it as a token of its own, so the
-        # space goes after it ("A.<s> B." tokenizes A. and B. exactly as "A. B." does).
-        bos_marker = self.sentence_marker is not None and self.sentence_marker == self.tokenizer.bos_token
-        source: list[_Piece] = []
-        for index, sentence in enumerate(sentences):
-            section = sentence.section.index
-            # The space before a sentence belongs to it, so a token that carries a leading space does too.
-            space = " " if index else ""
-            markers = []
-            if (
-                self.section_markers
-                and sentence.section.depth >= 1
-                and (index == 0 or sentences[index - 1].section is not sentence.section)
-            ):
-                from synopsis.models.hibrids import section_marker
-
-                depth = min(sentence.section.depth, self.section_marker_max_depth)
-                markers.append(section_marker(depth, self.section_markers))
-            if self.sentence_marker is not None and not (bos_marker and index == 0):
-                markers.append(self.sentence_marker)
-            if markers:  # markers belong to the sentence they start
-                lead = "" if bos_marker else space
-                source.append(_Piece(lead + " ".join(markers) + " ", index, section))
-            elif space:
-                source.append(_Piece(space, index, section))
-            source.append(_Piece(sentence.text, index, section))
+        source = self._body_pieces(document, sentences, markers=True)
         pieces = [_Piece(self.prefix)] if self.prefix else []
         if not instruction:
             return pieces + source
@@ -244,28 +231,67 @@ class Seq2SeqInputs:
                 pieces.append(_Piece(text, segment=INSTRUCTION_SEGMENT))
         return pieces
 
+    def _body_pieces(self, document: Document, sentences: list[Any], *, markers: bool) -> list[_Piece]:
+        """The document's text: each sentence (labelled with its index and section), and, when a sentence
+        starts a section, the headings of the sections entered since the previous sentence (a heading's
+        tokens belong to its section, to no sentence), with SECTOK/LVLSECTOK's marker before the
+        section's own heading and Hie-BART's sentence marker before the sentence (``markers``)."""
+        sections = document.sections
+        pieces: list[_Piece] = []
+
+        def add(text: str, sentence: int, section: int) -> None:
+            # The space before a piece belongs to it, so a token that carries a leading space does too.
+            pieces.append(_Piece((" " if pieces else "") + text, sentence, section))
+
+        for index, sentence in enumerate(sentences):
+            section = sentence.section
+            starts = index == 0 or sentences[index - 1].section is not section
+            entered = sections[(sentences[index - 1].section.index + 1 if index else 0) : section.index + 1]
+            if starts and self.headings:
+                for node in entered[:-1]:  # sections without text of their own, e.g. a parent's title
+                    if node.heading and node.heading.strip():
+                        add(" ".join(node.heading.split()), -1, node.index)
+            if markers and self.section_markers and section.depth >= 1 and starts:
+                from synopsis.models.hibrids import section_marker
+
+                depth = min(section.depth, self.section_marker_max_depth)
+                add(section_marker(depth, self.section_markers), index, section.index)
+            if starts and self.headings and section.heading and section.heading.strip():
+                add(" ".join(section.heading.split()), -1, section.index)
+            text = sentence.text if markers else " ".join(sentence.text.split())
+            if markers and self.sentence_marker is not None:  # markers belong to the sentence they start
+                if self.sentence_marker != self.tokenizer.bos_token:
+                    text = f"{self.sentence_marker} {text}"
+                elif index:
+                    # BART's own <s> (Hie-BART's default, as in the paper): the tokenizer's leading <s> starts
+                    # the first sentence; a later one keeps the space before it as a token of its own, so the
+                    # space goes after it ("A.<s> B." tokenizes A. and B. exactly as "A. B." does).
+                    pieces.append(_Piece(f"{self.sentence_marker} {text}", index, section.index))
+                    continue
+            add(text, index, section.index)
+        return pieces
+
     def _instructsum_pieces(
         self, document: Document, sentences: list[Any], instruction: str | None
     ) -> list[_Piece]:
         """The paper's prompt, split so that every sentence keeps its labels."""
-        from synopsis.models.instructsum import prompt_parts
+        from synopsis.models.instructsum import INSTRUCTION_TEMPLATE, prompt_parts
 
-        texts = [" ".join(s.text.split()) for s in sentences]  # the prompt normalises whitespace
-        article = " ".join(texts)
+        body = self._body_pieces(document, sentences, markers=False)  # the prompt normalises whitespace
+        article = "".join(p.text for p in body)
         instruction_text, source_text = prompt_parts(instruction, document.title, article)
         if not source_text.endswith(article):
             raise AssertionError("the source prompt must end with the article")
         pieces = []
-        if instruction_text is not None:
-            pieces.append(_Piece(instruction_text, segment=INSTRUCTION_SEGMENT))
+        if instruction_text is not None:  # template words fixed, the instruction's own words cuttable
+            before, after = INSTRUCTION_TEMPLATE.split("{instruction}")
+            words = instruction_text[len(before) : len(instruction_text) - len(after)]
+            pieces.append(_Piece(before, segment=INSTRUCTION_SEGMENT, cut=False))
+            pieces.append(_Piece(words, segment=INSTRUCTION_SEGMENT))
+            pieces.append(_Piece(after, segment=INSTRUCTION_SEGMENT, cut=False))
         lead = source_text[: len(source_text) - len(article)]
-        pieces.append(_Piece(lead if instruction_text is None else " " + lead))
-        for index, (sentence, text) in enumerate(zip(sentences, texts, strict=True)):
-            section = sentence.section.index
-            if index:
-                pieces.append(_Piece(" ", index, section))
-            pieces.append(_Piece(text, index, section))
-        return pieces
+        pieces.append(_Piece(lead if instruction_text is None else " " + lead, cut=False))
+        return pieces + body
 
     def source_text(self, document: Document, instruction: str | None = None) -> str:
         """The text the encoder reads."""
@@ -295,7 +321,7 @@ class Seq2SeqInputs:
             special = np.asarray(encoded["special_tokens_mask"][row], dtype=bool)
             labels = self._token_labels(pieces, offsets, special)
             if self.uses_instructsum_prompt(instructions[row]):
-                keep = self._kept_per_segment(special, labels[2])
+                keep = self._kept_per_segment(special, labels[2], labels[3])
             else:
                 keep = self._kept_positions(special, self.max_source_length)
             report.add(len(ids), int(keep.sum()))
@@ -329,35 +355,44 @@ class Seq2SeqInputs:
             rank = np.cumsum(content)
         return special | (content & (rank <= budget))
 
-    def _kept_per_segment(self, special: np.ndarray, segments: np.ndarray) -> np.ndarray:
-        """Each part truncated on its own: the instruction to its budget, the source (with its EOS) to
-        ``max_source_length``."""
+    def _kept_per_segment(
+        self, special: np.ndarray, segments: np.ndarray, cuttable: np.ndarray
+    ) -> np.ndarray:
+        """InstructSum's prompt: the whole input fits ``max_source_length`` (the paper's first 1024 tokens);
+        the instruction part gets ``max_instruction_length`` of it and the source part (with its EOS) the
+        rest, a fixed budget, so one cached source serves every instruction. Only the instruction's words
+        and the article are cut, never the template or the title."""
+        from synopsis.models.instructsum import keep_within_budget
+
         instruction = ~special & (segments == INSTRUCTION_SEGMENT)
         source = ~special & (segments == SOURCE_SEGMENT)
         source_budget = self.max_source_length - int(special.sum())
+        if instruction.any():
+            source_budget -= self.max_instruction_length
         return (
             special
-            | (instruction & (np.cumsum(instruction) <= self.max_instruction_length))
-            | (source & (np.cumsum(source) <= source_budget))
+            | keep_within_budget(instruction, cuttable, self.max_instruction_length)
+            | keep_within_budget(source, cuttable, max(source_budget, 1))
         )
 
     @staticmethod
     def _token_labels(
         pieces: list[_Piece], offsets: np.ndarray, special: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(sentence, section, segment) per token, read at the token's first character."""
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(sentence, section, segment, cuttable) per token, read at the token's first character."""
         lengths = [len(p.text) for p in pieces]
         starts = np.concatenate([[0], np.cumsum(lengths)])
         total = int(starts[-1])
         piece_of_char = np.repeat(np.arange(len(pieces)), lengths)
         table = np.array(
-            [(p.sentence, p.section, p.segment) for p in pieces] + [(-1, -1, SOURCE_SEGMENT)], dtype=np.int64
+            [(p.sentence, p.section, p.segment, p.cut) for p in pieces] + [(-1, -1, SOURCE_SEGMENT, 0)],
+            dtype=np.int64,
         )
         first = np.clip(offsets[:, 0], 0, max(total - 1, 0))
         piece = piece_of_char[first] if total else np.full(len(offsets), len(pieces))
         piece = np.where(special, len(pieces), piece)  # special tokens map to the "nothing" row
         labels = table[piece]
-        return labels[:, 0], labels[:, 1], labels[:, 2]
+        return labels[:, 0], labels[:, 1], labels[:, 2], labels[:, 3].astype(bool)
 
     def encode_targets(self, summaries: Sequence[str]) -> list[list[int]]:
         full = self.tokenizer(text_target=list(summaries))["input_ids"]

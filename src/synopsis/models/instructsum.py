@@ -57,6 +57,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
 import torch
 from huggingface_hub.dataclasses import strict
 from torch import nn
@@ -89,9 +90,11 @@ SOURCE_TEMPLATE = "Title: {title} Article: {article}"
 #: Without an instruction (paper, Appendix B.1); all of it is the source part.
 NO_INSTRUCTION_TEMPLATE = "Summarize the following article. Title: {title} Article: {article}"
 
-#: Token budgets of the two parts. The paper reads the first 1024 tokens of the whole prompt; here the source
-#: part has a budget of its own so that one source encoding serves every instruction (a source truncated
-#: according to the instruction's length would differ from one instruction to the next).
+#: Token budgets. The paper reads the first 1024 tokens of the whole prompt. ``max_source_tokens`` is that
+#: whole budget; with an instruction the instruction part gets ``max_instruction_tokens`` of it and the source
+#: part the rest, fixed, so that one source encoding serves every instruction (a source cut according to
+#: each instruction's length would differ from one instruction to the next). Within a part only the
+#: instruction's or the article's own words are cut, never the template.
 DEFAULT_MAX_SOURCE_TOKENS = 1024
 DEFAULT_MAX_INSTRUCTION_TOKENS = 128
 
@@ -161,21 +164,57 @@ def tokenize_prompt(
 ) -> PromptIds:
     """Token ids of both parts: the instruction part without special tokens, the source part with its EOS.
 
-    Each part is truncated to its own budget (the source keeps its final EOS) and a warning is logged.
+    The whole prompt fits ``max_source_tokens`` (the paper's 1024): the instruction part gets
+    ``max_instruction_tokens`` of it, the source part the rest (all of it without an instruction). Only
+    the instruction's words and the article are cut, never the template (a warning is logged).
     """
     instruction_text, source_text = prompt_parts(instruction, title, article)
-    source_ids = tokenizer(source_text, truncation=True, max_length=max_source_tokens)["input_ids"]
+    article_text = " ".join(article.split())
+    source_budget = max_source_tokens - (max_instruction_tokens if instruction_text is not None else 0)
+    if source_budget < 2:
+        raise ValueError(
+            f"max_source_tokens {max_source_tokens} leaves {source_budget} tokens for the source part after "
+            f"the instruction's {max_instruction_tokens}"
+        )
+    span = (len(source_text) - len(article_text), len(source_text))
+    source_ids = _template_cut(tokenizer, source_text, span, source_budget, specials=True)
     instruction_ids: list[int] = []
     if instruction_text is not None:
-        instruction_ids = tokenizer(instruction_text, add_special_tokens=False)["input_ids"]
-        if len(instruction_ids) > max_instruction_tokens:
-            logger.warning(
-                "instruction part truncated from %d to %d tokens",
-                len(instruction_ids),
-                max_instruction_tokens,
-            )
-            instruction_ids = instruction_ids[:max_instruction_tokens]
+        start = INSTRUCTION_TEMPLATE.index("{instruction}")
+        span = (start, start + len(" ".join(instruction.split())))
+        instruction_ids = _template_cut(
+            tokenizer, instruction_text, span, max_instruction_tokens, specials=False
+        )
     return PromptIds(list(instruction_ids), list(source_ids))
+
+
+def keep_within_budget(part: np.ndarray, cuttable: np.ndarray, budget: int) -> np.ndarray:
+    """Which tokens of one prompt part to keep within ``budget`` tokens: the part's fixed tokens (template,
+    title) always, then its cuttable text (instruction words, article) from the start as room allows.
+    Only a budget smaller than the fixed tokens alone cuts them (from the end, with everything else)."""
+    fixed = part & ~cuttable
+    text = part & cuttable
+    keep = fixed | (text & (np.cumsum(text) <= budget - int(fixed.sum())))
+    if int(fixed.sum()) > budget:
+        keep = part & (np.cumsum(part) <= budget)
+    return keep
+
+
+def _template_cut(
+    tokenizer: PreTrainedTokenizerBase, text: str, span: tuple[int, int], budget: int, specials: bool
+) -> list[int]:
+    """Token ids of ``text`` within ``budget``, cutting only tokens that start inside ``span`` (chars)."""
+    encoded = tokenizer(
+        text, add_special_tokens=specials, return_offsets_mapping=True, return_special_tokens_mask=True
+    )
+    ids = np.asarray(encoded["input_ids"], dtype=np.int64)
+    special = np.asarray(encoded["special_tokens_mask"], dtype=bool)
+    starts = np.asarray([a for a, _ in encoded["offset_mapping"]], dtype=np.int64)
+    cuttable = (starts >= span[0]) & (starts < span[1])
+    keep = special | keep_within_budget(~special, cuttable, budget - int(special.sum()))
+    if keep.sum() < len(ids):
+        logger.warning("prompt part truncated from %d to %d tokens", len(ids), int(keep.sum()))
+    return ids[keep].tolist()
 
 
 def collate_prompts(
@@ -387,6 +426,8 @@ class InstructSumT5Stack(T5Stack):
         **kwargs: Any,
     ) -> BaseModelOutput:
         if instructsum_cache is not None:
+            # The cached passes need the same backends; flex_attention crashed there (munmap_chunk).
+            self._check_attention()
             if segment_ids is not None:
                 raise ValueError(
                     "segment_ids are for the uncached pass; the cache passes know their segments"
@@ -411,8 +452,8 @@ class InstructSumT5Stack(T5Stack):
     def _check_attention(self) -> None:
         if self.config._attn_implementation not in _SUPPORTED_ATTENTION:
             raise ValueError(
-                f"InstructSum's block mask supports attn_implementation {' or '.join(_SUPPORTED_ATTENTION)}, "
-                f"not {self.config._attn_implementation!r}"
+                f"InstructSum's block mask and source cache support attn_implementation "
+                f"{' or '.join(_SUPPORTED_ATTENTION)}, not {self.config._attn_implementation!r}"
             )
 
 
@@ -670,14 +711,23 @@ class _Entry:
     nbytes: int
 
 
+@dataclass
+class _Flight:
+    """One source being encoded: the threads that miss on the same key meanwhile wait for its result."""
+
+    done: threading.Event = field(default_factory=threading.Event)
+    result: CachedSource | None = None
+
+
 class SourceCache:
     """A byte-bounded LRU of :class:`CachedSource` objects keyed by the source's token ids.
 
     The key is a SHA-256 of the source ids and the model's identity; a hit is also checked token by token
     against the stored ids, so a changed document is never served from the cache. Entries stay on the
-    model's device. An encoding larger than ``max_bytes`` is returned but not stored. Thread-safe; the
-    counters ``hits``, ``misses``, ``evictions`` and ``bytes`` are for monitoring and tests. Clear the cache
-    (or make a new one) when the model's weights change.
+    model's device. An encoding larger than ``max_bytes`` is returned but not stored. Thread-safe: the
+    encoding runs outside the lock, and concurrent misses on one key encode it once (the others wait for
+    that result). The counters ``hits``, ``misses``, ``evictions``, ``encodings`` and ``bytes`` are for
+    monitoring and tests. Clear the cache (or make a new one) when the model's weights change.
     """
 
     def __init__(self, max_bytes: int = 1 << 30) -> None:
@@ -686,6 +736,8 @@ class SourceCache:
         self.max_bytes = int(max_bytes)
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._lock = threading.Lock()
+        self._in_flight: dict[str, _Flight] = {}
+        self.encodings = 0
         self.hits = 0
         self.misses = 0
         self.evictions = 0
@@ -752,11 +804,33 @@ class SourceCache:
         input_ids = input_ids if input_ids.dim() == 2 else input_ids[None]
         if input_ids.shape[0] != 1:
             raise ValueError("SourceCache stores one source at a time (ids of shape (L,) or (1, L))")
-        encoding = self.get(model, input_ids)
-        if encoding is None:
-            encoding = encode_source(model, input_ids)
-            self.put(model, encoding)
-        return encoding
+        key = self.key(model, input_ids)
+        while True:
+            encoding = self.get(model, input_ids)
+            if encoding is not None:
+                return encoding
+            with self._lock:
+                flight = self._in_flight.get(key)
+                owner = flight is None
+                if owner:
+                    flight = self._in_flight[key] = _Flight()
+            if not owner:  # another thread is encoding this source: wait for it
+                flight.done.wait()
+                result = flight.result
+                if result is not None and torch.equal(result.input_ids.cpu(), input_ids.cpu()):
+                    return result
+                continue  # that encoding failed (or was another source): try again
+            try:
+                encoding = encode_source(model, input_ids)
+                with self._lock:
+                    self.encodings += 1
+                flight.result = encoding
+                self.put(model, encoding)
+                return encoding
+            finally:
+                with self._lock:
+                    self._in_flight.pop(key, None)
+                flight.done.set()
 
 
 # --------------------------------------------------------------------------------------------- generation

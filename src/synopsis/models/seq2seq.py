@@ -30,7 +30,12 @@ from transformers import (
 )
 
 from synopsis.errors import CheckpointError, ConfigError, InputError
-from synopsis.models.hibrids import SECTION_MARKER_KINDS, add_section_tokens, convert_to_hibrids
+from synopsis.models.hibrids import (
+    SECTION_MARKER_KINDS,
+    add_qs_tokens,
+    add_section_tokens,
+    convert_to_hibrids,
+)
 from synopsis.models.hie_bart import (
     DEFAULT_SENTENCE_START_TOKEN,
     HieBartConfig,
@@ -237,10 +242,15 @@ def convert_hie_bart(
 
 
 def convert_instructsum(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> PreTrainedModel:
-    """A T5 whose encoder reads instructions with InstructSum's block mask: the same weights."""
+    """A T5 whose encoder reads instructions with InstructSum's block mask: the same weights. Its
+    generation config gets the paper's decoding (Appendix B: beam 2, at most 192 target tokens)."""
     if model.config.model_type not in ("t5", "mt5", "instructsum_t5"):
         raise CheckpointError(f"InstructSum needs a T5 checkpoint, this one is {model.config.model_type!r}")
-    return convert_to_instructsum(model)
+    converted = convert_to_instructsum(model)
+    converted.generation_config.num_beams = INSTRUCTSUM_NUM_BEAMS
+    converted.generation_config.max_new_tokens = INSTRUCTSUM_MAX_TARGET_TOKENS
+    converted.generation_config.max_length = None
+    return converted
 
 
 def convert_hibrids(
@@ -251,11 +261,16 @@ def convert_hibrids(
     decoder: bool = True,
     selected: bool = False,
 ) -> PreTrainedModel:
-    """A BART/T5/LED with HIBRIDS' section-tree attention biases, zero-initialised (Cao & Wang, 2022)."""
+    """A BART/T5/LED with HIBRIDS' section-tree attention biases, zero-initialised (Cao & Wang, 2022).
+
+    The tokenizer and embeddings also get the QS hierarchy markers (:func:`add_qs_tokens`), so the model can
+    be fine-tuned for QS generation; text without markers tokenizes as before."""
     try:
-        return convert_to_hibrids(model, encoder=encoder, decoder=decoder, selected=selected)
+        converted = convert_to_hibrids(model, encoder=encoder, decoder=decoder, selected=selected)
     except ValueError as err:
         raise CheckpointError(f"HIBRIDS: {err}") from None
+    add_qs_tokens(converted, tokenizer)
+    return converted
 
 
 def convert_section_tokens(
@@ -269,10 +284,15 @@ def convert_section_tokens(
     if max_depth < 1:
         raise ConfigError(f"max_depth must be >= 1, got {max_depth}")
     add_section_tokens(model, tokenizer, markers, max_depth)
+    add_qs_tokens(model, tokenizer)  # the HIBRIDS paper's QS task, as for convert hibrids
     model.config.section_markers = markers
     model.config.section_marker_max_depth = max_depth
     return model
 
+
+#: InstructSum's decoding (Nishida et al., Appendix B, Table 4): beam 2, target length at most 192.
+INSTRUCTSUM_NUM_BEAMS = 2
+INSTRUCTSUM_MAX_TARGET_TOKENS = 192
 
 #: ``synopsis convert KIND``: functions from a loaded checkpoint (+ its tokenizer) to the converted model.
 CONVERTERS: dict[str, Callable[..., PreTrainedModel]] = {
