@@ -331,7 +331,9 @@ def add_qs_tokens(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) ->
             [AddedToken(m, lstrip=True, rstrip=False, special=False, normalized=False) for m in new]
         )
     if len(tokenizer) > model.get_input_embeddings().num_embeddings:
-        model.resize_token_embeddings(len(tokenizer))
+        # No mean resizing: every new row is set from its pieces below (and it cannot run on the meta
+        # device, where --dry-run builds the model).
+        model.resize_token_embeddings(len(tokenizer), mean_resizing=False)
     ids = {m: tokenizer.convert_tokens_to_ids(m) for m in RESERVED}
     inputs, outputs = model.get_input_embeddings(), model.get_output_embeddings()
     tables = [inputs.weight]

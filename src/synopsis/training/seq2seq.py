@@ -549,7 +549,7 @@ def memory_plan(config: Seq2SeqTrainConfig) -> MemoryPlan:
     ``config.json`` alone: the model (converted as ``convert`` says) is built on the meta device."""
     from transformers import AutoConfig
 
-    from synopsis.models.inputs import DEFAULT_MAX_INSTRUCTION_LENGTH, model_max_source_length
+    from synopsis.models.inputs import model_max_source_length
     from synopsis.models.seq2seq import load_tokenizer, read_model_config
 
     read_model_config(config.model)  # one-line errors for a missing or broken config.json
@@ -560,9 +560,8 @@ def memory_plan(config: Seq2SeqTrainConfig) -> MemoryPlan:
         options = dict(config.convert)
         with torch.device("meta"):  # the converted model's new parameters are shapes only too
             model = convert_seq2seq(options.pop("method"), model, tokenizer, **options)
+    # InstructSum's instruction part is inside max_source_length too (the whole prompt fits it).
     source = config.max_source_length or model_max_source_length(model.config, tokenizer)
-    if model.config.model_type == "instructsum_t5":  # the instruction part comes on top of the source part
-        source += DEFAULT_MAX_INSTRUCTION_LENGTH
     return seq2seq_plan(
         model.config,
         model=f"{model.config.model_type} ({config.model})",
