@@ -42,6 +42,11 @@ class SummarizeRequest(_Strict):
         None, description="One summary per instruction, in order; none or null: one plain summary."
     )
     options: SummarizeOptions | None = None
+    stream: bool = Field(
+        False,
+        description="Answer NDJSON (application/x-ndjson): a 'parsed' event, one 'summary' event per summary "
+        "as it finishes, then 'done' with the whole response (or 'error').",
+    )
 
 
 class SummaryItem(BaseModel):
