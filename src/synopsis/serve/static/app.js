@@ -18,29 +18,73 @@
     box.hidden = true;
   }
 
-  // The API answers errors as {"error": {"code", "message", "field"}}; anything else is reported plainly.
-  async function callApi(path, body) {
+  // With `synopsis serve --auth-token-file`, /v1 needs "Authorization: Bearer <token>". The page asks for
+  // the token on the first 401 and keeps it for this tab only (sessionStorage), asking again if it is wrong.
+  const TOKEN_KEY = "synopsis-api-token";
+
+  function authHeaders() {
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    return token ? { Authorization: "Bearer " + token } : {};
+  }
+
+  async function send(path, body) {
+    const init = () => ({
+      method: body === undefined ? "GET" : "POST",
+      headers: Object.assign(body === undefined ? {} : { "Content-Type": "application/json" }, authHeaders()),
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
     let response;
     try {
-      response = await fetch(path, {
-        method: body === undefined ? "GET" : "POST",
-        headers: body === undefined ? {} : { "Content-Type": "application/json" },
-        body: body === undefined ? undefined : JSON.stringify(body),
-      });
+      response = await fetch(path, init());
+      if (response.status === 401) {
+        const token = window.prompt("This server needs an API token:");
+        if (token) {
+          sessionStorage.setItem(TOKEN_KEY, token.trim());
+          response = await fetch(path, init());
+        }
+      }
     } catch (err) {
       throw new Error("Could not reach the server: " + err.message);
     }
+    return response;
+  }
+
+  async function failure(response) {
     let data = null;
     try {
       data = await response.json();
     } catch (err) {
       data = null;
     }
-    if (!response.ok) {
-      const message = data && data.error ? data.error.message : "HTTP " + response.status;
-      throw new Error(message + " (" + response.status + ")");
+    const message = data && data.error ? data.error.message : "HTTP " + response.status;
+    return new Error(message + " (" + response.status + ")");
+  }
+
+  // The API answers errors as {"error": {"code", "message", "field"}}; anything else is reported plainly.
+  async function callApi(path, body) {
+    const response = await send(path, body);
+    if (!response.ok) throw await failure(response);
+    return response.json();
+  }
+
+  // "stream": true answers NDJSON, one event per line; onEvent sees each as soon as its line is complete.
+  async function streamApi(path, body, onEvent) {
+    const response = await send(path, body);
+    if (!response.ok) throw await failure(response);
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      buffer += decoder.decode(value || new Uint8Array(), { stream: !done });
+      let newline;
+      while ((newline = buffer.indexOf("\n")) >= 0) {
+        const line = buffer.slice(0, newline).trim();
+        buffer = buffer.slice(newline + 1);
+        if (line) onEvent(JSON.parse(line));
+      }
+      if (done) break;
     }
-    return data;
   }
 
   function selectedModel() {
@@ -154,7 +198,7 @@
       const meta = document.createElement("span");
       meta.className = "meta";
       meta.textContent = result.model + " · " + formatMs(result.summary_ms) + " model · " +
-        formatMs(result.total_ms) + " request";
+        (result.total_ms === null ? "..." : formatMs(result.total_ms) + " request");
       head.append(title, meta);
       const text = document.createElement("p");
       text.className = "summary";
@@ -200,28 +244,45 @@
     const button = $("submit");
     button.disabled = true;
     $("status").textContent = "Summarizing...";
+    body.stream = true;
+    const arrived = [];  // this request's results, shown as their events arrive
     try {
-      const data = await callApi("/v1/summarize", body);
-      data.summaries.forEach((item, i) => {
-        state.results.push({
-          model: data.model,
-          instruction: item.instruction,
-          summary: item.summary,
-          summary_ms: data.timing_ms.summaries[i],
-          total_ms: data.timing_ms.total,
-          options: opts,
-          warnings: data.warnings,
-        });
+      await streamApi("/v1/summarize", body, (event) => {
+        if (event.event === "parsed") {
+          renderOutline(event.sections, event.document);
+        } else if (event.event === "summary") {
+          const result = {
+            model: body.model,
+            instruction: event.instruction,
+            summary: event.summary,
+            summary_ms: event.ms,
+            total_ms: null,
+            options: opts,
+            warnings: [],
+          };
+          arrived.push(result);
+          state.results.push(result);
+          renderResults();
+        } else if (event.event === "done") {
+          const data = event.response;
+          arrived.forEach((result) => {
+            result.model = data.model;
+            result.total_ms = data.timing_ms.total;
+            result.warnings = data.warnings;
+          });
+          state.lastDocument = documentText;
+          state.sections = data.sections;
+          state.stats = data.document;
+          renderResults();
+          renderOutline(data.sections, data.document);
+          renderQuestionOutline(data.outline);
+          $("status").textContent = "Done: " + formatMs(data.timing_ms.total) + ".";
+          $("instruction").value = "";
+          $("instruction").focus();
+        } else if (event.event === "error") {
+          throw new Error(event.error.message + " (" + event.status + ")");
+        }
       });
-      state.lastDocument = documentText;
-      state.sections = data.sections;
-      state.stats = data.document;
-      renderResults();
-      renderOutline(data.sections, data.document);
-      renderQuestionOutline(data.outline);
-      $("status").textContent = "Done: " + formatMs(data.timing_ms.total) + ".";
-      $("instruction").value = "";
-      $("instruction").focus();
     } catch (err) {
       $("status").textContent = "";
       showError(err.message);
