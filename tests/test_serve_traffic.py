@@ -12,6 +12,7 @@ import json
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -25,6 +26,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from synopsis.document import Document
+from synopsis.errors import ConfigError
 from synopsis.serve import ModelEntry, ModelRegistry, ServeSettings, create_app, describe
 from synopsis.serve.documents import parse_document
 from synopsis.summarizers import load_summarizer
@@ -191,6 +193,53 @@ def test_serve_warns_on_a_public_host_without_a_token(tmp_path: Path) -> None:
     assert auth_token(token_file, {}) == TOKEN
     assert auth_token(None, {"SYNOPSIS_API_TOKEN": "env-token"}) == "env-token"
     assert auth_token(None, {}) is None
+    (tmp_path / "empty").write_text("\n")
+    with pytest.raises(ConfigError, match="empty"):
+        auth_token(tmp_path / "empty", {})
+
+
+@pytest.fixture()
+def logging_restored() -> Iterator[None]:
+    """``synopsis serve`` configures logging for the process; put it back for the tests that follow."""
+    import logging
+
+    names = ("synopsis", "uvicorn", "uvicorn.access", "py.warnings")
+    saved = {n: (lg.handlers[:], lg.level, lg.propagate) for n in names for lg in [logging.getLogger(n)]}
+    yield
+    logging.captureWarnings(False)
+    for name, (handlers, level, propagate) in saved.items():
+        logger = logging.getLogger(name)
+        logger.handlers[:] = handlers
+        logger.setLevel(level)
+        logger.propagate = propagate
+
+
+@pytest.mark.parametrize("host,warned", [("0.0.0.0", True), ("127.0.0.1", False)])
+def test_serve_command_warns_about_an_open_public_port(
+    host: str,
+    warned: bool,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    logging_restored: None,
+) -> None:
+    import uvicorn
+
+    import synopsis.serve
+    from synopsis.cli import main
+
+    served: dict[str, Any] = {}
+    monkeypatch.setattr(synopsis.serve, "build_registry", lambda *a, **k: _registry())
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: served.update(app=app, **kwargs))
+    monkeypatch.delenv("SYNOPSIS_API_TOKEN", raising=False)
+    assert main(["serve", "--host", host, "--batch-window-ms", "5", "--max-batch", "8"]) == 0
+    err = capsys.readouterr().err
+    assert ("without a token" in err) is warned
+    settings = served["app"].state.settings
+    assert (settings.batch_window_ms, settings.max_batch, settings.auth_token) == (5, 8, None)
+    monkeypatch.setenv("SYNOPSIS_API_TOKEN", TOKEN)
+    assert main(["serve", "--host", host]) == 0
+    assert "without a token" not in capsys.readouterr().err
+    assert served["app"].state.settings.auth_token == TOKEN
 
 
 # ----------------------------------------------------------------------------- /metrics
@@ -449,7 +498,8 @@ def test_stream_reports_a_failure_as_an_error_event() -> None:
 
 
 # ----------------------------------------------------------------------------- schemathesis
-ST = shutil.which("st") or shutil.which("schemathesis")
+_BIN = Path(sys.executable).parent
+ST = next((str(p) for p in (_BIN / "st", _BIN / "schemathesis") if p.is_file()), None) or shutil.which("st")
 
 
 @pytest.mark.skipif(ST is None, reason="schemathesis is not installed (pip install 'synopsis[dev]')")

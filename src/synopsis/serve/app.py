@@ -345,6 +345,7 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
         yield
         for queue in batchers.values():
             await queue.close()
+        batchers.clear()  # their events belong to this event loop
         pool.shutdown()
 
     app = FastAPI(
@@ -600,7 +601,8 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
         yield parsed
         queue = batcher(name)
         wanted = instructions or [None]
-        if len(queue) + len(wanted) > settings.queue_size + settings.max_batch:
+        # --queue-size bounds the summaries waiting for a batch too (at least one full batch may wait)
+        if len(queue) + len(wanted) > max(settings.queue_size, settings.max_batch):
             raise QueueFullError(f"server busy: {len(queue)} summaries waiting for a batch")
         futures = [
             queue.submit(parsed["document"], instruction, summarizer, options_key(options))
