@@ -323,7 +323,9 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
                 pool,
                 settings.batch_window_ms / 1000,
                 settings.max_batch,
-                concurrency=settings.inference_threads,
+                # One batch of a model at a time: a batch already keeps every core busy (torch's intra-op
+                # threads); two at once only contend. The other threads parse and serve other models.
+                concurrency=1,
                 observe=metrics.observe_batch,
             )
         return batchers[name]
@@ -520,8 +522,8 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
             return {
                 "model": entry.name,
                 "summaries": [{"instruction": i["instruction"], "summary": i["summary"]} for i in items],
-                "sections": outline(parsed["document"]),
-                "document": document_stats(parsed["document"], parsed["format"]),
+                "sections": parsed["sections"],
+                "document": parsed["document"],
                 "outline": question_summary_outline([item["summary"] for item in items]),
                 "timing_ms": {
                     **parsed["timing_ms"],
@@ -605,7 +607,7 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
         if len(queue) + len(wanted) > max(settings.queue_size, settings.max_batch):
             raise QueueFullError(f"server busy: {len(queue)} summaries waiting for a batch")
         futures = [
-            queue.submit(parsed["document"], instruction, summarizer, options_key(options))
+            queue.submit(parsed["parsed"], instruction, summarizer, options_key(options))
             for instruction in wanted
         ]
         index_of = {id(future): index for index, future in enumerate(futures)}
@@ -755,14 +757,16 @@ async def guarded(request: Request, work: Awaitable[T], timeout: float, withdraw
 def _parsed_event(
     document: Any, used: str, submitted: float, started: float, parsed: float
 ) -> dict[str, Any]:
+    """The first event of every summarize request, made on the inference thread that parsed the document."""
     return {
         "event": "parsed",
-        "document": document,
-        "format": used,
+        "sections": outline(document),
+        "document": document_stats(document, used),
         "timing_ms": {
             "queue": round(1000 * (started - submitted), 2),
             "parse": round(1000 * (parsed - started), 2),
         },
+        "parsed": document,  # stays on the server (see _ndjson)
     }
 
 
@@ -781,11 +785,7 @@ def _summary_event(
 
 def _ndjson(event: dict[str, Any]) -> bytes:
     if event["event"] == "parsed":  # the Document itself stays on the server: its outline goes out
-        event = {
-            "event": "parsed",
-            "sections": outline(event["document"]),
-            "document": document_stats(event["document"], event["format"]),
-        }
+        event = {key: value for key, value in event.items() if key != "parsed"}
     return json.dumps(event, ensure_ascii=False).encode() + b"\n"
 
 
