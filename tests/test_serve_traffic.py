@@ -329,6 +329,34 @@ def test_no_request_waits_longer_than_the_window_plus_one_batch() -> None:
     assert body["timing_ms"]["total"] < 1500
 
 
+def test_a_request_arriving_during_a_batch_waits_at_most_the_window_plus_that_batch() -> None:
+    class Slow(RecordingSummarizer):
+        def summarize(self, documents: Sequence[Document], instructions: Any = None) -> list[str]:
+            time.sleep(0.6)
+            return super().summarize(documents, instructions)
+
+    window, batch = 0.1, 0.6
+    settings = ServeSettings(batch_window_ms=1000 * window, max_batch=8)
+    results: dict[str, dict[str, Any]] = {}
+    with TestClient(create_app(_registry(Slow()), settings)) as client:
+
+        def post(key: str) -> None:
+            started = time.perf_counter()
+            body = client.post("/v1/summarize", json={"document": TEXT, "model": "rec"}).json()
+            results[key] = {"seconds": time.perf_counter() - started, "body": body}
+
+        first = threading.Thread(target=post, args=("first",))
+        first.start()
+        time.sleep(window + 0.2)  # the first batch is running now
+        post("second")
+        first.join(10)
+    second = results["second"]
+    own_call = second["body"]["timing_ms"]["summaries"][0] / 1000
+    waited = second["seconds"] - own_call
+    assert waited <= window + batch + 0.5, waited  # slack for a loaded machine
+    assert waited >= batch - (window + 0.2) - 0.05  # it did wait for the running batch (one at a time)
+
+
 def test_a_failing_batch_is_retried_item_by_item() -> None:
     class PickySummarizer(RecordingSummarizer):
         def summarize(self, documents: Sequence[Document], instructions: Any = None) -> list[str]:
