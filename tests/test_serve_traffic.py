@@ -101,7 +101,7 @@ def _wait_for(predicate: Any, seconds: float = 5.0) -> None:
 
 
 # ----------------------------------------------------------------------------- 413 that clients receive
-def test_oversized_body_is_a_413_that_urllib_and_httpx_receive() -> None:
+def test_oversized_body_is_a_413_that_urllib_httpx_and_requests_receive() -> None:
     import httpx
 
     app = create_app(_registry(), ServeSettings(max_body_bytes=1024 * 1024))
@@ -124,6 +124,12 @@ def test_oversized_body_is_a_413_that_urllib_and_httpx_receive() -> None:
         assert chunked.status_code == 413
         ok = httpx.post(url + "/v1/summarize", json={"document": TEXT, "model": "lead-3"})
         assert ok.status_code == 200
+        try:
+            import requests  # a dependency of transformers' hub client, not of ours
+        except ImportError:
+            return
+        refused = requests.post(url + "/v1/summarize", data=big, headers={"Content-Type": "application/json"})
+        assert refused.status_code == 413 and refused.json()["error"]["code"] == "body_too_large"
 
 
 def test_a_body_that_is_not_utf8_is_a_documented_422() -> None:
