@@ -218,7 +218,9 @@ def main(argv: list[str] | None = None) -> int:
         "server_log_tails": logs,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(report, indent=1))
+    for run in [*runs, *([memory] if memory else [])]:  # one RSS sample per second is plenty on disk
+        run["rss_samples"] = run["rss_samples"][::5]
+    args.output.write_text(json.dumps(report, separators=(",", ":")) + "\n")
     print(json.dumps(summary))
     return 0
 
