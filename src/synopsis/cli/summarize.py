@@ -204,7 +204,7 @@ def _by_section(by: str, summarizer: Any, ids: list[str], documents: list[Any], 
     if not longer:
         return False
     what = (
-        f"{longer[0][0]} ({longer[0][1]:,} input units)" if len(longer) == 1 else f"{len(longer)} documents"
+        f"{longer[0][0]} ({longer[0][1]:,} tokens)" if len(longer) == 1 else f"{len(longer)} documents"
     )
     log.info(
         "%s: longer than the model's input (%d), summarizing by section (--by document: one summary of the "

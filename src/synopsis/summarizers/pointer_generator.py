@@ -117,22 +117,41 @@ class PointerGeneratorSummarizer(Summarizer):
             self.vocab, articles, max_source=self.generation.max_source_tokens, device=device
         )
         with torch.inference_mode():
-            hypotheses, _, _ = self._search(batch, min_length)
+            hypotheses = self._search(batch, min_length)
         return [self.vocab.decode(h.tokens, oovs) for h, oovs in zip(hypotheses, batch.oovs, strict=True)]
 
-    def _search(self, batch: Any, min_length: int | None, allowed: Any = None) -> tuple[list[Any], Any, Any]:
-        """(best hypothesis per article, encoder memory, initial decoder state) of one batched search;
-        ``allowed`` (a (B, V) mask) restricts the tokens each article may produce."""
+    def _search(
+        self, batch: Any, min_length: int | None, allowed: Any = None, attention: bool = False
+    ) -> list[Any]:
+        """The best hypothesis per article of one batched search; ``allowed`` (a (B, V) mask) restricts the
+        tokens each article may produce; with ``attention``, each hypothesis's ``trace`` is its (T + 1, L)
+        attention history (one row per generated token, EOS included), carried in the decoder state so that
+        the search reorders it with the beams."""
+        import torch
+
         from synopsis.generation import AllowedTokensProcessor, beam_search, build_processors, greedy_search
 
         g, vocab = self.generation, self.vocab
         min_length = g.min_length if min_length is None else min_length
 
         def step(tokens: Any, state: Any, memory: Any) -> tuple[Any, Any]:
-            out = self.model.decode_step(tokens, state, memory)
-            return out.probs.log(), out.state  # log(0) = -inf marks ids outside this article's OOV list
+            if not attention:
+                out = self.model.decode_step(tokens, state, memory)
+                return out.probs.log(), out.state  # log(0) = -inf marks ids outside this article's OOV list
+            model_state, history = state
+            out = self.model.decode_step(tokens, model_state, memory)
+            return out.probs.log(), (out.state, torch.cat([history, out.attention.unsqueeze(1)], dim=1))
 
         memory, state = self.model.encode(batch.input_ids, batch.extended_ids, batch.num_oovs)
+        trace = None
+        if attention:
+            state = (
+                state,
+                batch.input_ids.new_zeros(
+                    (batch.input_ids.size(0), 0, batch.input_ids.size(1)), dtype=torch.float
+                ),
+            )
+            trace = lambda state, row: state[1][row]  # noqa: E731 - one expression
         # The decoders count EOS as a token; min/max_length here count words.
         processors = build_processors({**asdict(g), "min_length": min_length + 1}, vocab.eos_id)
         if allowed is not None:
@@ -143,20 +162,19 @@ class PointerGeneratorSummarizer(Summarizer):
             eos_id=vocab.eos_id,
             max_length=g.max_length,
             processors=processors,
+            trace=trace,
         )
         if g.num_beams == 1:
-            hypotheses = greedy_search(step, state, memory, **common)
-        else:
-            hypotheses = beam_search(
-                step,
-                state,
-                memory,
-                num_beams=g.num_beams,
-                length_penalty=g.length_penalty,
-                length_penalty_kind=g.length_penalty_kind,
-                **common,
-            )
-        return hypotheses, memory, state
+            return greedy_search(step, state, memory, **common)
+        return beam_search(
+            step,
+            state,
+            memory,
+            num_beams=g.num_beams,
+            length_penalty=g.length_penalty,
+            length_penalty_kind=g.length_penalty_kind,
+            **common,
+        )
 
     # ------------------------------------------------------------------ by section, with sources
     #: Keep content words on the window when summarizing by section (see :meth:`summarize_windows`).
@@ -230,17 +248,19 @@ class PointerGeneratorSummarizer(Summarizer):
                 rows = [i for i, m in enumerate(min_lengths) if m == min_length]
                 index = torch.tensor(rows, device=device)
                 sub = _select_rows(batch, index)
-                hypotheses, memory, state = self._search(
-                    sub, min_length, None if allowed is None else allowed.index_select(0, index)
+                hypotheses = self._search(
+                    sub,
+                    min_length,
+                    None if allowed is None else allowed.index_select(0, index),
+                    attention=True,
                 )
-                attention = self._attention(hypotheses, memory, state)
                 for r, row in enumerate(rows):
                     words = self.vocab.decode(hypotheses[r].tokens, batch.oovs[row])
                     window = windows[row]
                     sentences = []
                     for start, end in _sentence_spans(words):
                         text = detokenize(words[start:end])
-                        weights = attention[r, start:end, : len(owners[row])].sum(0).tolist()
+                        weights = hypotheses[r].trace[start:end, : len(owners[row])].sum(0).tolist()
                         mass = [0.0] * len(window.sources)
                         for position, weight in enumerate(weights):
                             mass[owners[row][position]] += weight
@@ -248,28 +268,6 @@ class PointerGeneratorSummarizer(Summarizer):
                         sentences.append(SummarySentence(text, cited, support(text, cited)))
                     out[row] = sentences
         return out
-
-    def _attention(self, hypotheses: Sequence[Any], memory: Any, state: Any) -> Any:
-        """(B, T, L) attention of every generated word over the source, by decoding the chosen hypotheses
-        again step by step (teacher-forced, so the beam search itself stays unchanged)."""
-        import torch
-
-        length = max((len(h.tokens) for h in hypotheses), default=0)
-        rows = len(hypotheses)
-        device = next(self.model.parameters()).device
-        tokens = torch.full((rows, length), self.vocab.eos_id, dtype=torch.long, device=device)
-        for r, h in enumerate(hypotheses):
-            if h.tokens:
-                tokens[r, : len(h.tokens)] = torch.tensor(h.tokens, device=device)
-        previous = torch.full((rows,), self.vocab.bos_id, dtype=torch.long, device=device)
-        steps = []
-        for t in range(length):
-            out = self.model.decode_step(previous, state, memory)
-            steps.append(out.attention)
-            state, previous = out.state, tokens[:, t]
-        if not steps:
-            return torch.zeros(rows, 0, 1, device=device)
-        return torch.stack(steps, dim=1)
 
     def summarize(
         self,
@@ -325,12 +323,13 @@ class PointerGeneratorSummarizer(Summarizer):
             read = min(len(words), self.generation.max_source_tokens)
             far.append(f"{len(words):,} words (typically {profile.words_median}), read the first {read}")
             better.append(
-                "a long-input model (--method seq2seq, an LED or HIBRIDS checkpoint) or --method centrality"
+                "--by section (every section, in windows it reads whole), a long-input model "
+                "(--method seq2seq, an LED or HIBRIDS checkpoint) or --method centrality"
             )
         headings = [s for s in document.sections if s.heading]
         if len(headings) >= 2:
             far.append(f"{len(headings)} sections, read as one plain text")
-            better.append("HIBRIDS, which reads the section tree (docs/hibrids.md)")
+            better.append("--by section, or HIBRIDS, which reads the section tree (docs/hibrids.md)")
         rate = known_word_rate(words, self.vocab)
         if rate < profile.known_word_rate_min:
             far.append(

@@ -422,7 +422,7 @@ def summarize_by_section(
             logger.info("%s: skipped %d empty section(s)", document.id or f"document {d + 1}", skipped)
         sections = root.sections
         if root.summary:  # text before the first heading: the first item, at the root's path
-            preface = SectionSummary(document.title, (), root.summary, [], root.words)
+            preface = SectionSummary(root.heading, (), root.summary, [], root.words)
             sections = [preface, *sections]
         flat = [s for node in sections for section in node.walk() for s in section.summary]
         summary = compose(flat, document, max_words, composer)
@@ -448,7 +448,8 @@ def _skeleton(document: Document) -> tuple[SectionSummary, dict[int, SectionSumm
             skipped += 1
             continue
         words = sum(len(s.split()) for p in node.paragraphs for s in p)
-        summary = SectionSummary(node.heading, paths[node.index], words=words)
+        heading = document.title if node.index == 0 else node.heading  # the root's text: the preface
+        summary = SectionSummary(heading, paths[node.index], words=words)
         nodes[node.index] = summary
         if node.parent is not None:
             nodes[node.parent.index].sections.append(summary)
