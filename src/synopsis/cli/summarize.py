@@ -196,13 +196,14 @@ def _by_section(by: str, summarizer: Any, ids: list[str], documents: list[Any], 
     """Whether to summarize by section; ``auto`` says so in one line when it does."""
     if by != "auto":
         return by == "section"
-    capacity = summarizer.input_capacity()
-    if corpus is not None or capacity is None:
+    from synopsis.summarizers.sections import longer_than_input
+
+    if corpus is not None:
         return False
-    lengths = [summarizer.input_length(" ".join(s.text for s in d.sentences)) for d in documents]
-    longer = [(i, n) for i, n in zip(ids, lengths, strict=True) if n > capacity]
+    longer = [(i, n) for i, d in zip(ids, documents, strict=True) if (n := longer_than_input(summarizer, d))]
     if not longer:
         return False
+    capacity = summarizer.input_capacity()
     what = (
         f"{longer[0][0]} ({longer[0][1]:,} tokens)" if len(longer) == 1 else f"{len(longer)} documents"
     )

@@ -41,6 +41,8 @@ from synopsis.serve.schemas import (
     SummarizeResponse,
 )
 from synopsis.serve.settings import ServeSettings
+from synopsis.summarizers.sections import longer_than_input
+from synopsis.text import locate_sentences
 
 logger = logging.getLogger("synopsis.serve")
 access_logger = logging.getLogger("synopsis.serve.access")
@@ -299,7 +301,11 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
         return {"default": default, "models": [entry.public() for entry in registry]}
 
     @app.post(
-        "/v1/summarize", response_model=SummarizeResponse, responses=error_responses, tags=["summarize"]
+        "/v1/summarize",
+        response_model=SummarizeResponse,
+        responses=error_responses,
+        tags=["summarize"],
+        response_model_exclude_unset=True,  # an item has "by" and "structured" only by section
     )
     async def summarize(body: SummarizeRequest, request: Request) -> dict[str, Any]:
         """Parse the document, then summarize it once per instruction (or once without), timing each."""
@@ -323,11 +329,22 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
             items, times = [], []
             # One call per instruction, one document each, so each is timed on its own (a model with an
             # instruction cache shows its speed-up on the second) and one slow instruction shows as such.
+            by_section = _by_section(body.by, summarizer, document, entry.name)
+            offsets = None
+            if by_section and used in ("text", "markdown"):
+                offsets = locate_sentences(body.document, [s.text for s in document.sentences])
             for instruction in instructions or [None]:
                 begin = time.perf_counter()
-                summary = summarizer.summarize([document], None if instruction is None else [instruction])[0]
+                given = None if instruction is None else [instruction]
+                if by_section:
+                    (result,) = summarizer.summarize_by_section(
+                        [document], given, max_words=body.max_words, offsets=[offsets]
+                    )
+                    item = {"summary": result.prediction, "by": "section", "structured": result.to_dict()}
+                else:
+                    item = {"summary": summarizer.summarize([document], given)[0]}
                 times.append(round(1000 * (time.perf_counter() - begin), 2))
-                items.append({"instruction": instruction, "summary": summary})
+                items.append({"instruction": instruction, **item})
             return {
                 "summaries": items,
                 "sections": outline(document),
@@ -403,6 +420,17 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
 
     app.mount("/static", StaticFiles(directory=static), name="static")
     return app
+
+
+def _by_section(by: str, summarizer: Any, document: Any, name: str) -> bool:
+    """Whether this request is summarized by section (``auto``: when the document is longer than the
+    model's input); asking a model that cannot is a 422 (raised in the job, so as a SynopsisError)."""
+    able = callable(getattr(summarizer, "summarize_by_section", None))
+    if by == "section" and not able:
+        raise SynopsisError(f"by: model '{name}' cannot summarize by section")
+    if by == "section" and getattr(summarizer, "needs_references", False):
+        raise SynopsisError(f"by: model '{name}' needs reference summaries; use by=document")
+    return by == "section" or (by == "auto" and able and longer_than_input(summarizer, document) is not None)
 
 
 def question_summary_outline(summaries: list[str]) -> dict[str, Any] | None:

@@ -347,6 +347,16 @@ def compose(
 
 
 # ---------------------------------------------------------------------- the walk
+def longer_than_input(summarizer: Any, document: Document) -> int | None:
+    """The document's length in the summarizer's input units when it is longer than one model call reads
+    (what ``--by auto`` goes by), else ``None``."""
+    capacity = summarizer.input_capacity() if hasattr(summarizer, "input_capacity") else None
+    if capacity is None:
+        return None
+    length = summarizer.input_length(" ".join(s.text for s in document.sentences))
+    return length if length > capacity else None
+
+
 def summarize_by_section(
     summarizer: Any,
     documents: Sequence[Document],
