@@ -194,9 +194,16 @@ def score(args: argparse.Namespace) -> None:
                 document,
                 record["seconds"]["section"] + record["seconds"]["second_pass"],
             )
+        read, used = [], 0
+        for source in sources:  # what --by document reads: the first 250 words
+            if used >= 250:
+                break
+            read.append(source)
+            used += len(source.text.split())
+        first = Window(0, document.root, (), read, [s.text for s in read])
         add(
             "document (first 250 words)",
-            aligned_sentences([record["document_prediction"]], whole),
+            aligned_sentences([record["document_prediction"]], first),
             references,
             document,
             record["seconds"]["document"],

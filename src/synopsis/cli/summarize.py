@@ -249,10 +249,16 @@ def _run_by_section(
             if len(ids) > 1 and output_format != "json":
                 typer.echo(f"{'' if i == 0 else chr(10)}== {doc_id}")
             show = None if output_format == "json" else _section_printer(output_format)
-            (result,) = summarizer.summarize_by_section(
-                [document], [instructions[i]], max_words=max_words, batch_size=batch_size,
-                offsets=None if offsets is None else [offsets[i]], on_section=show,
-            )  # fmt: skip
+            # A long document's windows: a count with the rate on stderr (a spinner on a terminal).
+            with ProgressReporter("summarizing by section", None, "windows") as progress:
+
+                def advance(done: int, _: int, progress: ProgressReporter = progress) -> None:
+                    progress.advance(done - progress.completed)
+
+                (result,) = summarizer.summarize_by_section(
+                    [document], [instructions[i]], max_words=max_words, batch_size=batch_size,
+                    offsets=None if offsets is None else [offsets[i]], on_section=show, progress=advance,
+                )  # fmt: skip
             if output_format == "json":
                 typer.echo(json.dumps({**result.to_dict(), "id": doc_id}, ensure_ascii=False))
             else:

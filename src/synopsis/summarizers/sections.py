@@ -32,6 +32,8 @@ logger = logging.getLogger(__name__)
 #: How the document summary is composed from the section summaries (see :func:`compose`).
 COMPOSERS = ("coverage", "round-robin")
 DEFAULT_MAX_WORDS = 150
+#: Shorter summary sentences are fragments, left out of the document summary while longer ones exist.
+MIN_SENTENCE_WORDS = 5
 #: Words per window of a document without headings for methods that read any length (extractive ones): its
 #: paragraphs are grouped into parts of about this size, each summarized as a section.
 PLAIN_TEXT_WINDOW = 400
@@ -305,10 +307,14 @@ def compose(
       frequency in the document; a sentence's gain is the weight of the words it adds, per word it costs
       (the budgeted maximum coverage greedy of Khuller et al., 1999, as in Lin & Bilmes, 2011).
     * ``round-robin``: the first sentence of every section summary in order, then the second, ...
-    """
+
+    Fragments of fewer than :data:`MIN_SENTENCE_WORDS` words ("Professor.") are left out while longer
+    sentences exist."""
     if method not in COMPOSERS:
         raise InputError(f"unknown composition '{method}'; choose one of: {', '.join(COMPOSERS)}")
-    candidates = [s for s in sections if 0 < s.words <= max_words]
+    candidates = [s for s in sections if MIN_SENTENCE_WORDS <= s.words <= max_words]
+    if not candidates:  # only fragments: better than nothing
+        candidates = [s for s in sections if 0 < s.words <= max_words]
     chosen: list[int] = []
     budget = max_words
     if method == "round-robin":
@@ -367,13 +373,14 @@ def summarize_by_section(
     batch_size: int = 16,
     offsets: Sequence[Sequence[tuple[int, int] | None] | None] | None = None,
     on_section: Callable[[int, SectionSummary], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[DocumentSummary]:
     """Summaries by section of ``documents`` (see the module docstring), one :class:`DocumentSummary` each.
 
     ``offsets[d]`` (one ``(start, end)`` per sentence of document ``d``, or ``None``) fills the sources'
     character offsets. ``on_section(d, section)`` is called as each section's summary is done (in document
-    order within a document), so a caller can show it at once. Windows of all documents share batches of
-    ``batch_size``."""
+    order within a document), so a caller can show it at once; ``progress(done, total)`` after every batch
+    of windows. Windows of all documents share batches of ``batch_size``."""
     if getattr(summarizer, "needs_references", False):
         raise InputError(
             f"{type(summarizer).__name__} needs reference summaries and cannot summarize by section; "
@@ -422,6 +429,8 @@ def summarize_by_section(
             else:
                 nodes[window.section.index].summary.extend(sentences)
                 left[window.document][window.section.index] -= 1
+        if progress is not None:
+            progress(min(start + batch_size, len(windows)), len(windows))
         if on_section is not None:
             for d in range(len(documents)):
                 emitted[d] = _emit(d, orders[d], emitted[d], trees[d], left[d], on_section)
