@@ -342,3 +342,50 @@ def test_nonsense_by_section_options_are_one_line_errors(
     code, out, err = _run(["summarize", str(path), *args], capsys)
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and message in err
+
+
+# ---------------------------------------------------------------------- every method by section
+def test_seq2seq_checkpoint_by_section_windows_fit_its_input_and_share_batches(
+    tmp_path: Path, shared_data: Path
+) -> None:
+    from tiny_models import save_tiny_bart
+
+    from synopsis.summarizers import load_summarizer
+
+    model_dir = save_tiny_bart(tmp_path / "bart", shared_data / "tokenizers")
+    summarizer = load_summarizer(model=model_dir, max_source_length=40, max_length=12, num_beams=1)
+    capacity = summarizer.input_capacity()
+    assert capacity == 40 - summarizer.SPECIAL_TOKEN_ROOM
+    calls: list[list[int]] = []
+    original = summarizer.summarize
+
+    def counting(documents, instructions=None, references=None):  # noqa: ANN001, ANN202
+        calls.append([summarizer.input_length(" ".join(s.text for s in d.sentences)) for d in documents])
+        return original(documents, instructions, references)
+
+    summarizer.summarize = counting
+    documents = [_long_document(), Document.from_text("A short text about rivers. It floods.", id="b")]
+    results = summarizer.summarize_by_section(documents, batch_size=64)
+    assert len(calls) == 1  # every window of both documents in one batch
+    assert all(0 < n <= capacity for n in calls[0])
+    assert [r.id for r in results] == ["long", "b"]
+    for node in results[0].walk():
+        for sentence in node.summary:
+            assert all(s.path[: len(node.path)] == node.path for s in sentence.sources)
+
+
+def test_centrality_by_section_picks_within_each_section() -> None:
+    import numpy as np
+
+    from synopsis.summarizers.extractive import CentralitySummarizer
+
+    class Encoder:  # a deterministic stand-in for the embedding model: one-hot by sentence number
+        def encode(self, texts: list[str]) -> np.ndarray:
+            out = np.zeros((len(texts), 64), dtype=np.float32)
+            for i, text in enumerate(texts):
+                out[i, hash(text) % 64] = 1.0
+            return out
+
+    (result,) = CentralitySummarizer(k=1, encoder=Encoder()).summarize_by_section([_long_document()])
+    for node in result.walk():
+        assert len(node.summary) == 1 and node.summary[0].sources[0].path == node.path
