@@ -389,3 +389,22 @@ def test_centrality_by_section_picks_within_each_section() -> None:
     (result,) = CentralitySummarizer(k=1, encoder=Encoder()).summarize_by_section([_long_document()])
     for node in result.walk():
         assert len(node.summary) == 1 and node.summary[0].sources[0].path == node.path
+
+
+def test_cli_corpus_by_section_resumes_to_the_same_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from synopsis.data.example import Example, write_examples
+
+    corpus = tmp_path / "c.jsonl"
+    texts = [f"Document {i} talks about rivers. It has two sentences about floods." for i in range(3)]
+    write_examples([Example(str(i), Document.from_text(t), ["x"]) for i, t in enumerate(texts)], corpus)
+    args = ["summarize", str(corpus), "--corpus", "synopsis", "--by", "section", "--method", "lead-1"]
+    whole, part = tmp_path / "whole.jsonl", tmp_path / "part.jsonl"
+    assert _run([*args, "-o", str(whole)], capsys)[0] == 0
+    part.write_bytes(
+        whole.read_bytes().split(b"\n", 1)[0] + b"\n" + b'{"id": "1", "predic'
+    )  # killed mid-line
+    code, _, err = _run([*args, "-o", str(part), "--resume"], capsys)
+    assert code == 0, err
+    assert part.read_bytes() == whole.read_bytes()
