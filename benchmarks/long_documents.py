@@ -171,9 +171,22 @@ def score(args: argparse.Namespace) -> None:
             }
         )
 
+    long_sections = summarized = 0
+    section_support: list[float] = []
     for record in records:
         example = by_id[record["id"]]
         document, references = example.document, example.references
+        stack = list(record["result"]["sections"])
+        while stack:  # every section with 50+ words of its own must have a summary
+            node = stack.pop()
+            stack.extend(node["sections"])
+            section = document.root
+            for i in node["path"]:
+                section = section.children[i]
+            section_support.extend(x["support"] for x in node["summary"] if x["support"] is not None)
+            if sum(len(s.split()) for p in section.paragraphs for s in p) >= 50:
+                long_sections += 1
+                summarized += bool(node["summary"])
         sources = [s for node in section_sources(document).values() for p in node for s in p]
         whole = Window(0, document.root, (), sources, [s.text for s in sources])
         flat = _sentences(record["result"])
@@ -245,6 +258,14 @@ def score(args: argparse.Namespace) -> None:
         "load_seconds": header.get("load_seconds"),
         "systems": table,
     }
+    report["sections_50_words_summarized"] = [summarized, long_sections]
+    report["section_summary_support"] = statistics.mean(section_support) if section_support else None
+    share = sum(x >= 0.8 for x in section_support) / max(1, len(section_support))
+    print(
+        f"section summaries: {len(section_support)} sentences, mean support "
+        f"{report['section_summary_support']:.3f}, {share:.0%} of them >= 0.8"
+    )
+    print(f"sections with 50+ words of their own that have a summary: {summarized} of {long_sections}")
     load = header.get("load_seconds")
     print(f"{args.input}: {len(records)} examples, at most {args.max_words} words, model load {load:.1f} s")
     print(
