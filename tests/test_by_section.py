@@ -408,3 +408,20 @@ def test_cli_corpus_by_section_resumes_to_the_same_file(
     code, _, err = _run([*args, "-o", str(part), "--resume"], capsys)
     assert code == 0, err
     assert part.read_bytes() == whole.read_bytes()
+
+
+def test_cli_by_document_json_has_the_same_schema(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "doc.txt"
+    path.write_text("Rivers flooded the valley. Three bridges were closed.\n\nOfficials expect a reopening.")
+    code, out, err = _run(
+        ["summarize", str(path), "--by", "document", "--method", "lead-2", "--output-format", "json"], capsys
+    )
+    assert code == 0, err
+    data = json.loads(out)
+    assert set(data) == {"id", "prediction", "summary", "sections"} and data["sections"] == []
+    first = ["Rivers flooded the valley.", "Three bridges were closed."]
+    assert [s["text"] for s in data["summary"]] == first
+    assert [[x["text"] for x in s["sources"]] for s in data["summary"]] == [
+        ["Rivers flooded the valley."],
+        ["Three bridges were closed."],
+    ]
