@@ -16,6 +16,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from functools import partial
 from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
@@ -45,6 +46,8 @@ from synopsis.serve.schemas import (
     SummarizeResponse,
 )
 from synopsis.serve.settings import ServeSettings
+from synopsis.summarizers.sections import longer_than_input
+from synopsis.text import locate_sentences
 
 logger = logging.getLogger("synopsis.serve")
 access_logger = logging.getLogger("synopsis.serve.access")
@@ -483,6 +486,7 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
         response_model=SummarizeResponse,
         responses=summarize_responses,
         tags=["summarize"],
+        response_model_exclude_unset=True,  # an item has "by" and "structured" only by section
         **security,
     )
     async def summarize(body: SummarizeRequest, request: Request) -> Any:
@@ -503,6 +507,9 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
             summarizer = entry.with_options(options)  # cheap: shares the weights
         except OptionError as err:
             raise ApiError(422, "invalid_option", str(err), f"options.{err.option}") from None
+        if body.by == "section":  # a model that cannot is a plain 422, before any work or stream starts
+            with api_errors(request):
+                _check_by_section(summarizer, entry.name)
         submitted = time.perf_counter()
         warnings = []
         if instructions and not entry.instructions:
@@ -521,7 +528,10 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
             arrived = request.scope["state"].get("arrived", submitted)
             return {
                 "model": entry.name,
-                "summaries": [{"instruction": i["instruction"], "summary": i["summary"]} for i in items],
+                "summaries": [
+                    {key: item[key] for key in ("instruction", "summary", "by", "structured") if key in item}
+                    for item in items
+                ],
                 "sections": parsed["sections"],
                 "document": parsed["document"],
                 "outline": question_summary_outline([item["summary"] for item in items]),
@@ -535,12 +545,12 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
 
         if not body.stream:
             with api_errors(request):
-                items = [event async for event in events]
+                items = [event async for event in events if event["event"] == "summary"]
             return final(items)
 
         async def ndjson() -> AsyncIterator[bytes]:
-            # Events are produced by the same iterator as the plain answer; a per-section producer
-            # (by-section summaries) would add "section" events to it and nothing here changes.
+            # Events are produced by the same iterator as the plain answer; by section, the producer adds a
+            # "section" event per section summary as it is done (see section_summaries).
             items: list[dict[str, Any]] = []
             yield _ndjson(parsed)
             try:
@@ -572,6 +582,9 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
             document, used = parse_document(body.document, body.format)
             parsed = time.perf_counter()
             emit(_parsed_event(document, used, submitted, started, parsed))
+            if _by_section(body.by, summarizer, document):
+                section_summaries(summarizer, document, used, instructions, body, emit)
+                return
             # One call per instruction, one document each, so each is timed on its own (a model with an
             # instruction cache shows its speed-up on the second) and one slow instruction shows as such.
             for index, instruction in enumerate(instructions or [None]):
@@ -601,6 +614,16 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
 
         parsed = await run(request, parse)
         yield parsed
+        document, used = parsed["parsed"], parsed["document"]["format"]
+        if body.by == "section" or (
+            body.by == "auto" and await run(request, lambda: _by_section("auto", summarizer, document))
+        ):
+            # By section the windows of one request share batches within summarize_by_section, on the pool;
+            # they do not join the batcher's queue (its items are whole documents, one summary each).
+            job = partial(section_summaries, summarizer, document, used, instructions, body)
+            async for event in events_from_thread(request, job):
+                yield event
+            return
         queue = batcher(name)
         wanted = instructions or [None]
         # --queue-size bounds the summaries waiting for a batch too (at least one full batch may wait)
@@ -628,6 +651,34 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
         finally:
             for future in pending:
                 future.cancel()  # client gone or timed out: withdrawn from the batch queue, never computed
+
+    def section_summaries(
+        summarizer: Any,
+        document: Any,
+        used: str,
+        instructions: list[str],
+        body: SummarizeRequest,
+        emit: Callable[[dict[str, Any]], None],
+    ) -> None:
+        """By section, one ``summarize_by_section`` call per instruction: a ``section`` event per section
+        summary as it is done (its ``on_section`` callback), then the instruction's ``summary`` event with
+        the whole structured summary."""
+        offsets = None
+        if used in ("text", "markdown"):  # sources get character offsets into the submitted text
+            offsets = locate_sentences(body.document, [s.text for s in document.sentences])
+        for index, instruction in enumerate(instructions or [None]):
+            event_of = partial(_section_event, index, instruction)
+            begin = time.perf_counter()
+            (result,) = summarizer.summarize_by_section(
+                [document],
+                None if instruction is None else [instruction],
+                max_words=body.max_words,
+                offsets=[offsets],
+                on_section=lambda _, section, event_of=event_of: emit(event_of(section)),
+            )
+            ms = round(1000 * (time.perf_counter() - begin), 2)
+            event = _summary_event(index, instruction, result.prediction, ms, 1)
+            emit({**event, "by": "section", "structured": result.to_dict()})
 
     async def events_from_thread(
         request: Request, job: Callable[[Callable[[dict[str, Any]], None]], None]
@@ -787,6 +838,41 @@ def _ndjson(event: dict[str, Any]) -> bytes:
     if event["event"] == "parsed":  # the Document itself stays on the server: its outline goes out
         event = {key: value for key, value in event.items() if key != "parsed"}
     return json.dumps(event, ensure_ascii=False).encode() + b"\n"
+
+
+def _able_by_section(summarizer: Any) -> bool:
+    able = callable(getattr(summarizer, "summarize_by_section", None))
+    return able and not getattr(summarizer, "needs_references", False)
+
+
+def _check_by_section(summarizer: Any, name: str) -> None:
+    """``by: section`` for a model that cannot is a 422 (a SynopsisError, see ``api_errors``)."""
+    if not callable(getattr(summarizer, "summarize_by_section", None)):
+        raise SynopsisError(f"by: model '{name}' cannot summarize by section")
+    if getattr(summarizer, "needs_references", False):
+        raise SynopsisError(f"by: model '{name}' needs reference summaries; use by=document")
+
+
+def _by_section(by: str, summarizer: Any, document: Any) -> bool:
+    """Whether this request is summarized by section (``auto``: when the model can and the document is
+    longer than the model's input). Runs on the pool: measuring the document may tokenize it."""
+    if by != "auto":
+        return by == "section"
+    return _able_by_section(summarizer) and longer_than_input(summarizer, document) is not None
+
+
+def _section_event(index: int, instruction: str | None, section: Any) -> dict[str, Any]:
+    """One section's summary as soon as it is done (its subsections come in their own events)."""
+    return {
+        "event": "section",
+        "index": index,
+        "instruction": instruction,
+        "section": {
+            "heading": section.heading,
+            "path": list(section.path),
+            "summary": [sentence.to_dict() for sentence in section.summary],
+        },
+    }
 
 
 def question_summary_outline(summaries: list[str]) -> dict[str, Any] | None:

@@ -220,6 +220,92 @@
     $("clear").disabled = empty;
   }
 
+  // A summary by section: each section's heading and summary sentences; clicking a sentence marks its
+  // sources (character offsets into the submitted text) in the document view.
+  function renderSectionSummaries(structured, text) {
+    const box = $("section-outline");
+    const list = $("section-summaries");
+    list.replaceChildren();
+    box.hidden = !structured;
+    if (!structured) return;
+    showDocument(text, []);
+    const stack = structured.sections.slice().reverse();
+    while (stack.length) {
+      const node = stack.pop();
+      const block = document.createElement("div");
+      block.className = "section-block";
+      block.style.marginLeft = Math.max(0, node.path.length - 1) + "rem";
+      const heading = document.createElement("div");
+      heading.className = "section-heading";
+      heading.textContent = node.heading === null ? "(untitled)" : node.heading;
+      block.appendChild(heading);
+      if (node.summary.length) {
+        const sentences = document.createElement("ul");
+        sentences.className = "section-summary";
+        sentences.setAttribute("data-testid", "section-summary");
+        for (const sentence of node.summary) sentences.appendChild(sentenceItem(sentence, text));
+        block.appendChild(sentences);
+      }
+      list.appendChild(block);
+      for (let i = node.sections.length - 1; i >= 0; i--) stack.push(node.sections[i]);
+    }
+    if (!structured.summary) return;  // still streaming: the document summary comes with the summary event
+    const whole = document.createElement("div");
+    whole.className = "section-block";
+    const heading = document.createElement("div");
+    heading.className = "section-heading";
+    heading.textContent = "Document summary";
+    const sentences = document.createElement("ul");
+    sentences.className = "section-summary document-summary";
+    for (const sentence of structured.summary) sentences.appendChild(sentenceItem(sentence, text));
+    whole.append(heading, sentences);
+    list.appendChild(whole);
+  }
+
+  function sentenceItem(sentence, text) {
+    const item = document.createElement("li");
+    item.className = "summary-sentence";
+    item.setAttribute("data-testid", "summary-sentence");
+    item.tabIndex = 0;
+    item.textContent = sentence.text;
+    item.title = "Support " + (sentence.support === null ? "-" : sentence.support.toFixed(2)) + "; " +
+      plural(sentence.sources.length, "source");
+    const select = () => {
+      document.querySelectorAll(".summary-sentence.selected").forEach((el) => el.classList.remove("selected"));
+      item.classList.add("selected");
+      showDocument(text, sentence.sources);
+    };
+    item.addEventListener("click", select);
+    item.addEventListener("keydown", (event) => { if (event.key === "Enter") select(); });
+    return item;
+  }
+
+  function showDocument(text, sources) {
+    const view = $("document-view");
+    view.replaceChildren();
+    const spans = sources.filter((s) => s.start !== null && s.end !== null).sort((a, b) => a.start - b.start);
+    let at = 0;
+    for (const span of spans) {
+      if (span.start < at) continue;
+      view.appendChild(document.createTextNode(text.slice(at, span.start)));
+      const mark = document.createElement("mark");
+      mark.setAttribute("data-testid", "source-highlight");
+      mark.textContent = text.slice(span.start, span.end);
+      view.appendChild(mark);
+      at = span.end;
+    }
+    view.appendChild(document.createTextNode(text.slice(at)));
+    // Sources without offsets (Document JSON input) are listed, marked alike, after the text.
+    for (const source of sources.filter((s) => s.start === null || s.end === null)) {
+      const mark = document.createElement("mark");
+      mark.setAttribute("data-testid", "source-highlight");
+      mark.textContent = source.text;
+      view.append(document.createTextNode("\n"), mark);
+    }
+    const first = view.querySelector("mark");
+    if (first && first.scrollIntoView) first.scrollIntoView({ block: "nearest" });
+  }
+
   function plural(n, word) {
     return n + " " + word + (n === 1 ? "" : "s");
   }
@@ -239,6 +325,7 @@
       model: $("model").value || "default",
     };
     if (instruction) body.instructions = [instruction];
+    if ($("by-section").checked) body.by = "section";
     const opts = options();
     if (Object.keys(opts).length) body.options = opts;
     const button = $("submit");
@@ -246,10 +333,16 @@
     $("status").textContent = "Summarizing...";
     body.stream = true;
     const arrived = [];  // this request's results, shown as their events arrive
+    const streamed = [];  // by section: the current summary's sections so far
     try {
       await streamApi("/v1/summarize", body, (event) => {
         if (event.event === "parsed") {
           renderOutline(event.sections, event.document);
+        } else if (event.event === "section") {
+          // By section: each section's summary as soon as it is done, in document order; the whole
+          // tree and the document summary replace them when the request's summary arrives.
+          streamed.push({ ...event.section, sections: [] });
+          renderSectionSummaries({ sections: streamed, summary: null }, documentText);
         } else if (event.event === "summary") {
           const result = {
             model: body.model,
@@ -259,10 +352,13 @@
             total_ms: null,
             options: opts,
             warnings: [],
+            structured: event.structured || null,
           };
           arrived.push(result);
           state.results.push(result);
           renderResults();
+          if (result.structured) renderSectionSummaries(result.structured, documentText);
+          streamed.length = 0;
         } else if (event.event === "done") {
           const data = event.response;
           arrived.forEach((result) => {
@@ -274,6 +370,8 @@
           state.sections = data.sections;
           state.stats = data.document;
           renderResults();
+          const last = arrived.length ? arrived[arrived.length - 1].structured : null;
+          renderSectionSummaries(last, documentText);
           renderOutline(data.sections, data.document);
           renderQuestionOutline(data.outline);
           $("status").textContent = "Done: " + formatMs(data.timing_ms.total) + ".";
@@ -325,6 +423,7 @@
         model: r.model,
         instruction: r.instruction,
         summary: r.summary,
+        structured: r.structured,
         options: r.options,
         timing_ms: { summary: r.summary_ms, request: r.total_ms },
       })),
@@ -342,6 +441,7 @@
   function clearResults() {
     state.results = [];
     renderResults();
+    renderSectionSummaries(null, "");
   }
 
   document.addEventListener("DOMContentLoaded", () => {
