@@ -1,8 +1,12 @@
 """Summaries by section in the service and on the page: the request's ``by``, the structured items with
-sources and offsets, and in Chromium the by-section control, the section summaries and source highlights."""
+sources and offsets, streamed section by section, and in Chromium the by-section control, the section
+summaries and source highlights."""
 
 from __future__ import annotations
 
+import json
+import threading
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -68,6 +72,78 @@ def test_by_section_errors_name_the_field(client: TestClient) -> None:
     assert response.status_code == 422 and "by:" in response.json()["error"]["message"]
     response = client.post("/v1/summarize", json={"document": DOCUMENT, "by": "chapter"})
     assert response.status_code == 422 and response.json()["error"]["field"] == "by"
+
+
+def _walk(sections: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The structured answer's sections in document order, each without its subsections."""
+    out, stack = [], list(reversed(sections))
+    while stack:
+        node = stack.pop()
+        out.append({key: node[key] for key in ("heading", "path", "summary")})
+        stack.extend(reversed(node["sections"]))
+    return out
+
+
+@pytest.mark.parametrize("batching", [False, True])
+def test_stream_by_section_sends_each_section_then_done(batching: bool) -> None:
+    token = "section-token"
+    registry = ModelRegistry()
+    registry.add(describe("lead-3", load_summarizer("lead-3")))
+    settings = ServeSettings(batch_window_ms=5 if batching else 0, auth_token=token)
+    body = {"document": DOCUMENT, "model": "lead-3", "by": "section", "max_words": 12, "stream": True}
+    headers = {"Authorization": f"Bearer {token}"}
+    with TestClient(create_app(registry, settings)) as client:
+        assert client.post("/v1/summarize", json=body).status_code == 401  # auth applies by section too
+        with client.stream("POST", "/v1/summarize", json=body, headers=headers) as response:
+            assert response.status_code == 200
+            assert response.headers["content-type"].startswith("application/x-ndjson")
+            events = [json.loads(line) for line in response.iter_lines() if line]
+        plain = client.post("/v1/summarize", json={**body, "stream": False}, headers=headers).json()
+        metrics = client.get("/metrics", headers=headers).text
+    kinds = [e["event"] for e in events]
+    assert kinds == ["parsed", "section", "section", "section", "summary", "done"]
+    (item,) = plain["summaries"]
+    assert [e["section"] for e in events if e["event"] == "section"] == _walk(item["structured"]["sections"])
+    assert all(e["index"] == 0 and e["instruction"] is None for e in events[1:5])
+    assert events[4]["structured"] == item["structured"] and events[4]["by"] == "section"
+    assert events[-1]["response"]["summaries"] == plain["summaries"]
+    assert 'model="lead-3"' in metrics and 'status="200"' in metrics
+
+
+def test_stream_by_section_sends_sections_before_the_rest_is_computed() -> None:
+    """20 sections, windows in batches of 16: the first batch's sections reach the client while the second
+    batch is still held back (the summarizer waits for the test to have read one)."""
+    from test_serve_traffic import running_server
+
+    summarizer = load_summarizer("lead-3")
+    calls, release = [], threading.Event()
+    windows = summarizer.summarize_windows
+
+    def gated(batch: Any, instructions: Any = None) -> Any:
+        calls.append(len(batch))
+        if len(calls) > 1:
+            assert release.wait(30), "the client never saw a section event"
+        return windows(batch, instructions)
+
+    summarizer.summarize_windows = gated  # type: ignore[method-assign]
+    registry = ModelRegistry()
+    registry.add(describe("lead-3", summarizer))
+    document = "\n".join(f"## Part {i}\n\nSentence number {i} says something.\n" for i in range(20))
+    body = {"document": document, "model": "lead-3", "by": "section", "stream": True}
+    with running_server(create_app(registry, ServeSettings())) as url:
+        request = urllib.request.Request(
+            url + "/v1/summarize", json.dumps(body).encode(), {"Content-Type": "application/json"}
+        )
+        kinds = []
+        with urllib.request.urlopen(request, timeout=60) as response:
+            for line in response:
+                event = json.loads(line)
+                if event["event"] == "section" and not release.is_set():
+                    assert calls == [16]  # the second batch has not run yet
+                    release.set()
+                kinds.append(event["event"])
+    assert calls == [16, 4]
+    assert kinds == ["parsed"] + ["section"] * 20 + ["summary", "done"]
 
 
 def test_page_by_section_outline_and_source_highlights(page: Any) -> None:
