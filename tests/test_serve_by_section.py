@@ -116,14 +116,16 @@ def test_stream_by_section_sends_sections_before_the_rest_is_computed() -> None:
     from test_serve_traffic import running_server
 
     summarizer = load_summarizer("lead-3")
-    calls, release = [], threading.Event()
+    calls, finished, release = [], [], threading.Event()
     windows = summarizer.summarize_windows
 
     def gated(batch: Any, instructions: Any = None) -> Any:
         calls.append(len(batch))
         if len(calls) > 1:
             assert release.wait(30), "the client never saw a section event"
-        return windows(batch, instructions)
+        out = windows(batch, instructions)
+        finished.append(len(batch))
+        return out
 
     summarizer.summarize_windows = gated  # type: ignore[method-assign]
     registry = ModelRegistry()
@@ -139,10 +141,10 @@ def test_stream_by_section_sends_sections_before_the_rest_is_computed() -> None:
             for line in response:
                 event = json.loads(line)
                 if event["event"] == "section" and not release.is_set():
-                    assert calls == [16]  # the second batch has not run yet
+                    assert finished == [16]  # the second batch has not been computed yet
                     release.set()
                 kinds.append(event["event"])
-    assert calls == [16, 4]
+    assert calls == finished == [16, 4]
     assert kinds == ["parsed"] + ["section"] * 20 + ["summary", "done"]
 
 
