@@ -556,7 +556,9 @@ def test_openapi_schema_and_docs_page(client: TestClient) -> None:
     summarize = schema["paths"]["/v1/summarize"]["post"]
     assert {"200", "404", "413", "422", "503", "504"} <= set(summarize["responses"])
     request = schema["components"]["schemas"]["SummarizeRequest"]
-    assert set(request["properties"]) == {"document", "format", "model", "instructions", "options"}
+    assert set(request["properties"]) == {
+        "document", "format", "model", "instructions", "options", "stream", "by", "max_words",
+    }  # fmt: skip
     docs = client.get("/docs")
     assert docs.status_code == 200 and "/static/docs.js" in docs.text
 

@@ -11,6 +11,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -72,14 +73,14 @@ def _registry() -> ModelRegistry:
     return registry
 
 
-@pytest.fixture(scope="module")
-def server_url() -> Iterator[str]:
+@contextmanager
+def _serve(app: Any) -> Iterator[str]:
     import uvicorn
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))  # the OS picks a free port; the server takes over this very socket
     port = sock.getsockname()[1]
-    config = uvicorn.Config(create_app(_registry(), ServeSettings()), log_config=None, access_log=False)
+    config = uvicorn.Config(app, log_config=None, access_log=False)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -93,6 +94,12 @@ def server_url() -> Iterator[str]:
         server.should_exit = True
         thread.join(10)
         sock.close()
+
+
+@pytest.fixture(scope="module")
+def server_url() -> Iterator[str]:
+    with _serve(create_app(_registry(), ServeSettings())) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -209,3 +216,69 @@ def test_api_reference_page_renders_offline(browser: Any, server_url: str) -> No
     sync_api.expect(page.locator("#schema-SummarizeRequest")).to_contain_text("instructions")
     context.close()
     assert requested and all(url.startswith(server_url) for url in requested), requested
+
+
+class GatedSummarizer(EchoSummarizer):
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+
+    def summarize(
+        self, documents: Sequence[Document], instructions: Sequence[str | None] | None = None
+    ) -> list[str]:
+        self.gate.wait(15)
+        return super().summarize(documents, instructions)
+
+
+def test_the_page_shows_the_outline_before_the_summary_arrives(browser: Any) -> None:
+    expect = sync_api.expect
+    gated = GatedSummarizer()
+    registry = ModelRegistry()
+    registry.add(ModelEntry("gated", gated, "fake", "waits for the test", instructions=True))
+    with _serve(create_app(registry, ServeSettings())) as url:
+        context = browser.new_context()
+        page = context.new_page()
+        page.set_default_timeout(15_000)
+        try:
+            page.goto(url + "/")
+            expect(page.get_by_test_id("model").locator("option")).to_have_count(1)
+            page.get_by_test_id("document").fill(DOCUMENT)
+            page.get_by_test_id("submit").click()
+            # the stream's first event (the parsed outline) is on the page while the model still works
+            expect(page.locator("#outline .heading")).to_have_text(["Flood report", "Damage", "Outlook"])
+            expect(page.get_by_test_id("summary")).to_have_count(0)
+            gated.gate.set()
+            expect(page.get_by_test_id("summary")).to_have_text(["plain: Heavy rain fell for a week."])
+            expect(page.locator(".result .meta")).to_contain_text(" ms request")
+        finally:
+            gated.gate.set()
+            context.close()
+
+
+def test_the_page_asks_for_the_token_once_per_tab(browser: Any) -> None:
+    expect = sync_api.expect
+    token = "page-token"
+    with _serve(create_app(_registry(), ServeSettings(auth_token=token))) as url:
+        context = browser.new_context()
+        page = context.new_page()
+        page.set_default_timeout(15_000)
+        asked: list[str] = []
+
+        def answer(dialog: Any) -> None:
+            asked.append(dialog.message)
+            dialog.accept(token)
+
+        page.on("dialog", answer)
+        try:
+            page.goto(url + "/")
+            expect(page.get_by_test_id("model").locator("option")).to_have_count(2)  # after the prompt
+            for _ in range(2):
+                page.get_by_test_id("document").fill(DOCUMENT)
+                page.get_by_test_id("model").select_option("lead-3")
+                page.get_by_test_id("submit").click()
+            expect(page.get_by_test_id("summary")).to_have_count(2)
+            page.reload()  # same tab: the token is kept
+            expect(page.get_by_test_id("model").locator("option")).to_have_count(2)
+            assert len(asked) == 1 and "token" in asked[0]
+            expect(page.get_by_test_id("error")).to_be_hidden()
+        finally:
+            context.close()

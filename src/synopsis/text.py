@@ -58,3 +58,62 @@ def word_tokenize(text: str, lower: bool = False) -> list[str]:
     """Simple reversible-enough tokenisation for vocabularies and statistics (words and punctuation)."""
     tokens = _WORD_RE.findall(text)
     return [t.lower() for t in tokens] if lower else tokens
+
+
+# English function words (articles, pronouns, auxiliaries, prepositions, conjunctions, common adverbs): the
+# words that carry no content of their own, so that "support" (the share of a summary sentence's content
+# words found in the sentences it cites) and source-restricted decoding look only at content words.
+FUNCTION_WORDS = frozenset(
+    """a about above after again against all also am an and any are as at be because been before being below
+    between both but by can could did do does doing down during each either else etc even ever every few
+    for from further had has have having he her here hers herself him himself his how however i if in into
+    is it its itself just may me might more most must my myself neither no nor not now of off on once only
+    or other ought our ours ourselves out over own per rather same shall she should since so some such than
+    that the their theirs them themselves then there these they this those though through thus to too
+    under until up upon us very was we were what when where whether which while who whom whose why will
+    with within without would yet you your yours yourself yourselves 's n't 're 've 'll 'd 'm""".split()
+)
+
+
+def content_words(text: str | list[str]) -> list[str]:
+    """The lowercased content words of ``text`` (or of already-tokenised words): word tokens that hold a
+    letter or digit and are not :data:`FUNCTION_WORDS`."""
+    tokens = word_tokenize(text, lower=True) if isinstance(text, str) else [t.lower() for t in text]
+    return [t for t in tokens if t not in FUNCTION_WORDS and any(c.isalnum() for c in t)]
+
+
+def locate_sentences(source: str, sentences: list[str], window: int = 20_000) -> list[tuple[int, int] | None]:
+    """Character offsets ``(start, end)`` of each sentence in ``source``, in order, or ``None`` where one
+    cannot be found.
+
+    Sentences are searched for in order from where the previous one ended, whitespace-insensitively (a reader
+    joins the lines of a paragraph, a Markdown reader drops markup), within ``window`` characters plus the
+    sentence's length, so a long file costs linear time. A sentence whose characters are interrupted by markup
+    (``*emphasis*``, a link's URL) is found as the shortest span that starts with its first word and ends with
+    its last one; ``source[start:end]`` is then the sentence with that markup.
+    """
+    out: list[tuple[int, int] | None] = []
+    cursor = 0
+    for sentence in sentences:
+        chars = "".join(sentence.split())
+        if not chars:
+            out.append(None)
+            continue
+        limit = min(len(source), cursor + window + 4 * len(sentence))
+        pattern = r"\s*".join(re.escape(c) for c in chars)
+        match = re.compile(pattern).search(source, cursor, limit)
+        if match is None:
+            words = sentence.split()
+            first = re.compile(r"\s*".join(re.escape(c) for c in words[0]))
+            last = re.compile(r"\s*".join(re.escape(c) for c in words[-1]))
+            head = first.search(source, cursor, limit)
+            tail = last.search(source, head.end(), limit + len(sentence)) if head else None
+            match = (head.start(), tail.end()) if head and tail else None
+            if match is None:
+                out.append(None)
+                continue
+            out.append(match)
+        else:
+            out.append((match.start(), match.end()))
+        cursor = out[-1][1]
+    return out

@@ -32,14 +32,17 @@ def as_line(prediction: str) -> str:
     return " ".join(prediction.replace("\r", "\n").split("\n"))
 
 
-def render_lines(ids: Sequence[str], predictions: Sequence[str], jsonl: bool) -> list[str]:
-    """The lines of a predictions file: ``{"id", "prediction"}`` objects, or one prediction per line."""
+def render_lines(ids: Sequence[str], predictions: Sequence[str | dict], jsonl: bool) -> list[str]:
+    """The lines of a predictions file: ``{"id", "prediction"}`` objects, or one prediction per line. A
+    prediction may be a whole record (a summary by section: ``{"prediction", "summary", "sections"}``), whose
+    other fields the JSONL line keeps."""
+    records = [p if isinstance(p, dict) else {"prediction": p} for p in predictions]
     if jsonl:
         return [
-            json.dumps({"id": i, "prediction": p}, ensure_ascii=False) + "\n"
-            for i, p in zip(ids, predictions, strict=True)
+            json.dumps({"id": i, **{k: v for k, v in r.items() if k != "id"}}, ensure_ascii=False) + "\n"
+            for i, r in zip(ids, records, strict=True)
         ]
-    return [as_line(p) + "\n" for p in predictions]
+    return [as_line(r["prediction"]) + "\n" for r in records]
 
 
 def is_jsonl(path: Path) -> bool:
@@ -108,7 +111,7 @@ class PredictionWriter:
             remaining[example_id] -= 1
         return out
 
-    def write(self, ids: Sequence[str], predictions: Sequence[str]) -> None:
+    def write(self, ids: Sequence[str], predictions: Sequence[str | dict]) -> None:
         """Append one batch as whole lines, in one write that a signal cannot cut."""
         self._append(render_lines(ids, predictions, self.jsonl))
 
@@ -151,6 +154,4 @@ class PartWriter(PredictionWriter):
     def write_records(self, indices: Sequence[int], ids: Sequence[str], predictions: Sequence[str]) -> None:
         from synopsis.sharding import part_record
 
-        self._append(
-            [part_record(i, d, p) for i, d, p in zip(indices, ids, predictions, strict=True)]
-        )
+        self._append([part_record(i, d, p) for i, d, p in zip(indices, ids, predictions, strict=True)])

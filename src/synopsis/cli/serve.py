@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import logging.config
 import os
+from collections.abc import Mapping
+from pathlib import Path
 
 import typer
 
@@ -14,6 +17,33 @@ from synopsis.config import AT_LEAST_ONE, Range
 from synopsis.errors import ConfigError
 
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+TOKEN_ENV = "SYNOPSIS_API_TOKEN"
+logger = logging.getLogger("synopsis.serve")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only listens on this machine (127.0.0.0/8, ::1, localhost)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
+
+
+def auth_token(token_file: Path | None, environ: Mapping[str, str]) -> str | None:
+    """The API token from ``--auth-token-file`` (first line), else ``$SYNOPSIS_API_TOKEN``, else None."""
+    if token_file is not None:
+        try:
+            lines = token_file.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as err:
+            raise ConfigError(f"--auth-token-file {token_file}: cannot read it ({err})") from None
+        token = lines[0].strip() if lines else ""
+        if not token:
+            raise ConfigError(f"--auth-token-file {token_file}: the file is empty")
+        return token
+    token = environ.get(TOKEN_ENV, "").strip()
+    return token or None
 
 
 def _log_config(level: str) -> dict:
@@ -59,6 +89,19 @@ def serve(
         "--no-builtin",
         help="Offer only the --model models (not the bundled default, lead-3, centrality).",
     ),
+    batch_window_ms: float = ranged(
+        0.0,
+        "--batch-window-ms",
+        allowed=Range(0, 10_000),
+        help="Batch summaries for one model arriving within this window into one call (0: off).",
+    ),
+    max_batch: int = ranged(16, "--max-batch", allowed=AT_LEAST_ONE, help="Summaries per batched call."),
+    auth_token_file: Path | None = typer.Option(
+        None,
+        "--auth-token-file",
+        help=f"File whose first line is the API token (else ${TOKEN_ENV}); /v1 and /metrics then need "
+        "'Authorization: Bearer <token>'.",
+    ),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
 ) -> None:
     """Serve the summarizers: JSON API under /v1, the web page at /, the API reference at /docs."""
@@ -87,6 +130,9 @@ def serve(
         "request_timeout_s": timeout,
         "queue_size": queue_size,
         "max_instructions": max_instructions,
+        "batch_window_ms": batch_window_ms,
+        "max_batch": max_batch,
+        "auth_token": auth_token(auth_token_file, os.environ),
     }
     if threads is not None:
         options["inference_threads"] = threads
@@ -95,6 +141,14 @@ def serve(
     config = _log_config(level)
     logging.config.dictConfig(config)
     logging.captureWarnings(True)  # a model's UserWarning becomes one log line, not a source listing
+    if settings.auth_token is None and not is_loopback(host):
+        logger.warning(
+            "listening on %s without a token: anyone who can reach port %d can use every endpoint "
+            "(set --auth-token-file FILE or $%s)",
+            host,
+            port,
+            TOKEN_ENV,
+        )
     common = {"host": host, "port": port, "log_config": config, "access_log": False}
     if workers == 1:
         app = create_app(build_registry(models, builtin=not no_builtin), settings)

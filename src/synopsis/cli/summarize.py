@@ -7,6 +7,7 @@ terminal), and ``--resume`` continues an interrupted run where it stopped.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from pathlib import Path
@@ -117,6 +118,23 @@ def summarize(
         "--outline",
         help="Show each summary, a question-summary hierarchy ([L↓]/[L-]/[L↑]), as an indented outline.",
     ),
+    by: str = typer.Option(
+        "auto",
+        "--by",
+        help="document: one summary of what the model reads; section: a summary of every section (each cut "
+        "into windows the model reads whole), with a document summary of at most --max-words and the "
+        "sources of every sentence; auto: by section when a document is longer than the model's input "
+        "(corpus runs: by document).",
+    ),
+    max_words: int = ranged(
+        150, "--max-words", allowed=AT_LEAST_ONE, help="By section: longest document summary, in words."
+    ),
+    output_format: str = typer.Option(
+        "text",
+        "--output-format",
+        help="stdout: text or markdown (by section: the outline of section summaries, then the document "
+        "summary), or json (one object per document: id, prediction, summary and sections with sources).",
+    ),
     threads: int | None = threads_option(),
     dtype: str | None = typer.Option(
         None, "--dtype", help="Hugging Face models: run in fp32, bf16 or fp16 (default: as stored)."
@@ -135,6 +153,7 @@ def summarize(
 
     with launched() as shard:
         with errors_from_main_only(shard):
+            _check_by(by, output_format, method, outline, corpus, shard)
             job = _prepare(
                 shard, inputs, method, model, instruction, no_cache, corpus, split, input_format, output,
                 resume, k, num_beams, min_length, max_length, length_penalty, no_repeat_ngram_size,
@@ -142,6 +161,18 @@ def summarize(
                 columns=_columns(text_column, summary_column, id_column),
             )  # fmt: skip
         summarizer, ids, documents, instructions, references, size, label = job
+        if _by_section(by, summarizer, ids, documents, corpus):
+            paths = (
+                None if corpus is not None else [p for p in inputs for _ in range(len(ids) // len(inputs))]
+            )
+            _run_by_section(
+                summarizer, ids, documents, instructions, paths, input_format, size, output, resume,
+                max_words, output_format,
+            )  # fmt: skip
+            return
+        if output is None and output_format == "json":
+            _run_json(summarizer, ids, documents, instructions, references, size)
+            return
         if output is not None and (shard.distributed or (resume and part_files(output))):
             _run_sharded(
                 summarizer, ids, documents, instructions, references, size, output, resume, label, shard
@@ -153,6 +184,182 @@ def summarize(
 def _columns(text: str | None, summary: str | None, example_id: str | None) -> dict[str, str]:
     given = {"text_column": text, "summary_column": summary, "id_column": example_id}
     return {key: value for key, value in given.items() if value is not None}
+
+
+BY = ("auto", "document", "section")
+OUTPUT_FORMATS = ("text", "markdown", "json")
+
+
+def _check_by(
+    by: str, output_format: str, method: str | None, outline: bool, corpus: str | None, shard: Shard
+) -> None:
+    """Options that make no sense together (by section) are one-line errors, before any model loads."""
+    if by not in BY:
+        raise InputError(f"--by must be one of {', '.join(BY)}, got '{by}'")
+    if output_format not in OUTPUT_FORMATS:
+        raise InputError(f"--output-format must be one of {', '.join(OUTPUT_FORMATS)}, got '{output_format}'")
+    if by == "section" and method == "oracle":
+        raise InputError("--method oracle needs a reference per document, not per section: use --by document")
+    if by == "section" and outline:
+        raise InputError("--outline shows a generated question-summary hierarchy: use --by document with it")
+    if by == "section" and shard.distributed:
+        raise InputError(f"--by section runs in one process ({shard.world} were launched)")
+
+
+def _by_section(by: str, summarizer: Any, ids: list[str], documents: list[Any], corpus: str | None) -> bool:
+    """Whether to summarize by section; ``auto`` says so in one line when it does."""
+    if by != "auto":
+        return by == "section"
+    from synopsis.summarizers.sections import longer_than_input
+
+    if corpus is not None:
+        return False
+    longer = [(i, n) for i, d in zip(ids, documents, strict=True) if (n := longer_than_input(summarizer, d))]
+    if not longer:
+        return False
+    capacity = summarizer.input_capacity()
+    what = (
+        f"{longer[0][0]} ({longer[0][1]:,} tokens)" if len(longer) == 1 else f"{len(longer)} documents"
+    )
+    log.info(
+        "%s: longer than the model's input (%d), summarizing by section (--by document: one summary of the "
+        "first %d)",
+        what,
+        capacity,
+        capacity,
+    )
+    return True
+
+
+def _run_by_section(
+    summarizer: Any,
+    ids: list[str],
+    documents: list[Any],
+    instructions: list[str | None],
+    paths: list[Path] | None,
+    input_format: str,
+    batch_size: int,
+    output: Path | None,
+    resume: bool,
+    max_words: int,
+    output_format: str,
+) -> None:
+    """Summaries by section (:func:`synopsis.summarizers.sections.summarize_by_section`): to stdout, each
+    section as soon as it is done (text, markdown) or one JSON object per document; or to --output, as a
+    corpus run (JSONL: one object per line in the schema of ``--output-format json``)."""
+    from synopsis.cli.output import PredictionWriter
+    from synopsis.data.readers import sentence_offsets
+
+    offsets = None
+    if paths is not None:
+        cache: dict[Path, Any] = {}
+        offsets = []
+        for path, document in zip(paths, documents, strict=True):
+            if path not in cache:
+                cache[path] = sentence_offsets(path, document, input_format)
+            offsets.append(cache[path])
+    if output is None:
+        for i, (doc_id, document) in enumerate(zip(ids, documents, strict=True)):
+            if len(ids) > 1 and output_format != "json":
+                typer.echo(f"{'' if i == 0 else chr(10)}== {doc_id}")
+            show = None if output_format == "json" else _section_printer(output_format)
+            # A long document's windows: a count with the rate on stderr (a spinner on a terminal).
+            with ProgressReporter("summarizing by section", None, "windows") as progress:
+
+                def advance(done: int, _: int, progress: ProgressReporter = progress) -> None:
+                    progress.advance(done - progress.completed)
+
+                (result,) = summarizer.summarize_by_section(
+                    [document], [instructions[i]], max_words=max_words, batch_size=batch_size,
+                    offsets=None if offsets is None else [offsets[i]], on_section=show, progress=advance,
+                )  # fmt: skip
+            if output_format == "json":
+                typer.echo(json.dumps({**result.to_dict(), "id": doc_id}, ensure_ascii=False))
+            else:
+                _print_document_summary(result, output_format)
+        return
+    writer = PredictionWriter(output, resume=resume)
+    todo = [i for i, skip in enumerate(writer.skipped(ids)) if not skip]
+    if len(todo) < len(ids):
+        log.info("resuming: %s holds %d of %d predictions", output, len(ids) - len(todo), len(ids))
+    done = 0
+
+    def account() -> str:
+        return (
+            f"{writer.written} of {len(ids)} predictions are in {output} (whole lines); "
+            f"resume with: {resume_command()}"
+        )
+
+    shown = progress_enabled() and len(todo) > 1
+    try:
+        with (
+            reporting_interrupts(account),
+            ProgressReporter(
+                "summarizing by section", len(ids), "documents", completed=len(ids) - len(todo), enabled=shown
+            ) as progress,
+        ):
+            for start in range(0, len(todo), batch_size):
+                rows = todo[start : start + batch_size]
+                results = summarizer.summarize_by_section(
+                    [documents[i] for i in rows], [instructions[i] for i in rows], max_words=max_words,
+                    batch_size=batch_size, offsets=None if offsets is None else [offsets[i] for i in rows],
+                )  # fmt: skip
+                writer.write([ids[i] for i in rows], [r.to_dict() for r in results])
+                done += len(rows)
+                progress.advance(len(rows))
+    finally:
+        writer.close()
+    log.info("wrote %d summaries by section to %s", writer.written, output)
+
+
+def _section_printer(output_format: str) -> Any:
+    """``on_section`` for stdout: a section's heading (``#`` by depth) and summary, as soon as it is done."""
+
+    def show(_: int, section: Any) -> None:
+        if section.path or section.heading is not None:
+            heading = section.heading if section.heading is not None else "(untitled)"
+            typer.echo(f"{'#' * max(1, len(section.path))} {heading}")
+        bullet = "- " if output_format == "markdown" else ""
+        for sentence in section.summary:
+            typer.echo(f"{bullet}{sentence.text}")
+        typer.echo("")
+
+    return show
+
+
+def _print_document_summary(result: Any, output_format: str) -> None:
+    words = sum(s.words for s in result.summary)
+    typer.echo(
+        f"**Summary** ({words} words)" if output_format == "markdown" else f"== summary ({words} words)"
+    )
+    for sentence in result.summary:
+        typer.echo(sentence.text)
+
+
+def _run_json(
+    summarizer: Any,
+    ids: list[str],
+    documents: list[Any],
+    instructions: list[str | None],
+    references: list[Any] | None,
+    batch_size: int,
+) -> None:
+    """--by document --output-format json: the one schema, its summary sentences cited by alignment with the
+    document's sentences (an extractive summary's sentences cite themselves), no sections."""
+    from synopsis.summarizers.sections import Window, aligned_sentences, section_sources
+
+    for start in range(0, len(ids), batch_size):
+        rows = list(range(start, min(len(ids), start + batch_size)))
+        predictions = _summarize_rows(summarizer, rows, documents, instructions, references, None)
+        for i, prediction in zip(rows, predictions, strict=True):
+            document = documents[i]
+            sources = [s for node in section_sources(document).values() for p in node for s in p]
+            window = Window(0, document.root, (), sources, [s.text for s in sources])
+            lines = [line for line in prediction.split("\n") if line.strip()]
+            summary = aligned_sentences(lines, window)
+            record = {"id": ids[i], "prediction": prediction, "summary": [s.to_dict() for s in summary],
+                      "sections": []}  # fmt: skip
+            typer.echo(json.dumps(record, ensure_ascii=False))
 
 
 def _prepare(

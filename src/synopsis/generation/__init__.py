@@ -12,15 +12,18 @@ from synopsis.generation.beam_search import Hypothesis, beam_search
 from synopsis.generation.greedy import greedy_search
 from synopsis.generation.penalties import length_normalize
 from synopsis.generation.processors import (
+    AllowedTokensProcessor,
     LogitsProcessor,
     LogitsProcessorList,
     MinLengthProcessor,
     NoImmediateRepeatProcessor,
     NoRepeatNGramProcessor,
     build_processors,
+    source_vocabulary_mask,
 )
 
 __all__ = [
+    "AllowedTokensProcessor",
     "Hypothesis",
     "LogitsProcessor",
     "LogitsProcessorList",
@@ -31,4 +34,5 @@ __all__ = [
     "build_processors",
     "greedy_search",
     "length_normalize",
+    "source_vocabulary_mask",
 ]

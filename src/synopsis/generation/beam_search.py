@@ -29,6 +29,7 @@ class Hypothesis:
     score: float  # length-normalised log-probability (the ranking key)
     log_prob: float  # total log-probability
     finished: bool  # ended with EOS (False: cut at max_length)
+    trace: Any = None  # what ``trace(state, row)`` took from the decoder state when it was chosen
 
 
 def beam_search(
@@ -44,10 +45,13 @@ def beam_search(
     length_penalty: float = 1.0,
     length_penalty_kind: str = "average",
     processors: LogitsProcessorList | None = None,
+    trace: Callable[[Any, int], Any] | None = None,
 ) -> list[Hypothesis]:
     """Best hypothesis per document. ``state``/``memory`` have ``batch_size`` rows (see the package doc).
 
-    ``max_length`` counts generated tokens, EOS included."""
+    ``max_length`` counts generated tokens, EOS included. ``trace(state, row)``, if given, is kept with each
+    finished hypothesis: what the decoder state of its row holds after its last step (e.g. the attention
+    history a step function accumulates in its state, which the search reorders with the beams)."""
     if num_beams < 1 or max_length < 1:
         raise ValueError("num_beams and max_length must be >= 1")
     processors = processors or LogitsProcessorList()
@@ -83,8 +87,9 @@ def beam_search(
         for b, j in ends.nonzero().tolist():
             source = b * k + int(top_beam[b, j])
             total = float(top_scores[b, j])
+            kept = trace(state, source) if trace is not None else None
             finished[b].append(
-                Hypothesis(tokens[source, 1:].tolist(), normalize(total, length), total, True)
+                Hypothesis(tokens[source, 1:].tolist(), normalize(total, length), total, True, kept)
             )
 
         # The first K non-EOS candidates stay live (a stable sort keeps the score order).
@@ -110,6 +115,7 @@ def beam_search(
                     normalize(float(beam_scores[b, j]), length),
                     float(beam_scores[b, j]),
                     False,
+                    trace(state, b * k + j) if trace is not None else None,
                 )
                 for j in range(k)
                 if torch.isfinite(beam_scores[b, j])

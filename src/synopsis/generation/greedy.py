@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -21,8 +22,10 @@ def greedy_search(
     eos_id: int,
     max_length: int = 100,
     processors: LogitsProcessorList | None = None,
+    trace: Callable[[Any, int], Any] | None = None,
 ) -> list[Hypothesis]:
-    """The most probable next token at every step, for every document at once."""
+    """The most probable next token at every step, for every document at once; ``trace`` as in
+    :func:`~synopsis.generation.beam_search.beam_search` (taken from the final state)."""
     processors = processors or LogitsProcessorList()
     device = device_of(memory, state)
     tokens = torch.full((batch_size, 1), bos_id, dtype=torch.long, device=device)
@@ -45,7 +48,8 @@ def greedy_search(
         ids = tokens[b, 1:].tolist()
         ended = eos_id in ids
         ids = ids[: ids.index(eos_id)] if ended else ids
+        kept = trace(state, b) if trace is not None else None
         out.append(
-            Hypothesis(ids, length_normalize(float(total[b]), int(lengths[b])), float(total[b]), ended)
+            Hypothesis(ids, length_normalize(float(total[b]), int(lengths[b])), float(total[b]), ended, kept)
         )
     return out

@@ -94,6 +94,41 @@ class NoImmediateRepeatProcessor(LogitsProcessor):
         return _keep_a_way_out(blocked, log_probs)
 
 
+class AllowedTokensProcessor(LogitsProcessor):
+    """Admit only the tokens each document allows: ``allowed`` is a (B, V) boolean mask over the (extended)
+    vocabulary, one row per document; the N = B x K hypotheses of a beam search are K consecutive rows per
+    document (as the decoders lay them out). Used to keep a copy model's content words on its source where
+    the source is far from its training data (every other token stays free: see
+    :func:`source_vocabulary_mask`)."""
+
+    def __init__(self, allowed: torch.Tensor) -> None:
+        if allowed.dim() != 2 or allowed.dtype != torch.bool:
+            raise ValueError("allowed must be a (documents, vocabulary) boolean mask")
+        self.allowed = allowed
+
+    def __call__(self, tokens: torch.Tensor, log_probs: torch.Tensor) -> torch.Tensor:
+        rows, width = log_probs.shape
+        if rows % self.allowed.size(0) or width > self.allowed.size(1):
+            raise ValueError(
+                f"{rows} hypotheses of width {width} do not fit a mask of {tuple(self.allowed.shape)}"
+            )
+        allowed = self.allowed[:, :width].repeat_interleave(rows // self.allowed.size(0), dim=0)
+        return _keep_a_way_out(log_probs.masked_fill(~allowed, float("-inf")), log_probs)
+
+
+def source_vocabulary_mask(
+    sources: list[list[int]], free: torch.Tensor, width: int, device: torch.device | str | None = None
+) -> torch.Tensor:
+    """A (B, width) mask for :class:`AllowedTokensProcessor`: the ids of each document's source tokens,
+    plus the ``free`` ids (a (V,) boolean mask: function words, punctuation, EOS) for every document."""
+    mask = torch.zeros(len(sources), width, dtype=torch.bool, device=device)
+    mask[:, : free.numel()] |= free.to(device)
+    for row, ids in enumerate(sources):
+        if ids:
+            mask[row, torch.tensor(ids, dtype=torch.long, device=device)] = True
+    return mask
+
+
 #: Processors by the name of the generation-config field that turns them on.
 PROCESSORS = {
     "min_length": lambda value, eos_id: MinLengthProcessor(value, eos_id) if value > 1 else None,

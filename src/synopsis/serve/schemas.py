@@ -42,11 +42,60 @@ class SummarizeRequest(_Strict):
         None, description="One summary per instruction, in order; none or null: one plain summary."
     )
     options: SummarizeOptions | None = None
+    stream: bool = Field(
+        False,
+        description="Answer NDJSON (application/x-ndjson): a 'parsed' event, one 'summary' event per summary "
+        "as it finishes (by section: a 'section' event per section summary as it finishes, before its "
+        "'summary'), then 'done' with the whole response (or 'error').",
+    )
+    by: Literal["auto", "document", "section"] = Field(
+        "document",
+        description="document: one summary of what the model reads; section: a summary of every section and "
+        "a document summary within max_words, every sentence with its sources (in 'structured'); auto: by "
+        "section when the document is longer than the model's input.",
+    )
+    max_words: int = Field(
+        150, ge=1, le=10_000, description="By section: longest document summary, in words."
+    )
+
+
+class SourceSentence(BaseModel):
+    path: list[int] = Field(..., description="Section path from the root: sections[i].sections[j]...")
+    sentence: int = Field(..., description="Position among that section's own sentences.")
+    text: str
+    start: int | None = Field(None, description="Character offset in the submitted text (text, Markdown).")
+    end: int | None = None
+
+
+class SummarySentenceItem(BaseModel):
+    text: str
+    sources: list[SourceSentence]
+    support: float | None = Field(None, description="Share of its content words found in its sources.")
+
+
+class SectionSummaryItem(BaseModel):
+    heading: str | None
+    path: list[int]
+    summary: list[SummarySentenceItem]
+    sections: list[SectionSummaryItem] = []
+
+
+class StructuredSummary(BaseModel):
+    """The schema of ``synopsis summarize --by section --output-format json``."""
+
+    id: str | None
+    prediction: str
+    summary: list[SummarySentenceItem]
+    sections: list[SectionSummaryItem]
 
 
 class SummaryItem(BaseModel):
     instruction: str | None
     summary: str
+    by: Literal["document", "section"] | None = Field(None, description="'section' for a summary by section.")
+    structured: StructuredSummary | None = Field(
+        None, description="By section only: the section summaries and every sentence's sources and support."
+    )
 
 
 class SectionOutline(BaseModel):

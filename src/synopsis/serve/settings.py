@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from synopsis.errors import ConfigError
@@ -20,7 +20,9 @@ class ServeSettings:
 
     ``inference_threads`` bounds the threads that parse and summarize; ``queue_size`` bounds the requests
     waiting for one of them (beyond that: 503). ``request_timeout_s`` counts from the request's arrival,
-    queueing included (504 when exceeded).
+    queueing included (504 when exceeded). ``batch_window_ms`` > 0 turns dynamic batching on: summaries
+    for the same model and options that arrive within the window (up to ``max_batch``) run as one batched
+    call. ``auth_token``: when set, ``/v1`` and ``/metrics`` need ``Authorization: Bearer <token>``.
     """
 
     max_body_bytes: int = 10 * 1024 * 1024
@@ -30,6 +32,9 @@ class ServeSettings:
     max_instructions: int = 16
     max_instruction_chars: int = 2000
     max_evaluate_examples: int = 10_000
+    batch_window_ms: float = 0.0
+    max_batch: int = 16
+    auth_token: str | None = field(default=None, repr=False)  # never in a log line or a repr
 
     def __post_init__(self) -> None:
         positive = {
@@ -39,12 +44,21 @@ class ServeSettings:
             "max_instructions": self.max_instructions,
             "max_instruction_chars": self.max_instruction_chars,
             "max_evaluate_examples": self.max_evaluate_examples,
+            "max_batch": self.max_batch,
         }
         for name, value in positive.items():
             if not value > 0:
                 raise ConfigError(f"serve setting {name} must be > 0, got {value}")
         if self.queue_size < 0:
             raise ConfigError(f"serve setting queue_size must be >= 0, got {self.queue_size}")
+        if self.batch_window_ms < 0:
+            raise ConfigError(f"serve setting batch_window_ms must be >= 0, got {self.batch_window_ms}")
+        if self.auth_token is not None and not self.auth_token.strip():
+            raise ConfigError("serve setting auth_token is empty: give a token or none")
+
+    @property
+    def batching(self) -> bool:
+        return self.batch_window_ms > 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -14,6 +14,15 @@ from typing import Any
 
 from synopsis.document import Document
 from synopsis.errors import InputError
+from synopsis.summarizers.sections import (
+    DEFAULT_MAX_WORDS,
+    DocumentSummary,
+    SummarySentence,
+    Window,
+    aligned_sentences,
+    summarize_by_section,
+)
+from synopsis.text import split_sentences
 
 
 class Summarizer(ABC):
@@ -32,6 +41,43 @@ class Summarizer(ABC):
         references: Sequence[Sequence[str]] | None = None,
     ) -> list[str]:
         """One summary per document."""
+
+    # ------------------------------------------------------------------ by section
+    def input_capacity(self) -> int | None:
+        """How much one model call reads, in :meth:`input_length` units (``None``: no limit)."""
+        return None
+
+    def input_length(self, text: str) -> int:
+        """The length of ``text`` in the units of :meth:`input_capacity` (words unless a model says)."""
+        return len(text.split())
+
+    def summarize_windows(
+        self, windows: Sequence[Window], instructions: Sequence[str | None] | None = None
+    ) -> list[list[SummarySentence]]:
+        """The summary sentences of each window, each citing its window's sentences.
+
+        This default summarizes each window as a document and cites by lexical alignment; methods that know
+        where their words came from (extractive selection, the pointer-generator's attention) override it."""
+        documents = [Document.from_sentences(w.texts) for w in windows]
+        predictions = self.summarize(documents, instructions)
+        out = []
+        for window, prediction in zip(windows, predictions, strict=True):
+            sentences = [s for line in prediction.split("\n") for s in split_sentences(line)]
+            out.append(aligned_sentences(sentences, window))
+        return out
+
+    def summarize_by_section(
+        self,
+        documents: Sequence[Document],
+        instructions: Sequence[str | None] | None = None,
+        *,
+        max_words: int = DEFAULT_MAX_WORDS,
+        **options: Any,
+    ) -> list[DocumentSummary]:
+        """A summary of every section of each document and a document summary of at most ``max_words``
+        words composed from them, every sentence with its sources: see
+        :func:`synopsis.summarizers.sections.summarize_by_section` for the options."""
+        return summarize_by_section(self, documents, instructions, max_words=max_words, **options)
 
     def to(self, device: Any) -> Summarizer:
         """Move the model (if any) to ``device``, e.g. a process's own GPU in a sharded run; returns self."""

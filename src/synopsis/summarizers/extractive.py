@@ -16,19 +16,47 @@ import numpy as np
 from synopsis.document import Document
 from synopsis.errors import InputError, SynopsisError
 from synopsis.summarizers.base import Summarizer
+from synopsis.summarizers.sections import SummarySentence, Window, support
 
 
 def _join(sentences: Sequence[str]) -> str:
     return "\n".join(sentences)
 
 
-class LeadSummarizer(Summarizer):
+class _Selecting(Summarizer):
+    """An extractive method by section: each window's chosen sentences, each citing itself."""
+
+    def select(self, document: Document, instruction: str | None = None) -> list[int]:
+        raise NotImplementedError
+
+    def summarize_windows(
+        self, windows: Sequence[Window], instructions: Sequence[str | None] | None = None
+    ) -> list[list[SummarySentence]]:
+        instructions = list(instructions or [None] * len(windows))
+        out = []
+        for window, instruction in zip(windows, instructions, strict=True):
+            picked = self.select(Document.from_paragraphs([list(window.texts)]), instruction)
+            out.append(
+                [
+                    SummarySentence(
+                        window.texts[i], [window.sources[i]], support(window.texts[i], [window.sources[i]])
+                    )
+                    for i in picked
+                ]
+            )
+        return out
+
+
+class LeadSummarizer(_Selecting):
     """The first ``k`` sentences of the document (LEAD-k)."""
 
     def __init__(self, k: int = 3) -> None:
         if k < 1:
             raise SynopsisError(f"lead-k needs k >= 1, got {k}")
         self.k = k
+
+    def select(self, document: Document, instruction: str | None = None) -> list[int]:
+        return list(range(min(self.k, len(document.sentences))))
 
     def summarize(
         self,
@@ -171,7 +199,7 @@ class SentenceEncoder:
         return np.concatenate(chunks) if chunks else np.zeros((0, 384), dtype=np.float32)
 
 
-class CentralitySummarizer(Summarizer):
+class CentralitySummarizer(_Selecting):
     """Pick the ``k`` most central sentences by embedding similarity (degree centrality, as in LexRank).
 
     A sentence's centrality is its mean cosine similarity to the other sentences. With a query or instruction
@@ -216,6 +244,10 @@ class CentralitySummarizer(Summarizer):
         w = self.query_weight
         return (1 - w) * self._normalise(centrality) + w * self._normalise(query)
 
+    def select(self, document: Document, instruction: str | None = None) -> list[int]:
+        scores = self.scores(document, instruction)
+        return sorted(np.argsort(-scores, kind="stable")[: self.k].tolist())
+
     def summarize(
         self,
         documents: Sequence[Document],
@@ -225,7 +257,5 @@ class CentralitySummarizer(Summarizer):
         instructions = self._check_batch(documents, instructions, references)
         out = []
         for doc, instruction in zip(documents, instructions, strict=True):
-            scores = self.scores(doc, instruction)
-            top = sorted(np.argsort(-scores, kind="stable")[: self.k].tolist())
-            out.append(_join([doc.sentences[i].text for i in top]))
+            out.append(_join([doc.sentences[i].text for i in self.select(doc, instruction)]))
         return out

@@ -35,6 +35,30 @@ def detokenize(tokens: Sequence[str]) -> str:
     return _SENTENCE_START.sub(lambda m: m.group(1) + m.group(2).upper(), text)
 
 
+def _sentence_spans(words: Sequence[str]) -> list[tuple[int, int]]:
+    """``(start, end)`` of each sentence of a generated word list: a sentence ends with ".", "!" or "?"."""
+    spans, start = [], 0
+    for i, word in enumerate(words):
+        if word in (".", "!", "?"):
+            spans.append((start, i + 1))
+            start = i + 1
+    if start < len(words):
+        spans.append((start, len(words)))
+    return [(a, b) for a, b in spans if any(any(c.isalnum() for c in w) for w in words[a:b])]
+
+
+def _select_rows(batch: Any, index: Any) -> Any:
+    """The rows ``index`` of an encoded batch (padding and OOV lists kept as they are)."""
+    import dataclasses
+
+    return dataclasses.replace(
+        batch,
+        input_ids=batch.input_ids.index_select(0, index),
+        extended_ids=batch.extended_ids.index_select(0, index),
+        oovs=[batch.oovs[i] for i in index.tolist()],
+    )
+
+
 def bundled_model_dir() -> Path:
     return Path(str(resources.files("synopsis") / "resources" / "pointer_generator"))
 
@@ -86,42 +110,164 @@ class PointerGeneratorSummarizer(Summarizer):
         """
         import torch
 
-        from synopsis.generation import beam_search, build_processors, greedy_search
         from synopsis.models.pointer_generator import encode_batch
+
+        device = next(self.model.parameters()).device
+        batch = encode_batch(
+            self.vocab, articles, max_source=self.generation.max_source_tokens, device=device
+        )
+        with torch.inference_mode():
+            hypotheses = self._search(batch, min_length)
+        return [self.vocab.decode(h.tokens, oovs) for h, oovs in zip(hypotheses, batch.oovs, strict=True)]
+
+    def _search(
+        self, batch: Any, min_length: int | None, allowed: Any = None, attention: bool = False
+    ) -> list[Any]:
+        """The best hypothesis per article of one batched search; ``allowed`` (a (B, V) mask) restricts the
+        tokens each article may produce; with ``attention``, each hypothesis's ``trace`` is its (T + 1, L)
+        attention history (one row per generated token, EOS included), carried in the decoder state so that
+        the search reorders it with the beams."""
+        import torch
+
+        from synopsis.generation import AllowedTokensProcessor, beam_search, build_processors, greedy_search
 
         g, vocab = self.generation, self.vocab
         min_length = g.min_length if min_length is None else min_length
-        device = next(self.model.parameters()).device
-        batch = encode_batch(vocab, articles, max_source=g.max_source_tokens, device=device)
 
-        def step(tokens: torch.Tensor, state: Any, memory: Any) -> tuple[torch.Tensor, Any]:
-            out = self.model.decode_step(tokens, state, memory)
-            return out.probs.log(), out.state  # log(0) = -inf marks ids outside this article's OOV list
+        def step(tokens: Any, state: Any, memory: Any) -> tuple[Any, Any]:
+            if not attention:
+                out = self.model.decode_step(tokens, state, memory)
+                return out.probs.log(), out.state  # log(0) = -inf marks ids outside this article's OOV list
+            model_state, history = state
+            out = self.model.decode_step(tokens, model_state, memory)
+            return out.probs.log(), (out.state, torch.cat([history, out.attention.unsqueeze(1)], dim=1))
 
-        with torch.inference_mode():
-            memory, state = self.model.encode(batch.input_ids, batch.extended_ids, batch.num_oovs)
-            # The decoders count EOS as a token; min/max_length here count words.
-            processors = build_processors({**asdict(g), "min_length": min_length + 1}, vocab.eos_id)
-            common = dict(
-                batch_size=len(articles),
-                bos_id=vocab.bos_id,
-                eos_id=vocab.eos_id,
-                max_length=g.max_length,
-                processors=processors,
+        memory, state = self.model.encode(batch.input_ids, batch.extended_ids, batch.num_oovs)
+        trace = None
+        if attention:
+            state = (
+                state,
+                batch.input_ids.new_zeros(
+                    (batch.input_ids.size(0), 0, batch.input_ids.size(1)), dtype=torch.float
+                ),
             )
-            if g.num_beams == 1:
-                hypotheses = greedy_search(step, state, memory, **common)
-            else:
-                hypotheses = beam_search(
-                    step,
-                    state,
-                    memory,
-                    num_beams=g.num_beams,
-                    length_penalty=g.length_penalty,
-                    length_penalty_kind=g.length_penalty_kind,
-                    **common,
+            trace = lambda state, row: state[1][row]  # noqa: E731 - one expression
+        # The decoders count EOS as a token; min/max_length here count words.
+        processors = build_processors({**asdict(g), "min_length": min_length + 1}, vocab.eos_id)
+        if allowed is not None:
+            processors.append(AllowedTokensProcessor(allowed))
+        common = dict(
+            batch_size=batch.input_ids.size(0),
+            bos_id=vocab.bos_id,
+            eos_id=vocab.eos_id,
+            max_length=g.max_length,
+            processors=processors,
+            trace=trace,
+        )
+        if g.num_beams == 1:
+            return greedy_search(step, state, memory, **common)
+        return beam_search(
+            step,
+            state,
+            memory,
+            num_beams=g.num_beams,
+            length_penalty=g.length_penalty,
+            length_penalty_kind=g.length_penalty_kind,
+            **common,
+        )
+
+    # ------------------------------------------------------------------ by section, with sources
+    #: Keep content words on the window when summarizing by section (see :meth:`summarize_windows`).
+    restrict_to_source: bool = True
+
+    def input_capacity(self) -> int | None:
+        return self.generation.max_source_tokens
+
+    def input_length(self, text: str) -> int:
+        from synopsis.models.pointer_generator import document_words
+
+        return len(document_words(text))
+
+    def _free_ids(self) -> Any:
+        """(V,) mask of the ids every window may produce: EOS and tokens without content (function words,
+        punctuation); cached."""
+        import torch
+
+        from synopsis.text import FUNCTION_WORDS
+
+        free = getattr(self, "_free", None)
+        if free is None:
+            free = torch.tensor(
+                [w in FUNCTION_WORDS or not any(c.isalnum() for c in w) for w in self.vocab.tokens],
+                dtype=torch.bool,
+            )
+            for special in (self.vocab.pad_id, self.vocab.unk_id, self.vocab.bos_id):
+                free[special] = False
+            free[self.vocab.eos_id] = True
+            self._free = free
+        return free
+
+    def summarize_windows(
+        self, windows: Sequence[Any], instructions: Sequence[str | None] | None = None
+    ) -> list[list[Any]]:
+        """Each window summarized in one batched search; every summary sentence cites, for each of its
+        content words, the window sentence holding it with the most attention over the sentence's steps: the
+        copy distribution ``(1 - p_gen) a^t`` of See et al. (2017, eq. 9) puts a copied word's mass exactly
+        there. With :attr:`restrict_to_source`, content words not in the window are banned
+        (:class:`~synopsis.generation.AllowedTokensProcessor`): far from its training data the model writes
+        words of its prior ("we propose a novel method") that no input sentence supports."""
+        import torch
+
+        from synopsis.generation import source_vocabulary_mask
+        from synopsis.models.pointer_generator import document_words, encode_batch
+        from synopsis.summarizers.sections import SummarySentence, cite, support
+
+        if not windows:
+            return []
+        capacity = self.generation.max_source_tokens
+        articles, owners = [], []
+        for window in windows:
+            words, owner = [], []
+            for i, text in enumerate(window.texts):
+                tokens = document_words(text)
+                words.extend(tokens)
+                owner.extend([i] * len(tokens))
+            articles.append(words[:capacity])
+            owners.append(owner[:capacity])
+        device = next(self.model.parameters()).device
+        batch = encode_batch(self.vocab, articles, max_source=capacity, device=device)
+        allowed = None
+        if self.restrict_to_source:
+            width = len(self.vocab) + batch.num_oovs
+            ids = batch.extended_ids.masked_fill(batch.input_ids.eq(self.vocab.pad_id), self.vocab.eos_id)
+            allowed = source_vocabulary_mask(ids.tolist(), self._free_ids(), width, device)
+        min_lengths = [min(len(a), self.generation.min_length) for a in articles]
+        out: list[list[Any]] = [[] for _ in windows]
+        with torch.inference_mode():
+            for min_length in sorted(set(min_lengths)):
+                rows = [i for i, m in enumerate(min_lengths) if m == min_length]
+                index = torch.tensor(rows, device=device)
+                sub = _select_rows(batch, index)
+                hypotheses = self._search(
+                    sub,
+                    min_length,
+                    None if allowed is None else allowed.index_select(0, index),
+                    attention=True,
                 )
-        return [vocab.decode(h.tokens, oovs) for h, oovs in zip(hypotheses, batch.oovs, strict=True)]
+                for r, row in enumerate(rows):
+                    words = self.vocab.decode(hypotheses[r].tokens, batch.oovs[row])
+                    window = windows[row]
+                    sentences = []
+                    for start, end in _sentence_spans(words):
+                        text = detokenize(words[start:end])
+                        weights = hypotheses[r].trace[start:end, : len(owners[row])].sum(0).tolist()
+                        mass = [0.0] * len(window.sources)
+                        for position, weight in enumerate(weights):
+                            mass[owners[row][position]] += weight
+                        cited = cite(text, window.sources, mass)
+                        sentences.append(SummarySentence(text, cited, support(text, cited)))
+                    out[row] = sentences
+        return out
 
     def summarize(
         self,
@@ -175,16 +321,15 @@ class PointerGeneratorSummarizer(Summarizer):
         kind, far, better = profile.corpus, [], []
         if len(words) > 2 * profile.words_p99:
             read = min(len(words), self.generation.max_source_tokens)
-            far.append(
-                f"{len(words):,} words (typically {profile.words_median}), read the first {read}"
-            )
+            far.append(f"{len(words):,} words (typically {profile.words_median}), read the first {read}")
             better.append(
-                "a long-input model (--method seq2seq, an LED or HIBRIDS checkpoint) or --method centrality"
+                "--by section (every section, in windows it reads whole), a long-input model "
+                "(--method seq2seq, an LED or HIBRIDS checkpoint) or --method centrality"
             )
         headings = [s for s in document.sections if s.heading]
         if len(headings) >= 2:
             far.append(f"{len(headings)} sections, read as one plain text")
-            better.append("HIBRIDS, which reads the section tree (docs/hibrids.md)")
+            better.append("--by section, or HIBRIDS, which reads the section tree (docs/hibrids.md)")
         rate = known_word_rate(words, self.vocab)
         if rate < profile.known_word_rate_min:
             far.append(

@@ -79,6 +79,15 @@ class Seq2SeqSummarizer(Summarizer):
         other.cache = self.cache
         return other
 
+    #: Room left in a window for the special tokens (BOS/EOS, section markers) the inputs add around the text.
+    SPECIAL_TOKEN_ROOM = 8
+
+    def input_capacity(self) -> int | None:
+        return max(1, self.inputs.max_source_length - self.SPECIAL_TOKEN_ROOM)
+
+    def input_length(self, text: str) -> int:
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
     @torch.inference_mode()
     def summarize(
         self,

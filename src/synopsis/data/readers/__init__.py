@@ -30,6 +30,7 @@ from synopsis.data.readers.scitldr import read_scitldr
 from synopsis.data.readers.tabular import read_csv, read_jsonl
 from synopsis.document import Document
 from synopsis.errors import InputError
+from synopsis.text import locate_sentences
 
 __all__ = ["CORPORA", "DOCUMENT_FORMATS", "detect_corpus", "read_corpus", "read_document"]
 
@@ -132,6 +133,20 @@ def read_document(path: str | Path, format: str = "auto", max_mb: float = 20.0) 
     if document.is_empty():
         raise InputError(f"{path}: no text found (read as {format})")
     return document
+
+
+def sentence_offsets(
+    path: str | Path,
+    document: Document,
+    format: str = "auto",  # noqa: A002
+) -> list[tuple[int, int] | None] | None:
+    """Character offsets ``(start, end)`` in the file of each of ``document``'s sentences (in order), when the
+    file is plain text or Markdown (``None`` for other formats, whose text the readers rebuild)."""
+    path = Path(path)
+    text = read_input(path)
+    if (_sniff(path, text) if format == "auto" else format) not in ("text", "markdown"):
+        return None
+    return locate_sentences(text, [s.text for s in document.sentences])
 
 
 def _sniff(path: Path, text: str) -> str:

@@ -18,29 +18,73 @@
     box.hidden = true;
   }
 
-  // The API answers errors as {"error": {"code", "message", "field"}}; anything else is reported plainly.
-  async function callApi(path, body) {
+  // With `synopsis serve --auth-token-file`, /v1 needs "Authorization: Bearer <token>". The page asks for
+  // the token on the first 401 and keeps it for this tab only (sessionStorage), asking again if it is wrong.
+  const TOKEN_KEY = "synopsis-api-token";
+
+  function authHeaders() {
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    return token ? { Authorization: "Bearer " + token } : {};
+  }
+
+  async function send(path, body) {
+    const init = () => ({
+      method: body === undefined ? "GET" : "POST",
+      headers: Object.assign(body === undefined ? {} : { "Content-Type": "application/json" }, authHeaders()),
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
     let response;
     try {
-      response = await fetch(path, {
-        method: body === undefined ? "GET" : "POST",
-        headers: body === undefined ? {} : { "Content-Type": "application/json" },
-        body: body === undefined ? undefined : JSON.stringify(body),
-      });
+      response = await fetch(path, init());
+      if (response.status === 401) {
+        const token = window.prompt("This server needs an API token:");
+        if (token) {
+          sessionStorage.setItem(TOKEN_KEY, token.trim());
+          response = await fetch(path, init());
+        }
+      }
     } catch (err) {
       throw new Error("Could not reach the server: " + err.message);
     }
+    return response;
+  }
+
+  async function failure(response) {
     let data = null;
     try {
       data = await response.json();
     } catch (err) {
       data = null;
     }
-    if (!response.ok) {
-      const message = data && data.error ? data.error.message : "HTTP " + response.status;
-      throw new Error(message + " (" + response.status + ")");
+    const message = data && data.error ? data.error.message : "HTTP " + response.status;
+    return new Error(message + " (" + response.status + ")");
+  }
+
+  // The API answers errors as {"error": {"code", "message", "field"}}; anything else is reported plainly.
+  async function callApi(path, body) {
+    const response = await send(path, body);
+    if (!response.ok) throw await failure(response);
+    return response.json();
+  }
+
+  // "stream": true answers NDJSON, one event per line; onEvent sees each as soon as its line is complete.
+  async function streamApi(path, body, onEvent) {
+    const response = await send(path, body);
+    if (!response.ok) throw await failure(response);
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      buffer += decoder.decode(value || new Uint8Array(), { stream: !done });
+      let newline;
+      while ((newline = buffer.indexOf("\n")) >= 0) {
+        const line = buffer.slice(0, newline).trim();
+        buffer = buffer.slice(newline + 1);
+        if (line) onEvent(JSON.parse(line));
+      }
+      if (done) break;
     }
-    return data;
   }
 
   function selectedModel() {
@@ -154,7 +198,7 @@
       const meta = document.createElement("span");
       meta.className = "meta";
       meta.textContent = result.model + " · " + formatMs(result.summary_ms) + " model · " +
-        formatMs(result.total_ms) + " request";
+        (result.total_ms === null ? "..." : formatMs(result.total_ms) + " request");
       head.append(title, meta);
       const text = document.createElement("p");
       text.className = "summary";
@@ -176,6 +220,92 @@
     $("clear").disabled = empty;
   }
 
+  // A summary by section: each section's heading and summary sentences; clicking a sentence marks its
+  // sources (character offsets into the submitted text) in the document view.
+  function renderSectionSummaries(structured, text) {
+    const box = $("section-outline");
+    const list = $("section-summaries");
+    list.replaceChildren();
+    box.hidden = !structured;
+    if (!structured) return;
+    showDocument(text, []);
+    const stack = structured.sections.slice().reverse();
+    while (stack.length) {
+      const node = stack.pop();
+      const block = document.createElement("div");
+      block.className = "section-block";
+      block.style.marginLeft = Math.max(0, node.path.length - 1) + "rem";
+      const heading = document.createElement("div");
+      heading.className = "section-heading";
+      heading.textContent = node.heading === null ? "(untitled)" : node.heading;
+      block.appendChild(heading);
+      if (node.summary.length) {
+        const sentences = document.createElement("ul");
+        sentences.className = "section-summary";
+        sentences.setAttribute("data-testid", "section-summary");
+        for (const sentence of node.summary) sentences.appendChild(sentenceItem(sentence, text));
+        block.appendChild(sentences);
+      }
+      list.appendChild(block);
+      for (let i = node.sections.length - 1; i >= 0; i--) stack.push(node.sections[i]);
+    }
+    if (!structured.summary) return;  // still streaming: the document summary comes with the summary event
+    const whole = document.createElement("div");
+    whole.className = "section-block";
+    const heading = document.createElement("div");
+    heading.className = "section-heading";
+    heading.textContent = "Document summary";
+    const sentences = document.createElement("ul");
+    sentences.className = "section-summary document-summary";
+    for (const sentence of structured.summary) sentences.appendChild(sentenceItem(sentence, text));
+    whole.append(heading, sentences);
+    list.appendChild(whole);
+  }
+
+  function sentenceItem(sentence, text) {
+    const item = document.createElement("li");
+    item.className = "summary-sentence";
+    item.setAttribute("data-testid", "summary-sentence");
+    item.tabIndex = 0;
+    item.textContent = sentence.text;
+    item.title = "Support " + (sentence.support === null ? "-" : sentence.support.toFixed(2)) + "; " +
+      plural(sentence.sources.length, "source");
+    const select = () => {
+      document.querySelectorAll(".summary-sentence.selected").forEach((el) => el.classList.remove("selected"));
+      item.classList.add("selected");
+      showDocument(text, sentence.sources);
+    };
+    item.addEventListener("click", select);
+    item.addEventListener("keydown", (event) => { if (event.key === "Enter") select(); });
+    return item;
+  }
+
+  function showDocument(text, sources) {
+    const view = $("document-view");
+    view.replaceChildren();
+    const spans = sources.filter((s) => s.start !== null && s.end !== null).sort((a, b) => a.start - b.start);
+    let at = 0;
+    for (const span of spans) {
+      if (span.start < at) continue;
+      view.appendChild(document.createTextNode(text.slice(at, span.start)));
+      const mark = document.createElement("mark");
+      mark.setAttribute("data-testid", "source-highlight");
+      mark.textContent = text.slice(span.start, span.end);
+      view.appendChild(mark);
+      at = span.end;
+    }
+    view.appendChild(document.createTextNode(text.slice(at)));
+    // Sources without offsets (Document JSON input) are listed, marked alike, after the text.
+    for (const source of sources.filter((s) => s.start === null || s.end === null)) {
+      const mark = document.createElement("mark");
+      mark.setAttribute("data-testid", "source-highlight");
+      mark.textContent = source.text;
+      view.append(document.createTextNode("\n"), mark);
+    }
+    const first = view.querySelector("mark");
+    if (first && first.scrollIntoView) first.scrollIntoView({ block: "nearest" });
+  }
+
   function plural(n, word) {
     return n + " " + word + (n === 1 ? "" : "s");
   }
@@ -195,33 +325,62 @@
       model: $("model").value || "default",
     };
     if (instruction) body.instructions = [instruction];
+    if ($("by-section").checked) body.by = "section";
     const opts = options();
     if (Object.keys(opts).length) body.options = opts;
     const button = $("submit");
     button.disabled = true;
     $("status").textContent = "Summarizing...";
+    body.stream = true;
+    const arrived = [];  // this request's results, shown as their events arrive
+    const streamed = [];  // by section: the current summary's sections so far
     try {
-      const data = await callApi("/v1/summarize", body);
-      data.summaries.forEach((item, i) => {
-        state.results.push({
-          model: data.model,
-          instruction: item.instruction,
-          summary: item.summary,
-          summary_ms: data.timing_ms.summaries[i],
-          total_ms: data.timing_ms.total,
-          options: opts,
-          warnings: data.warnings,
-        });
+      await streamApi("/v1/summarize", body, (event) => {
+        if (event.event === "parsed") {
+          renderOutline(event.sections, event.document);
+        } else if (event.event === "section") {
+          // By section: each section's summary as soon as it is done, in document order; the whole
+          // tree and the document summary replace them when the request's summary arrives.
+          streamed.push({ ...event.section, sections: [] });
+          renderSectionSummaries({ sections: streamed, summary: null }, documentText);
+        } else if (event.event === "summary") {
+          const result = {
+            model: body.model,
+            instruction: event.instruction,
+            summary: event.summary,
+            summary_ms: event.ms,
+            total_ms: null,
+            options: opts,
+            warnings: [],
+            structured: event.structured || null,
+          };
+          arrived.push(result);
+          state.results.push(result);
+          renderResults();
+          if (result.structured) renderSectionSummaries(result.structured, documentText);
+          streamed.length = 0;
+        } else if (event.event === "done") {
+          const data = event.response;
+          arrived.forEach((result) => {
+            result.model = data.model;
+            result.total_ms = data.timing_ms.total;
+            result.warnings = data.warnings;
+          });
+          state.lastDocument = documentText;
+          state.sections = data.sections;
+          state.stats = data.document;
+          renderResults();
+          const last = arrived.length ? arrived[arrived.length - 1].structured : null;
+          renderSectionSummaries(last, documentText);
+          renderOutline(data.sections, data.document);
+          renderQuestionOutline(data.outline);
+          $("status").textContent = "Done: " + formatMs(data.timing_ms.total) + ".";
+          $("instruction").value = "";
+          $("instruction").focus();
+        } else if (event.event === "error") {
+          throw new Error(event.error.message + " (" + event.status + ")");
+        }
       });
-      state.lastDocument = documentText;
-      state.sections = data.sections;
-      state.stats = data.document;
-      renderResults();
-      renderOutline(data.sections, data.document);
-      renderQuestionOutline(data.outline);
-      $("status").textContent = "Done: " + formatMs(data.timing_ms.total) + ".";
-      $("instruction").value = "";
-      $("instruction").focus();
     } catch (err) {
       $("status").textContent = "";
       showError(err.message);
@@ -264,6 +423,7 @@
         model: r.model,
         instruction: r.instruction,
         summary: r.summary,
+        structured: r.structured,
         options: r.options,
         timing_ms: { summary: r.summary_ms, request: r.total_ms },
       })),
@@ -281,6 +441,7 @@
   function clearResults() {
     state.results = [];
     renderResults();
+    renderSectionSummaries(null, "");
   }
 
   document.addEventListener("DOMContentLoaded", () => {

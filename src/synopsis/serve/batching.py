@@ -1,0 +1,205 @@
+"""Dynamic batching: summaries for one model that arrive within a short window run as one batched call.
+
+Every summarizer takes a batch (``summarize(documents, instructions)``, one summary per document); the
+pointer-generator decodes a batch in one beam search and a seq2seq model in one ``generate()``, so a batch
+of B costs far less than B calls. A :class:`Batcher` per model collects items (one document and one
+instruction each) on the event loop: the first item of a batch opens a window of ``window_s``; the batch
+leaves when the window closes or ``max_batch`` items with the same options are waiting, and runs on the
+inference pool (one thread per batch). Items with other options wait for a batch of their own (options
+decide the decoding, so they cannot share a call).
+
+Bounds: at most ``concurrency`` batches of one model run at a time; an item leaves the queue within its
+window once a slot is free, so with free slots no item waits longer than the window plus one batch. An item
+whose request gave up (client gone, timeout) is cancelled and never computed. If a batched call fails,
+its items are retried alone, so one bad document fails only its own request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from synopsis.document import Document
+from synopsis.serve.pool import InferencePool, QueueFullError
+from synopsis.summarizers import Summarizer
+
+logger = logging.getLogger("synopsis.serve")
+
+
+@dataclass
+class BatchResult:
+    """One item's summary, the wall time of the call that produced it and that call's batch size."""
+
+    summary: str
+    ms: float
+    batch_size: int
+
+
+@dataclass(eq=False)
+class BatchItem:
+    document: Document
+    instruction: str | None
+    summarizer: Summarizer  # the request's copy (options applied); items of one batch share ``key``
+    key: Hashable  # the request's options: only equal keys share a call
+    future: asyncio.Future[BatchResult]
+    arrived: float = field(default_factory=time.monotonic)
+
+
+class Batcher:
+    """The batching queue of one model (see the module docstring)."""
+
+    def __init__(
+        self,
+        name: str,
+        pool: InferencePool,
+        window_s: float,
+        max_batch: int,
+        concurrency: int,
+        observe: Callable[[str, int], None] | None = None,
+    ) -> None:
+        self.name = name
+        self.pool = pool
+        self.window_s = window_s
+        self.max_batch = max_batch
+        self._slots = asyncio.Semaphore(concurrency)
+        self._queue: deque[BatchItem] = deque()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._observe = observe  # (model, batch size) for the metrics
+        self.calls = 0  # batched calls made (for tests and logs)
+
+    def __len__(self) -> int:
+        return sum(not item.future.done() for item in self._queue)
+
+    def submit(
+        self, document: Document, instruction: str | None, summarizer: Summarizer, key: Hashable
+    ) -> asyncio.Future[BatchResult]:
+        """Queue one summary; await the future (cancel it to withdraw the item if it has not run yet)."""
+        loop = asyncio.get_running_loop()
+        item = BatchItem(document, instruction, summarizer, key, loop.create_future())
+        self._queue.append(item)
+        if self._task is None or self._task.done():
+            self._task = loop.create_task(self._run(), name=f"batcher-{self.name}")
+        self._wake.set()
+        return item.future
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        for item in self._queue:
+            item.future.cancel()
+        self._queue.clear()
+
+    # ------------------------------------------------------------------ the loop
+    def _drop_cancelled(self) -> None:
+        self._queue = deque(item for item in self._queue if not item.future.done())
+
+    def _ready(self, key: Hashable) -> int:
+        return sum(1 for item in self._queue if item.key == key and not item.future.done())
+
+    async def _wait(self, seconds: float) -> None:
+        self._wake.clear()
+        try:
+            await asyncio.wait_for(self._wake.wait(), seconds)
+        except TimeoutError:
+            pass
+
+    async def _run(self) -> None:
+        while True:
+            self._drop_cancelled()
+            if not self._queue:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            await self._slots.acquire()  # a batch slot first: items keep arriving while we wait
+            try:
+                self._drop_cancelled()
+                if not self._queue:
+                    self._slots.release()
+                    continue
+                first = self._queue[0]
+                deadline = first.arrived + self.window_s  # the window counts from the first item's arrival
+                while self._ready(first.key) < self.max_batch and not first.future.done():
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    await self._wait(left)
+                batch = [item for item in self._queue if item.key == first.key and not item.future.done()][
+                    : self.max_batch
+                ]
+                taken = set(map(id, batch))
+                self._queue = deque(item for item in self._queue if id(item) not in taken)
+            except BaseException:
+                self._slots.release()
+                raise
+            if not batch:
+                self._slots.release()
+                continue
+            asyncio.get_running_loop().create_task(self._execute(batch))
+
+    async def _execute(self, batch: list[BatchItem]) -> None:
+        try:
+            self.calls += 1
+            if self._observe is not None:
+                self._observe(self.name, len(batch))
+            try:
+                summaries, ms = await self._call(batch)
+            except QueueFullError as err:
+                for item in batch:
+                    if not item.future.done():
+                        item.future.set_exception(err)
+                return
+            except Exception as err:
+                if len(batch) == 1:
+                    if not batch[0].future.done():
+                        batch[0].future.set_exception(err)
+                    return
+                logger.warning(
+                    "batch of %d for %s failed (%s); retrying its items alone", len(batch), self.name, err
+                )
+                for item in batch:
+                    if item.future.done():
+                        continue
+                    try:
+                        (summary,), alone_ms = await self._call([item])
+                        if not item.future.done():
+                            item.future.set_result(BatchResult(summary, alone_ms, 1))
+                    except Exception as item_err:
+                        if not item.future.done():
+                            item.future.set_exception(item_err)
+                return
+            for item, summary in zip(batch, summaries, strict=True):
+                if not item.future.done():
+                    item.future.set_result(BatchResult(summary, ms, len(batch)))
+        finally:
+            self._slots.release()
+            self._wake.set()
+
+    async def _call(self, batch: list[BatchItem]) -> tuple[list[str], float]:
+        documents = [item.document for item in batch]
+        instructions: list[str | None] | None = [item.instruction for item in batch]
+        if all(instruction is None for instruction in instructions):
+            instructions = None  # as the CLI passes plain summaries
+        summarizer = batch[0].summarizer
+
+        def job() -> tuple[list[str], float]:
+            begin = time.perf_counter()
+            out = summarizer.summarize(documents, instructions)
+            return out, round(1000 * (time.perf_counter() - begin), 2)
+
+        # Not bounded by a request's timeout: each waiting request has its own, and a started call cannot
+        # be interrupted anyway.
+        return await asyncio.wrap_future(self.pool.submit(job))
+
+
+def options_key(options: dict[str, Any]) -> Hashable:
+    return tuple(sorted(options.items()))

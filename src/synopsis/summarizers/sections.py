@@ -1,0 +1,497 @@
+"""Summaries by section: every section of a long document summarized within the model's input, every summary
+sentence citing the input sentences it came from, and a document summary composed within a word budget.
+
+:func:`summarize_by_section` (also :meth:`Summarizer.summarize_by_section`) walks each document's section
+tree. A section's *own* sentences (its paragraphs, not its subsections') are cut at sentence boundaries into
+:class:`Window` s that fit the summarizer's input (:meth:`Summarizer.input_capacity`, counted with
+:meth:`Summarizer.input_length`); paragraphs stay together where they fit. Nothing is dropped: a sentence
+longer than a whole window is split into window-sized pieces (one warning per run). A document without
+headings (plain text) is grouped into windows by paragraph, each reported as a section with a null heading.
+The windows of all documents of a call share batches (:meth:`Summarizer.summarize_windows`).
+
+Every :class:`SummarySentence` carries its :class:`Source` s, sentences of its own window (so of its own
+section's subtree), and its *support*: the share of its content words (:func:`synopsis.text.content_words`)
+found in the sentences it cites. The document summary (:func:`compose`) selects section-summary sentences
+within ``max_words``, dropping whole sentences, never cutting one.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from synopsis.document import Document, Section
+from synopsis.errors import InputError
+from synopsis.text import content_words
+
+logger = logging.getLogger(__name__)
+
+#: How the document summary is composed from the section summaries (see :func:`compose`).
+COMPOSERS = ("coverage", "round-robin")
+DEFAULT_MAX_WORDS = 150
+#: Shorter summary sentences are fragments, left out of the document summary while longer ones exist.
+MIN_SENTENCE_WORDS = 5
+#: Words per window of a document without headings for methods that read any length (extractive ones): its
+#: paragraphs are grouped into parts of about this size, each summarized as a section.
+PLAIN_TEXT_WINDOW = 400
+
+
+# ---------------------------------------------------------------------- the result tree
+@dataclass(frozen=True)
+class Source:
+    """An input sentence: ``path`` indexes the section tree from the root (``sections[i].sections[j]``),
+    ``sentence`` counts that section's own sentences (paragraphs in order); ``start``/``end`` are character
+    offsets into the input file when it is one text or Markdown file, else ``None``."""
+
+    path: tuple[int, ...]
+    sentence: int
+    text: str
+    start: int | None = None
+    end: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": list(self.path),
+            "sentence": self.sentence,
+            "text": self.text,
+            "start": self.start,
+            "end": self.end,
+        }
+
+
+@dataclass
+class SummarySentence:
+    """One summary sentence, the input sentences it cites, and the share of its content words they hold
+    (``None`` for a sentence without content words)."""
+
+    text: str
+    sources: list[Source]
+    support: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "sources": [s.to_dict() for s in self.sources],
+            "support": None if self.support is None else round(self.support, 4),
+        }
+
+    @property
+    def words(self) -> int:
+        return len(self.text.split())
+
+
+@dataclass
+class SectionSummary:
+    """A section's summary (of its own text; empty for a section whose text is all in its subsections) and
+    its subsections'. ``words`` counts the section's own input words."""
+
+    heading: str | None
+    path: tuple[int, ...]
+    summary: list[SummarySentence] = field(default_factory=list)
+    sections: list[SectionSummary] = field(default_factory=list)
+    words: int = 0
+
+    def walk(self) -> list[SectionSummary]:
+        """This section and its descendants, in document order."""
+        out, stack = [], [self]
+        while stack:
+            node = stack.pop()
+            out.append(node)
+            stack.extend(reversed(node.sections))
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        # Iterative, so a 50-level tree cannot overflow the stack (nor json's encoder, which gets dicts).
+        out = {"heading": self.heading, "path": list(self.path),
+               "summary": [s.to_dict() for s in self.summary], "sections": []}  # fmt: skip
+        stack = [(self, out)]
+        while stack:
+            node, data = stack.pop()
+            for child in node.sections:
+                child_data = {"heading": child.heading, "path": list(child.path),
+                              "summary": [s.to_dict() for s in child.summary], "sections": []}  # fmt: skip
+                data["sections"].append(child_data)
+                stack.append((child, child_data))
+        return out
+
+
+@dataclass
+class DocumentSummary:
+    """The result of :func:`summarize_by_section` for one document (the JSON schema of ``synopsis
+    summarize --by section --output-format json``, one JSONL line of a corpus run, and the service's item)."""
+
+    id: str | None
+    summary: list[SummarySentence]
+    sections: list[SectionSummary]
+    skipped_sections: int = 0  # sections without any text in their subtree
+
+    @property
+    def prediction(self) -> str:
+        """The document summary as ``evaluate`` reads it: sentences joined by newlines."""
+        return "\n".join(s.text for s in self.summary)
+
+    def walk(self) -> list[SectionSummary]:
+        return [node for top in self.sections for node in top.walk()]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "prediction": self.prediction,
+            "summary": [s.to_dict() for s in self.summary],
+            "sections": [s.to_dict() for s in self.sections],
+        }
+
+
+# ---------------------------------------------------------------------- windows
+@dataclass
+class Window:
+    """Consecutive own sentences of one section, fed to the model together. ``texts[i]`` is what the model
+    reads of ``sources[i]`` (the whole sentence, or a piece of a sentence longer than a window)."""
+
+    document: int  # position in the call's batch
+    section: Section
+    path: tuple[int, ...]
+    sources: list[Source]
+    texts: list[str]
+    pseudo: bool = False  # a paragraph group of a document without headings: reported as its own section
+
+
+def section_paths(document: Document) -> dict[int, tuple[int, ...]]:
+    """``{section.index: path}``: each node's child positions from the root."""
+    paths: dict[int, tuple[int, ...]] = {0: ()}
+    for node in document.sections:
+        for i, child in enumerate(node.children):
+            paths[child.index] = (*paths[node.index], i)
+    return paths
+
+
+def section_sources(
+    document: Document, offsets: Sequence[tuple[int, int] | None] | None = None
+) -> dict[int, list[list[Source]]]:
+    """``{section.index: paragraphs of Sources}`` for every section's own sentences. ``offsets`` (one per
+    document sentence, in order, e.g. from :func:`synopsis.text.locate_sentences`) fill ``start``/``end``."""
+    paths = section_paths(document)
+    out: dict[int, list[list[Source]]] = {}
+    position = 0
+    for node in document.sections:
+        paragraphs, k = [], 0
+        for paragraph in node.paragraphs:
+            sources = []
+            for text in paragraph:
+                span = offsets[position] if offsets is not None else None
+                sources.append(Source(paths[node.index], k, text, *(span or (None, None))))
+                k += 1
+                position += 1
+            if sources:
+                paragraphs.append(sources)
+        out[node.index] = paragraphs
+    return out
+
+
+def plan_windows(
+    document: Document,
+    capacity: int | None,
+    length: Callable[[str], int],
+    position: int = 0,
+    offsets: Sequence[tuple[int, int] | None] | None = None,
+) -> tuple[list[Window], int]:
+    """The windows of one document (in document order) and the number of sentences split into pieces.
+
+    A section's own text of ``n`` units (``length``) goes into ``ceil(n / capacity)`` windows of about equal
+    size; a paragraph starts a new window when it would not fit in the current one but fits in one of its own.
+    ``capacity=None`` (extractive methods) gives one window per section, or windows of
+    :data:`PLAIN_TEXT_WINDOW` words for a document without headings."""
+    windows: list[Window] = []
+    split = 0
+    pseudo = not document.root.children
+    if pseudo and capacity is None:
+        capacity, length = PLAIN_TEXT_WINDOW, lambda text: len(text.split())
+    own = section_sources(document, offsets)
+    for node in document.sections:
+        paragraphs = own[node.index]
+        if not paragraphs:
+            continue
+        path = paragraphs[0][0].path
+        if capacity is None:
+            flat = [s for p in paragraphs for s in p]
+            windows.append(Window(position, node, path, flat, [s.text for s in flat], pseudo))
+            continue
+        sizes = [[max(1, length(s.text)) for s in p] for p in paragraphs]
+        total = sum(map(sum, sizes))
+        limit = min(capacity, math.ceil(total / math.ceil(total / capacity)) + capacity // 10)
+        current: Window | None = None
+        used = 0
+
+        def close() -> None:
+            nonlocal current, used
+            if current is not None and current.sources:
+                windows.append(current)
+            current, used = None, 0
+
+        for paragraph, paragraph_sizes in zip(paragraphs, sizes, strict=True):
+            whole = sum(paragraph_sizes)
+            if used and used + whole > limit and whole <= limit:
+                close()
+            for source, size in zip(paragraph, paragraph_sizes, strict=True):
+                if size > capacity:  # one sentence longer than a window: window-sized pieces of it
+                    close()
+                    split += 1
+                    words = source.text.split()
+                    step = max(1, len(words) * capacity // size)
+                    for start in range(0, len(words), step):
+                        piece = " ".join(words[start : start + step])
+                        windows.append(Window(position, node, path, [source], [piece], pseudo))
+                    continue
+                if used + size > limit and used:
+                    close()
+                if current is None:
+                    current = Window(position, node, path, [], [], pseudo)
+                current.sources.append(source)
+                current.texts.append(source.text)
+                used += size
+        close()
+    return windows, split
+
+
+# ---------------------------------------------------------------------- citing and support
+def support(text: str, sources: Sequence[Source]) -> float | None:
+    """The share of ``text``'s content words found among the content words of ``sources`` (``None`` when
+    ``text`` has no content words)."""
+    words = content_words(text)
+    if not words:
+        return None
+    found = {w for s in sources for w in content_words(s.text)}
+    return sum(w in found for w in words) / len(words)
+
+
+def cite(text: str, sources: Sequence[Source], mass: Sequence[float]) -> list[Source]:
+    """The sources a summary sentence cites: for each of its content words, the source holding that word
+    with the most ``mass`` (attention, or lexical overlap); the source of most mass when no word is found.
+    Returned in input order, each once."""
+    words = content_words(text)
+    vocab = [set(content_words(s.text)) for s in sources]
+    chosen: set[int] = set()
+    for word in words:
+        holders = [i for i, v in enumerate(vocab) if word in v]
+        if holders:
+            chosen.add(max(holders, key=lambda i: (mass[i], -i)))
+    if not chosen and sources:
+        chosen.add(max(range(len(sources)), key=lambda i: (mass[i], -i)))
+    return [sources[i] for i in sorted(chosen)]
+
+
+def aligned_sentences(sentences: Sequence[str], window: Window) -> list[SummarySentence]:
+    """Summary sentences cited by lexical alignment with the window's sentences (the fallback for models
+    whose attention is not read): a source's mass is the number of the summary sentence's content words it
+    holds."""
+    out = []
+    for text in sentences:
+        words = set(content_words(text))
+        mass = [len(words & set(content_words(s.text))) for s in window.sources]
+        cited = cite(text, window.sources, mass)
+        out.append(SummarySentence(text, cited, support(text, cited)))
+    return out
+
+
+# ---------------------------------------------------------------------- composing the document summary
+def compose(
+    sections: Sequence[SummarySentence], document: Document, max_words: int, method: str = "coverage"
+) -> list[SummarySentence]:
+    """A document summary of at most ``max_words`` words from ``sections`` (the section summaries'
+    sentences in document order), kept in that order; a sentence that does not fit is dropped, never cut.
+
+    * ``coverage``: greedy weighted coverage of the document's content words, each weighted by its
+      frequency in the document; a sentence's gain is the weight of the words it adds, per word it costs
+      (the budgeted maximum coverage greedy of Khuller et al., 1999, as in Lin & Bilmes, 2011).
+    * ``round-robin``: the first sentence of every section summary in order, then the second, ...
+
+    Fragments of fewer than :data:`MIN_SENTENCE_WORDS` words ("Professor.") are left out while longer
+    sentences exist."""
+    if method not in COMPOSERS:
+        raise InputError(f"unknown composition '{method}'; choose one of: {', '.join(COMPOSERS)}")
+    candidates = [s for s in sections if MIN_SENTENCE_WORDS <= s.words <= max_words]
+    if not candidates:  # only fragments: better than nothing
+        candidates = [s for s in sections if 0 < s.words <= max_words]
+    chosen: list[int] = []
+    budget = max_words
+    if method == "round-robin":
+        rank: dict[int, int] = {}
+        order, seen = [], {}
+        for i, s in enumerate(candidates):
+            key = s.sources[0].path if s.sources else ()
+            seen[key] = seen.get(key, -1) + 1
+            rank[i] = seen[key]
+            order.append(i)
+        for i in sorted(order, key=lambda i: (rank[i], i)):
+            if candidates[i].words <= budget:
+                chosen.append(i)
+                budget -= candidates[i].words
+    else:
+        weight: dict[str, float] = {}
+        for sentence in document.sentences:
+            for word in content_words(sentence.text):
+                weight[word] = weight.get(word, 0.0) + 1.0
+        bags = [set(content_words(s.text)) for s in candidates]
+        covered: set[str] = set()
+        while True:
+            best, best_gain = -1, 0.0
+            for i, s in enumerate(candidates):
+                if i in chosen or s.words > budget:
+                    continue
+                gain = sum(weight.get(w, 0.0) for w in bags[i] - covered) / s.words
+                if gain > best_gain:
+                    best, best_gain = i, gain
+            if best < 0:
+                break
+            chosen.append(best)
+            covered |= bags[best]
+            budget -= candidates[best].words
+    return [candidates[i] for i in sorted(chosen)]
+
+
+# ---------------------------------------------------------------------- the walk
+def longer_than_input(summarizer: Any, document: Document) -> int | None:
+    """The document's length in the summarizer's input units when it is longer than one model call reads
+    (what ``--by auto`` goes by), else ``None``."""
+    capacity = summarizer.input_capacity() if hasattr(summarizer, "input_capacity") else None
+    if capacity is None:
+        return None
+    length = summarizer.input_length(" ".join(s.text for s in document.sentences))
+    return length if length > capacity else None
+
+
+def summarize_by_section(
+    summarizer: Any,
+    documents: Sequence[Document],
+    instructions: Sequence[str | None] | None = None,
+    *,
+    max_words: int = DEFAULT_MAX_WORDS,
+    composer: str = "coverage",
+    batch_size: int = 16,
+    offsets: Sequence[Sequence[tuple[int, int] | None] | None] | None = None,
+    on_section: Callable[[int, SectionSummary], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[DocumentSummary]:
+    """Summaries by section of ``documents`` (see the module docstring), one :class:`DocumentSummary` each.
+
+    ``offsets[d]`` (one ``(start, end)`` per sentence of document ``d``, or ``None``) fills the sources'
+    character offsets. ``on_section(d, section)`` is called as each section's summary is done (in document
+    order within a document), so a caller can show it at once; ``progress(done, total)`` after every batch
+    of windows. Windows of all documents share batches of ``batch_size``."""
+    if getattr(summarizer, "needs_references", False):
+        raise InputError(
+            f"{type(summarizer).__name__} needs reference summaries and cannot summarize by section; "
+            "use --by document"
+        )
+    if max_words < 1:
+        raise InputError(f"max_words must be >= 1, got {max_words}")
+    if composer not in COMPOSERS:
+        raise InputError(f"unknown composition '{composer}'; choose one of: {', '.join(COMPOSERS)}")
+    instructions = summarizer._check_batch(documents, instructions)
+    capacity = summarizer.input_capacity()
+    windows: list[Window] = []
+    split = 0
+    for d, document in enumerate(documents):
+        made, pieces = plan_windows(
+            document, capacity, summarizer.input_length, d, None if offsets is None else offsets[d]
+        )
+        if not made:
+            raise InputError(f"{document.id or f'document {d + 1}'}: document is empty; nothing to summarize")
+        windows.extend(made)
+        split += pieces
+    if split:
+        logger.warning(
+            "%d sentence(s) longer than the model's input (%d units) were split into pieces to be read whole",
+            split,
+            capacity,
+        )
+    trees = [_skeleton(document) for document in documents]
+    emitted = [0] * len(documents)  # sections of each document already passed to on_section
+    orders = [[node for node in tree.walk()] for tree, _, _ in trees]
+    left: list[dict[int, int]] = [{} for _ in documents]  # section index -> windows left
+    for window in windows:
+        if not window.pseudo:
+            counts = left[window.document]
+            counts[window.section.index] = counts.get(window.section.index, 0) + 1
+
+    for start in range(0, len(windows), batch_size):
+        batch = windows[start : start + batch_size]
+        results = summarizer.summarize_windows(batch, [instructions[w.document] for w in batch])
+        for window, sentences in zip(batch, results, strict=True):
+            _, nodes, _ = trees[window.document]
+            if window.pseudo:
+                node = SectionSummary(None, window.path, sentences, [], len(" ".join(window.texts).split()))
+                trees[window.document][0].sections.append(node)
+                orders[window.document].append(node)
+            else:
+                nodes[window.section.index].summary.extend(sentences)
+                left[window.document][window.section.index] -= 1
+        if progress is not None:
+            progress(min(start + batch_size, len(windows)), len(windows))
+        if on_section is not None:
+            for d in range(len(documents)):
+                emitted[d] = _emit(d, orders[d], emitted[d], trees[d], left[d], on_section)
+
+    out = []
+    for d, (document, (root, _, skipped)) in enumerate(zip(documents, trees, strict=True)):
+        if skipped:
+            logger.info("%s: skipped %d empty section(s)", document.id or f"document {d + 1}", skipped)
+        sections = root.sections
+        if root.summary:  # text before the first heading: the first item, at the root's path
+            preface = SectionSummary(root.heading, (), root.summary, [], root.words)
+            sections = [preface, *sections]
+        flat = [s for node in sections for section in node.walk() for s in section.summary]
+        summary = compose(flat, document, max_words, composer)
+        out.append(DocumentSummary(document.id, summary, sections, skipped))
+    return out
+
+
+def _skeleton(document: Document) -> tuple[SectionSummary, dict[int, SectionSummary], int]:
+    """Empty SectionSummaries for every section with text in its subtree (root first), by section index, and
+    the number of sections skipped for having none."""
+    has_text = [False] * len(document.sections)
+    for sentence in document.sentences:
+        if sentence.text.strip():
+            has_text[sentence.section.index] = True
+    for node in reversed(document.sections):  # a subtree has text when any of its nodes has
+        if node.parent is not None and has_text[node.index]:
+            has_text[node.parent.index] = True
+    paths = section_paths(document)
+    nodes: dict[int, SectionSummary] = {}
+    skipped = 0
+    for node in document.sections:
+        if node.index and not has_text[node.index]:
+            skipped += 1
+            continue
+        words = sum(len(s.split()) for p in node.paragraphs for s in p)
+        heading = document.title if node.index == 0 else node.heading  # the root's text: the preface
+        summary = SectionSummary(heading, paths[node.index], words=words)
+        nodes[node.index] = summary
+        if node.parent is not None:
+            nodes[node.parent.index].sections.append(summary)
+    return nodes[0], nodes, skipped
+
+
+def _emit(
+    d: int,
+    order: list[SectionSummary],
+    emitted: int,
+    tree: tuple[SectionSummary, dict[int, SectionSummary], int],
+    left: dict[int, int],
+    on_section: Callable[[int, SectionSummary], None],
+) -> int:
+    """Pass the sections of document ``d`` that are done, in document order, to ``on_section``."""
+    root, nodes, _ = tree
+    index_of = {id(node): i for i, node in nodes.items()}
+    while emitted < len(order):
+        node = order[emitted]
+        i = index_of.get(id(node))
+        if i is not None and left.get(i, 0) > 0:
+            break
+        if node is not root or node.summary:
+            on_section(d, node)
+        emitted += 1
+    return emitted

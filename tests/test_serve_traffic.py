@@ -1,0 +1,571 @@
+"""The service under real traffic: oversized bodies through urllib, auth, /metrics, dynamic batching,
+disconnects, streaming, and the API fuzzed by schemathesis.
+
+Tests that depend on the HTTP server's behaviour (413 to a client that writes its whole body first, a
+client that goes away) run a real uvicorn server in a thread on a free loopback port; the rest use
+FastAPI's TestClient.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from synopsis.document import Document
+from synopsis.errors import ConfigError
+from synopsis.serve import ModelEntry, ModelRegistry, ServeSettings, create_app, describe
+from synopsis.serve.documents import parse_document
+from synopsis.summarizers import load_summarizer
+
+TEXT = "Rivers flooded the valley. Bridges were closed.\n\nOfficials expect them to reopen. A bakery won."
+TOKEN = "s3cret-token"
+PAPER = (Path(__file__).resolve().parents[1] / "examples" / "paper_abstract.txt").read_text()
+
+
+class RecordingSummarizer:
+    """Instruction-aware fake that records each call's batch; ``gate`` (if given) holds every call."""
+
+    def __init__(self, gate: threading.Event | None = None) -> None:
+        self.calls: list[list[str | None] | None] = []
+        self.sizes: list[int] = []
+        self.gate = gate
+        self.lock = threading.Lock()
+
+    def summarize(
+        self, documents: Sequence[Document], instructions: Sequence[str | None] | None = None
+    ) -> list[str]:
+        with self.lock:
+            self.calls.append(None if instructions is None else list(instructions))
+            self.sizes.append(len(documents))
+        if self.gate is not None and not self.gate.wait(10):
+            raise RuntimeError("the test never opened the gate")
+        instructions = instructions or [None] * len(documents)
+        return [
+            f"{i or 'plain'}: {d.sentences[0].text}" for d, i in zip(documents, instructions, strict=True)
+        ]
+
+
+class FakeCache:
+    hits, misses = 3, 1
+
+
+def _registry(summarizer: Any = None) -> ModelRegistry:
+    registry = ModelRegistry()
+    registry.add(describe("lead-3", load_summarizer("lead-3")))
+    registry.add(ModelEntry("rec", summarizer or RecordingSummarizer(), "fake", instructions=True))
+    return registry
+
+
+@contextmanager
+def running_server(app: Any) -> Iterator[str]:
+    """``app`` served by uvicorn in a thread on a free loopback port; yields its base URL."""
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def _wait_for(predicate: Any, seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.01)
+
+
+# ----------------------------------------------------------------------------- 413 that clients receive
+def test_oversized_body_is_a_413_that_urllib_httpx_and_requests_receive() -> None:
+    import httpx
+
+    app = create_app(_registry(), ServeSettings(max_body_bytes=1024 * 1024))
+    big = json.dumps({"document": "Word. " * (5 * 1024 * 1024 // 6), "model": "lead-3"}).encode()
+    with running_server(app) as url:
+        request = urllib.request.Request(
+            url + "/v1/summarize", data=big, headers={"Content-Type": "application/json"}
+        )
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(request, timeout=30)
+        assert caught.value.code == 413
+        assert json.loads(caught.value.read())["error"]["code"] == "body_too_large"
+        response = httpx.post(
+            url + "/v1/summarize", content=big, headers={"Content-Type": "application/json"}
+        )
+        assert response.status_code == 413 and response.json()["error"]["code"] == "body_too_large"
+        chunked = httpx.post(
+            url + "/v1/summarize", content=iter([big[i : i + 65536] for i in range(0, len(big), 65536)])
+        )
+        assert chunked.status_code == 413
+        ok = httpx.post(url + "/v1/summarize", json={"document": TEXT, "model": "lead-3"})
+        assert ok.status_code == 200
+        try:
+            import requests  # a dependency of transformers' hub client, not of ours
+        except ImportError:
+            return
+        refused = requests.post(url + "/v1/summarize", data=big, headers={"Content-Type": "application/json"})
+        assert refused.status_code == 413 and refused.json()["error"]["code"] == "body_too_large"
+
+
+def test_a_body_that_is_not_utf8_is_a_documented_422() -> None:
+    with TestClient(create_app(_registry())) as client:
+        response = client.post(
+            "/v1/evaluate",
+            content=b'{"predictions": ["\xff\xfe"]}',
+            headers={"Content-Type": "application/json"},
+        )
+        assert response.status_code == 422, response.text
+        assert "UTF-8" in response.json()["error"]["message"]
+
+
+# ----------------------------------------------------------------------------- auth
+def test_token_guards_v1_and_metrics_and_leaves_health_open() -> None:
+    with TestClient(create_app(_registry(), ServeSettings(auth_token=TOKEN))) as client:
+        good = {"Authorization": f"Bearer {TOKEN}"}
+        for method, path in (("GET", "/v1/models"), ("GET", "/metrics"), ("POST", "/v1/summarize")):
+            for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {TOKEN}"}):
+                response = client.request(method, path, headers=headers, json={"document": TEXT})
+                assert response.status_code == 401, (path, headers)
+                assert response.json()["error"]["code"] == "unauthorized"
+                assert response.headers["www-authenticate"] == "Bearer"
+        assert client.get("/health").status_code == 200
+        assert client.get("/").status_code == 200  # the page loads, then asks for the token
+        assert client.get("/v1/models", headers=good).status_code == 200
+        assert client.get("/metrics", headers=good).status_code == 200
+        ok = client.post("/v1/summarize", headers=good, json={"document": TEXT, "model": "lead-3"})
+        assert ok.status_code == 200
+        schema = client.get("/openapi.json").json()
+        assert schema["components"]["securitySchemes"] == {"bearer": {"type": "http", "scheme": "bearer"}}
+        assert "401" in schema["paths"]["/v1/summarize"]["post"]["responses"]
+        assert schema["paths"]["/v1/models"]["get"]["security"] == [{"bearer": []}]
+
+
+def test_without_a_token_everything_is_open() -> None:
+    with TestClient(create_app(_registry())) as client:
+        assert client.get("/metrics").status_code == 200
+        assert "securitySchemes" not in client.get("/openapi.json").json().get("components", {})
+
+
+def test_auth_uses_a_constant_time_compare(monkeypatch: pytest.MonkeyPatch) -> None:
+    import hmac
+
+    from synopsis.serve import app as app_module
+
+    seen = []
+    compare = hmac.compare_digest
+
+    def spy(a: bytes, b: bytes) -> bool:
+        seen.append((a, b))
+        return compare(a, b)
+
+    monkeypatch.setattr(app_module.hmac, "compare_digest", spy)
+    with TestClient(create_app(_registry(), ServeSettings(auth_token=TOKEN))) as client:
+        client.get("/v1/models", headers={"Authorization": "Bearer nope"})
+    assert seen == [(b"nope", TOKEN.encode())]
+
+
+def test_serve_warns_on_a_public_host_without_a_token(tmp_path: Path) -> None:
+    from synopsis.cli.serve import auth_token, is_loopback
+
+    assert is_loopback("127.0.0.1") and is_loopback("localhost") and is_loopback("::1")
+    assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.4")
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    assert auth_token(token_file, {}) == TOKEN
+    assert auth_token(None, {"SYNOPSIS_API_TOKEN": "env-token"}) == "env-token"
+    assert auth_token(None, {}) is None
+    (tmp_path / "empty").write_text("\n")
+    with pytest.raises(ConfigError, match="empty"):
+        auth_token(tmp_path / "empty", {})
+
+
+@pytest.fixture()
+def logging_restored() -> Iterator[None]:
+    """``synopsis serve`` configures logging for the process; put it back for the tests that follow."""
+    import logging
+
+    names = ("synopsis", "synopsis.serve", "uvicorn", "uvicorn.access", "py.warnings")
+    saved = {
+        n: (lg.handlers[:], lg.level, lg.propagate, lg.disabled)
+        for n in names
+        for lg in [logging.getLogger(n)]
+    }
+    yield
+    logging.captureWarnings(False)
+    for name, (handlers, level, propagate, disabled) in saved.items():
+        logger = logging.getLogger(name)
+        logger.handlers[:] = handlers
+        logger.setLevel(level)
+        logger.propagate = propagate
+        logger.disabled = disabled
+
+
+@pytest.mark.parametrize("host,warned", [("0.0.0.0", True), ("127.0.0.1", False)])
+def test_serve_command_warns_about_an_open_public_port(
+    host: str,
+    warned: bool,
+    monkeypatch: pytest.MonkeyPatch,
+    logging_restored: None,
+) -> None:
+    import uvicorn
+
+    import synopsis.serve
+    from synopsis.cli import main
+    from synopsis.cli import serve as serve_command
+
+    # What the command logs, whatever earlier tests did to the logging set-up (dictConfig keeps a logger
+    # that an earlier configuration disabled disabled, and clears handlers added to child loggers).
+    warned_lines: list[str] = []
+    monkeypatch.setattr(serve_command.logger, "warning", lambda msg, *args: warned_lines.append(msg % args))
+    served: dict[str, Any] = {}
+    monkeypatch.setattr(synopsis.serve, "build_registry", lambda *a, **k: _registry())
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: served.update(app=app, **kwargs))
+    monkeypatch.delenv("SYNOPSIS_API_TOKEN", raising=False)
+    assert main(["serve", "--host", host, "--batch-window-ms", "5", "--max-batch", "8"]) == 0
+    assert any("without a token" in line for line in warned_lines) is warned
+    warned_lines.clear()
+    settings = served["app"].state.settings
+    assert (settings.batch_window_ms, settings.max_batch, settings.auth_token) == (5, 8, None)
+    monkeypatch.setenv("SYNOPSIS_API_TOKEN", TOKEN)
+    assert main(["serve", "--host", host]) == 0
+    assert not any("without a token" in line for line in warned_lines)
+    assert served["app"].state.settings.auth_token == TOKEN
+
+
+# ----------------------------------------------------------------------------- /metrics
+def test_metrics_count_requests_batches_queues_and_cache_hits() -> None:
+    recorder = RecordingSummarizer()
+    recorder.cache = FakeCache()  # type: ignore[attr-defined]
+    settings = ServeSettings(batch_window_ms=20, max_batch=8)
+    with TestClient(create_app(_registry(recorder), settings)) as client:
+        assert client.post("/v1/summarize", json={"document": TEXT, "model": "lead-3"}).status_code == 200
+        two = client.post(
+            "/v1/summarize", json={"document": TEXT, "model": "rec", "instructions": ["a", "b"]}
+        )
+        assert two.status_code == 200
+        client.post("/v1/summarize", json={"document": TEXT, "model": "no-such-model"})
+        client.get("/no/such/path")
+        text = client.get("/metrics").text
+    assert 'synopsis_requests_total{endpoint="/v1/summarize",model="lead-3",status="200"} 1.0' in text
+    assert 'synopsis_requests_total{endpoint="/v1/summarize",model="rec",status="200"} 1.0' in text
+    assert 'synopsis_requests_total{endpoint="/v1/summarize",model="-",status="404"} 1.0' in text
+    assert 'synopsis_requests_total{endpoint="other",model="-",status="404"} 1.0' in text
+    assert 'synopsis_request_duration_seconds_count{endpoint="/v1/summarize"} 3.0' in text
+    assert 'synopsis_batch_size_bucket{le="2.0",model="rec"} 1.0' in text  # both instructions in one call
+    assert 'synopsis_batch_size_count{model="rec"} 1.0' in text
+    assert 'synopsis_queue_depth{queue="pool"} 0.0' in text
+    assert 'synopsis_queue_depth{queue="batch"} 0.0' in text
+    assert 'synopsis_instructsum_cache_hits_total{model="rec"} 3.0' in text
+
+
+# ----------------------------------------------------------------------------- batching
+def test_requests_within_the_window_share_one_call() -> None:
+    recorder = RecordingSummarizer()
+    settings = ServeSettings(batch_window_ms=300, max_batch=4, inference_threads=1)
+    results: dict[int, Any] = {}
+    with TestClient(create_app(_registry(recorder), settings)) as client:
+
+        def post(i: int) -> None:
+            body = {"document": TEXT, "model": "rec", "instructions": [f"q{i}"]}
+            results[i] = client.post("/v1/summarize", json=body)
+
+        threads = [threading.Thread(target=post, args=(i,)) for i in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(20)
+    assert all(results[i].status_code == 200 for i in range(6))
+    for i in range(6):  # each request gets its own summary back
+        assert results[i].json()["summaries"] == [
+            {"instruction": f"q{i}", "summary": f"q{i}: Rivers flooded the valley."}
+        ]
+    assert sum(recorder.sizes) == 6 and max(recorder.sizes) <= 4 and len(recorder.sizes) < 6
+
+
+def test_requests_with_other_options_do_not_share_a_call() -> None:
+    recorder = RecordingSummarizer()
+    registry = ModelRegistry()
+    registry.add(
+        ModelEntry(
+            "rec", recorder, "fake", options=("k",), configure=lambda s, o: s
+        )  # same object, other key
+    )
+    settings = ServeSettings(batch_window_ms=300, max_batch=8)
+    with TestClient(create_app(registry, settings)) as client:
+        threads = [
+            threading.Thread(
+                target=client.post,
+                args=("/v1/summarize",),
+                kwargs={"json": {"document": TEXT, "model": "rec", "options": {"k": 1 + i % 2}}},
+            )
+            for i in range(4)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(20)
+    assert sorted(recorder.sizes) == [2, 2]
+
+
+def test_no_request_waits_longer_than_the_window_plus_one_batch() -> None:
+    recorder = RecordingSummarizer()
+    settings = ServeSettings(batch_window_ms=200, max_batch=64)
+    with TestClient(create_app(_registry(recorder), settings)) as client:
+        started = time.perf_counter()
+        body = client.post("/v1/summarize", json={"document": TEXT, "model": "rec"}).json()
+        elapsed = time.perf_counter() - started
+    # alone in its window: it leaves when the window closes, not later
+    assert 0.19 <= elapsed < 1.5, elapsed
+    assert body["timing_ms"]["total"] < 1500
+
+
+def test_a_request_arriving_during_a_batch_waits_at_most_the_window_plus_that_batch() -> None:
+    class Slow(RecordingSummarizer):
+        def summarize(self, documents: Sequence[Document], instructions: Any = None) -> list[str]:
+            time.sleep(0.6)
+            return super().summarize(documents, instructions)
+
+    window, batch = 0.1, 0.6
+    settings = ServeSettings(batch_window_ms=1000 * window, max_batch=8)
+    results: dict[str, dict[str, Any]] = {}
+    with TestClient(create_app(_registry(Slow()), settings)) as client:
+
+        def post(key: str) -> None:
+            started = time.perf_counter()
+            body = client.post("/v1/summarize", json={"document": TEXT, "model": "rec"}).json()
+            results[key] = {"seconds": time.perf_counter() - started, "body": body}
+
+        first = threading.Thread(target=post, args=("first",))
+        first.start()
+        time.sleep(window + 0.2)  # the first batch is running now
+        post("second")
+        first.join(10)
+    second = results["second"]
+    own_call = second["body"]["timing_ms"]["summaries"][0] / 1000
+    waited = second["seconds"] - own_call
+    assert waited <= window + batch + 0.5, waited  # slack for a loaded machine
+    assert waited >= batch - (window + 0.2) - 0.05  # it did wait for the running batch (one at a time)
+
+
+def test_a_failing_batch_is_retried_item_by_item() -> None:
+    class PickySummarizer(RecordingSummarizer):
+        def summarize(self, documents: Sequence[Document], instructions: Any = None) -> list[str]:
+            if any("poison" in d.sentences[0].text for d in documents):
+                raise RuntimeError("bad document")
+            return super().summarize(documents, instructions)
+
+    settings = ServeSettings(batch_window_ms=300, max_batch=8)
+    results: dict[str, int] = {}
+    with TestClient(create_app(_registry(PickySummarizer()), settings)) as client:
+
+        def post(text: str) -> None:
+            results[text] = client.post("/v1/summarize", json={"document": text, "model": "rec"}).status_code
+
+        threads = [threading.Thread(target=post, args=(t,)) for t in (TEXT, "A poison pill. Indeed.")]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(20)
+    assert results == {TEXT: 200, "A poison pill. Indeed.": 500}
+
+
+def _documents() -> list[Document]:
+    paragraphs = [p for p in PAPER.split("\n\n") if p.strip()]
+    texts = [PAPER, TEXT, " ".join(paragraphs[:1]), PAPER[: len(PAPER) // 2]]
+    return [parse_document(text)[0] for text in texts]
+
+
+@pytest.mark.slow
+def test_batched_pointer_generator_summaries_equal_unbatched_ones() -> None:
+    summarizer = load_summarizer("pointer-generator")
+    documents = _documents()
+    alone = [summarizer.summarize([d])[0] for d in documents]
+    assert summarizer.summarize(documents) == alone
+    # and through the service: the same summaries with batching on as off
+    registry = ModelRegistry()
+    registry.add(describe("default", summarizer))
+    texts = [PAPER, TEXT, PAPER[: len(PAPER) // 2]]
+    with TestClient(create_app(registry, ServeSettings(batch_window_ms=500, max_batch=8))) as client:
+        results: dict[int, str] = {}
+
+        def post(i: int) -> None:
+            results[i] = client.post("/v1/summarize", json={"document": texts[i]}).json()["summaries"][0][
+                "summary"
+            ]
+
+        threads = [threading.Thread(target=post, args=(i,)) for i in range(len(texts))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        calls = client.app.state.batchers["default"].calls
+    assert calls < len(texts)
+    assert [results[i] for i in range(len(texts))] == [
+        summarizer.summarize([parse_document(t)[0]])[0] for t in texts
+    ]
+
+
+@pytest.fixture(scope="module")
+def bart_dir(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Path:
+    from tiny_models import save_tiny_bart
+
+    return save_tiny_bart(tmp_path_factory.mktemp("bart"), shared_data / "tokenizers")
+
+
+@pytest.mark.slow
+def test_batched_seq2seq_summaries_equal_unbatched_ones(bart_dir: Path) -> None:
+    summarizer = load_summarizer(None, bart_dir).with_options(num_beams=2, max_length=12)  # type: ignore[attr-defined]
+    documents = _documents()
+    instructions = [None, "Why?", None, "Who?"]
+    alone = [summarizer.summarize([d], [i])[0] for d, i in zip(documents, instructions, strict=True)]
+    assert summarizer.summarize(documents, instructions) == alone
+
+
+# ----------------------------------------------------------------------------- disconnects
+def _send_and_hang_up(url: str, body: dict[str, Any]) -> None:
+    host, port = url.removeprefix("http://").split(":")
+    payload = json.dumps(body).encode()
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(
+            b"POST /v1/summarize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(payload)}\r\n\r\n".encode()
+            + payload
+        )
+        time.sleep(0.3)  # queued by now
+
+
+@pytest.mark.parametrize("batching", [False, True])
+def test_a_request_whose_client_left_is_never_computed(batching: bool) -> None:
+    gate = threading.Event()
+    recorder = RecordingSummarizer(gate)
+    settings = ServeSettings(inference_threads=1, batch_window_ms=10 if batching else 0, max_batch=1)
+    app = create_app(_registry(recorder), settings)
+    with running_server(app) as url:
+        first: dict[str, int] = {}
+
+        def hold() -> None:
+            body = json.dumps({"document": TEXT, "model": "rec", "instructions": ["first"]}).encode()
+            request = urllib.request.Request(
+                url + "/v1/summarize", data=body, headers={"Content-Type": "application/json"}
+            )
+            with urllib.request.urlopen(request, timeout=30) as response:
+                first["status"] = response.status
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        try:
+            _wait_for(lambda: len(recorder.calls) == 1)
+            _send_and_hang_up(url, {"document": TEXT, "model": "rec", "instructions": ["gone"]})
+
+            def withdrawn() -> bool:
+                health = json.loads(urllib.request.urlopen(url + "/health").read())
+                return (
+                    health["pool"]["waiting"] == 0 and sum(len(b) for b in app.state.batchers.values()) == 0
+                )
+
+            _wait_for(withdrawn)
+        finally:
+            gate.set()
+            holder.join(20)
+        assert first == {"status": 200}
+        time.sleep(0.3)
+        assert recorder.calls == [["first"]]  # the second was never computed
+        metrics = urllib.request.urlopen(url + "/metrics").read().decode()
+        assert 'status="499"' in metrics
+
+
+# ----------------------------------------------------------------------------- streaming
+@pytest.mark.parametrize("batching", [False, True])
+def test_stream_answers_ndjson_events_then_done(batching: bool) -> None:
+    settings = ServeSettings(batch_window_ms=5 if batching else 0)
+    with TestClient(create_app(_registry(), settings)) as client:
+        body = {"document": TEXT, "model": "rec", "instructions": ["a", "b"], "stream": True}
+        with client.stream("POST", "/v1/summarize", json=body) as response:
+            assert response.status_code == 200
+            assert response.headers["content-type"].startswith("application/x-ndjson")
+            events = [json.loads(line) for line in response.iter_lines() if line]
+        plain = client.post("/v1/summarize", json={**body, "stream": False}).json()
+        bad = client.post("/v1/summarize", json={"document": "   ", "model": "rec", "stream": True})
+    kinds = [e["event"] for e in events]
+    assert kinds == ["parsed", "summary", "summary", "done"]
+    assert events[0]["document"]["sentences"] == 4 and events[0]["sections"]["depth"] == 0
+    assert sorted(e["summary"] for e in events[1:3]) == [
+        "a: Rivers flooded the valley.",
+        "b: Rivers flooded the valley.",
+    ]
+    done = events[-1]["response"]
+    assert done["summaries"] == plain["summaries"]
+    assert set(done) == set(plain)
+    assert bad.status_code == 422  # a bad document is an HTTP error before the stream starts
+
+
+def test_stream_reports_a_failure_as_an_error_event() -> None:
+    class Broken:
+        def summarize(self, documents: Any, instructions: Any = None) -> list[str]:
+            raise RuntimeError("model exploded")
+
+    registry = ModelRegistry()
+    registry.add(ModelEntry("broken", Broken(), "fake"))
+    with TestClient(create_app(registry)) as client:
+        with client.stream(
+            "POST", "/v1/summarize", json={"document": TEXT, "model": "broken", "stream": True}
+        ) as r:
+            events = [json.loads(line) for line in r.iter_lines() if line]
+    assert [e["event"] for e in events] == ["parsed", "error"]
+    assert events[-1]["status"] == 500 and events[-1]["error"]["code"] == "internal_error"
+
+
+# ----------------------------------------------------------------------------- schemathesis
+_BIN = Path(sys.executable).parent
+ST = next((str(p) for p in (_BIN / "st", _BIN / "schemathesis") if p.is_file()), None) or shutil.which("st")
+
+
+@pytest.mark.skipif(ST is None, reason="schemathesis is not installed (pip install 'synopsis[dev]')")
+@pytest.mark.parametrize("auth", [False, True])
+def test_schemathesis_finds_no_failures(auth: bool, tmp_path: Path) -> None:
+    settings = ServeSettings(auth_token=TOKEN if auth else None, batch_window_ms=5 if auth else 0)
+    with running_server(create_app(_registry(), settings)) as url:
+        command = [
+            str(ST),
+            "run",
+            url + "/openapi.json",
+            "--checks",
+            "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance",
+            "--max-examples",
+            "15",
+            "--request-timeout",
+            "120",
+            "--workers",
+            "1",
+            "--seed",
+            "1",
+        ]
+        if auth:
+            command += ["-H", f"Authorization: Bearer {TOKEN}"]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
