@@ -242,15 +242,11 @@ def convert_hie_bart(
 
 
 def convert_instructsum(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> PreTrainedModel:
-    """A T5 whose encoder reads instructions with InstructSum's block mask: the same weights. Its
-    generation config gets the paper's decoding (Appendix B: beam 2, at most 192 target tokens)."""
+    """A T5 whose encoder reads instructions with InstructSum's block mask: the same weights. Through
+    :func:`convert_seq2seq` its generation config gets the paper's decoding (:data:`METHOD_DECODING`)."""
     if model.config.model_type not in ("t5", "mt5", "instructsum_t5"):
         raise CheckpointError(f"InstructSum needs a T5 checkpoint, this one is {model.config.model_type!r}")
-    converted = convert_to_instructsum(model)
-    converted.generation_config.num_beams = INSTRUCTSUM_NUM_BEAMS
-    converted.generation_config.max_new_tokens = INSTRUCTSUM_MAX_TARGET_TOKENS
-    converted.generation_config.max_length = None
-    return converted
+    return convert_to_instructsum(model)
 
 
 def convert_hibrids(
@@ -290,9 +286,11 @@ def convert_section_tokens(
     return model
 
 
-#: InstructSum's decoding (Nishida et al., Appendix B, Table 4): beam 2, target length at most 192.
-INSTRUCTSUM_NUM_BEAMS = 2
-INSTRUCTSUM_MAX_TARGET_TOKENS = 192
+#: Decoding a method's paper prescribes, written over the source's generation settings on conversion.
+#: InstructSum (Nishida et al., Appendix B, Table 4): beam 2, target length at most 192 tokens.
+METHOD_DECODING: dict[str, dict[str, Any]] = {
+    "instructsum": {"num_beams": 2, "max_new_tokens": 192, "max_length": None},
+}
 
 #: ``synopsis convert KIND``: functions from a loaded checkpoint (+ its tokenizer) to the converted model.
 CONVERTERS: dict[str, Callable[..., PreTrainedModel]] = {
@@ -303,13 +301,18 @@ CONVERTERS: dict[str, Callable[..., PreTrainedModel]] = {
 }
 
 
-def keep_generation_settings(source: PreTrainedModel, converted: PreTrainedModel) -> PreTrainedModel:
+def keep_generation_settings(
+    source: PreTrainedModel, converted: PreTrainedModel, method_decoding: dict[str, Any] | None = None
+) -> PreTrainedModel:
     """``converted`` decodes as ``source`` did: a copy of its generation config (beams, length penalty,
-    minimum and maximum length, n-gram blocking, ...). A converter that builds a new model would otherwise
+    minimum and maximum length, n-gram blocking, ...), then the decoding the method's paper prescribes
+    (``method_decoding``, :data:`METHOD_DECODING`). A converter that builds a new model would otherwise
     give it the library's defaults (greedy, 20 tokens). Every conversion goes through this one function
     (:func:`convert_seq2seq`)."""
     if converted is not source:
         converted.generation_config = copy.deepcopy(source.generation_config)
+    for name, value in (method_decoding or {}).items():
+        setattr(converted.generation_config, name, value)
     return converted
 
 
@@ -322,7 +325,7 @@ def convert_seq2seq(kind: str, model: PreTrainedModel, tokenizer: PreTrainedToke
         converted = CONVERTERS[kind](model, tokenizer, **options)
     except TypeError as err:  # a misspelt or missing option
         raise ConfigError(f"convert {kind}: {err}") from None
-    return keep_generation_settings(model, converted)
+    return keep_generation_settings(model, converted, METHOD_DECODING.get(kind))
 
 
 def convert_checkpoint(kind: str, source: str | Path, output: str | Path, **options: Any) -> Path:
