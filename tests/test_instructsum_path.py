@@ -237,3 +237,25 @@ def test_the_service_reuses_the_source_cache_across_requests(instructsum_dir: Pa
         again = client.post("/v1/summarize", json={**body, "options": {"num_beams": 2, "max_length": 6}})
         assert again.status_code == 200, again.json()
         assert encoder.source_passes == 1  # other options, same document: still no source pass
+
+
+def test_by_section_encodes_each_window_once_for_all_instructions(instructsum_dir: Path, caplog) -> None:
+    from test_by_section import _long_document
+
+    from synopsis.summarizers.sections import plan_windows
+
+    options = {"model": instructsum_dir, "num_beams": 2, "max_length": 10, "max_source_length": 200}
+    cached = load_summarizer(**options)
+    full = load_summarizer(**options, instruction_cache=False)
+    document = _long_document()
+    windows, _ = plan_windows(document, cached.input_capacity(), cached.input_length)
+    assert len(windows) > 2
+    with caplog.at_level("WARNING", logger="synopsis.models.inputs"):
+        # each instruction per section: the document once per instruction; batches of 4 split them apart
+        results = cached.summarize_by_section([document] * len(INSTRUCTIONS), INSTRUCTIONS, batch_size=4)
+    encoder = cached.model.get_encoder()
+    assert encoder.source_passes == len(windows) and encoder.full_passes == 0
+    assert not [r for r in caplog.records if "truncated" in r.message]  # every window read whole
+    expected = full.summarize_by_section([document] * len(INSTRUCTIONS), INSTRUCTIONS, batch_size=4)
+    assert [r.to_dict() for r in results] == [r.to_dict() for r in expected]
+    assert full.model.get_encoder().full_passes > 0

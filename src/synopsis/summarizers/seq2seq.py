@@ -18,8 +18,8 @@ import torch
 from synopsis.checkpoint import check_finite_tensors
 from synopsis.document import Document
 from synopsis.errors import ConfigError
-from synopsis.models.inputs import Seq2SeqInputs, SourceEncoding
-from synopsis.models.instructsum import SourceCache, encode_with_instruction, is_instructsum
+from synopsis.models.inputs import HIBRIDS_MODEL_TYPES, Seq2SeqInputs, SourceEncoding
+from synopsis.models.instructsum import SourceCache, encode_with_instruction, is_instructsum, prompt_parts
 from synopsis.models.seq2seq import check_generation_options, load_seq2seq
 from synopsis.summarizers.base import Summarizer
 
@@ -82,8 +82,19 @@ class Seq2SeqSummarizer(Summarizer):
     #: Room left in a window for the special tokens (BOS/EOS, section markers) the inputs add around the text.
     SPECIAL_TOKEN_ROOM = 8
 
+    @property
+    def reads_section_tree(self) -> bool:  # type: ignore[override]
+        """HIBRIDS reads the tree's relations, so by section it reads each section's subtree."""
+        return self.model.config.model_type in HIBRIDS_MODEL_TYPES
+
     def input_capacity(self) -> int | None:
-        return max(1, self.inputs.max_source_length - self.SPECIAL_TOKEN_ROOM)
+        room = self.SPECIAL_TOKEN_ROOM
+        if self.inputs.uses_instructsum_prompt(None):
+            # InstructSum's source part gets what the instruction's own budget leaves, less its fixed lead-in
+            # ("Title: ... Article:"), so that a window is read whole beside any instruction.
+            _, lead = prompt_parts("?", None, "")
+            room += self.inputs.max_instruction_length + self.input_length(lead)
+        return max(1, self.inputs.max_source_length - room)
 
     def input_length(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
