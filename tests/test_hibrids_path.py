@@ -176,3 +176,44 @@ def test_converted_checkpoints_keep_the_qs_markers_through_decode(base: str, bas
         decoded = tokenizer.decode(ids, skip_special_tokens=True)
         assert parse(decoded) == parse(text), (kind, decoded)
         assert len(parse(decoded)) == 5
+
+
+def test_by_section_each_section_reads_its_own_subtree(bases, tmp_path: Path) -> None:
+    """Item 5 of issue 26: by section a HIBRIDS model reads a section's subtree, with its relations."""
+    out = convert_checkpoint("hibrids", bases["bart"], tmp_path / "h")
+    summarizer = load_summarizer(model=out, num_beams=1, max_length=12)
+    root = Section(paragraphs=[["A preface sentence about meetings."]])
+    method = root.add(Section("Method", [SENTENCES[1]]))
+    details = method.add(Section("Details", [SENTENCES[2]]))
+    details.add(Section("Deeper", [["The deepest section has words."]]))
+    root.add(Section("Results", [["Scores improve a lot."]]))
+    document = Document(root)
+    received: list[dict] = []
+    original = summarizer.model.generate
+
+    def recording(**kwargs):  # noqa: ANN003, ANN202
+        received.append(kwargs)
+        return original(**kwargs)
+
+    summarizer.model.generate = recording
+    (result,) = summarizer.summarize_by_section([document], batch_size=16)
+    (batch,) = received  # every window in one batch
+    section_ids, relations = batch["section_ids"], batch["section_relations"]
+    sections_read = [sorted(set(row.tolist()) - {-1}) for row in section_ids]
+    # the windows of: the root's own text, Method's subtree (3 sections), Details' (2), Deeper, Results
+    assert [len(s) for s in sections_read] == [1, 3, 2, 1, 1]
+    path, level = document.tree_relations()
+    for row, first in ((1, method.index), (2, details.index)):
+        members = list(range(first, document.sections[first].subtree_end))
+        depths = [document.sections[i].depth - document.sections[first].depth for i in members]
+        expected = relation_buckets(path[members][:, members], level[members][:, members], depths)
+        n = len(members)
+        assert torch.equal(relations[row, :n, :n], expected)
+        assert relations[row, n:, :].eq(-1).all()
+    summaries = {node.path: node for node in result.walk()}
+    assert set(summaries) == {(), (0,), (0, 0), (0, 0, 0), (1,)}
+    for node_path, node in summaries.items():
+        assert node.summary
+        for sentence in node.summary:  # sources cite only sentences inside the section's subtree
+            assert sentence.sources
+            assert all(s.path[: len(node_path)] == node_path for s in sentence.sources)

@@ -21,6 +21,7 @@ from synopsis.summarizers.sections import (
     Window,
     aligned_sentences,
     summarize_by_section,
+    window_document,
 )
 from synopsis.text import split_sentences
 
@@ -32,6 +33,8 @@ class Summarizer(ABC):
     takes_instructions: bool = False
     #: whether ``references`` are required (the oracle)
     needs_references: bool = False
+    #: whether the model reads the section tree, so that by section each section is read as its subtree
+    reads_section_tree: bool = False
 
     @abstractmethod
     def summarize(
@@ -57,8 +60,9 @@ class Summarizer(ABC):
         """The summary sentences of each window, each citing its window's sentences.
 
         This default summarizes each window as a document and cites by lexical alignment; methods that know
-        where their words came from (extractive selection, the pointer-generator's attention) override it."""
-        documents = [Document.from_sentences(w.texts) for w in windows]
+        where their words came from (extractive selection, the pointer-generator's attention) override it. A
+        subtree window (a model that reads the section tree) is given as its section's subtree."""
+        documents = [window_document(w) if w.subtree else Document.from_sentences(w.texts) for w in windows]
         predictions = self.summarize(documents, instructions)
         out = []
         for window, prediction in zip(windows, predictions, strict=True):

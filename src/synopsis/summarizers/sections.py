@@ -157,6 +157,37 @@ class Window:
     sources: list[Source]
     texts: list[str]
     pseudo: bool = False  # a paragraph group of a document without headings: reported as its own section
+    #: ``nodes[i]``: the section holding ``sources[i]`` (``section`` or, for a subtree window, a descendant)
+    nodes: list[Section] = field(default_factory=list)
+    subtree: bool = False  # read as its section's subtree (:func:`window_document`), not as a flat text
+
+
+def window_document(window: Window) -> Document:
+    """The window as a Document whose section tree is its section's subtree: the window's section is the
+    root (with its heading), each sentence stays in its own section, and the sections on the way down to
+    them keep their headings, so a model that reads the tree (HIBRIDS' PathLen and LvlDiff, Cao & Wang,
+    2022, section 3) sees the subtree's relations. Sections without a sentence of the window are left out."""
+    nodes = window.nodes or [window.section] * len(window.texts)
+    wanted = {window.section.index: window.section}
+    for node in nodes:
+        while node is not None and node.index not in wanted:
+            wanted[node.index] = node
+            node = node.parent
+    copies: dict[int, Section] = {}
+    for index in sorted(wanted):  # pre-order: a parent is copied before its children
+        node = wanted[index]
+        copy = Section(heading=node.heading, number=node.number)
+        if index != window.section.index:
+            copies[node.parent.index].add(copy)
+        copies[index] = copy
+    previous = None
+    for node, text in zip(nodes, window.texts, strict=True):
+        paragraphs = copies[node.index].paragraphs
+        if node is not previous or not paragraphs:
+            paragraphs.append([])
+        paragraphs[-1].append(text)
+        previous = node
+    return Document(copies[window.section.index])
 
 
 def section_paths(document: Document) -> dict[int, tuple[int, ...]]:
@@ -197,31 +228,56 @@ def plan_windows(
     length: Callable[[str], int],
     position: int = 0,
     offsets: Sequence[tuple[int, int] | None] | None = None,
+    subtrees: bool = False,
 ) -> tuple[list[Window], int]:
     """The windows of one document (in document order) and the number of sentences split into pieces.
 
     A section's own text of ``n`` units (``length``) goes into ``ceil(n / capacity)`` windows of about equal
     size; a paragraph starts a new window when it would not fit in the current one but fits in one of its own.
     ``capacity=None`` (extractive methods) gives one window per section, or windows of
-    :data:`PLAIN_TEXT_WINDOW` words for a document without headings."""
+    :data:`PLAIN_TEXT_WINDOW` words for a document without headings.
+
+    ``subtrees`` (for a model that reads the section tree): every section below the root is read as its
+    subtree, its own sentences and its descendants' in document order, so its windows may span several
+    sections (:func:`window_document`); a sentence is then read once per section above it. A heading's
+    length counts with its section's first sentence, as the model reads it there."""
     windows: list[Window] = []
     split = 0
     pseudo = not document.root.children
     if pseudo and capacity is None:
         capacity, length = PLAIN_TEXT_WINDOW, lambda text: len(text.split())
     own = section_sources(document, offsets)
-    for node in document.sections:
-        paragraphs = own[node.index]
+    sections = document.sections
+    paths = section_paths(document)
+    for node in sections:
+        members = [node]
+        if subtrees and node.index and not pseudo:
+            members = sections[node.index : node.subtree_end]
+        paragraphs, owners = [], []  # the (sub)tree's paragraphs of Sources, and each one's section
+        for member in members:
+            paragraphs += own[member.index]
+            owners += [member] * len(own[member.index])
         if not paragraphs:
             continue
-        path = paragraphs[0][0].path
+        path = paths[node.index]
+        subtree = len(members) > 1
         if capacity is None:
             flat = [s for p in paragraphs for s in p]
-            windows.append(Window(position, node, path, flat, [s.text for s in flat], pseudo))
+            nodes = [o for o, p in zip(owners, paragraphs, strict=True) for _ in p]
+            windows.append(Window(position, node, path, flat, [s.text for s in flat], pseudo, nodes, subtree))
             continue
         sizes = [[max(1, length(s.text)) for s in p] for p in paragraphs]
+        room = capacity
+        if subtree:  # headings are read before a section's first sentence (its ancestors' too, at worst)
+            room = max(1, capacity - length(node.heading or "") - 1)
+            for i, owner in enumerate(owners):
+                if i == 0 or owners[i - 1] is not owner:
+                    up = owner
+                    while up is not None and up is not node:
+                        sizes[i][0] += length(up.heading or "") + 1
+                        up = up.parent
         total = sum(map(sum, sizes))
-        limit = min(capacity, math.ceil(total / math.ceil(total / capacity)) + capacity // 10)
+        limit = min(room, math.ceil(total / math.ceil(total / room)) + room // 10)
         current: Window | None = None
         used = 0
 
@@ -231,26 +287,29 @@ def plan_windows(
                 windows.append(current)
             current, used = None, 0
 
-        for paragraph, paragraph_sizes in zip(paragraphs, sizes, strict=True):
+        for paragraph, paragraph_sizes, owner in zip(paragraphs, sizes, owners, strict=True):
             whole = sum(paragraph_sizes)
             if used and used + whole > limit and whole <= limit:
                 close()
             for source, size in zip(paragraph, paragraph_sizes, strict=True):
-                if size > capacity:  # one sentence longer than a window: window-sized pieces of it
+                if size > room:  # one sentence longer than a window: window-sized pieces of it
                     close()
                     split += 1
                     words = source.text.split()
-                    step = max(1, len(words) * capacity // size)
+                    step = max(1, len(words) * room // size)
                     for start in range(0, len(words), step):
                         piece = " ".join(words[start : start + step])
-                        windows.append(Window(position, node, path, [source], [piece], pseudo))
+                        windows.append(
+                            Window(position, node, path, [source], [piece], pseudo, [owner], subtree)
+                        )
                     continue
                 if used + size > limit and used:
                     close()
                 if current is None:
-                    current = Window(position, node, path, [], [], pseudo)
+                    current = Window(position, node, path, [], [], pseudo, [], subtree)
                 current.sources.append(source)
                 current.texts.append(source.text)
+                current.nodes.append(owner)
                 used += size
         close()
     return windows, split
@@ -394,9 +453,10 @@ def summarize_by_section(
     capacity = summarizer.input_capacity()
     windows: list[Window] = []
     split = 0
+    subtrees = bool(getattr(summarizer, "reads_section_tree", False))
     for d, document in enumerate(documents):
         made, pieces = plan_windows(
-            document, capacity, summarizer.input_length, d, None if offsets is None else offsets[d]
+            document, capacity, summarizer.input_length, d, None if offsets is None else offsets[d], subtrees
         )
         if not made:
             raise InputError(f"{document.id or f'document {d + 1}'}: document is empty; nothing to summarize")
