@@ -425,3 +425,28 @@ def test_cli_by_document_json_has_the_same_schema(tmp_path: Path, capsys: pytest
         ["Rivers flooded the valley."],
         ["Three bridges were closed."],
     ]
+
+
+def test_subtree_windows_fit_with_headings_and_keep_each_sentence_in_its_section() -> None:
+    from synopsis.summarizers.sections import window_document
+
+    document = _long_document()
+    length = lambda text: len(text.split())  # noqa: E731
+    windows, _ = plan_windows(document, 30, length, subtrees=True)
+    long_section, child = document.sections[1], document.sections[2]
+    for node in (long_section, child):  # each section's windows cover its whole subtree, in order
+        texts = [t for w in windows if w.section is node for t in w.texts]
+        inside = [s.text for s in document.sentences if node.index <= s.section.index < node.subtree_end]
+        assert texts == inside
+    spanning = [w for w in windows if w.section is long_section and any(n is child for n in w.nodes)]
+    assert spanning and all(w.subtree for w in windows if w.section is long_section)
+    for window in [w for w in windows if w.subtree]:
+        sub = window_document(window)
+        assert sum(length(s.text) for s in sub.sentences) + sum(
+            length(n.heading or "") + 1 for n in sub.sections
+        ) <= 30
+        assert [s.text for s in sub.sentences] == window.texts
+        assert [s.section.heading for s in sub.sentences] == [n.heading for n in window.nodes]
+    (last,) = spanning[-1:]
+    sub = window_document(last)
+    assert [n.heading for n in sub.sections] == ["Long", "Child"] and sub.sections[1].parent is sub.root
