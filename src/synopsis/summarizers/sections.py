@@ -8,6 +8,9 @@ tree. A section's *own* sentences (its paragraphs, not its subsections') are cut
 longer than a whole window is split into window-sized pieces (one warning per run). A document without
 headings (plain text) is grouped into windows by paragraph, each reported as a section with a null heading.
 The windows of all documents of a call share batches (:meth:`Summarizer.summarize_windows`).
+A summarizer that reads the section tree (``reads_section_tree``: HIBRIDS) reads every section below the
+root as its subtree instead: its windows hold its own and its descendants' sentences, each given to the model
+in its own section of a Document whose tree is the section's subtree (:func:`window_document`).
 
 Every :class:`SummarySentence` carries its :class:`Source` s, sentences of its own window (so of its own
 section's subtree), and its *support*: the share of its content words (:func:`synopsis.text.content_words`)
