@@ -442,9 +442,11 @@ def test_subtree_windows_fit_with_headings_and_keep_each_sentence_in_its_section
     assert spanning and all(w.subtree for w in windows if w.section is long_section)
     for window in [w for w in windows if w.subtree]:
         sub = window_document(window)
-        assert sum(length(s.text) for s in sub.sentences) + sum(
-            length(n.heading or "") + 1 for n in sub.sections
-        ) <= 30
+        assert (
+            sum(length(s.text) for s in sub.sentences)
+            + sum(length(n.heading or "") + 1 for n in sub.sections)
+            <= 30
+        )
         assert [s.text for s in sub.sentences] == window.texts
         assert [s.section.heading for s in sub.sentences] == [n.heading for n in window.nodes]
     (last,) = spanning[-1:]
