@@ -189,7 +189,10 @@ def _attention_bytes(d: _Dims, queries: int, keys: int, batch: int, e: int, self
         span = min(keys, 2 * (d.window + 1))
         kept += 2 * queries * batch * d.inner * e  # chunked copies of queries and keys
     if d.eager:
-        kept += d.heads * queries * span * batch * 4  # softmax output (fp32)
+        # softmax output, fp32; LED's band probabilities are cast back to the scores' dtype (``type_as``:
+        # 2 bytes under autocast, as the saved tensors of a bf16 step show, tests/test_memory_plan.py)
+        probs = e if d.window is not None and self_attention and keys == queries else 4
+        kept += d.heads * queries * span * batch * probs
         if d.attention_dropout:
             kept += d.heads * queries * span * batch * (1 + e)  # mask and dropped probabilities
     return kept
