@@ -42,6 +42,7 @@ SMALL = {
 CASES = [  # (family, source tokens, target tokens, batch, precision, gradient checkpointing)
     ("bart", 1024, 64, 4, "fp32", False),
     ("led", 2048, 64, 2, "fp32", True),
+    ("led", 2048, 64, 2, "bf16", True),  # 1.29 before LED's band probabilities were counted at 2 bytes
     ("t5", 1024, 64, 2, "bf16", True),
 ]
 
@@ -162,5 +163,144 @@ def test_dry_run_plans_from_config_json_alone(shared_data: Path, tmp_path: Path,
     )
 
 
+# ----------------------------------------------------------------------------- the recurrent trainers
+_SLOTS = ["style=spoken", "style=written", "topic=public", "topic=everyday"]
+RECURRENT_CASES = [  # (family, vocabulary, embedding, hidden, source, target / BPTT, batch, precision)
+    ("pg", 20000, 128, 256, 400, 100, 8, "fp32"),
+    ("pg", 5000, 128, 128, 800, 50, 8, "fp32"),
+    ("lm", 20000, 200, 200, 0, 35, 64, "fp32"),
+]
+
+
+def _recurrent_model(family: str, vocab: int, embedding: int, hidden: int):  # noqa: ANN202
+    """The pointer-generator with coverage (Adagrad) or the in_out domain LM over 4 slots (SGD)."""
+    import torch
+
+    if family == "pg":
+        from synopsis.models.pointer_generator import PointerGenerator, PointerGeneratorConfig
+
+        config = PointerGeneratorConfig(
+            vocab_size=vocab, embedding_dim=embedding, hidden_dim=hidden, coverage=True
+        )
+        model = PointerGenerator(config).train()
+        return model, torch.optim.Adagrad(model.parameters(), lr=0.15, initial_accumulator_value=0.1)
+    from synopsis.models.domain_lm import DomainLM, DomainLMConfig
+
+    config = DomainLMConfig(
+        vocab_size=vocab, embedding_dim=embedding, hidden_dim=hidden, variant="in_out", attribute_slots=_SLOTS
+    )
+    model = DomainLM(config).train()
+    return model, torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def _measure_recurrent(spec: dict) -> int:
+    """As :func:`_measure`, for the trainers' own step: the pointer-generator's teacher-forced loss with 5
+    copied OOVs, the LM's summed cross-entropy over one BPTT window of rows from 3 attribute combinations."""
+    import torch
+    from torch.nn import functional as F
+
+    torch.set_num_threads(1)
+    generator = torch.Generator().manual_seed(0)
+
+    def steps(vocab: int, embedding: int, hidden: int, s: int, t: int, b: int, count: int) -> None:
+        model, optimizer = _recurrent_model(spec["family"], vocab, embedding, hidden)
+        for _ in range(count):
+            optimizer.zero_grad(set_to_none=True)
+            if spec["family"] == "pg":
+                ids = torch.randint(4, vocab, (b, s), generator=generator)
+                extended = ids.clone()
+                extended[:, :5] = vocab + torch.arange(5)
+                labels = torch.randint(4, vocab + 5, (b, t), generator=generator)
+                decoder_ids = torch.cat([torch.full((b, 1), 2), labels[:, :-1]], 1)
+                loss = model(ids, decoder_ids, labels, extended, 5).loss
+            else:
+                ids = torch.randint(4, vocab, (b, t + 1), generator=generator)
+                mask = torch.tensor([[1.0, 0, 1, 0], [0, 1, 0, 1], [1, 0, 0, 1]])[torch.arange(b) % 3]
+                logits, _ = model(ids[:, :-1], mask)
+                loss = F.cross_entropy(logits.flatten(0, 1), ids[:, 1:].flatten()) * t
+            loss.backward()
+            optimizer.step()
+
+    sizes = [spec[k] for k in ("vocab", "embedding", "hidden", "source", "target", "batch")]
+    steps(128, 16, 16, min(sizes[3], 64), min(sizes[4], 16), 1, 1)  # warm-up: kernels, allocator pools
+    baseline = _peak_rss_kib()
+    steps(*sizes, 2)
+    return (_peak_rss_kib() - baseline) * 1024
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="peak RSS is read from /proc (Linux)")
+@pytest.mark.parametrize("case", RECURRENT_CASES, ids=lambda c: f"{c[0]}-V{c[1]}-s{c[4]}-t{c[5]}")
+def test_recurrent_plans_are_within_25_percent_of_the_measured_peak(case: tuple) -> None:
+    import torch
+
+    from synopsis.training.memory import (
+        lstm_lm_activation_bytes,
+        parameter_bytes,
+        pointer_generator_activation_bytes,
+    )
+
+    family, vocab, embedding, hidden, source, target, batch, precision = case
+    spec = dict(family=family, vocab=vocab, embedding=embedding, hidden=hidden, source=source, target=target,
+                batch=batch, precision=precision)  # fmt: skip
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")]),
+    }
+    done = subprocess.run(
+        [sys.executable, __file__, json.dumps(spec)], capture_output=True, text=True, env=env, check=True
+    )
+    measured = int(done.stdout.strip().splitlines()[-1])
+    with torch.device("meta"):
+        parameters = sum(
+            p.numel() for p in _recurrent_model(family, vocab, embedding, hidden)[0].parameters()
+        )
+    if family == "pg":
+        activations = pointer_generator_activation_bytes(
+            vocab=vocab, embedding=embedding, hidden=hidden, source=source, target=target, batch=batch,
+            precision=precision,
+        )  # fmt: skip
+    else:
+        activations = lstm_lm_activation_bytes(
+            vocab=vocab, embedding=embedding, hidden=hidden, layers=1, bptt=target, batch=batch,
+            precision=precision, groups=3,
+        )  # fmt: skip
+    optimizer = "adagrad" if family == "pg" else "sgd"
+    planned = sum(parameter_bytes(parameters, precision, optimizer)) + activations
+    assert 0.75 <= planned / measured <= 1.25, (case, measured, planned)
+
+
+def test_pointer_generator_dry_run_plans_from_the_config_alone(tmp_path: Path, capsys) -> None:
+    """No data (the config's paths do not exist here) and no run directory: the plan, with the parameter
+    count of the model the trainer builds over a vocabulary of vocab.max_size words, Adagrad's state."""
+    from synopsis.models.pointer_generator import PointerGenerator, PointerGeneratorConfig
+
+    out = tmp_path / "plan.json"
+    args = ["train", "pointer-generator", "--config", str(ROOT / "configs" / "pointer_generator_cnndm.yaml"),
+            "--dry-run", "--json", str(out), "--set", "precision=fp32"]  # fmt: skip
+    assert main(args) == 0
+    plan = json.loads(out.read_text())
+    model = PointerGenerator(PointerGeneratorConfig(vocab_size=50_004, embedding_dim=128, hidden_dim=256))
+    expected = sum(p.numel() for p in model.parameters())
+    assert plan["parameters"] == expected and isinstance(plan["memory_per_device_bytes"], int)
+    parts = ("weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes")
+    assert plan["memory_per_device_bytes"] == sum(plan[k] for k in parts)
+    assert plan["optimizer_bytes"] == 4 * expected and plan["weights_bytes"] == 4 * expected
+    assert (plan["micro_batch"], plan["source_tokens"], plan["target_tokens"]) == (16, 400, 100)
+    assert plan["fits"] is True and "fits in 16 GiB per device" in capsys.readouterr().out
+
+    def activations(*sets: str) -> int:
+        assert main([*args, *[x for s in sets for x in ("--set", s)]]) == 0
+        return json.loads(out.read_text())["activations_bytes"]
+
+    # two devices halve the per-device batch; a longer target and a larger vocabulary cost more
+    assert activations("devices=2") < plan["activations_bytes"] < activations("data.max_target_tokens=120")
+    assert plan["activations_bytes"] < activations("vocab.max_size=60000")
+    assert main(["train", "pointer-generator", "--dry-run"]) == 2  # no --config: a one-line error
+    assert "--dry-run needs --config" in capsys.readouterr().err
+
+
 if __name__ == "__main__":
-    print(_measure(json.loads(sys.argv[1])))
+    spec = json.loads(sys.argv[1])
+    print(_measure_recurrent(spec) if spec["family"] in ("pg", "lm") else _measure(spec))

@@ -101,10 +101,40 @@ def test_seq2seq_configs_fit_their_hardware_by_their_own_plan(
     model = save_architecture(architecture, tmp_path / architecture, shared_data / "tokenizers")
     config = load_config(Seq2SeqTrainConfig, CONFIGS / name, {"model": str(model), "output_dir": "runs/x"})
     plan = memory_plan(config)
+    _check_stated_plan(name, plan, config)
+
+
+def _check_stated_plan(name: str, plan, config) -> None:  # noqa: ANN001
+    """The plan fits the devices the config names, and the header states its figures (at its precision)."""
     assert config.device_memory_gb is not None and plan.fits, plan.report()
     header = " ".join(_header(name).split())
     stated = re.search(r"Memory plan .*?([\d,]+) parameters; per device ([\d.]+) GiB of (\d+)", header)
     assert stated, f"{name}: no memory plan in its header"
     assert int(stated[1].replace(",", "")) == plan.parameters
-    assert float(stated[2]) == round(plan.memory_per_device_bytes / 2**30, 1)
+    decimals = len(stated[2].partition(".")[2])
+    assert float(stated[2]) == round(plan.memory_per_device_bytes / 2**30, decimals)
     assert float(stated[3]) == config.device_memory_gb and f"{config.devices}x" in header
+
+
+RECURRENT = ["pointer_generator_cnndm.yaml", "pointer_generator_scitldr.yaml", "domain_lm.yaml"]
+
+
+@pytest.mark.parametrize("name", RECURRENT)
+def test_recurrent_configs_fit_their_hardware_by_their_own_plan(name: str, request, monkeypatch) -> None:
+    """``train pointer-generator --dry-run`` (config alone) and ``experiment domain-lm --dry-run`` (the
+    corpus for its vocabulary): each fits the hardware its config names, and the header says the figures."""
+    monkeypatch.delenv("ACCELERATE_MIXED_PRECISION", raising=False)
+    if name.startswith("pointer_generator"):
+        from synopsis.training.pointer_generator import PointerGeneratorTrainConfig, memory_plan
+
+        config = load_config(PointerGeneratorTrainConfig, CONFIGS / name)
+        plan = memory_plan(config)
+        assert plan.optimizer_bytes == 4 * plan.parameters  # Adagrad's accumulator
+    else:
+        from synopsis.experiments.domain_lm import ExperimentConfig, memory_plan
+
+        corpus = str(request.getfixturevalue("shared_data") / "masc" / "masc_tagged.zip")
+        config = load_config(ExperimentConfig, CONFIGS / name, {"corpus": corpus})
+        plan = memory_plan(config)
+        assert plan.optimizer_bytes == 0  # plain SGD
+    _check_stated_plan(name, plan, config)

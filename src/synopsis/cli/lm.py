@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from synopsis.cli.options import ranged, set_torch_threads, threads_option
-from synopsis.cli.runtime import reporting_interrupts, stdout_console, training_account
+from synopsis.cli.runtime import print_plan, reporting_interrupts, stdout_console, training_account
 from synopsis.config import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE
 from synopsis.errors import CheckpointError, ConfigError, InputError
 
@@ -297,12 +297,22 @@ def domain_lm_experiment(
     ),
     fresh: bool = typer.Option(False, "--fresh", help="Retrain models that already have results."),
     threads: int | None = threads_option(),
+    dry_run: bool = typer.Option(
+        False,
+        "--dry-run",
+        help="Print the memory plan per device of the largest model (in_out) and exit; reads the corpus for "
+        "the vocabulary size only.",
+    ),
+    plan_json: Path | None = typer.Option(None, "--json", help="With --dry-run: write the plan as JSON."),
 ) -> None:
     """Leave-one-domain-out: train on the other domains, test on the unseen one; Tables 4-6 + heatmap."""
-    from synopsis.experiments.domain_lm import run_experiment
+    from synopsis.experiments.domain_lm import memory_plan, run_experiment
 
     set_torch_threads(threads)
     cfg = _load_config(config, corpus, max_epochs, sets, grid)
+    if dry_run:
+        print_plan(memory_plan(cfg), plan_json)
+        return
     account = f"models finished so far are kept in {output_dir}; the same command continues with the others"
     with reporting_interrupts(lambda: account):
         results = run_experiment(cfg, output_dir, resume=not fresh)

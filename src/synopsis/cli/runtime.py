@@ -164,6 +164,16 @@ def stdout_console() -> Console:
     return console
 
 
+def print_plan(plan: Any, plan_json: Path | None) -> None:
+    """``train ... --dry-run``: the memory plan (:class:`synopsis.training.memory.MemoryPlan`) on stdout,
+    and as JSON into ``plan_json`` when given."""
+    from synopsis.io import write_json
+
+    stdout_console().print(plan.report(), markup=False, highlight=False)
+    if plan_json is not None:
+        write_json(plan_json, plan.to_json())
+
+
 def stderr_is_terminal() -> bool:
     return Console(stderr=True).is_terminal
 

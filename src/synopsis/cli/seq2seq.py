@@ -9,6 +9,7 @@ import typer
 
 from synopsis.cli.options import ranged, set_torch_threads, threads_option
 from synopsis.cli.runtime import (
+    print_plan,
     refuse_to_overwrite_inputs,
     reporting_interrupts,
     stdout_console,
@@ -99,13 +100,9 @@ def train(
 
 
 def _dry_run(cfg: Seq2SeqTrainConfig, plan_json: Path | None) -> None:
-    from synopsis.io import write_json
     from synopsis.training.seq2seq import memory_plan
 
-    plan = memory_plan(cfg)
-    stdout_console().print(plan.report(), markup=False, highlight=False)
-    if plan_json is not None:
-        write_json(plan_json, plan.to_json())
+    print_plan(memory_plan(cfg), plan_json)
 
 
 def _run_training(cfg: Seq2SeqTrainConfig, resume: bool, threads: int | None) -> None:

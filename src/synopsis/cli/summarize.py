@@ -218,9 +218,7 @@ def _by_section(by: str, summarizer: Any, ids: list[str], documents: list[Any], 
     if not longer:
         return False
     capacity = summarizer.input_capacity()
-    what = (
-        f"{longer[0][0]} ({longer[0][1]:,} tokens)" if len(longer) == 1 else f"{len(longer)} documents"
-    )
+    what = f"{longer[0][0]} ({longer[0][1]:,} tokens)" if len(longer) == 1 else f"{len(longer)} documents"
     log.info(
         "%s: longer than the model's input (%d), summarizing by section (--by document: one summary of the "
         "first %d)",

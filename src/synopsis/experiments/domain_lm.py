@@ -49,6 +49,8 @@ from synopsis.models.domain_lm import (
     DomainLMConfig,
     attribute_slots_from,
 )
+from synopsis.training.distributed import resolve_precision
+from synopsis.training.memory import MemoryPlan, lstm_lm_activation_bytes, micro_batch, recurrent_plan
 from synopsis.vocab import Vocab
 
 MASC_ZIP = "../shared/data/masc/masc_tagged.zip"
@@ -113,8 +115,14 @@ class ExperimentConfig:
     # {embedding_dim: [...], hidden_dim: [...], bptt: [...]}) trains each model at every setting and keeps
     # the one with the best dev perplexity (the paper's model selection); the results say which.
     grid: str | dict[str, list[int]] | None = None
+    # The hardware the config is meant for, for --dry-run's memory plan: devices (processes) and the memory
+    # of one device (GB = 2**30 bytes); None: not stated, the plan then says nothing about fitting.
+    devices: int = 1
+    device_memory_gb: float | None = None
 
     RANGES: ClassVar[dict[str, Range]] = {
+        "devices": AT_LEAST_ONE,
+        "device_memory_gb": Range(0.0, None, low_open=True),
         "max_tokens_per_domain": AT_LEAST_ONE,
         "dev_fraction": Range(0.0, 0.5, low_open=True, high_open=True),
         "min_count": AT_LEAST_ONE,
@@ -143,6 +151,42 @@ class ExperimentConfig:
         if self.grid not in GRIDS:
             raise ValueError(f"grid must be one of {', '.join(GRIDS)} or a dict, got {self.grid!r}")
         return GRIDS[self.grid]
+
+
+def memory_plan(config: ExperimentConfig, variant: str = "in_out") -> MemoryPlan:
+    """The plan of one training step per device (``experiment domain-lm --dry-run``) of the largest model the
+    experiment trains (``in_out``: both attribute-augmented layers; with a size grid, its largest sizes). The
+    vocabulary is only known from the data: the corpus is read and the vocabulary built over every domain
+    (``min_count``), the bound of each held-out model's; the model is built on the meta device. Plain SGD."""
+    domains = load_domains(config, require_grid=False)
+    vocab, train, _ = build_training_data(domains, None, config.dev_fraction, config.min_count)
+    names = sorted({k for docs in domains.values() for k in docs[0].attributes})
+    sizes = asdict(config.model)
+    bptt = config.training.bptt
+    grid = config.size_grid()
+    if grid is not None:
+        sizes.update(embedding_dim=max(grid["embedding_dim"]), hidden_dim=max(grid["hidden_dim"]))
+        bptt = max(grid["bptt"])
+    model_config = DomainLMConfig(
+        vocab_size=len(vocab), variant=variant,
+        attribute_slots=attribute_slots_from(train.attribute_sets, names), **sizes,
+    )  # fmt: skip
+    with torch.device("meta"):
+        parameters = sum(p.numel() for p in DomainLM(model_config).parameters())
+    batch = micro_batch(config.training.batch_size, config.devices)
+    precision = resolve_precision(config.training.precision, "training.precision")
+    activations = lstm_lm_activation_bytes(
+        vocab=len(vocab), embedding=model_config.embedding_dim, hidden=model_config.hidden_dim,
+        layers=model_config.num_layers, bptt=bptt, batch=batch, precision=precision,
+        groups=min(batch, len(domains)),  # distinct attribute combinations in a batch: at most the domains
+    )  # fmt: skip
+    return recurrent_plan(
+        model=f"domain LM {variant} (vocabulary {len(vocab):,})", parameters=parameters, optimizer="sgd",
+        activations=activations, source=0, target=bptt, batch=batch, devices=config.devices,
+        precision=precision, device_memory_gb=config.device_memory_gb,
+        notes=f"vocabulary of {len(vocab):,} words built from the corpus (every domain, min_count "
+        f"{config.min_count}); target tokens = the BPTT window",
+    )  # fmt: skip
 
 
 @dataclass

@@ -56,6 +56,7 @@ class MemoryPlan:
     optimizer_bytes: int
     activations_bytes: int
     device_memory_bytes: int | None = None  # what the configured hardware has; None: not stated
+    notes: str | None = None  # what the plan assumed (e.g. a vocabulary size only the data knows)
 
     @property
     def memory_per_device_bytes(self) -> int:
@@ -86,6 +87,8 @@ class MemoryPlan:
             f"  activations  {gb(self.activations_bytes)}",
             f"  total        {gb(self.memory_per_device_bytes)} per device",
         ]
+        if self.notes:
+            lines.append(f"  note: {self.notes}")
         if self.device_memory_bytes is not None:
             verdict = "fits" if self.fits else "does NOT fit"
             lines.append(f"  {verdict} in {self.device_memory_bytes / GIB:.0f} GiB per device")
@@ -186,7 +189,10 @@ def _attention_bytes(d: _Dims, queries: int, keys: int, batch: int, e: int, self
         span = min(keys, 2 * (d.window + 1))
         kept += 2 * queries * batch * d.inner * e  # chunked copies of queries and keys
     if d.eager:
-        kept += d.heads * queries * span * batch * 4  # softmax output (fp32)
+        # softmax output, fp32; LED's band probabilities are cast back to the scores' dtype (``type_as``:
+        # 2 bytes under autocast, as the saved tensors of a bf16 step show, tests/test_memory_plan.py)
+        probs = e if d.window is not None and self_attention and keys == queries else 4
+        kept += d.heads * queries * span * batch * probs
         if d.attention_dropout:
             kept += d.heads * queries * span * batch * (1 + e)  # mask and dropped probabilities
     return kept
@@ -265,3 +271,86 @@ def seq2seq_plan(
         activations_bytes=activation_bytes(model_config, source, target, batch, precision, checkpointing),
         device_memory_bytes=None if device_memory_gb is None else int(device_memory_gb * GIB),
     )
+
+
+def recurrent_plan(
+    *,
+    model: str,
+    parameters: int,
+    optimizer: str,
+    activations: int,
+    source: int,
+    target: int,
+    batch: int,
+    devices: int,
+    precision: str,
+    device_memory_gb: float | None,
+    notes: str | None = None,
+) -> MemoryPlan:
+    """The plan of an LSTM trainer (pointer-generator: Adagrad; domain LM: SGD), no checkpointing."""
+    weights, gradients, state = parameter_bytes(parameters, precision, optimizer)
+    return MemoryPlan(
+        model=model,
+        parameters=parameters,
+        precision=precision,
+        gradient_checkpointing=False,
+        devices=devices,
+        micro_batch=batch,
+        source_tokens=source,
+        target_tokens=target,
+        weights_bytes=weights,
+        gradients_bytes=gradients,
+        optimizer_bytes=state,
+        activations_bytes=activations,
+        device_memory_bytes=None if device_memory_gb is None else int(device_memory_gb * GIB),
+        notes=notes,
+    )
+
+
+def pointer_generator_activation_bytes(
+    *, vocab: int, embedding: int, hidden: int, source: int, target: int, batch: int, precision: str
+) -> int:
+    """What a teacher-forced step of the pointer-generator (See et al., 2017) keeps for the backward, coverage
+    on (the larger second phase). Counted per tensor: the encoder's embeddings and their gathered / flipped
+    copies (3E a token), the two fused LSTM directions' gates, states and outputs and the attention features
+    ``W_h h_i`` (24H a token); per decoder step the attention over the ``s`` source tokens (eq. 1 and 11:
+    coverage, energies, masked softmax, the coverage loss's minimum: 7 tensors of ``b s``) and the LSTM cell
+    (20H a row); over all steps the output layer's input and the vocabulary logits with their fp32
+    log-softmax (``b t V``) and the copy term's ``b t s`` tensors (the (V + OOV) distribution itself is never
+    built in training: only the gold word's probability, :meth:`CopyMixture.token_nll`). The backward's
+    temporaries (the logits' gradient, one ``b t V`` fp32 tensor, and the step's gradients) are the
+    fitted part: ``PG_BACKWARD`` times the logits' bytes, measured on CPU (tests/test_memory_plan.py)."""
+    e = 4 if precision == "fp32" else 2
+    encoder = batch * source * (3 * embedding + 24 * hidden) * 4
+    steps = target * batch * (7 * source + 20 * hidden) * 4
+    logits = target * batch * vocab * (e + 4)
+    outputs = target * batch * (4 * hidden * 4 + 3 * source * 4)
+    return int(encoder + steps + logits + outputs + PG_BACKWARD * target * batch * vocab * 4)
+
+
+def lstm_lm_activation_bytes(
+    *,
+    vocab: int,
+    embedding: int,
+    hidden: int,
+    layers: int,
+    bptt: int,
+    batch: int,
+    precision: str,
+    groups: int,
+) -> int:
+    """One truncated-BPTT window of the domain-attribute LSTM LM: per token the embedding, its dropout mask
+    and output (3E), the input as the fused LSTM reads it (``groups`` x E for ``groups`` attribute
+    combinations in the batch), the LSTM's gates, states and outputs (8H a layer), the output dropout (2H),
+    the logits and cross-entropy's fp32 log-softmax (``b t V``); the backward's temporaries are
+    ``LM_BACKWARD`` times the logits' bytes, measured on CPU (tests/test_memory_plan.py)."""
+    e = 4 if precision == "fp32" else 2
+    tokens = bptt * batch
+    per_token = (3 * embedding + groups * embedding + 8 * hidden * layers + 2 * hidden) * 4
+    logits = tokens * vocab * (e + 4)
+    return int(tokens * per_token + logits + LM_BACKWARD * tokens * vocab * 4)
+
+
+# Fitted on CPU (tests/test_memory_plan.py): the backward's temporaries in units of one fp32 b x t x V tensor.
+PG_BACKWARD = 1.0
+LM_BACKWARD = 2.0

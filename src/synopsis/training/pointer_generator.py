@@ -68,6 +68,7 @@ from synopsis.models.pointer_generator import (
     INIT_SCHEMES,
     Batch,
     PointerGenerator,
+    PointerGeneratorConfig,
     PointerGeneratorEnsemble,
     config_for_vocab,
     document_words,
@@ -76,9 +77,15 @@ from synopsis.models.pointer_generator import (
     source_profile,
     summary_words,
 )
-from synopsis.training.distributed import Distributed, LoadedStep, check_precision
+from synopsis.training.distributed import Distributed, LoadedStep, check_precision, resolve_precision
+from synopsis.training.memory import (
+    MemoryPlan,
+    micro_batch,
+    pointer_generator_activation_bytes,
+    recurrent_plan,
+)
 from synopsis.training.plots import plot_curves
-from synopsis.vocab import Vocab
+from synopsis.vocab import SPECIALS, Vocab
 
 logger = logging.getLogger(__name__)
 
@@ -160,8 +167,14 @@ class PointerGeneratorTrainConfig:
     generation: GenerationConfig = field(default_factory=GenerationConfig)  # defaults stored with the model
     seed: int = 1
     precision: str | None = None  # fp32 | bf16 | fp16; None: accelerate launch's --mixed_precision
+    # The hardware the config is meant for, for --dry-run's memory plan: devices (processes) and the memory
+    # of one device (GB = 2**30 bytes); None: not stated, the plan then says nothing about fitting.
+    devices: int = 1
+    device_memory_gb: float | None = None
 
     RANGES: ClassVar[dict[str, Range]] = {
+        "devices": AT_LEAST_ONE,
+        "device_memory_gb": POSITIVE,
         "data.max_source_tokens": AT_LEAST_ONE,
         "data.max_target_tokens": AT_LEAST_ONE,
         "data.max_train_examples": AT_LEAST_ONE,
@@ -203,6 +216,35 @@ class PointerGeneratorTrainConfig:
             raise ValueError(f"schedule.combine_runs must be 'mean' or 'ensemble', got {combine!r}")
         if combine == "ensemble" and self.schedule.coverage_runs < 2:
             raise ValueError("schedule.combine_runs 'ensemble' needs schedule.coverage_runs >= 2")
+
+
+def memory_plan(config: PointerGeneratorTrainConfig) -> MemoryPlan:
+    """The plan of one training step per device (``train pointer-generator --dry-run``) from the config
+    alone: no data is read, so the vocabulary is taken at its bound ``vocab.max_size`` (plus the special
+    tokens), what a corpus with that many distinct words gives; the model is built on the meta device,
+    with coverage (the second phase: its parameter and the larger step)."""
+    m, d = config.model, config.data
+    vocab = config.vocab.max_size + len(SPECIALS)
+    with torch.device("meta"):
+        model = PointerGenerator(
+            PointerGeneratorConfig(
+                vocab_size=vocab, embedding_dim=m.embedding_dim, hidden_dim=m.hidden_dim, pointer=m.pointer,
+                coverage=True,
+            )
+        )  # fmt: skip
+    batch = micro_batch(config.optim.batch_size, config.devices)
+    precision = resolve_precision(config.precision)
+    activations = pointer_generator_activation_bytes(
+        vocab=vocab, embedding=m.embedding_dim, hidden=m.hidden_dim, source=d.max_source_tokens,
+        target=d.max_target_tokens, batch=batch, precision=precision,
+    )  # fmt: skip
+    parameters = sum(p.numel() for p in model.parameters())
+    return recurrent_plan(
+        model=f"pointer-generator (vocabulary {vocab:,})", parameters=parameters,
+        optimizer="adagrad", activations=activations, source=d.max_source_tokens, target=d.max_target_tokens,
+        batch=batch, devices=config.devices, precision=precision, device_memory_gb=config.device_memory_gb,
+        notes=f"vocabulary at its bound, vocab.max_size + {len(SPECIALS)} special tokens (no data read)",
+    )  # fmt: skip
 
 
 # ---------------------------------------------------------------------- data
