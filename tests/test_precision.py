@@ -129,7 +129,9 @@ def test_seq2seq_bf16_losses_close_to_fp32_and_fp32_checkpoints(shared_data: Pat
 
 
 @pytest.mark.parametrize("coverage", [False, True])
-def test_pointer_generator_bf16_losses_close_to_fp32(shared_data: Path, tmp_path: Path, coverage: bool) -> None:
+def test_pointer_generator_bf16_losses_close_to_fp32(
+    shared_data: Path, tmp_path: Path, coverage: bool
+) -> None:
     from synopsis.data.example import write_examples
     from synopsis.data.readers import read_corpus
     from synopsis.training.pointer_generator import PointerGeneratorTrainConfig, Trainer
