@@ -7,6 +7,7 @@ mantissa, about 2-3 significant digits, so the tolerance is a few 1e-2 relative)
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -127,7 +128,10 @@ def test_seq2seq_bf16_losses_close_to_fp32_and_fp32_checkpoints(shared_data: Pat
     _close_but_not_equal(losses["fp32"], losses["bf16"])
 
 
-def test_pointer_generator_bf16_losses_close_to_fp32(shared_data: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("coverage", [False, True])
+def test_pointer_generator_bf16_losses_close_to_fp32(
+    shared_data: Path, tmp_path: Path, coverage: bool
+) -> None:
     from synopsis.data.example import write_examples
     from synopsis.data.readers import read_corpus
     from synopsis.training.pointer_generator import PointerGeneratorTrainConfig, Trainer
@@ -151,6 +155,8 @@ def test_pointer_generator_bf16_losses_close_to_fp32(shared_data: Path, tmp_path
         )
         trainer = Trainer(config, tmp_path / precision, progress=False, distributed=Distributed.single())
         trainer._prepare()
+        # With coverage the custom attention's backward gets fp32 coverage beside bf16 gradients.
+        trainer.model.config.coverage = coverage
         batches = trainer._batches()
         losses[precision] = [trainer.train_step(next(batches)) for _ in range(4)]
         trainer._save(is_best=True)
@@ -159,14 +165,18 @@ def test_pointer_generator_bf16_losses_close_to_fp32(shared_data: Path, tmp_path
     _close_but_not_equal(losses["fp32"], losses["bf16"])
 
 
-def test_domain_lm_bf16_losses_close_to_fp32() -> None:
+@pytest.mark.parametrize("variant", ["in", "out", "in_out"])
+def test_domain_lm_bf16_losses_close_to_fp32(variant: str) -> None:
     from test_domain_lm_training import setup_training
 
     from synopsis.lm.training import LMTrainConfig, train_language_model
+    from synopsis.models.domain_lm import DomainLM
 
     losses: dict[str, list[float]] = {}
     for precision in ("fp32", "bf16"):
         model, train, dev, _ = setup_training()
+        # out and in_out batches mixing attribute combinations go through the grouped output layer.
+        model = DomainLM(dataclasses.replace(model.config, variant=variant))
         record: list[float] = losses.setdefault(precision, [])
         config = LMTrainConfig(batch_size=4, bptt=8, max_epochs=1, learning_rate=0.5, precision=precision)
         train_language_model(model, train, dev, config, on_batch=lambda e, b, loss, r=record: r.append(loss))

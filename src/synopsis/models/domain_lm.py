@@ -277,7 +277,10 @@ class DomainLM(nn.Module):
             return F.linear(hidden, weights[0], self.output_bias)
         tokens = groups.over_time(time)
         flat = tokens.sort(hidden.reshape(batch * time, -1))
-        logits = GroupedLinear.apply(flat, weights, self.output_bias, tokens.sizes)
+        # addmm(out=...) is not autocast: use the effective weights' dtype (a matmul's, so autocast's under
+        # autocast) for the hidden states and bias too. A no-op in fp32.
+        dtype = weights.dtype
+        logits = GroupedLinear.apply(flat.to(dtype), weights, self.output_bias.to(dtype), tokens.sizes)
         return tokens.unsort(logits).view(batch, time, -1)
 
     def _effective_output_weights(self, groups: MaskGroups) -> torch.Tensor:

@@ -433,12 +433,15 @@ class PointerGenerator(nn.Module):
         features = encoder.features
         if encoder.workspace is None or encoder.workspace.shape != features.shape:
             encoder.workspace = torch.empty_like(features, memory_format=torch.contiguous_format)
+        # One dtype for the custom function, whose backward runs outside autocast: the features' (bf16 under
+        # autocast, as the workspace). A no-op in fp32; coverage itself stays accumulated in fp32.
+        dtype = features.dtype
         scores = _AttentionEnergy.apply(
             features,
-            2.0 * self.attn_decoder(s_t),
-            coverage if self.config.coverage else None,
-            2.0 * self.attn_coverage.weight.squeeze(-1),
-            2.0 * self.attn_v.weight.squeeze(0),
+            2.0 * self.attn_decoder(s_t).to(dtype),
+            coverage.to(dtype) if self.config.coverage else None,
+            2.0 * self.attn_coverage.weight.squeeze(-1).to(dtype),
+            2.0 * self.attn_v.weight.squeeze(0).to(dtype),
             encoder.workspace,
         )
         # Masked softmax with a finite fill (exp underflows to exactly 0) and a final multiply by the mask:
