@@ -83,6 +83,21 @@ def test_offsets_are_exact_on_markdown_and_text(tmp_path: Path) -> None:
     assert [body[a:b].split() for a, b in spans] == [s.text.split() for s in doc.sentences]
 
 
+def test_offsets_span_inline_markup_the_markdown_reader_drops(tmp_path: Path) -> None:
+    body = (
+        "# Intro\n\nThis is a **bold** claim about [links](http://x.y) and `code`. "
+        "Another one, _quietly_.\n\nPlain text *here* `too`.\n"
+    )
+    markdown = tmp_path / "marked.md"
+    markdown.write_text(body)
+    document = read_document(markdown)
+    offsets = sentence_offsets(markdown, document)
+    assert offsets is not None and all(o is not None for o in offsets), offsets
+    for sentence, (start, end) in zip(document.sentences, offsets, strict=True):
+        bare = re.sub(r"[*_`]|\[|\]|\(http://x\.y\)", "", body[start:end])
+        assert bare.split() == sentence.text.split(), (body[start:end], sentence.text)
+
+
 def test_offsets_are_none_for_formats_rebuilt_by_their_reader(tmp_path: Path) -> None:
     path = tmp_path / "doc.json"
     path.write_text(json.dumps(Document.from_text("One sentence. Two.").to_dict()))

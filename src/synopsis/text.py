@@ -82,6 +82,11 @@ def content_words(text: str | list[str]) -> list[str]:
     return [t for t in tokens if t not in FUNCTION_WORDS and any(c.isalnum() for c in t)]
 
 
+#: What may stand between two characters of a sentence in its source: whitespace, and the inline markup
+#: characters a Markdown reader drops (emphasis, code, strike-through).
+_MARKUP_GAP = r"[\s*_`~]*"
+
+
 def locate_sentences(source: str, sentences: list[str], window: int = 20_000) -> list[tuple[int, int] | None]:
     """Character offsets ``(start, end)`` of each sentence in ``source``, in order, or ``None`` where one
     cannot be found.
@@ -90,7 +95,8 @@ def locate_sentences(source: str, sentences: list[str], window: int = 20_000) ->
     joins the lines of a paragraph, a Markdown reader drops markup), within ``window`` characters plus the
     sentence's length, so a long file costs linear time. A sentence whose characters are interrupted by markup
     (``*emphasis*``, a link's URL) is found as the shortest span that starts with its first word and ends with
-    its last one; ``source[start:end]`` is then the sentence with that markup.
+    its last one; ``source[start:end]`` is then the sentence with that markup. Inline markup characters
+    (``*``, ``_``, backquotes, ``~``) may stand between any two characters, as whitespace may.
     """
     out: list[tuple[int, int] | None] = []
     cursor = 0
@@ -100,12 +106,12 @@ def locate_sentences(source: str, sentences: list[str], window: int = 20_000) ->
             out.append(None)
             continue
         limit = min(len(source), cursor + window + 4 * len(sentence))
-        pattern = r"\s*".join(re.escape(c) for c in chars)
+        pattern = _MARKUP_GAP.join(re.escape(c) for c in chars)
         match = re.compile(pattern).search(source, cursor, limit)
         if match is None:
             words = sentence.split()
-            first = re.compile(r"\s*".join(re.escape(c) for c in words[0]))
-            last = re.compile(r"\s*".join(re.escape(c) for c in words[-1]))
+            first = re.compile(_MARKUP_GAP.join(re.escape(c) for c in words[0]))
+            last = re.compile(_MARKUP_GAP.join(re.escape(c) for c in words[-1]))
             head = first.search(source, cursor, limit)
             tail = last.search(source, head.end(), limit + len(sentence)) if head else None
             match = (head.start(), tail.end()) if head and tail else None
