@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -277,36 +278,15 @@ def _run_by_section(
                 _print_document_summary(result, output_format)
         return
     writer = PredictionWriter(output, resume=resume)
-    todo = [i for i, skip in enumerate(writer.skipped(ids)) if not skip]
-    if len(todo) < len(ids):
-        log.info("resuming: %s holds %d of %d predictions", output, len(ids) - len(todo), len(ids))
-    done = 0
 
-    def account() -> str:
-        return (
-            f"{writer.written} of {len(ids)} predictions are in {output} (whole lines); "
-            f"resume with: {resume_command()}"
-        )
+    def summarize_rows(rows: list[int], _: int) -> None:
+        results = summarizer.summarize_by_section(
+            [documents[i] for i in rows], [instructions[i] for i in rows], max_words=max_words,
+            batch_size=batch_size, offsets=None if offsets is None else [offsets[i] for i in rows],
+        )  # fmt: skip
+        writer.write([ids[i] for i in rows], [r.to_dict() for r in results])
 
-    shown = progress_enabled() and len(todo) > 1
-    try:
-        with (
-            reporting_interrupts(account),
-            ProgressReporter(
-                "summarizing by section", len(ids), "documents", completed=len(ids) - len(todo), enabled=shown
-            ) as progress,
-        ):
-            for start in range(0, len(todo), batch_size):
-                rows = todo[start : start + batch_size]
-                results = summarizer.summarize_by_section(
-                    [documents[i] for i in rows], [instructions[i] for i in rows], max_words=max_words,
-                    batch_size=batch_size, offsets=None if offsets is None else [offsets[i] for i in rows],
-                )  # fmt: skip
-                writer.write([ids[i] for i in rows], [r.to_dict() for r in results])
-                done += len(rows)
-                progress.advance(len(rows))
-    finally:
-        writer.close()
+    _in_batches(ids, writer, batch_size, "summarizing by section", summarize_rows)
     log.info("wrote %d summaries by section to %s", writer.written, output)
 
 
@@ -485,21 +465,55 @@ def _run(
     from synopsis.cli.output import PredictionWriter
 
     writer = PredictionWriter(output, resume=resume) if output is not None else None
+    empty = 0
+
+    def summarize_rows(rows: list[int], done: int) -> None:
+        nonlocal empty
+        predictions = _summarize_rows(
+            summarizer, rows, documents, instructions, references, model if done == 0 else None
+        )
+        empty += sum(not p.strip() for p in predictions)
+        batch_ids = [ids[i] for i in rows]
+        if writer is not None:
+            writer.write(batch_ids, predictions)
+        else:
+            _print(batch_ids, predictions, first=done == 0, many=len(ids) > 1, outline=outline)
+
+    done = _in_batches(ids, writer, batch_size, "summarizing", summarize_rows)
+    if done is None:
+        return
+    if empty:
+        log.warning("%d of %d summaries are empty", empty, done)
+    if writer is not None:
+        log.info("wrote %d summaries to %s", writer.written, output)
+
+
+def _in_batches(
+    ids: list[str],
+    writer: Any,
+    batch_size: int,
+    label: str,
+    summarize_rows: Callable[[list[int], int], None],
+) -> int | None:
+    """The one loop of a one-process run: the documents ``writer`` (a PredictionWriter, or None for stdout)
+    does not hold yet, ``batch_size`` at a time, to ``summarize_rows(rows, done_so_far)``, under one
+    progress bar, with Ctrl-C saying what was saved; ``writer`` is closed at the end. Returns how many
+    documents were summarized, or None when the output already held them all."""
     todo = [i for i, skip in enumerate(writer.skipped(ids) if writer else [False] * len(ids)) if not skip]
     if writer is not None and len(todo) < len(ids):
-        log.info("resuming: %s holds %d of %d predictions", output, len(ids) - len(todo), len(ids))
+        log.info("resuming: %s holds %d of %d predictions", writer.path, len(ids) - len(todo), len(ids))
     if not todo:
-        assert writer is not None
-        writer.close()
-        log.info("nothing left to do: %s already holds all %d predictions", output, len(ids))
-        return
-    done, empty = 0, 0
+        if writer is not None:
+            writer.close()
+            log.info("nothing left to do: %s already holds all %d predictions", writer.path, len(ids))
+        return None
+    done = 0
 
     def account() -> str:
         if writer is None:
             return f"stopped after {done} of {len(todo)} documents"
         return (
-            f"{writer.written} of {len(ids)} predictions are in {output} (whole lines); "
+            f"{writer.written} of {len(ids)} predictions are in {writer.path} (whole lines); "
             f"resume with: {resume_command()}"
         )
 
@@ -508,29 +522,18 @@ def _run(
         with (
             reporting_interrupts(account),
             ProgressReporter(
-                "summarizing", len(ids), "documents", completed=len(ids) - len(todo), enabled=shown
-            ) as progress,
+                label, len(ids), "documents", completed=len(ids) - len(todo), enabled=shown
+            ) as bar,
         ):
             for start in range(0, len(todo), batch_size):
                 rows = todo[start : start + batch_size]
-                predictions = _summarize_rows(
-                    summarizer, rows, documents, instructions, references, model if done == 0 else None
-                )
-                empty += sum(not p.strip() for p in predictions)
-                batch_ids = [ids[i] for i in rows]
-                if writer is not None:
-                    writer.write(batch_ids, predictions)
-                else:
-                    _print(batch_ids, predictions, first=done == 0, many=len(ids) > 1, outline=outline)
+                summarize_rows(rows, done)
                 done += len(rows)
-                progress.advance(len(rows))
+                bar.advance(len(rows))
     finally:
         if writer is not None:
             writer.close()
-    if empty:
-        log.warning("%d of %d summaries are empty", empty, done)
-    if writer is not None:
-        log.info("wrote %d summaries to %s", writer.written, output)
+    return done
 
 
 def _run_sharded(
