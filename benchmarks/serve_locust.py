@@ -23,7 +23,6 @@ import csv
 import json
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,21 +32,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from serve_load import free_port, rss_mb  # the sibling benchmark script (its folder is on sys.path)
+
 ROOT = Path(__file__).resolve().parents[1]
 LOCUSTFILE = ROOT / "benchmarks" / "serve_locustfile.py"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
 class Server:
