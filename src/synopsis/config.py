@@ -223,3 +223,86 @@ def load_config(
 
 def to_dict(config: Any) -> dict[str, Any]:
     return dataclasses.asdict(config)
+
+
+# ----------------------------------------------------------------------------- decoding options
+@dataclasses.dataclass(frozen=True)
+class DecodingOption:
+    """One decoding option a caller may set: its name (as ``generate()`` names it), type, allowed range and
+    help text. The CLI's flags and the service's request fields are built from these (and a test checks
+    they agree); ``request_range`` is the tighter bound one HTTP request may ask for."""
+
+    name: str
+    type: type
+    allowed: Range
+    help: str
+    request_range: Range
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+#: The decoding options every neural summarizer takes, in the order the CLI and the service list them.
+DECODING_OPTIONS: dict[str, DecodingOption] = {
+    option.name: option
+    for option in (
+        DecodingOption("num_beams", int, AT_LEAST_ONE, "Beam width (1: greedy).", Range(1, 16)),
+        DecodingOption("min_length", int, NON_NEGATIVE, "Shortest summary (words/tokens).", Range(0, 1024)),
+        DecodingOption("max_length", int, AT_LEAST_ONE, "Longest summary (words/tokens).", Range(1, 1024)),
+        DecodingOption(
+            "length_penalty", float, FINITE, "Beam search length penalty exponent.", Range(-10, 10)
+        ),
+        DecodingOption(
+            "no_repeat_ngram_size", int, NON_NEGATIVE, "Never repeat an n-gram of this size (0: off).",
+            Range(0, 16),
+        ),
+    )
+}  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodingOptions:
+    """The decoding options a caller set (``None``: the model's own default), checked once, here.
+
+    The one type behind ``synopsis summarize``'s flags, the service's ``options`` and a training config's
+    ``generation``: :meth:`given` is what goes to Hugging Face ``generate()`` as keyword arguments, and the
+    pointer-generator's :class:`~synopsis.generation.config.GenerationConfig` takes the same names.
+    """
+
+    num_beams: int | None = None
+    min_length: int | None = None
+    max_length: int | None = None
+    length_penalty: float | None = None
+    no_repeat_ngram_size: int | None = None
+
+    def __post_init__(self) -> None:
+        for option in DECODING_OPTIONS.values():
+            value = getattr(self, option.name)
+            if value is not None and value not in option.allowed:
+                raise ConfigError(f"{option.flag} must be {option.allowed}, got {value!r}")
+        low, high = self.min_length, self.max_length
+        if low is not None and high is not None and low > high:
+            raise ConfigError(f"--min-length {low} is larger than --max-length {high}")
+
+    @classmethod
+    def from_mapping(cls, options: Mapping[str, Any] | None) -> DecodingOptions:
+        """Options by name (``None`` values: unset); an unknown name is a :class:`ConfigError` naming it."""
+        options = dict(options or {})
+        unknown = sorted(set(options) - set(DECODING_OPTIONS))
+        if unknown:
+            raise ConfigError(
+                f"unknown generation option(s) {', '.join(unknown)}; valid: {', '.join(DECODING_OPTIONS)}"
+            )
+        for name, value in options.items():
+            if value is not None:
+                _check_type(value, DECODING_OPTIONS[name].type, DECODING_OPTIONS[name].flag)
+        return cls(**options)
+
+    def given(self) -> dict[str, Any]:
+        """The options that are set, by name: keyword arguments of Hugging Face ``generate()``."""
+        return {name: value for name in DECODING_OPTIONS if (value := getattr(self, name)) is not None}
+
+    def update(self, **options: Any) -> DecodingOptions:
+        """These options with ``options`` on top (``None`` values leave an option as it is), checked again."""
+        return self.from_mapping({**self.given(), **{k: v for k, v in options.items() if v is not None}})

@@ -1,11 +1,13 @@
-"""Decoding settings shared by trainers (which store defaults with a model) and summarizers."""
+"""The pointer-generator's decoding settings: the caller's :class:`~synopsis.config.DecodingOptions` on top of
+the defaults a trainer stores with a model, plus the settings only this decoder has."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from synopsis.config import AT_LEAST_ONE, FINITE, NON_NEGATIVE, Range, check_ranges
+from synopsis.config import AT_LEAST_ONE, DECODING_OPTIONS, DecodingOptions, Range, check_ranges
+from synopsis.errors import ConfigError
 from synopsis.generation.penalties import LENGTH_PENALTIES
 
 GENERATION_CONFIG_FILE = "generation_config.json"
@@ -24,12 +26,9 @@ class GenerationConfig:
     no_immediate_repeat: bool = False  # logits processor: ban the token just generated
     max_source_tokens: int = 400
 
+    # The options a caller may set keep the ranges of their one definition (synopsis.config.DECODING_OPTIONS).
     RANGES: ClassVar[dict[str, Range]] = {
-        "num_beams": AT_LEAST_ONE,
-        "min_length": NON_NEGATIVE,
-        "max_length": AT_LEAST_ONE,
-        "length_penalty": FINITE,
-        "no_repeat_ngram_size": NON_NEGATIVE,
+        **{name: option.allowed for name, option in DECODING_OPTIONS.items()},
         "max_source_tokens": AT_LEAST_ONE,
     }
 
@@ -40,3 +39,11 @@ class GenerationConfig:
         if self.length_penalty_kind not in LENGTH_PENALTIES:
             kinds = ", ".join(LENGTH_PENALTIES)
             raise ValueError(f"length_penalty_kind must be one of {kinds}, got {self.length_penalty_kind!r}")
+
+    def with_options(self, options: DecodingOptions) -> GenerationConfig:
+        """These settings with the caller's options on top, checked again (``min_length <= max_length`` also
+        against the defaults kept)."""
+        try:
+            return replace(self, **options.given())
+        except ValueError as err:
+            raise ConfigError(f"generation options: {err}") from None

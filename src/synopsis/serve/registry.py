@@ -12,7 +12,7 @@ import re
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +22,6 @@ from synopsis.summarizers import Summarizer, load_summarizer
 
 logger = logging.getLogger("synopsis.serve")
 
-#: Decoding options of the neural summarizers, as ``synopsis summarize`` names them.
-GENERATION_OPTIONS = ("num_beams", "min_length", "max_length", "length_penalty", "no_repeat_ngram_size")
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 DEFAULT_MODEL = "default"
 
@@ -142,67 +140,32 @@ class ModelRegistry:
 
 
 # ----------------------------------------------------------------------------- describing summarizers
-def _configure_pointer_generator(summarizer: Any, options: dict[str, Any]) -> Summarizer:
-    # A new wrapper around the same weights; GenerationConfig checks min <= max against the defaults too.
-    return type(summarizer)(summarizer.model, summarizer.vocab, replace(summarizer.generation, **options))
-
-
-def _configure_seq2seq(summarizer: Any, options: dict[str, Any]) -> Summarizer:
-    # shares the weights and InstructSum's source cache, so a document encoded once serves every request
+def _with_options(summarizer: Summarizer, options: dict[str, Any]) -> Summarizer:
+    # shares the weights (and InstructSum's source cache), so a document encoded once serves every request
     return summarizer.with_options(**options)
 
 
-def _configure_centrality(summarizer: Any, options: dict[str, Any]) -> Summarizer:
-    return type(summarizer)(
-        k=options.get("k", summarizer.k), query_weight=summarizer.query_weight, encoder=summarizer.encoder
-    )
-
-
 def describe(name: str, summarizer: Summarizer, description: str = "", source: str = "builtin") -> ModelEntry:
-    """A :class:`ModelEntry` for a summarizer from :func:`synopsis.summarizers.load_summarizer`."""
-    kind = type(summarizer).__name__
-    module = type(summarizer).__module__
-    if module == "synopsis.summarizers.extractive" and kind == "LeadSummarizer":
-        k = summarizer.k  # type: ignore[attr-defined]
-        return ModelEntry(
-            name, summarizer, f"lead-{k}", description or f"the first {k} sentences", source=source
+    """A :class:`ModelEntry` for a summarizer from :func:`synopsis.summarizers.load_summarizer`: what it is
+    and takes comes from the summarizer itself (:meth:`~synopsis.summarizers.Summarizer.describe`)."""
+    if not callable(getattr(summarizer, "describe", None)):
+        raise ConfigError(
+            f"model '{name}': cannot serve a {type(summarizer).__name__} (no per-request description for it)"
         )
-    if module == "synopsis.summarizers.extractive" and kind == "CentralitySummarizer":
-        _ = summarizer.encoder  # type: ignore[attr-defined]  # load the lazy encoder now, not in a request
-        return ModelEntry(
-            name,
-            summarizer,
-            "centrality",
-            description
-            or f"the {summarizer.k} most central sentences (all-MiniLM-L6-v2); "  # type: ignore[attr-defined]
-            "an instruction re-ranks them by relevance",
-            instructions=True,
-            options=("k",),
-            source=source,
-            configure=_configure_centrality,
-        )
-    if module == "synopsis.summarizers.pointer_generator":
-        return ModelEntry(
-            name,
-            summarizer,
-            "pointer-generator",
-            description or "pointer-generator + coverage",
-            options=GENERATION_OPTIONS,
-            source=source,
-            configure=_configure_pointer_generator,
-        )
-    if module == "synopsis.summarizers.seq2seq":
-        return ModelEntry(
-            name,
-            summarizer,
-            "seq2seq",
-            description or "Hugging Face seq2seq checkpoint",
-            instructions=True,
-            options=GENERATION_OPTIONS,
-            source=source,
-            configure=_configure_seq2seq,
-        )
-    raise ConfigError(f"model '{name}': cannot serve a {kind} (no per-request description for it)")
+    info = summarizer.describe()
+    if info.references:
+        raise ConfigError(f"model '{name}': cannot serve {info.method}: it needs reference summaries")
+    summarizer.prepare()  # load what is lazy (an embedding model) now, not in a request
+    return ModelEntry(
+        name,
+        summarizer,
+        info.method,
+        description or info.description,
+        instructions=info.instructions,
+        options=info.options,
+        source=source,
+        configure=_with_options,
+    )
 
 
 def parse_model_spec(spec: str) -> tuple[str, Path]:

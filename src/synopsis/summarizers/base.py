@@ -3,17 +3,19 @@
 ``summarize(documents, instructions=None, references=None) -> list[str]``: a batch in, one summary per
 document out, in order. ``instructions`` (one per document, ``None`` entries allowed) steer methods that take
 them and are ignored by the rest; ``references`` are read only by methods that need them (the oracle) and
-ignored by the rest. Callers never check which method they hold.
+ignored by the rest. Callers never check which method they hold: they ask it (:meth:`Summarizer.describe`) and
+get a copy with other options from it (:meth:`Summarizer.with_options`).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from synopsis.document import Document
-from synopsis.errors import InputError
+from synopsis.errors import ConfigError, InputError
 from synopsis.summarizers.sections import (
     DEFAULT_MAX_WORDS,
     DocumentSummary,
@@ -26,6 +28,20 @@ from synopsis.summarizers.sections import (
 from synopsis.text import split_sentences
 
 
+@dataclass(frozen=True)
+class SummarizerInfo:
+    """What a summarizer is and takes, for the CLI and the service to ask instead of checking its class."""
+
+    method: str  #: the ``--method`` that builds it (``lead-3``, ``centrality``, ``seq2seq``, ...)
+    description: str  #: one line for people (``GET /v1/models``)
+    options: tuple[str, ...] = ()  #: what :meth:`Summarizer.with_options` takes
+    instructions: bool = False  #: whether instructions change the output
+    references: bool = False  #: whether it needs reference summaries (the oracle)
+    reads_section_tree: bool = False  #: whether by section it reads each section as its subtree
+    by_section: bool = True  #: whether it can summarize by section
+    extractive: bool = False  #: whether it picks sentences (cheap: no batching, no model weights)
+
+
 class Summarizer(ABC):
     """Base class of every method behind ``synopsis summarize`` and the service."""
 
@@ -35,15 +51,65 @@ class Summarizer(ABC):
     needs_references: bool = False
     #: whether the model reads the section tree, so that by section each section is read as its subtree
     reads_section_tree: bool = False
+    #: whether the method picks whole sentences
+    extractive: bool = False
+    #: the options :meth:`with_options` takes
+    options: tuple[str, ...] = ()
 
-    @abstractmethod
     def summarize(
         self,
         documents: Sequence[Document],
         instructions: Sequence[str | None] | None = None,
         references: Sequence[Sequence[str]] | None = None,
     ) -> list[str]:
-        """One summary per document."""
+        """One summary per document (the batch is checked here, once for every method)."""
+        checked = self._check_batch(documents, instructions, references)
+        if not documents:
+            return []
+        return self._summarize_batch(list(documents), checked, references)
+
+    @abstractmethod
+    def _summarize_batch(
+        self, documents: list[Document], instructions: list[str | None], references: Any
+    ) -> list[str]:
+        """One summary per document of a checked, non-empty batch."""
+
+    # ------------------------------------------------------------------ what it is, what it takes
+    @abstractmethod
+    def describe(self) -> SummarizerInfo:
+        """What this summarizer is and which options it takes."""
+
+    def _info(self, method: str, description: str) -> SummarizerInfo:
+        """The :class:`SummarizerInfo` of this summarizer from its class attributes."""
+        return SummarizerInfo(
+            method=method,
+            description=description,
+            options=tuple(self.options),
+            instructions=self.takes_instructions,
+            references=self.needs_references,
+            reads_section_tree=self.reads_section_tree,
+            by_section=not self.needs_references,
+            extractive=self.extractive,
+        )
+
+    def with_options(self, **options: Any) -> Summarizer:
+        """A summarizer with these options (``None``: unchanged) that shares this one's weights and caches;
+        this one is never changed. An option it does not take is a :class:`ConfigError` naming it."""
+        options = {name: value for name, value in options.items() if value is not None}
+        unknown = [name for name in options if name not in self.options]
+        if unknown:
+            takes = ", ".join(self.options) or "none"
+            raise ConfigError(
+                f"{type(self).__name__} does not take option '{unknown[0]}' (it takes: {takes})"
+            )
+        return self._with_options(options) if options else self
+
+    def _with_options(self, options: dict[str, Any]) -> Summarizer:
+        """The copy :meth:`with_options` returns, for known, non-empty ``options``."""
+        raise NotImplementedError(f"{type(self).__name__} takes no options")
+
+    def prepare(self) -> None:  # noqa: B027 - most summarizers load everything when built
+        """Load what is loaded lazily (an embedding model), so that a server pays for it before serving."""
 
     # ------------------------------------------------------------------ by section
     def input_capacity(self) -> int | None:

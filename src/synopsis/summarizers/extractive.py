@@ -10,12 +10,13 @@ from collections import Counter
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from synopsis.document import Document
 from synopsis.errors import InputError, SynopsisError
-from synopsis.summarizers.base import Summarizer
+from synopsis.summarizers.base import Summarizer, SummarizerInfo
 from synopsis.summarizers.sections import SummarySentence, Window, support
 
 
@@ -26,8 +27,18 @@ def _join(sentences: Sequence[str]) -> str:
 class _Selecting(Summarizer):
     """An extractive method by section: each window's chosen sentences, each citing itself."""
 
+    extractive = True
+
     def select(self, document: Document, instruction: str | None = None) -> list[int]:
         raise NotImplementedError
+
+    def _summarize_batch(
+        self, documents: list[Document], instructions: list[str | None], references: Any
+    ) -> list[str]:
+        return [
+            _join([doc.sentences[i].text for i in self.select(doc, instruction)])
+            for doc, instruction in zip(documents, instructions, strict=True)
+        ]
 
     def summarize_windows(
         self, windows: Sequence[Window], instructions: Sequence[str | None] | None = None
@@ -58,14 +69,8 @@ class LeadSummarizer(_Selecting):
     def select(self, document: Document, instruction: str | None = None) -> list[int]:
         return list(range(min(self.k, len(document.sentences))))
 
-    def summarize(
-        self,
-        documents: Sequence[Document],
-        instructions: Sequence[str | None] | None = None,
-        references: Sequence[Sequence[str]] | None = None,
-    ) -> list[str]:
-        self._check_batch(documents, instructions, references)
-        return [_join([s.text for s in doc.sentences[: self.k]]) for doc in documents]
+    def describe(self) -> SummarizerInfo:
+        return self._info(f"lead-{self.k}", f"the first {self.k} sentences")
 
 
 def _ngrams(tokens: Sequence[str], n: int) -> Counter:
@@ -89,6 +94,7 @@ class OracleSummarizer(Summarizer):
     """
 
     needs_references = True
+    extractive = True
 
     def __init__(self, max_sentences: int = 5, use_stemmer: bool = True) -> None:
         self.max_sentences = max_sentences
@@ -133,13 +139,12 @@ class OracleSummarizer(Summarizer):
             best = best_score
         return sorted(chosen)
 
-    def summarize(
-        self,
-        documents: Sequence[Document],
-        instructions: Sequence[str | None] | None = None,
-        references: Sequence[Sequence[str]] | None = None,
+    def describe(self) -> SummarizerInfo:
+        return self._info("oracle", "the greedy ROUGE-1 + ROUGE-2 oracle (needs reference summaries)")
+
+    def _summarize_batch(
+        self, documents: list[Document], instructions: list[str | None], references: Any
     ) -> list[str]:
-        self._check_batch(documents, instructions, references)
         if references is None:
             raise InputError(
                 "the oracle needs references for every document: summarize a corpus with --corpus"
@@ -210,6 +215,7 @@ class CentralitySummarizer(_Selecting):
     """
 
     takes_instructions = True
+    options = ("k",)
 
     def __init__(self, k: int = 3, query_weight: float = 0.8, encoder: SentenceEncoder | None = None) -> None:
         if not 0.0 <= query_weight <= 1.0:
@@ -248,14 +254,15 @@ class CentralitySummarizer(_Selecting):
         scores = self.scores(document, instruction)
         return sorted(np.argsort(-scores, kind="stable")[: self.k].tolist())
 
-    def summarize(
-        self,
-        documents: Sequence[Document],
-        instructions: Sequence[str | None] | None = None,
-        references: Sequence[Sequence[str]] | None = None,
-    ) -> list[str]:
-        instructions = self._check_batch(documents, instructions, references)
-        out = []
-        for doc, instruction in zip(documents, instructions, strict=True):
-            out.append(_join([doc.sentences[i].text for i in self.select(doc, instruction)]))
-        return out
+    def describe(self) -> SummarizerInfo:
+        return self._info(
+            "centrality",
+            f"the {self.k} most central sentences (all-MiniLM-L6-v2); "
+            "an instruction re-ranks them by relevance",
+        )
+
+    def _with_options(self, options: dict[str, Any]) -> CentralitySummarizer:
+        return type(self)(k=options.get("k", self.k), query_weight=self.query_weight, encoder=self.encoder)
+
+    def prepare(self) -> None:
+        _ = self.encoder  # load the lazy embedding model now

@@ -11,15 +11,16 @@ import json
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, fields
+from dataclasses import asdict
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from synopsis.config import DECODING_OPTIONS, DecodingOptions
 from synopsis.document import Document
-from synopsis.errors import CheckpointError, ConfigError, InputError
+from synopsis.errors import CheckpointError, InputError
 from synopsis.generation.config import GENERATION_CONFIG_FILE, GenerationConfig
-from synopsis.summarizers.base import Summarizer
+from synopsis.summarizers.base import Summarizer, SummarizerInfo
 
 logger = logging.getLogger(__name__)
 
@@ -73,12 +74,14 @@ class PointerGeneratorSummarizer(Summarizer):
 
     @classmethod
     def from_pretrained(
-        cls, path: str | Path | None = None, **generation_options: Any
+        cls, path: str | Path | None = None, max_source_tokens: int | None = None, **options: Any
     ) -> PointerGeneratorSummarizer:
-        """Load a model directory (``None``: the bundled model); options override its generation defaults."""
+        """Load a model directory (``None``: the bundled model); decoding ``options`` (and
+        ``max_source_tokens``) override its generation defaults."""
         from synopsis.config import from_dict
         from synopsis.models.pointer_generator import PointerGenerator
 
+        decoding = DecodingOptions.from_mapping(options)
         directory = bundled_model_dir() if path is None else Path(path)
         if path is None and not (directory / "model.safetensors").is_file():
             raise CheckpointError(
@@ -92,15 +95,20 @@ class PointerGeneratorSummarizer(Summarizer):
                 defaults = json.loads(generation_file.read_text(encoding="utf-8"))
             except (json.JSONDecodeError, UnicodeDecodeError) as err:
                 raise CheckpointError(f"{generation_file}: corrupt JSON ({err})") from None
-        known = {f.name for f in fields(GenerationConfig)}
-        unknown = sorted(set(generation_options) - known)
-        if unknown:
-            raise ConfigError(
-                f"unknown generation option(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
-            )
-        options = {k: v for k, v in generation_options.items() if v is not None}
-        generation = from_dict(GenerationConfig, {**defaults, **options}, "generation options")
+        if max_source_tokens is not None:
+            defaults = {**defaults, "max_source_tokens": max_source_tokens}
+        generation = from_dict(GenerationConfig, {**defaults, **decoding.given()}, "generation options")
         return cls(model, vocab, generation)
+
+    options = tuple(DECODING_OPTIONS)
+
+    def describe(self) -> SummarizerInfo:
+        return self._info("pointer-generator", "pointer-generator + coverage")
+
+    def _with_options(self, options: dict[str, Any]) -> PointerGeneratorSummarizer:
+        # A new wrapper around the same weights; GenerationConfig checks min <= max against the defaults too.
+        generation = self.generation.with_options(DecodingOptions.from_mapping(options))
+        return type(self)(self.model, self.vocab, generation)
 
     # ------------------------------------------------------------------ decoding
     def generate(self, articles: Sequence[Sequence[str]], min_length: int | None = None) -> list[list[str]]:
@@ -269,18 +277,12 @@ class PointerGeneratorSummarizer(Summarizer):
                     out[row] = sentences
         return out
 
-    def summarize(
-        self,
-        documents: Sequence[Document],
-        instructions: Sequence[str | None] | None = None,
-        references: Sequence[Sequence[str]] | None = None,
+    def _summarize_batch(
+        self, documents: list[Document], instructions: list[str | None], references: Any
     ) -> list[str]:
-        """One summary per document. Instructions are ignored: the pointer-generator is not controllable."""
+        """Instructions are ignored: the pointer-generator is not controllable."""
         from synopsis.models.pointer_generator import document_words
 
-        self._check_batch(documents, instructions, references)
-        if not documents:
-            return []
         articles, min_lengths = [], []
         for i, document in enumerate(documents):
             name = document.id or f"document {i + 1}"

@@ -16,17 +16,19 @@ from typing import Any
 import torch
 
 from synopsis.checkpoint import check_finite_tensors
+from synopsis.config import DECODING_OPTIONS, DecodingOptions
 from synopsis.document import Document
 from synopsis.errors import ConfigError
 from synopsis.models.inputs import HIBRIDS_MODEL_TYPES, Seq2SeqInputs, SourceEncoding
 from synopsis.models.instructsum import SourceCache, encode_with_instruction, is_instructsum, prompt_parts
-from synopsis.models.seq2seq import check_generation_options, load_seq2seq
-from synopsis.summarizers.base import Summarizer
+from synopsis.models.seq2seq import load_seq2seq
+from synopsis.summarizers.base import Summarizer, SummarizerInfo
 
 
 class Seq2SeqSummarizer(Summarizer):
     """Batched abstractive summarization with beam search; unset options keep the checkpoint's defaults."""
 
+    options = tuple(DECODING_OPTIONS)
     takes_instructions = True
 
     def __init__(
@@ -38,11 +40,11 @@ class Seq2SeqSummarizer(Summarizer):
         cache_bytes: int = 1 << 30,
         **generation: Any,
     ) -> None:
-        check_generation_options(generation)
+        self.decoding = DecodingOptions.from_mapping(generation)
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.inputs = inputs or Seq2SeqInputs(model.config, tokenizer)
-        self.generation = {k: v for k, v in generation.items() if v is not None}
+        self.generation = self.decoding.given()  # generate()'s keyword arguments
         self.cache = SourceCache(cache_bytes) if instruction_cache and is_instructsum(model) else None
 
     @classmethod
@@ -67,15 +69,13 @@ class Seq2SeqSummarizer(Summarizer):
         inputs = Seq2SeqInputs(model.config, tokenizer, max_source_length=max_source_length)
         return cls(model, tokenizer, inputs, instruction_cache=instruction_cache, **generation_options)
 
-    def with_options(self, **generation: Any) -> Seq2SeqSummarizer:
+    def describe(self) -> SummarizerInfo:
+        return self._info("seq2seq", "Hugging Face seq2seq checkpoint")
+
+    def _with_options(self, options: dict[str, Any]) -> Seq2SeqSummarizer:
         """The same model, inputs and source cache with other decoding options (e.g. one per request)."""
-        other = type(self)(
-            self.model,
-            self.tokenizer,
-            self.inputs,
-            instruction_cache=False,
-            **{**self.generation, **generation},
-        )
+        decoding = self.decoding.update(**options).given()
+        other = type(self)(self.model, self.tokenizer, self.inputs, instruction_cache=False, **decoding)
         other.cache = self.cache
         return other
 
@@ -100,15 +100,9 @@ class Seq2SeqSummarizer(Summarizer):
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     @torch.inference_mode()
-    def summarize(
-        self,
-        documents: Sequence[Document],
-        instructions: Sequence[str | None] | None = None,
-        references: Sequence[Sequence[str]] | None = None,
+    def _summarize_batch(
+        self, documents: list[Document], instructions: list[str | None], references: Any
     ) -> list[str]:
-        instructions = self._check_batch(documents, instructions, references)
-        if not documents:
-            return []
         encodings = self.inputs.encode_sources(documents, instructions)
         if self.cache is not None:
             return self._summarize_from_cache(encodings)
