@@ -29,6 +29,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from synopsis.config import DECODING_OPTIONS, DecodingOptions
 from synopsis.errors import CheckpointError, ConfigError, InputError
 from synopsis.models.hibrids import (
     SECTION_MARKER_KINDS,
@@ -56,26 +57,14 @@ WEIGHT_FILES = (
     "pytorch_model.bin.index.json",
 )
 #: Decoding options users know from ``generate()`` (summarize's flags, a training config's ``generation``).
-GENERATION_OPTIONS = ("num_beams", "min_length", "max_length", "length_penalty", "no_repeat_ngram_size")
+GENERATION_OPTIONS = tuple(DECODING_OPTIONS)
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "spiece.model", "sentencepiece.bpe.model", "vocab.txt")
 
 
 def check_generation_options(options: dict[str, Any]) -> None:
-    """Refuse impossible decoding settings (unknown names, out-of-range values) naming the option."""
-    unknown = sorted(set(options) - set(GENERATION_OPTIONS))
-    if unknown:
-        raise ConfigError(
-            f"unknown generation option(s) {', '.join(unknown)}; valid: {', '.join(GENERATION_OPTIONS)}"
-        )
-    for name in ("num_beams", "max_length"):
-        if options.get(name) is not None and options[name] < 1:
-            raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {options[name]}")
-    for name in ("min_length", "no_repeat_ngram_size"):
-        if options.get(name) is not None and options[name] < 0:
-            raise ConfigError(f"--{name.replace('_', '-')} must be >= 0, got {options[name]}")
-    low, high = options.get("min_length"), options.get("max_length")
-    if low is not None and high is not None and low > high:
-        raise ConfigError(f"--min-length {low} is larger than --max-length {high}")
+    """Refuse impossible decoding settings (unknown names, out-of-range values) naming the option: the one
+    check of :class:`synopsis.config.DecodingOptions`."""
+    DecodingOptions.from_mapping(options)
 
 
 def read_model_config(model_dir: str | Path) -> dict[str, Any]:
