@@ -13,8 +13,10 @@ from typing import Any
 
 import typer
 
-from synopsis.config import AT_LEAST_ONE, Range
+from synopsis.config import AT_LEAST_ONE, DECODING_OPTIONS, Range
 
+#: What the help of a decoding flag adds: which methods take it and what it defaults to.
+NEURAL_DEFAULT = "Neural models; default: the model's."
 THREADS_HELP = "CPU threads to compute with (default: $OMP_NUM_THREADS if set, else one per core)."
 
 
@@ -41,6 +43,13 @@ def ranged(default: Any, *names: str, allowed: Range, help: str, **kwargs: Any) 
 def threads_option() -> Any:
     """``--threads``: the same option, default and range in every command that computes."""
     return ranged(None, "--threads", allowed=AT_LEAST_ONE, help=THREADS_HELP)
+
+
+def decoding_option(name: str) -> Any:
+    """The flag of one decoding option (``--num-beams``, ...): its name, range and help come from the one
+    definition the service's request schema shares (:data:`synopsis.config.DECODING_OPTIONS`)."""
+    option = DECODING_OPTIONS[name]
+    return ranged(None, option.flag, allowed=option.allowed, help=f"{option.help} {NEURAL_DEFAULT}")
 
 
 def default_threads() -> int:

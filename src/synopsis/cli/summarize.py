@@ -10,24 +10,19 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from synopsis.cli.options import ranged, set_torch_threads, threads_option
-from synopsis.cli.runtime import (
-    ProgressReporter,
-    progress_enabled,
-    refuse_to_overwrite_inputs,
-    reporting_interrupts,
-    resume_command,
-    track,
-)
-from synopsis.config import AT_LEAST_ONE, FINITE, NON_NEGATIVE, POSITIVE
-from synopsis.errors import CheckpointError, InputError, SynopsisError
+from synopsis.cli.options import decoding_option, ranged, set_torch_threads, threads_option
+from synopsis.cli.runtime import ProgressReporter, refuse_to_overwrite_inputs, track
+from synopsis.cli.summarize_corpus import Job, in_batches, run_sharded
+from synopsis.config import AT_LEAST_ONE, POSITIVE, DecodingOptions
+from synopsis.errors import InputError
 from synopsis.sharding import Shard, part_files, remove_parts
+from synopsis.summarizers.base import Summarizer
 
 log = logging.getLogger("synopsis.cli")
 
@@ -77,24 +72,11 @@ def summarize(
         "(by id for .jsonl, by count for one-per-line files).",
     ),
     k: int = ranged(3, "--k", allowed=AT_LEAST_ONE, help="Sentences to extract (centrality)."),
-    num_beams: int | None = ranged(
-        None, "--num-beams", allowed=AT_LEAST_ONE, help="Beam width (neural models; default: the model's)."
-    ),
-    min_length: int | None = ranged(
-        None, "--min-length", allowed=NON_NEGATIVE, help="Shortest summary (neural models; default: model's)."
-    ),
-    max_length: int | None = ranged(
-        None, "--max-length", allowed=AT_LEAST_ONE, help="Longest summary (neural models; default: model's)."
-    ),
-    length_penalty: float | None = ranged(
-        None, "--length-penalty", allowed=FINITE, help="Beam search length penalty exponent (neural models)."
-    ),
-    no_repeat_ngram_size: int | None = ranged(
-        None,
-        "--no-repeat-ngram-size",
-        allowed=NON_NEGATIVE,
-        help="Never repeat an n-gram of this size (neural models; 0: off).",
-    ),
+    num_beams: int | None = decoding_option("num_beams"),
+    min_length: int | None = decoding_option("min_length"),
+    max_length: int | None = decoding_option("max_length"),
+    length_penalty: float | None = decoding_option("length_penalty"),
+    no_repeat_ngram_size: int | None = decoding_option("no_repeat_ngram_size"),
     max_source_length: int | None = ranged(
         None,
         "--max-source-length",
@@ -155,31 +137,68 @@ def summarize(
     with launched() as shard:
         with errors_from_main_only(shard):
             _check_by(by, output_format, method, outline, corpus, shard)
-            job = _prepare(
-                shard, inputs, method, model, instruction, no_cache, corpus, split, input_format, output,
-                resume, k, num_beams, min_length, max_length, length_penalty, no_repeat_ngram_size,
-                max_source_length, batch_size, max_input_mb, skip_bad_lines, threads, dtype=dtype,
-                columns=_columns(text_column, summary_column, id_column),
+            decoding = DecodingOptions.from_mapping(
+                dict(num_beams=num_beams, min_length=min_length, max_length=max_length,
+                     length_penalty=length_penalty, no_repeat_ngram_size=no_repeat_ngram_size)
             )  # fmt: skip
-        summarizer, ids, documents, instructions, references, size, label = job
-        if _by_section(by, summarizer, ids, documents, corpus):
-            paths = (
-                None if corpus is not None else [p for p in inputs for _ in range(len(ids) // len(inputs))]
-            )
-            _run_by_section(
-                summarizer, ids, documents, instructions, paths, input_format, size, output, resume,
-                max_words, output_format,
+            spec = ModelSpec(method, model, k, max_source_length, not no_cache, dtype, threads, decoding)
+            run = RunSpec(
+                inputs, corpus, split, input_format, list(instruction or []), max_input_mb, skip_bad_lines,
+                _columns(text_column, summary_column, id_column), output, resume, batch_size,
             )  # fmt: skip
+            job = _prepare(shard, run, spec)
+        if _by_section(by, job.summarizer, job.ids, job.documents, corpus):
+            per_input = len(job.ids) // len(inputs)  # one per --instruction
+            paths = None if corpus is not None else [p for p in inputs for _ in range(per_input)]
+            _run_by_section(job, paths, input_format, output, resume, max_words, output_format)
             return
         if output is None and output_format == "json":
-            _run_json(summarizer, ids, documents, instructions, references, size)
+            _run_json(job)
             return
         if output is not None and (shard.distributed or (resume and part_files(output))):
-            _run_sharded(
-                summarizer, ids, documents, instructions, references, size, output, resume, label, shard
-            )
+            run_sharded(job, output, resume, shard)
         else:
-            _run(summarizer, ids, documents, instructions, references, size, output, resume, outline, label)
+            _run(job, output, resume, outline)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Which summarizer to load, and how (``synopsis summarize``'s model options)."""
+
+    method: str | None
+    model: Path | None
+    k: int
+    max_source_length: int | None
+    instruction_cache: bool
+    dtype: str | None
+    threads: int | None
+    decoding: DecodingOptions
+
+    def load(self) -> Summarizer:
+        from synopsis.summarizers import load_summarizer
+
+        set_torch_threads(self.threads)
+        return load_summarizer(
+            self.method, self.model, k=self.k, max_source_length=self.max_source_length,
+            instruction_cache=self.instruction_cache, dtype=self.dtype, **self.decoding.given(),
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What to read and where to write (``synopsis summarize``'s input and output options)."""
+
+    inputs: list[Path]
+    corpus: str | None
+    split: str | None
+    input_format: str
+    instructions: list[str]
+    max_input_mb: float
+    skip_bad_lines: bool
+    columns: dict[str, str]
+    output: Path | None
+    resume: bool
+    batch_size: int | None
 
 
 def _columns(text: str | None, summary: str | None, example_id: str | None) -> dict[str, str]:
@@ -231,13 +250,9 @@ def _by_section(by: str, summarizer: Any, ids: list[str], documents: list[Any], 
 
 
 def _run_by_section(
-    summarizer: Any,
-    ids: list[str],
-    documents: list[Any],
-    instructions: list[str | None],
+    job: Job,
     paths: list[Path] | None,
     input_format: str,
-    batch_size: int,
     output: Path | None,
     resume: bool,
     max_words: int,
@@ -249,6 +264,8 @@ def _run_by_section(
     from synopsis.cli.output import PredictionWriter
     from synopsis.data.readers import sentence_offsets
 
+    summarizer, ids, documents, instructions = job.summarizer, job.ids, job.documents, job.instructions
+    batch_size = job.batch_size
     offsets = None
     if paths is not None:
         cache: dict[Path, Any] = {}
@@ -286,7 +303,7 @@ def _run_by_section(
         )  # fmt: skip
         writer.write([ids[i] for i in rows], [r.to_dict() for r in results])
 
-    _in_batches(ids, writer, batch_size, "summarizing by section", summarize_rows)
+    in_batches(ids, writer, batch_size, "summarizing by section", summarize_rows)
     log.info("wrote %d summaries by section to %s", writer.written, output)
 
 
@@ -314,107 +331,60 @@ def _print_document_summary(result: Any, output_format: str) -> None:
         typer.echo(sentence.text)
 
 
-def _run_json(
-    summarizer: Any,
-    ids: list[str],
-    documents: list[Any],
-    instructions: list[str | None],
-    references: list[Any] | None,
-    batch_size: int,
-) -> None:
+def _run_json(job: Job) -> None:
     """--by document --output-format json: the one schema, its summary sentences cited by alignment with the
     document's sentences (an extractive summary's sentences cite themselves), no sections."""
     from synopsis.summarizers.sections import Window, aligned_sentences, section_sources
 
-    for start in range(0, len(ids), batch_size):
-        rows = list(range(start, min(len(ids), start + batch_size)))
-        predictions = _summarize_rows(summarizer, rows, documents, instructions, references, None)
-        for i, prediction in zip(rows, predictions, strict=True):
-            document = documents[i]
+    for start in range(0, len(job.ids), job.batch_size):
+        rows = list(range(start, min(len(job.ids), start + job.batch_size)))
+        for i, prediction in zip(rows, job.summarize(rows), strict=True):
+            document = job.documents[i]
             sources = [s for node in section_sources(document).values() for p in node for s in p]
             window = Window(0, document.root, (), sources, [s.text for s in sources])
             lines = [line for line in prediction.split("\n") if line.strip()]
             summary = aligned_sentences(lines, window)
-            record = {"id": ids[i], "prediction": prediction, "summary": [s.to_dict() for s in summary],
+            record = {"id": job.ids[i], "prediction": prediction, "summary": [s.to_dict() for s in summary],
                       "sections": []}  # fmt: skip
             typer.echo(json.dumps(record, ensure_ascii=False))
 
 
-def _prepare(
-    shard: Shard,
-    inputs: list[Path],
-    method: str | None,
-    model: Path | None,
-    instruction: list[str] | None,
-    no_cache: bool,
-    corpus: str | None,
-    split: str | None,
-    input_format: str,
-    output: Path | None,
-    resume: bool,
-    k: int,
-    num_beams: int | None,
-    min_length: int | None,
-    max_length: int | None,
-    length_penalty: float | None,
-    no_repeat_ngram_size: int | None,
-    max_source_length: int | None,
-    batch_size: int | None,
-    max_input_mb: float,
-    skip_bad_lines: bool,
-    threads: int | None,
-    dtype: str | None = None,
-    columns: dict[str, str] | None = None,
-) -> tuple[Any, list[str], list[Any], list[str | None], list[Any] | None, int, str | None]:
+def _prepare(shard: Shard, run: RunSpec, spec: ModelSpec) -> Job:
     """Check the options, load the summarizer and read the documents (every process alike)."""
     from synopsis.data.readers import detect_corpus, read_corpus, read_document
-    from synopsis.summarizers import load_summarizer
 
+    inputs, corpus, output, instructions_given = run.inputs, run.corpus, run.output, run.instructions
     if shard.distributed and output is None:
         raise InputError(
             f"{shard.world} processes write one file: give --output (-o); to print summaries, run one process"
         )
-    if resume and output is None:
+    if run.resume and output is None:
         raise InputError("--resume continues a run that writes --output; give the same --output")
     if corpus is not None and len(inputs) != 1:
         raise InputError("--corpus takes exactly one input path")
-    instructions_given = list(instruction or [])
     if corpus is not None and len(instructions_given) > 1:
         raise InputError("--corpus takes at most one --instruction (it applies to every example)")
     for path in inputs:
         if not path.exists():
             raise InputError(f"{path}: no such file or directory")
-    refuse_to_overwrite_inputs(output, [*inputs, model], "--output")
-    _check_model_path(model)
-    set_torch_threads(threads)
+    refuse_to_overwrite_inputs(output, [*inputs, spec.model], "--output")
+    _check_model_path(spec.model)
 
-    summarizer = load_summarizer(
-        method,
-        model,
-        k=k,
-        max_source_length=max_source_length,
-        instruction_cache=not no_cache,
-        num_beams=num_beams,
-        min_length=min_length,
-        max_length=max_length,
-        length_penalty=length_penalty,
-        no_repeat_ngram_size=no_repeat_ngram_size,
-        dtype=dtype,
-    )
+    summarizer = spec.load()
     if shard.device is not None:
         summarizer.to(shard.device)
-    extractive = _is_extractive(summarizer)
-    if instructions_given and not summarizer.takes_instructions:
+    info = summarizer.describe()
+    if instructions_given and not info.instructions:
         log.warning("--instruction is ignored: %s does not take instructions", type(summarizer).__name__)
 
     if corpus is not None:
         stats: dict[str, int] = {}
         name = detect_corpus(inputs[0]) if corpus == "auto" else corpus
         # Generic JSONL/CSV need no reference column to be summarized (only the oracle reads references).
-        options = {"summary_column": None} if name in ("jsonl", "csv", "hf") and method != "oracle" else {}
-        options.update(columns or {})
+        options = {"summary_column": None} if name in ("jsonl", "csv", "hf") and not info.references else {}
+        options.update(run.columns)
         reader = read_corpus(
-            name, inputs[0], split=split, skip_bad_lines=skip_bad_lines, stats=stats, **options
+            name, inputs[0], split=run.split, skip_bad_lines=run.skip_bad_lines, stats=stats, **options
         )
         examples = list(track(reader, f"reading {inputs[0]}", None, "examples"))
         if stats.get("skipped"):
@@ -426,7 +396,7 @@ def _prepare(
         instructions = [(instructions_given or [None])[0] or e.instruction for e in examples]
         references: list[Any] | None = [e.references for e in examples]
     else:
-        documents = [read_document(path, format=input_format, max_mb=max_input_mb) for path in inputs]
+        documents = [read_document(path, format=run.input_format, max_mb=run.max_input_mb) for path in inputs]
         for path, doc in zip(inputs, documents, strict=True):
             if doc.is_empty():
                 raise InputError(f"{path}: document has no text to summarize")
@@ -439,29 +409,16 @@ def _prepare(
         else:
             instructions = [(instructions_given or [None])[0]] * len(documents)
 
-    size = batch_size or (1 if extractive else NEURAL_BATCH_SIZE)
-    label = None if extractive else str(model) if model is not None else "the bundled model"
-    if output is not None and not resume and shard.is_main:
+    size = run.batch_size or (1 if info.extractive else NEURAL_BATCH_SIZE)
+    label = None if info.extractive else str(spec.model) if spec.model is not None else "the bundled model"
+    if output is not None and not run.resume and shard.is_main:
         for stale in remove_parts(output):  # a fresh run: parts of an earlier run must not be resumed
             log.info("removed %s, left by an earlier interrupted run", stale)
-    return summarizer, ids, documents, instructions, references, size, label
+    return Job(summarizer, ids, documents, instructions, references, size, label)
 
 
-def _run(
-    summarizer: Any,
-    ids: list[str],
-    documents: list[Any],
-    instructions: list[str | None],
-    references: list[Any] | None,
-    batch_size: int,
-    output: Path | None,
-    resume: bool,
-    outline: bool,
-    model: str | None,
-) -> None:
-    """Summarize batch by batch; each batch goes to --output (or stdout) as soon as it is done.
-
-    ``model`` names a neural model, whose empty output for a whole first batch means broken weights."""
+def _run(job: Job, output: Path | None, resume: bool, outline: bool) -> None:
+    """Summarize batch by batch; each batch goes to --output (or stdout) as soon as it is done."""
     from synopsis.cli.output import PredictionWriter
 
     writer = PredictionWriter(output, resume=resume) if output is not None else None
@@ -469,217 +426,21 @@ def _run(
 
     def summarize_rows(rows: list[int], done: int) -> None:
         nonlocal empty
-        predictions = _summarize_rows(
-            summarizer, rows, documents, instructions, references, model if done == 0 else None
-        )
+        predictions = job.summarize(rows, first=done == 0)
         empty += sum(not p.strip() for p in predictions)
-        batch_ids = [ids[i] for i in rows]
+        batch_ids = [job.ids[i] for i in rows]
         if writer is not None:
             writer.write(batch_ids, predictions)
         else:
-            _print(batch_ids, predictions, first=done == 0, many=len(ids) > 1, outline=outline)
+            _print(batch_ids, predictions, first=done == 0, many=len(job.ids) > 1, outline=outline)
 
-    done = _in_batches(ids, writer, batch_size, "summarizing", summarize_rows)
+    done = in_batches(job.ids, writer, job.batch_size, "summarizing", summarize_rows)
     if done is None:
         return
     if empty:
         log.warning("%d of %d summaries are empty", empty, done)
     if writer is not None:
         log.info("wrote %d summaries to %s", writer.written, output)
-
-
-def _in_batches(
-    ids: list[str],
-    writer: Any,
-    batch_size: int,
-    label: str,
-    summarize_rows: Callable[[list[int], int], None],
-) -> int | None:
-    """The one loop of a one-process run: the documents ``writer`` (a PredictionWriter, or None for stdout)
-    does not hold yet, ``batch_size`` at a time, to ``summarize_rows(rows, done_so_far)``, under one
-    progress bar, with Ctrl-C saying what was saved; ``writer`` is closed at the end. Returns how many
-    documents were summarized, or None when the output already held them all."""
-    todo = [i for i, skip in enumerate(writer.skipped(ids) if writer else [False] * len(ids)) if not skip]
-    if writer is not None and len(todo) < len(ids):
-        log.info("resuming: %s holds %d of %d predictions", writer.path, len(ids) - len(todo), len(ids))
-    if not todo:
-        if writer is not None:
-            writer.close()
-            log.info("nothing left to do: %s already holds all %d predictions", writer.path, len(ids))
-        return None
-    done = 0
-
-    def account() -> str:
-        if writer is None:
-            return f"stopped after {done} of {len(todo)} documents"
-        return (
-            f"{writer.written} of {len(ids)} predictions are in {writer.path} (whole lines); "
-            f"resume with: {resume_command()}"
-        )
-
-    shown = progress_enabled() and len(todo) > 1
-    try:
-        with (
-            reporting_interrupts(account),
-            ProgressReporter(
-                label, len(ids), "documents", completed=len(ids) - len(todo), enabled=shown
-            ) as bar,
-        ):
-            for start in range(0, len(todo), batch_size):
-                rows = todo[start : start + batch_size]
-                summarize_rows(rows, done)
-                done += len(rows)
-                bar.advance(len(rows))
-    finally:
-        if writer is not None:
-            writer.close()
-    return done
-
-
-def _run_sharded(
-    summarizer: Any,
-    ids: list[str],
-    documents: list[Any],
-    instructions: list[str | None],
-    references: list[Any] | None,
-    batch_size: int,
-    output: Path,
-    resume: bool,
-    model: str | None,
-    shard: Shard,
-) -> None:
-    """A corpus run split across the processes of a launch (or a one-process ``--resume`` of one).
-
-    The main process works out what is left (:func:`_plan`); the work is cut into the batches a
-    one-process run would make (``--batch-size`` examples by position in the input), and each process
-    summarizes one contiguous block of them into its part file (:mod:`synopsis.sharding`). Every
-    document is so decoded in the same batch as in a one-process run, and the merged file is the same byte
-    for byte. When all are done, the main process writes ``output`` in input order (atomically) and
-    deletes the parts; an interrupted run keeps them, and ``--resume`` with any number of processes
-    continues from the output and the parts together.
-    """
-    from synopsis.cli.output import PartWriter
-    from synopsis.sharding import count_lines, part_path
-
-    plan: Any = None
-    if shard.is_main:
-        try:
-            plan = _plan(ids, output, resume, shard)
-        except SynopsisError as err:
-            plan = err
-    plan = shard.broadcast(plan)
-    if isinstance(plan, SynopsisError):
-        if shard.is_main:
-            raise plan
-        raise typer.Exit(2)
-    todo, kept = plan
-    batches: list[list[int]] = []
-    for i in todo:  # the batches of a one-process run: by position in the input
-        if batches and batches[-1][0] // batch_size == i // batch_size:
-            batches[-1].append(i)
-        else:
-            batches.append([i])
-    block = shard.block(len(batches))
-    my_batches = batches[block.start : block.stop]
-    mine = [i for batch in my_batches for i in batch]
-    part = part_path(output, shard.rank, shard.world)
-    writer = PartWriter(part) if mine else None
-    done, empty = 0, 0
-
-    def account() -> str:
-        if not shard.is_main:
-            return f"{shard.describe()}: {done} of its {len(mine)} predictions are in {part}"
-        parts = part_files(output)
-        saved = count_lines([output]) + count_lines(parts)
-        where = f" and {len(parts)} part file(s) {output}.part-*" if parts else ""
-        return (
-            f"{saved} of {len(ids)} predictions are saved in {output}{where} (kept for --resume); resume "
-            f"with the same launch, or any other number of processes: {resume_command()}"
-        )
-
-    shown = progress_enabled() and shard.is_main and len(mine) > 1
-    description = f"summarizing ({shard.describe()})" if shard.distributed else "summarizing"
-    try:
-        with (
-            reporting_interrupts(account, every_process=True),
-            ProgressReporter(description, len(mine), "documents", enabled=shown) as progress,
-        ):
-            for rows in my_batches:
-                predictions = _summarize_rows(
-                    summarizer, rows, documents, instructions, references, model if done == 0 else None
-                )
-                empty += sum(not p.strip() for p in predictions)
-                assert writer is not None
-                writer.write_records(rows, [ids[i] for i in rows], predictions)
-                done += len(rows)
-                progress.advance(len(rows))
-    finally:
-        if writer is not None:
-            writer.close()
-    with reporting_interrupts(account):
-        counts = shard.gather([(done, empty)])
-        if not shard.is_main or not _merge(ids, output, kept, todo):
-            return
-    made, blanks = sum(c[0] for c in counts), sum(c[1] for c in counts)
-    if blanks:
-        log.warning("%d of %d summaries are empty", blanks, made)
-    processes = f" ({shard.world} processes)" if shard.distributed else ""
-    log.info("wrote %d summaries to %s%s", len(ids), output, processes)
-
-
-def _plan(ids: list[str], output: Path, resume: bool, shard: Shard) -> tuple[list[int], list[bool]]:
-    """(positions left to summarize, positions ``output`` holds already): from the output so far (kept as it
-    is, as a one-process ``--resume`` does) and the part files of earlier runs, whatever their size."""
-    from synopsis.cli.output import PredictionWriter
-    from synopsis.sharding import read_part
-
-    writer = PredictionWriter(output, resume=resume)  # a fresh run empties the output; --resume keeps it
-    try:
-        kept = writer.skipped(ids)
-    finally:
-        writer.close()
-    in_parts: set[int] = set()
-    for path in part_files(output):  # none in a fresh run: _prepare removed them
-        in_parts.update(read_part(path, ids))
-    todo = [i for i in range(len(ids)) if not kept[i] and i not in in_parts]
-    if len(todo) < len(ids):
-        log.info(
-            "resuming: %s holds %d of %d predictions, its part files %d more; %d left for %d process(es)",
-            output,
-            sum(kept),
-            len(ids),
-            len(ids) - len(todo) - sum(kept),
-            len(todo),
-            shard.world,
-        )
-    return todo, kept
-
-
-def _merge(ids: list[str], output: Path, kept: list[bool], todo: list[int]) -> bool:
-    """Main process: ``output`` := what it held, then every other prediction (from the part files) in input
-    order, written atomically; then the parts are deleted. False if there was nothing to add."""
-    from synopsis.cli.output import is_jsonl, render_lines
-    from synopsis.errors import OutputError
-    from synopsis.sharding import read_part, remove_parts, write_in_order
-
-    predictions: dict[int, str] = {}
-    for path in part_files(output):
-        predictions.update(read_part(path, ids))
-    missing = [i for i in range(len(ids)) if not kept[i] and i not in predictions]
-    if missing:
-        raise OutputError(
-            f"{output}: the part files lack {len(missing)} prediction(s) (the first: '{ids[missing[0]]}'): "
-            "on several machines, --output must be on a filesystem they share; --resume makes what is missing"
-        )
-    if not todo and not predictions:
-        log.info("nothing left to do: %s already holds all %d predictions", output, len(ids))
-        return False
-    rest = [i for i in range(len(ids)) if not kept[i]]
-    head = output.read_bytes()
-    lines = render_lines([ids[i] for i in rest], [predictions[i] for i in rest], is_jsonl(output))
-    write_in_order(output, head, lines)
-    remove_parts(output)
-    return True
 
 
 def _print(ids: list[str], predictions: list[str], first: bool, many: bool, outline: bool) -> None:
@@ -689,12 +450,6 @@ def _print(ids: list[str], predictions: list[str], first: bool, many: bool, outl
         if many:
             typer.echo(f"{'' if first and i == 0 else chr(10)}== {doc_id}")
         typer.echo(prediction)
-
-
-def _is_extractive(summarizer: Any) -> bool:
-    from synopsis.summarizers.extractive import CentralitySummarizer, LeadSummarizer, OracleSummarizer
-
-    return isinstance(summarizer, LeadSummarizer | OracleSummarizer | CentralitySummarizer)
 
 
 def _check_model_path(model: Path | None) -> None:
@@ -722,26 +477,3 @@ def _as_outline(prediction: str, doc_id: str) -> str:
             parsed.dropped,
         )
     return render_outline(parsed.tree)
-
-
-def _summarize_rows(
-    summarizer: Any,
-    rows: list[int],
-    documents: list,
-    instructions: list,
-    references: list | None,
-    first_batch_of: Path | None,
-) -> list[str]:
-    """Summaries of the documents at ``rows``; an all-empty first batch from a model (``first_batch_of``, its
-    path) means untrained or corrupt weights, and stops the run before it writes a file of blanks."""
-    predictions = summarizer.summarize(
-        [documents[i] for i in rows],
-        [instructions[i] for i in rows],
-        None if references is None else [references[i] for i in rows],
-    )
-    if first_batch_of is not None and predictions and not any(p.strip() for p in predictions):
-        raise CheckpointError(
-            f"{first_batch_of}: produced empty summaries for all {len(predictions)} document(s) of the first "
-            "batch; its weights look untrained or corrupt"
-        )
-    return predictions

@@ -1,0 +1,236 @@
+"""The runs of ``synopsis summarize`` over many documents: batch by batch, resumable, and split across the
+processes of a launch.
+
+A :class:`Job` is what a run works on (the summarizer and its examples in input order). :func:`in_batches`
+is the one loop of a one-process run (what is left to do, progress, Ctrl-C account, the writer closed);
+:func:`run_sharded` cuts the same batches among the processes of ``torchrun``/``accelerate launch`` into part
+files and merges them in input order (:mod:`synopsis.sharding`), so that the output is the same byte for byte.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from synopsis.cli.runtime import ProgressReporter, progress_enabled, reporting_interrupts, resume_command
+from synopsis.errors import CheckpointError, SynopsisError
+from synopsis.sharding import Shard, part_files
+
+log = logging.getLogger("synopsis.cli")
+
+
+@dataclass
+class Job:
+    """One run's work: the summarizer and the examples in input order, ``batch_size`` per model call."""
+
+    summarizer: Any
+    ids: list[str]
+    documents: list[Any]
+    instructions: list[str | None]
+    references: list[Any] | None
+    batch_size: int
+    #: a neural model's name (its path): an all-empty first batch from it means broken weights; None for
+    #: an extractive method
+    model: str | None = None
+
+    def summarize(self, rows: list[int], first: bool = False) -> list[str]:
+        """Summaries of the documents at ``rows``; an all-empty ``first`` batch from a model means untrained
+        or corrupt weights, and stops the run before it writes a file of blanks."""
+        predictions = self.summarizer.summarize(
+            [self.documents[i] for i in rows],
+            [self.instructions[i] for i in rows],
+            None if self.references is None else [self.references[i] for i in rows],
+        )
+        if first and self.model is not None and predictions and not any(p.strip() for p in predictions):
+            raise CheckpointError(
+                f"{self.model}: produced empty summaries for all {len(predictions)} document(s) of the first "
+                "batch; its weights look untrained or corrupt"
+            )
+        return predictions
+
+
+def in_batches(
+    ids: list[str],
+    writer: Any,
+    batch_size: int,
+    label: str,
+    summarize_rows: Callable[[list[int], int], None],
+) -> int | None:
+    """The one loop of a one-process run: the documents ``writer`` (a PredictionWriter, or None for stdout)
+    does not hold yet, ``batch_size`` at a time, to ``summarize_rows(rows, done_so_far)``, under one
+    progress bar, with Ctrl-C saying what was saved; ``writer`` is closed at the end. Returns how many
+    documents were summarized, or None when the output already held them all."""
+    todo = [i for i, skip in enumerate(writer.skipped(ids) if writer else [False] * len(ids)) if not skip]
+    if writer is not None and len(todo) < len(ids):
+        log.info("resuming: %s holds %d of %d predictions", writer.path, len(ids) - len(todo), len(ids))
+    if not todo:
+        if writer is not None:
+            writer.close()
+            log.info("nothing left to do: %s already holds all %d predictions", writer.path, len(ids))
+        return None
+    done = 0
+
+    def account() -> str:
+        if writer is None:
+            return f"stopped after {done} of {len(todo)} documents"
+        return (
+            f"{writer.written} of {len(ids)} predictions are in {writer.path} (whole lines); "
+            f"resume with: {resume_command()}"
+        )
+
+    shown = progress_enabled() and len(todo) > 1
+    try:
+        with (
+            reporting_interrupts(account),
+            ProgressReporter(
+                label, len(ids), "documents", completed=len(ids) - len(todo), enabled=shown
+            ) as bar,
+        ):
+            for start in range(0, len(todo), batch_size):
+                rows = todo[start : start + batch_size]
+                summarize_rows(rows, done)
+                done += len(rows)
+                bar.advance(len(rows))
+    finally:
+        if writer is not None:
+            writer.close()
+    return done
+
+
+def run_sharded(job: Job, output: Path, resume: bool, shard: Shard) -> None:
+    """A corpus run split across the processes of a launch (or a one-process ``--resume`` of one).
+
+    The main process works out what is left (:func:`_plan`); the work is cut into the batches a
+    one-process run would make (``--batch-size`` examples by position in the input), and each process
+    summarizes one contiguous block of them into its part file (:mod:`synopsis.sharding`). Every
+    document is so decoded in the same batch as in a one-process run, and the merged file is the same byte
+    for byte. When all are done, the main process writes ``output`` in input order (atomically) and
+    deletes the parts; an interrupted run keeps them, and ``--resume`` with any number of processes
+    continues from the output and the parts together.
+    """
+    from synopsis.cli.output import PartWriter
+    from synopsis.sharding import count_lines, part_path
+
+    ids = job.ids
+    plan: Any = None
+    if shard.is_main:
+        try:
+            plan = _plan(ids, output, resume, shard)
+        except SynopsisError as err:
+            plan = err
+    plan = shard.broadcast(plan)
+    if isinstance(plan, SynopsisError):
+        if shard.is_main:
+            raise plan
+        raise typer.Exit(2)
+    todo, kept = plan
+    batches: list[list[int]] = []
+    for i in todo:  # the batches of a one-process run: by position in the input
+        if batches and batches[-1][0] // job.batch_size == i // job.batch_size:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    block = shard.block(len(batches))
+    my_batches = batches[block.start : block.stop]
+    mine = [i for batch in my_batches for i in batch]
+    part = part_path(output, shard.rank, shard.world)
+    writer = PartWriter(part) if mine else None
+    done, empty = 0, 0
+
+    def account() -> str:
+        if not shard.is_main:
+            return f"{shard.describe()}: {done} of its {len(mine)} predictions are in {part}"
+        parts = part_files(output)
+        saved = count_lines([output]) + count_lines(parts)
+        where = f" and {len(parts)} part file(s) {output}.part-*" if parts else ""
+        return (
+            f"{saved} of {len(ids)} predictions are saved in {output}{where} (kept for --resume); resume "
+            f"with the same launch, or any other number of processes: {resume_command()}"
+        )
+
+    shown = progress_enabled() and shard.is_main and len(mine) > 1
+    description = f"summarizing ({shard.describe()})" if shard.distributed else "summarizing"
+    try:
+        with (
+            reporting_interrupts(account, every_process=True),
+            ProgressReporter(description, len(mine), "documents", enabled=shown) as progress,
+        ):
+            for rows in my_batches:
+                predictions = job.summarize(rows, first=done == 0)
+                empty += sum(not p.strip() for p in predictions)
+                assert writer is not None
+                writer.write_records(rows, [ids[i] for i in rows], predictions)
+                done += len(rows)
+                progress.advance(len(rows))
+    finally:
+        if writer is not None:
+            writer.close()
+    with reporting_interrupts(account):
+        counts = shard.gather([(done, empty)])
+        if not shard.is_main or not _merge(ids, output, kept, todo):
+            return
+    made, blanks = sum(c[0] for c in counts), sum(c[1] for c in counts)
+    if blanks:
+        log.warning("%d of %d summaries are empty", blanks, made)
+    processes = f" ({shard.world} processes)" if shard.distributed else ""
+    log.info("wrote %d summaries to %s%s", len(ids), output, processes)
+
+
+def _plan(ids: list[str], output: Path, resume: bool, shard: Shard) -> tuple[list[int], list[bool]]:
+    """(positions left to summarize, positions ``output`` holds already): from the output so far (kept as it
+    is, as a one-process ``--resume`` does) and the part files of earlier runs, whatever their size."""
+    from synopsis.cli.output import PredictionWriter
+    from synopsis.sharding import read_part
+
+    writer = PredictionWriter(output, resume=resume)  # a fresh run empties the output; --resume keeps it
+    try:
+        kept = writer.skipped(ids)
+    finally:
+        writer.close()
+    in_parts: set[int] = set()
+    for path in part_files(output):  # none in a fresh run: the command removed them
+        in_parts.update(read_part(path, ids))
+    todo = [i for i in range(len(ids)) if not kept[i] and i not in in_parts]
+    if len(todo) < len(ids):
+        log.info(
+            "resuming: %s holds %d of %d predictions, its part files %d more; %d left for %d process(es)",
+            output,
+            sum(kept),
+            len(ids),
+            len(ids) - len(todo) - sum(kept),
+            len(todo),
+            shard.world,
+        )
+    return todo, kept
+
+
+def _merge(ids: list[str], output: Path, kept: list[bool], todo: list[int]) -> bool:
+    """Main process: ``output`` := what it held, then every other prediction (from the part files) in input
+    order, written atomically; then the parts are deleted. False if there was nothing to add."""
+    from synopsis.cli.output import is_jsonl, render_lines
+    from synopsis.errors import OutputError
+    from synopsis.sharding import read_part, remove_parts, write_in_order
+
+    predictions: dict[int, str] = {}
+    for path in part_files(output):
+        predictions.update(read_part(path, ids))
+    missing = [i for i in range(len(ids)) if not kept[i] and i not in predictions]
+    if missing:
+        raise OutputError(
+            f"{output}: the part files lack {len(missing)} prediction(s) (the first: '{ids[missing[0]]}'): "
+            "on several machines, --output must be on a filesystem they share; --resume makes what is missing"
+        )
+    if not todo and not predictions:
+        log.info("nothing left to do: %s already holds all %d predictions", output, len(ids))
+        return False
+    rest = [i for i in range(len(ids)) if not kept[i]]
+    head = output.read_bytes()
+    lines = render_lines([ids[i] for i in rest], [predictions[i] for i in rest], is_jsonl(output))
+    write_in_order(output, head, lines)
+    remove_parts(output)
+    return True
