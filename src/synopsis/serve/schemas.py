@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from synopsis.config import DECODING_OPTIONS
+
 DocumentFormat = Literal["auto", "text", "markdown", "json"]
 
 
@@ -18,14 +20,24 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _decoding_field(name: str) -> Any:
+    """A request field for the decoding option ``name`` (:data:`synopsis.config.DECODING_OPTIONS`): within
+    its per-request bounds, described by its help text; floats are finite."""
+    option = DECODING_OPTIONS[name]
+    bounds = option.request_range
+    finite = {"allow_inf_nan": False} if option.type is float else {}
+    return Field(None, ge=bounds.low, le=bounds.high, description=option.help, **finite)
+
+
 class SummarizeOptions(_Strict):
     """Per-request decoding options; each model accepts a subset (``GET /v1/models`` lists it)."""
 
-    num_beams: int | None = Field(None, ge=1, le=16, description="Beam width (1: greedy).")
-    min_length: int | None = Field(None, ge=0, le=1024, description="Minimum summary length (model units).")
-    max_length: int | None = Field(None, ge=1, le=1024, description="Maximum summary length (model units).")
-    length_penalty: float | None = Field(None, ge=-10, le=10, allow_inf_nan=False)
-    no_repeat_ngram_size: int | None = Field(None, ge=0, le=16)
+    # The decoding options: names, bounds and help from their one definition, shared with the CLI's flags.
+    num_beams: int | None = _decoding_field("num_beams")
+    min_length: int | None = _decoding_field("min_length")
+    max_length: int | None = _decoding_field("max_length")
+    length_penalty: float | None = _decoding_field("length_penalty")
+    no_repeat_ngram_size: int | None = _decoding_field("no_repeat_ngram_size")
     k: int | None = Field(None, ge=1, le=100, description="Sentences to extract (centrality).")
 
     def given(self) -> dict[str, Any]:

@@ -1,0 +1,161 @@
+"""One decoding-options type: the CLI's flags and the service's request fields agree with its one definition,
+it is checked once, and every summarizer says what it is and takes (``describe``, ``with_options``) so that
+the CLI and the service never check classes."""
+
+from __future__ import annotations
+
+import ast
+import math
+from pathlib import Path
+
+import pytest
+import torch
+import typer
+
+from synopsis.config import DECODING_OPTIONS, DecodingOptions
+from synopsis.document import Document
+from synopsis.errors import ConfigError
+from synopsis.generation.config import GenerationConfig
+from synopsis.models.pointer_generator import PointerGenerator, config_for_vocab
+from synopsis.serve.registry import describe
+from synopsis.serve.schemas import SummarizeOptions
+from synopsis.summarizers import load_summarizer
+from synopsis.summarizers.extractive import CentralitySummarizer, OracleSummarizer
+from synopsis.summarizers.pointer_generator import PointerGeneratorSummarizer
+from synopsis.vocab import Vocab
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "synopsis"
+TEXT = "The council met on Tuesday. It approved the budget. The mayor spoke. Residents asked questions."
+
+
+def _summarize_params() -> dict[str, typer.core.click.Option]:
+    from synopsis.cli import app
+
+    command = typer.main.get_command(app).commands["summarize"]  # type: ignore[attr-defined]
+    return {opt: param for param in command.params for opt in getattr(param, "opts", [])}
+
+
+@pytest.mark.parametrize("name", list(DECODING_OPTIONS))
+def test_cli_flag_agrees_with_the_definition(name: str) -> None:
+    option = DECODING_OPTIONS[name]
+    param = _summarize_params()[option.flag]
+    assert param.name == name and param.default is None
+    assert param.help.startswith(option.help) and str(option.allowed) in param.help
+    with pytest.raises(typer.BadParameter, match=f"must be {option.allowed}"):
+        param.callback(None, param, math.nan)  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("name", list(DECODING_OPTIONS))
+def test_service_field_agrees_with_the_definition(name: str) -> None:
+    option = DECODING_OPTIONS[name]
+    field = SummarizeOptions.model_json_schema()["properties"][name]
+    bounds = next(kind for kind in field["anyOf"] if kind["type"] != "null")
+    assert field["description"] == option.help
+    assert bounds["type"] == ("number" if option.type is float else "integer")
+    assert (bounds["minimum"], bounds["maximum"]) == (option.request_range.low, option.request_range.high)
+    # a request may ask only for what the CLI allows
+    assert bounds["minimum"] in option.allowed and bounds["maximum"] in option.allowed
+
+
+def test_the_cli_and_the_service_offer_the_same_decoding_options() -> None:
+    flags = {param.name for opt, param in _summarize_params().items() if param.name in DECODING_OPTIONS}
+    fields = set(SummarizeOptions.model_fields) - {"k"}  # k: centrality's, not a decoding option
+    assert flags == fields == set(DECODING_OPTIONS)
+    assert all(GenerationConfig.RANGES[name] is option.allowed for name, option in DECODING_OPTIONS.items())
+
+
+@pytest.mark.parametrize(
+    "options,message",
+    [
+        ({"temperature": 0.5}, "unknown generation option"),
+        ({"num_beams": 0}, "--num-beams must be >= 1, got 0"),
+        ({"no_repeat_ngram_size": -1}, "--no-repeat-ngram-size must be >= 0"),
+        ({"length_penalty": math.inf}, "--length-penalty"),
+        ({"num_beams": True}, "--num-beams: expected int, got a boolean"),
+        ({"min_length": 9, "max_length": 4}, "--min-length 9 is larger than --max-length 4"),
+    ],
+)
+def test_decoding_options_are_checked_once(options: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        DecodingOptions.from_mapping(options)
+
+
+def test_decoding_options_map_to_generate_kwargs_and_update() -> None:
+    options = DecodingOptions.from_mapping({"num_beams": 2, "max_length": None})
+    assert options.given() == {"num_beams": 2}
+    assert options.update(max_length=7, num_beams=None).given() == {"num_beams": 2, "max_length": 7}
+    with pytest.raises(ConfigError, match="larger than"):
+        options.update(max_length=3).update(min_length=5)
+
+
+def _tiny_pointer_generator() -> PointerGeneratorSummarizer:
+    torch.manual_seed(0)
+    vocab = Vocab.build([TEXT.lower().replace(".", " .").split()], max_size=50)
+    model = PointerGenerator(config_for_vocab(vocab, embedding_dim=8, hidden_dim=12))
+    return PointerGeneratorSummarizer(model, vocab, GenerationConfig(min_length=2, max_length=6))
+
+
+def test_pointer_generator_with_options_shares_weights_and_keeps_its_own() -> None:
+    summarizer = _tiny_pointer_generator()
+    greedy = summarizer.with_options(num_beams=1, max_length=4)
+    assert greedy.model is summarizer.model and greedy.vocab is summarizer.vocab
+    assert (greedy.generation.num_beams, greedy.generation.max_length) == (1, 4)
+    assert (summarizer.generation.num_beams, summarizer.generation.max_length) == (4, 6)
+    assert len(greedy.summarize([Document.from_text(TEXT)])[0].split()) <= 4
+    assert summarizer.with_options() is summarizer and summarizer.with_options(num_beams=None) is summarizer
+    with pytest.raises(ConfigError, match="min_length"):  # against the defaults kept (min_length 2)
+        summarizer.with_options(max_length=1)
+    with pytest.raises(ConfigError, match="does not take option 'k'"):
+        summarizer.with_options(k=2)
+    info = summarizer.describe()
+    assert (info.method, info.options, info.instructions, info.extractive) == (
+        "pointer-generator", tuple(DECODING_OPTIONS), False, False
+    )
+
+
+def test_extractive_summarizers_describe_themselves() -> None:
+    lead = load_summarizer("lead-2").describe()
+    assert (lead.method, lead.description, lead.options, lead.extractive, lead.by_section) == (
+        "lead-2", "the first 2 sentences", (), True, True
+    )
+    with pytest.raises(ConfigError, match="does not take option 'num_beams'"):
+        load_summarizer("lead-2").with_options(num_beams=2)
+    oracle = OracleSummarizer().describe()
+    assert oracle.references and not oracle.by_section and oracle.extractive
+
+
+def test_centrality_with_options_shares_its_encoder() -> None:
+    class Encoder:
+        def encode(self, texts: list[str]):  # noqa: ANN202
+            return torch.eye(len(texts), 8).numpy()
+
+    encoder = Encoder()
+    summarizer = CentralitySummarizer(k=3, encoder=encoder)  # type: ignore[arg-type]
+    one = summarizer.with_options(k=1)
+    assert one.k == 1 and one.encoder is encoder and summarizer.k == 3
+    assert len(one.summarize([Document.from_text(TEXT)])[0].split("\n")) == 1
+    info = one.describe()
+    assert info.options == ("k",) and info.instructions and "1 most central" in info.description
+
+
+def test_the_service_describes_a_model_by_asking_it() -> None:
+    entry = describe("pg", _tiny_pointer_generator())
+    assert (entry.method, entry.instructions) == ("pointer-generator", False)
+    assert entry.options == tuple(DECODING_OPTIONS)
+    assert entry.with_options({"num_beams": 1}).generation.num_beams == 1  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match="cannot serve oracle"):
+        describe("oracle", OracleSummarizer())
+
+
+@pytest.mark.parametrize("package", ["cli", "serve"])
+def test_the_cli_and_the_service_never_check_a_summarizers_class(package: str) -> None:
+    """They ask the summarizer (``describe``): no ``__module__`` strings, no ``isinstance`` on summarizers."""
+    summarizer_classes = {"LeadSummarizer", "OracleSummarizer", "CentralitySummarizer",
+                          "PointerGeneratorSummarizer", "Seq2SeqSummarizer"}  # fmt: skip
+    for path in sorted((PACKAGE / package).rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            assert not (isinstance(node, ast.Attribute) and node.attr == "__module__"), path
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance":
+                names = {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}
+                assert not names & summarizer_classes, f"{path}:{node.lineno}"
