@@ -9,12 +9,11 @@ leaves the others alone. One log line per request comes from :class:`RequestMidd
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from functools import partial
 from importlib import resources
@@ -22,19 +21,24 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from fastapi.responses import FileResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
-from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from synopsis import __version__
 from synopsis.errors import InputError, SynopsisError
 from synopsis.serve.batching import Batcher, BatchResult, options_key
 from synopsis.serve.documents import document_stats, outline, parse_document
+from synopsis.serve.errors import (
+    ApiError,
+    ClientGone,
+    add_error_handlers,
+    check_evaluate,
+    check_instructions,
+)
 from synopsis.serve.metrics import ServiceMetrics
+from synopsis.serve.middleware import RequestMiddleware
 from synopsis.serve.pool import InferencePool, QueueFullError
-from synopsis.serve.registry import DEFAULT_MODEL, ModelRegistry, OptionError, UnknownModelError
+from synopsis.serve.registry import DEFAULT_MODEL, ModelEntry, ModelRegistry, OptionError, UnknownModelError
 from synopsis.serve.schemas import (
     ErrorResponse,
     EvaluateRequest,
@@ -46,11 +50,19 @@ from synopsis.serve.schemas import (
     SummarizeResponse,
 )
 from synopsis.serve.settings import ServeSettings
-from synopsis.summarizers.sections import longer_than_input
-from synopsis.text import locate_sentences
+from synopsis.serve.streaming import (
+    STREAM_EVENT_SCHEMA,
+    by_section,
+    check_by_section,
+    guarded,
+    ndjson_line,
+    parsed_event,
+    question_summary_outline,
+    section_summaries,
+    summary_event,
+)
 
 logger = logging.getLogger("synopsis.serve")
-access_logger = logging.getLogger("synopsis.serve.access")
 T = TypeVar("T")
 
 #: Environment variable through which ``synopsis serve --workers N`` hands its configuration to workers.
@@ -59,248 +71,6 @@ CONFIG_ENV = "SYNOPSIS_SERVE_CONFIG"
 
 def static_dir() -> Path:
     return Path(str(resources.files("synopsis.serve") / "static"))
-
-
-class ApiError(Exception):
-    """An error response: HTTP status, a stable code, a one-line message and the offending field."""
-
-    def __init__(
-        self,
-        status: int,
-        code: str,
-        message: str,
-        field: str | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message, self.field, self.headers = status, code, message, field, headers
-
-
-def _error_response(
-    status: int,
-    code: str,
-    message: str,
-    field: str | None = None,
-    details: list[dict[str, Any]] | None = None,
-    headers: dict[str, str] | None = None,
-) -> JSONResponse:
-    body: dict[str, Any] = {"code": code, "message": message, "field": field}
-    if details is not None:
-        body["details"] = details
-    return JSONResponse({"error": body}, status_code=status, headers=headers)
-
-
-def _field_name(loc: tuple[Any, ...] | list[Any]) -> str | None:
-    """("body", "options", "k") -> "options.k"; ("body", "instructions", 2) -> "instructions[2]"."""
-    parts = list(loc)
-    if parts and parts[0] in ("body", "query", "path", "header"):
-        parts = parts[1:]
-    name = ""
-    for part in parts:
-        name += f"[{part}]" if isinstance(part, int) else (f".{part}" if name else str(part))
-    return name or None
-
-
-# ----------------------------------------------------------------------------- middleware
-#: Paths that need the bearer token when one is configured; /health stays open for probes, the page and the
-#: API reference are static (the page asks for the token itself).
-PROTECTED_PREFIXES = ("/v1/", "/metrics")
-#: An oversized or refused body is read and discarded up to this many bytes (and seconds) before the error
-#: is sent, so that clients which write their whole body before reading (urllib, requests, httpx) receive
-#: the answer instead of a connection reset. Larger bodies are refused without reading; the client may then
-#: see a reset. Clients that send ``Expect: 100-continue`` (curl) are answered at once.
-DRAIN_BYTES = 256 * 1024 * 1024
-DRAIN_SECONDS = 30.0
-
-
-#: One line of a streamed answer (``"stream": true``), in order: ``parsed`` (the outline and document
-#: statistics), one ``summary`` per instruction as it finishes (``section`` events are the by-section
-#: mode's), then ``done`` with the whole response, or ``error`` with the error body and its HTTP status.
-STREAM_EVENT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["event"],
-    "properties": {"event": {"type": "string", "enum": ["parsed", "section", "summary", "done", "error"]}},
-}
-
-
-def _protected(path: str) -> bool:
-    return path == "/v1" or any(path == p.rstrip("/") or path.startswith(p) for p in PROTECTED_PREFIXES)
-
-
-def _authorized(headers: dict[bytes, bytes], token: bytes) -> bool:
-    scheme, _, given = headers.get(b"authorization", b"").partition(b" ")
-    # compare_digest: the time taken does not depend on where the first wrong byte is
-    return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), token)
-
-
-class RequestMiddleware:
-    """Auth (401), body-size limit (413) before the app sees a byte of an oversized body, one log line and
-    the metrics of every request.
-
-    Bodies are read here, up to the limit, and replayed to the app: a declared ``Content-Length`` over the
-    limit is refused without keeping a byte, and a chunked body as soon as it passes the limit; either is
-    read and discarded (up to ``DRAIN_BYTES``) first, see there. A body that is not UTF-8 (RFC 8259 JSON
-    must be) is a 422 here rather than the framework's undocumented 400.
-    """
-
-    def __init__(
-        self,
-        app: ASGIApp,
-        max_body_bytes: int,
-        auth_token: str | None = None,
-        metrics: ServiceMetrics | None = None,
-    ) -> None:
-        self.app = app
-        self.max_body_bytes = max_body_bytes
-        self.token = None if auth_token is None else auth_token.strip().encode()
-        self.metrics = metrics
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        arrived = time.perf_counter()
-        state = scope.setdefault("state", {})
-        state["arrived"] = arrived
-        status, sent, received = 500, 0, 0
-
-        async def send_logged(message: Message) -> None:
-            nonlocal status, sent
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            elif message["type"] == "http.response.body":
-                sent += len(message.get("body", b""))
-            await send(message)
-
-        try:
-            headers = dict(scope["headers"])
-            declared = headers.get(b"content-length")
-            expect_continue = headers.get(b"expect", b"").lower() == b"100-continue"
-            if declared is not None:
-                try:
-                    received = int(declared)
-                except ValueError:
-                    await _error_response(
-                        400, "bad_request", "invalid Content-Length header", headers={"Connection": "close"}
-                    )(scope, receive, send_logged)
-                    return
-            if self.token is not None and _protected(scope["path"]) and not _authorized(headers, self.token):
-                if not expect_continue:
-                    await _drain(receive, received if declared is not None else None)
-                await _error_response(
-                    401,
-                    "unauthorized",
-                    "missing or wrong token: send the header 'Authorization: Bearer <token>'",
-                    headers={"WWW-Authenticate": "Bearer", "Connection": "close"},
-                )(scope, receive, send_logged)
-                return
-            if declared is not None and received > self.max_body_bytes:
-                if not expect_continue:
-                    await _drain(receive, received)
-                await self._too_large(scope, receive, send_logged)
-                return
-            if scope["method"] in ("POST", "PUT", "PATCH"):
-                body = bytearray()
-                more = True
-                while more:
-                    message = await receive()
-                    if message["type"] == "http.disconnect":
-                        status = 499  # the client went away before sending its body
-                        return
-                    body += message.get("body", b"")
-                    more = message.get("more_body", False)
-                    if len(body) > self.max_body_bytes:
-                        received = len(body)
-                        if more:
-                            received += await _drain(receive, None)
-                        await self._too_large(scope, receive, send_logged)
-                        return
-                received = len(body)
-                if body and not _decodes(bytes(body)):
-                    await _error_response(
-                        422,
-                        "validation_error",
-                        "the request body is not UTF-8 text (a JSON body must be UTF-8)",
-                    )(scope, receive, send_logged)
-                    return
-                receive = _replay(bytes(body), receive)
-            await self.app(scope, receive, send_logged)
-        finally:
-            elapsed = time.perf_counter() - arrived
-            extra = state.get("log", "")
-            access_logger.info(
-                '%s "%s %s" %d %.1fms in=%dB out=%dB%s',
-                _client(scope),
-                scope["method"],
-                scope["path"],
-                status,
-                1000 * elapsed,
-                received,
-                sent,
-                f" {extra}" if extra else "",
-            )
-            if self.metrics is not None:
-                self.metrics.observe_request(scope["path"], state.get("model"), status, elapsed)
-
-    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
-        limit_mb = self.max_body_bytes / 1024 / 1024
-        response = _error_response(
-            413,
-            "body_too_large",
-            f"request body larger than the {limit_mb:g} MB limit ({self.max_body_bytes} bytes)",
-            headers={"Connection": "close"},
-        )
-        await response(scope, receive, send)
-
-
-async def _drain(receive: Receive, declared: int | None) -> int:
-    """Read and discard the rest of a refused body, within ``DRAIN_BYTES`` and ``DRAIN_SECONDS``."""
-    if declared is not None and declared > DRAIN_BYTES:
-        return 0
-    read = 0
-
-    async def loop() -> None:
-        nonlocal read
-        while read <= DRAIN_BYTES:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            read += len(message.get("body", b""))
-            if not message.get("more_body", False):
-                return
-
-    try:
-        await asyncio.wait_for(loop(), DRAIN_SECONDS)
-    except TimeoutError:
-        pass
-    return read
-
-
-def _decodes(body: bytes) -> bool:
-    """Whether ``json.loads`` could decode ``body`` as text (it detects UTF-8/16/32 as the RFC allows)."""
-    try:
-        body.decode(json.detect_encoding(body))
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    done = False
-
-    async def replay() -> Message:
-        nonlocal done
-        if not done:
-            done = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()  # after the body, only a disconnect can come
-
-    return replay
-
-
-def _client(scope: Scope) -> str:
-    client = scope.get("client")
-    return f"{client[0]}:{client[1]}" if client else "-"
 
 
 # ----------------------------------------------------------------------------- the app
@@ -375,25 +145,7 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
         metrics=metrics,
     )
 
-    @app.exception_handler(ApiError)
-    async def _api_error(_: Request, err: ApiError) -> JSONResponse:
-        return _error_response(err.status, err.code, err.message, err.field, headers=err.headers)
-
-    @app.exception_handler(RequestValidationError)
-    async def _validation_error(_: Request, err: RequestValidationError) -> JSONResponse:
-        errors = list(err.errors())
-        details = [
-            {"field": _field_name(e.get("loc", ())), "message": e.get("msg", ""), "type": e.get("type", "")}
-            for e in errors
-        ]
-        first = details[0] if details else {"field": None, "message": "invalid request"}
-        message = f"{first['field']}: {first['message']}" if first["field"] else first["message"]
-        return _error_response(422, "validation_error", message, first["field"], details)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http_error(_: Request, err: StarletteHTTPException) -> JSONResponse:
-        code = {404: "not_found", 405: "method_not_allowed"}.get(err.status_code, "http_error")
-        return _error_response(err.status_code, code, str(err.detail), headers=err.headers)
+    add_error_handlers(app)
 
     def remaining(request: Request) -> float:
         arrived = request.scope.get("state", {}).get("arrived", time.perf_counter())
@@ -501,7 +253,7 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
         except UnknownModelError as err:
             raise ApiError(404, "unknown_model", str(err), "model") from None
         request.scope["state"]["model"] = entry.name
-        instructions = _check_instructions(body.instructions, settings)
+        instructions = check_instructions(body.instructions, settings)
         options = body.options.given() if body.options else {}
         try:
             summarizer = entry.with_options(options)  # cheap: shares the weights
@@ -509,16 +261,16 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
             raise ApiError(422, "invalid_option", str(err), f"options.{err.option}") from None
         if body.by == "section":  # a model that cannot is a plain 422, before any work or stream starts
             with api_errors(request):
-                _check_by_section(summarizer, entry.name)
+                check_by_section(entry)
         submitted = time.perf_counter()
         warnings = []
         if instructions and not entry.instructions:
             warnings.append(f"model '{entry.name}' ignores instructions: each summary is the plain summary")
 
         if settings.batching:
-            events = batched_events(request, entry.name, summarizer, options, instructions, body, submitted)
+            events = batched_events(request, entry, summarizer, options, instructions, body, submitted)
         else:
-            events = pooled_events(request, summarizer, instructions, body, submitted)
+            events = pooled_events(request, entry, summarizer, instructions, body, submitted)
         # The document is parsed before any answer starts, so a bad one is a plain 422 even when streaming.
         with api_errors(request):
             parsed = await anext(events)
@@ -550,19 +302,19 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
 
         async def ndjson() -> AsyncIterator[bytes]:
             # Events are produced by the same iterator as the plain answer; by section, the producer adds a
-            # "section" event per section summary as it is done (see section_summaries).
+            # "section" event per section summary as it is done (see streaming.section_summaries).
             items: list[dict[str, Any]] = []
-            yield _ndjson(parsed)
+            yield ndjson_line(parsed)
             try:
                 with api_errors(request):
                     async for event in events:
                         if event["event"] == "summary":
                             items.append(event)
-                        yield _ndjson(event)
-                yield _ndjson({"event": "done", "response": final(items)})
+                        yield ndjson_line(event)
+                yield ndjson_line({"event": "done", "response": final(items)})
             except ApiError as err:
                 body = {"code": err.code, "message": err.message, "field": err.field}
-                yield _ndjson({"event": "error", "status": err.status, "error": body})
+                yield ndjson_line({"event": "error", "status": err.status, "error": body})
             finally:
                 await events.aclose()
 
@@ -570,6 +322,7 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
 
     def pooled_events(
         request: Request,
+        entry: ModelEntry,
         summarizer: Any,
         instructions: list[str],
         body: SummarizeRequest,
@@ -581,8 +334,8 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
             started = time.perf_counter()
             document, used = parse_document(body.document, body.format)
             parsed = time.perf_counter()
-            emit(_parsed_event(document, used, submitted, started, parsed))
-            if _by_section(body.by, summarizer, document):
+            emit(parsed_event(document, used, submitted, started, parsed))
+            if by_section(body.by, entry, summarizer, document):
                 section_summaries(summarizer, document, used, instructions, body, emit)
                 return
             # One call per instruction, one document each, so each is timed on its own (a model with an
@@ -591,13 +344,13 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
                 begin = time.perf_counter()
                 summary = summarizer.summarize([document], None if instruction is None else [instruction])[0]
                 ms = round(1000 * (time.perf_counter() - begin), 2)
-                emit(_summary_event(index, instruction, summary, ms, 1))
+                emit(summary_event(index, instruction, summary, ms, 1))
 
         return events_from_thread(request, job)
 
     async def batched_events(
         request: Request,
-        name: str,
+        entry: ModelEntry,
         summarizer: Any,
         options: dict[str, Any],
         instructions: list[str],
@@ -610,13 +363,13 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
         def parse() -> dict[str, Any]:
             started = time.perf_counter()
             document, used = parse_document(body.document, body.format)
-            return _parsed_event(document, used, submitted, started, time.perf_counter())
+            return parsed_event(document, used, submitted, started, time.perf_counter())
 
         parsed = await run(request, parse)
         yield parsed
         document, used = parsed["parsed"], parsed["document"]["format"]
         if body.by == "section" or (
-            body.by == "auto" and await run(request, lambda: _by_section("auto", summarizer, document))
+            body.by == "auto" and await run(request, lambda: by_section("auto", entry, summarizer, document))
         ):
             # By section the windows of one request share batches within summarize_by_section, on the pool;
             # they do not join the batcher's queue (its items are whole documents, one summary each).
@@ -624,7 +377,7 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
             async for event in events_from_thread(request, job):
                 yield event
             return
-        queue = batcher(name)
+        queue = batcher(entry.name)
         wanted = instructions or [None]
         # --queue-size bounds the summaries waiting for a batch too (at least one full batch may wait)
         if len(queue) + len(wanted) > max(settings.queue_size, settings.max_batch):
@@ -647,38 +400,10 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
                     pending.discard(future)
                     result = future.result()
                     index = index_of[id(future)]
-                    yield _summary_event(index, wanted[index], result.summary, result.ms, result.batch_size)
+                    yield summary_event(index, wanted[index], result.summary, result.ms, result.batch_size)
         finally:
             for future in pending:
                 future.cancel()  # client gone or timed out: withdrawn from the batch queue, never computed
-
-    def section_summaries(
-        summarizer: Any,
-        document: Any,
-        used: str,
-        instructions: list[str],
-        body: SummarizeRequest,
-        emit: Callable[[dict[str, Any]], None],
-    ) -> None:
-        """By section, one ``summarize_by_section`` call per instruction: a ``section`` event per section
-        summary as it is done (its ``on_section`` callback), then the instruction's ``summary`` event with
-        the whole structured summary."""
-        offsets = None
-        if used in ("text", "markdown"):  # sources get character offsets into the submitted text
-            offsets = locate_sentences(body.document, [s.text for s in document.sentences])
-        for index, instruction in enumerate(instructions or [None]):
-            event_of = partial(_section_event, index, instruction)
-            begin = time.perf_counter()
-            (result,) = summarizer.summarize_by_section(
-                [document],
-                None if instruction is None else [instruction],
-                max_words=body.max_words,
-                offsets=[offsets],
-                on_section=lambda _, section, event_of=event_of: emit(event_of(section)),
-            )
-            ms = round(1000 * (time.perf_counter() - begin), 2)
-            event = _summary_event(index, instruction, result.prediction, ms, 1)
-            emit({**event, "by": "section", "structured": result.to_dict()})
 
     async def events_from_thread(
         request: Request, job: Callable[[Callable[[dict[str, Any]], None]], None]
@@ -729,7 +454,7 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
         The same library call (``synopsis.evaluation.evaluate_corpus``) with the same defaults; only the
         ``inputs`` entry naming the CLI's files is absent.
         """
-        references = _check_evaluate(body, settings)
+        references = check_evaluate(body, settings)
         from synopsis.evaluation import evaluate_corpus
         from synopsis.evaluation.corpus import lsum_sentences
 
@@ -770,179 +495,6 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
         schema = app.openapi()
         schema.setdefault("components", {}).setdefault("securitySchemes", {}).update(bearer)
     return app
-
-
-class ClientGone(Exception):
-    """The client closed the connection while its request waited or ran."""
-
-
-async def _until_disconnected(receive: Receive) -> None:
-    # After the body only a disconnect can arrive; the server delivers it when the client goes away.
-    while (await receive())["type"] != "http.disconnect":
-        pass
-
-
-async def guarded(request: Request, work: Awaitable[T], timeout: float, withdraw: Callable[[], Any]) -> T:
-    """``await work`` for at most ``timeout`` seconds while watching for the client to go away.
-
-    On a timeout (``TimeoutError``) or a disconnect (:class:`ClientGone`) ``withdraw()`` takes the work
-    back (a waiting job is cancelled before it runs) and ``work`` is cancelled.
-    """
-    task = asyncio.ensure_future(work)
-    gone = asyncio.ensure_future(_until_disconnected(request.receive))
-    try:
-        done, _ = await asyncio.wait({task, gone}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    except BaseException:
-        withdraw()
-        task.cancel()
-        raise
-    finally:
-        gone.cancel()
-    if task in done:
-        return task.result()
-    withdraw()
-    task.cancel()
-    raise ClientGone() if gone in done else TimeoutError()
-
-
-def _parsed_event(
-    document: Any, used: str, submitted: float, started: float, parsed: float
-) -> dict[str, Any]:
-    """The first event of every summarize request, made on the inference thread that parsed the document."""
-    return {
-        "event": "parsed",
-        "sections": outline(document),
-        "document": document_stats(document, used),
-        "timing_ms": {
-            "queue": round(1000 * (started - submitted), 2),
-            "parse": round(1000 * (parsed - started), 2),
-        },
-        "parsed": document,  # stays on the server (see _ndjson)
-    }
-
-
-def _summary_event(
-    index: int, instruction: str | None, summary: str, ms: float, batch: int
-) -> dict[str, Any]:
-    return {
-        "event": "summary",
-        "index": index,
-        "instruction": instruction,
-        "summary": summary,
-        "ms": ms,
-        "batch_size": batch,
-    }
-
-
-def _ndjson(event: dict[str, Any]) -> bytes:
-    if event["event"] == "parsed":  # the Document itself stays on the server: its outline goes out
-        event = {key: value for key, value in event.items() if key != "parsed"}
-    return json.dumps(event, ensure_ascii=False).encode() + b"\n"
-
-
-def _able_by_section(summarizer: Any) -> bool:
-    able = callable(getattr(summarizer, "summarize_by_section", None))
-    return able and not getattr(summarizer, "needs_references", False)
-
-
-def _check_by_section(summarizer: Any, name: str) -> None:
-    """``by: section`` for a model that cannot is a 422 (a SynopsisError, see ``api_errors``)."""
-    if not callable(getattr(summarizer, "summarize_by_section", None)):
-        raise SynopsisError(f"by: model '{name}' cannot summarize by section")
-    if getattr(summarizer, "needs_references", False):
-        raise SynopsisError(f"by: model '{name}' needs reference summaries; use by=document")
-
-
-def _by_section(by: str, summarizer: Any, document: Any) -> bool:
-    """Whether this request is summarized by section (``auto``: when the model can and the document is
-    longer than the model's input). Runs on the pool: measuring the document may tokenize it."""
-    if by != "auto":
-        return by == "section"
-    return _able_by_section(summarizer) and longer_than_input(summarizer, document) is not None
-
-
-def _section_event(index: int, instruction: str | None, section: Any) -> dict[str, Any]:
-    """One section's summary as soon as it is done (its subsections come in their own events)."""
-    return {
-        "event": "section",
-        "index": index,
-        "instruction": instruction,
-        "section": {
-            "heading": section.heading,
-            "path": list(section.path),
-            "summary": [sentence.to_dict() for sentence in section.summary],
-        },
-    }
-
-
-def question_summary_outline(summaries: list[str]) -> dict[str, Any] | None:
-    """The first summary that is a question-summary hierarchy (a model trained on QS targets writes them,
-    HIBRIDS section 4), parsed leniently: ``{"tree", "text", "problems"}``; ``None`` for plain summaries."""
-    from synopsis.qs import ANSWER, LEVEL_MARKERS, parse_lenient, render_outline
-
-    for summary in summaries:
-        if ANSWER in summary or any(marker in summary for marker in LEVEL_MARKERS):
-            parsed = parse_lenient(summary)
-            return {
-                "tree": parsed.tree.to_dict(),
-                "text": render_outline(parsed.tree, width=None),
-                "problems": [problem.problem for problem in parsed.problems],
-            }
-    return None
-
-
-def _check_instructions(instructions: list[str] | None, settings: ServeSettings) -> list[str]:
-    if not instructions:
-        return []
-    if len(instructions) > settings.max_instructions:
-        raise ApiError(
-            422,
-            "validation_error",
-            f"instructions: {len(instructions)} given, at most {settings.max_instructions} per request",
-            "instructions",
-        )
-    for i, instruction in enumerate(instructions):
-        if not instruction.strip():
-            raise ApiError(
-                422, "validation_error", f"instructions[{i}]: empty instruction", f"instructions[{i}]"
-            )
-        if len(instruction) > settings.max_instruction_chars:
-            raise ApiError(
-                422,
-                "validation_error",
-                f"instructions[{i}]: {len(instruction)} characters, at most {settings.max_instruction_chars}",
-                f"instructions[{i}]",
-            )
-    return [instruction.strip() for instruction in instructions]
-
-
-def _check_evaluate(body: EvaluateRequest, settings: ServeSettings) -> list[list[str]]:
-    n = len(body.predictions)
-    if n > settings.max_evaluate_examples:
-        raise ApiError(
-            422,
-            "validation_error",
-            f"predictions: {n} examples, at most {settings.max_evaluate_examples} per request",
-            "predictions",
-        )
-    if len(body.references) != n:
-        raise ApiError(
-            422,
-            "validation_error",
-            f"references: {len(body.references)} given for {n} predictions",
-            "references",
-        )
-    if body.sources is not None and len(body.sources) != n:
-        raise ApiError(
-            422, "validation_error", f"sources: {len(body.sources)} given for {n} predictions", "sources"
-        )
-    references = []
-    for i, refs in enumerate(body.references):
-        refs = [refs] if isinstance(refs, str) else refs
-        if not refs:
-            raise ApiError(422, "validation_error", f"references[{i}]: no references", f"references[{i}]")
-        references.append(refs)
-    return references
 
 
 def create_app_from_env() -> FastAPI:

@@ -45,6 +45,7 @@ class ModelEntry:
     instructions: bool = False  # does the model use instructions (others ignore them)?
     options: tuple[str, ...] = ()  # per-request options it accepts
     source: str = "builtin"  # "builtin" or "user" (--model NAME=DIR); never the path
+    by_section: bool = False  # can it summarize by section (``by: section``)?
     configure: Configure | None = field(default=None, repr=False)
 
     def with_options(self, options: Mapping[str, Any]) -> Summarizer:
@@ -164,6 +165,7 @@ def describe(name: str, summarizer: Summarizer, description: str = "", source: s
         instructions=info.instructions,
         options=info.options,
         source=source,
+        by_section=info.by_section,
         configure=_with_options,
     )
 

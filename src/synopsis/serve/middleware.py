@@ -1,0 +1,207 @@
+"""The service's ASGI middleware: the bearer token (401), the body-size limit (413), one access-log line and
+the metrics of every request, before the application sees a byte of the body."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import time
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from synopsis.serve.errors import error_response
+from synopsis.serve.metrics import ServiceMetrics
+
+access_logger = logging.getLogger("synopsis.serve.access")
+
+#: Paths that need the bearer token when one is configured; /health stays open for probes, the page and the
+#: API reference are static (the page asks for the token itself).
+PROTECTED_PREFIXES = ("/v1/", "/metrics")
+#: An oversized or refused body is read and discarded up to this many bytes (and seconds) before the error
+#: is sent, so that clients which write their whole body before reading (urllib, requests, httpx) receive
+#: the answer instead of a connection reset. Larger bodies are refused without reading; the client may then
+#: see a reset. Clients that send ``Expect: 100-continue`` (curl) are answered at once.
+DRAIN_BYTES = 256 * 1024 * 1024
+DRAIN_SECONDS = 30.0
+
+
+def _protected(path: str) -> bool:
+    return path == "/v1" or any(path == p.rstrip("/") or path.startswith(p) for p in PROTECTED_PREFIXES)
+
+
+def _authorized(headers: dict[bytes, bytes], token: bytes) -> bool:
+    scheme, _, given = headers.get(b"authorization", b"").partition(b" ")
+    # compare_digest: the time taken does not depend on where the first wrong byte is
+    return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), token)
+
+
+class RequestMiddleware:
+    """Auth (401), body-size limit (413) before the app sees a byte of an oversized body, one log line and
+    the metrics of every request.
+
+    Bodies are read here, up to the limit, and replayed to the app: a declared ``Content-Length`` over the
+    limit is refused without keeping a byte, and a chunked body as soon as it passes the limit; either is
+    read and discarded (up to ``DRAIN_BYTES``) first, see there. A body that is not UTF-8 (RFC 8259 JSON
+    must be) is a 422 here rather than the framework's undocumented 400.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_body_bytes: int,
+        auth_token: str | None = None,
+        metrics: ServiceMetrics | None = None,
+    ) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+        self.token = None if auth_token is None else auth_token.strip().encode()
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        arrived = time.perf_counter()
+        state = scope.setdefault("state", {})
+        state["arrived"] = arrived
+        status, sent, received = 500, 0, 0
+
+        async def send_logged(message: Message) -> None:
+            nonlocal status, sent
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            elif message["type"] == "http.response.body":
+                sent += len(message.get("body", b""))
+            await send(message)
+
+        try:
+            headers = dict(scope["headers"])
+            declared = headers.get(b"content-length")
+            expect_continue = headers.get(b"expect", b"").lower() == b"100-continue"
+            if declared is not None:
+                try:
+                    received = int(declared)
+                except ValueError:
+                    await error_response(
+                        400, "bad_request", "invalid Content-Length header", headers={"Connection": "close"}
+                    )(scope, receive, send_logged)
+                    return
+            if self.token is not None and _protected(scope["path"]) and not _authorized(headers, self.token):
+                if not expect_continue:
+                    await _drain(receive, received if declared is not None else None)
+                await error_response(
+                    401,
+                    "unauthorized",
+                    "missing or wrong token: send the header 'Authorization: Bearer <token>'",
+                    headers={"WWW-Authenticate": "Bearer", "Connection": "close"},
+                )(scope, receive, send_logged)
+                return
+            if declared is not None and received > self.max_body_bytes:
+                if not expect_continue:
+                    await _drain(receive, received)
+                await self._too_large(scope, receive, send_logged)
+                return
+            if scope["method"] in ("POST", "PUT", "PATCH"):
+                body = bytearray()
+                more = True
+                while more:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        status = 499  # the client went away before sending its body
+                        return
+                    body += message.get("body", b"")
+                    more = message.get("more_body", False)
+                    if len(body) > self.max_body_bytes:
+                        received = len(body)
+                        if more:
+                            received += await _drain(receive, None)
+                        await self._too_large(scope, receive, send_logged)
+                        return
+                received = len(body)
+                if body and not _decodes(bytes(body)):
+                    await error_response(
+                        422,
+                        "validation_error",
+                        "the request body is not UTF-8 text (a JSON body must be UTF-8)",
+                    )(scope, receive, send_logged)
+                    return
+                receive = _replay(bytes(body), receive)
+            await self.app(scope, receive, send_logged)
+        finally:
+            elapsed = time.perf_counter() - arrived
+            extra = state.get("log", "")
+            access_logger.info(
+                '%s "%s %s" %d %.1fms in=%dB out=%dB%s',
+                _client(scope),
+                scope["method"],
+                scope["path"],
+                status,
+                1000 * elapsed,
+                received,
+                sent,
+                f" {extra}" if extra else "",
+            )
+            if self.metrics is not None:
+                self.metrics.observe_request(scope["path"], state.get("model"), status, elapsed)
+
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
+        limit_mb = self.max_body_bytes / 1024 / 1024
+        response = error_response(
+            413,
+            "body_too_large",
+            f"request body larger than the {limit_mb:g} MB limit ({self.max_body_bytes} bytes)",
+            headers={"Connection": "close"},
+        )
+        await response(scope, receive, send)
+
+
+async def _drain(receive: Receive, declared: int | None) -> int:
+    """Read and discard the rest of a refused body, within ``DRAIN_BYTES`` and ``DRAIN_SECONDS``."""
+    if declared is not None and declared > DRAIN_BYTES:
+        return 0
+    read = 0
+
+    async def loop() -> None:
+        nonlocal read
+        while read <= DRAIN_BYTES:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            read += len(message.get("body", b""))
+            if not message.get("more_body", False):
+                return
+
+    try:
+        await asyncio.wait_for(loop(), DRAIN_SECONDS)
+    except TimeoutError:
+        pass
+    return read
+
+
+def _decodes(body: bytes) -> bool:
+    """Whether ``json.loads`` could decode ``body`` as text (it detects UTF-8/16/32 as the RFC allows)."""
+    try:
+        body.decode(json.detect_encoding(body))
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    done = False
+
+    async def replay() -> Message:
+        nonlocal done
+        if not done:
+            done = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()  # after the body, only a disconnect can come
+
+    return replay
+
+
+def _client(scope: Scope) -> str:
+    client = scope.get("client")
+    return f"{client[0]}:{client[1]}" if client else "-"
