@@ -190,13 +190,10 @@ def part_record(index: int, example_id: str, prediction: str) -> str:
     return json.dumps({"index": index, "id": example_id, "prediction": prediction}, ensure_ascii=False) + "\n"
 
 
-def read_part(path: Path, ids: Sequence[str]) -> dict[int, str]:
-    """``{index: prediction}`` from a part file of a run over ``ids``.
-
-    A last line cut short (a kill while it was written) is dropped from the file with a warning, as
-    ``--resume`` does with the output itself; a record that is not JSON, or names an id that is not
-    ``ids[index]``, is an :class:`OutputError` (the part belongs to another corpus or was edited).
-    """
+def whole_lines(path: Path) -> list[str]:
+    """The lines of a file written a whole line at a time, to resume from it: a last line cut short (a kill
+    while it was written) is dropped from the file, with a warning, so that what follows is appended to
+    whole lines."""
     try:
         data = path.read_bytes()
     except OSError as err:
@@ -212,8 +209,18 @@ def read_part(path: Path, ids: Sequence[str]) -> dict[int, str]:
             os.truncate(path, whole)
         except OSError as err:
             raise output_error(path, err) from None
+    return data[:whole].decode("utf-8", errors="replace").split("\n")[:-1]
+
+
+def read_part(path: Path, ids: Sequence[str]) -> dict[int, str]:
+    """``{index: prediction}`` from a part file of a run over ``ids``.
+
+    A last line cut short (a kill while it was written) is dropped from the file with a warning, as
+    ``--resume`` does with the output itself; a record that is not JSON, or names an id that is not
+    ``ids[index]``, is an :class:`OutputError` (the part belongs to another corpus or was edited).
+    """
     out: dict[int, str] = {}
-    for number, line in enumerate(data[:whole].decode("utf-8", errors="replace").split("\n")[:-1], start=1):
+    for number, line in enumerate(whole_lines(path), start=1):
         try:
             record = json.loads(line)
             index, example_id, prediction = record["index"], str(record["id"]), record["prediction"]
