@@ -14,11 +14,11 @@ from synopsis.errors import ConfigError, InputError
 from synopsis.evaluation import metrics as m
 from synopsis.evaluation.bootstrap import bootstrap_cis, rouge155_bootstrap
 from synopsis.evaluation.rouge import (
-    AGGREGATES,
     ROUGE_TYPES,
     TOKENIZERS,
     RougeScorer,
     Score,
+    check_corpus,
     first_non_latin,
 )
 
@@ -76,12 +76,7 @@ def evaluate_corpus(
     unknown = [name for name in metrics if name not in METRICS]
     if unknown:
         raise ConfigError(f"unknown metric(s) {', '.join(unknown)}: choose from {', '.join(METRICS)}")
-    if aggregate not in AGGREGATES:
-        raise ConfigError(f"unknown aggregate '{aggregate}': choose from {', '.join(AGGREGATES)}")
-    if len(predictions) != len(references):
-        raise InputError(f"{len(predictions)} predictions but {len(references)} reference sets")
-    if not predictions:
-        raise InputError("nothing to evaluate: no predictions")
+    check_corpus(predictions, references, aggregate, "predictions")
     for i, refs in enumerate(references):
         if isinstance(refs, str) or not refs:
             raise InputError(f"example {i + 1}: needs a non-empty list of references")

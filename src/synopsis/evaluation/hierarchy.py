@@ -42,8 +42,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from synopsis.errors import ConfigError, InputError
-from synopsis.evaluation.rouge import AGGREGATES, RougeScorer
+from synopsis.errors import InputError
+from synopsis.evaluation.rouge import RougeScorer, check_corpus
 from synopsis.qs import QSParseError, QSTree, parse, parse_lenient
 
 
@@ -166,12 +166,7 @@ def evaluate_hierarchies(
     them (``max``: the reference with the best F1; ``mean``: average P, R, F1). ``use_stemmer``, ``mode`` and
     ``split_summaries`` are the ROUGE settings (see :class:`~synopsis.evaluation.rouge.RougeScorer`).
     """
-    if aggregate not in AGGREGATES:
-        raise ConfigError(f"unknown aggregate '{aggregate}': choose from {', '.join(AGGREGATES)}")
-    if len(predictions) != len(references):
-        raise InputError(f"{len(predictions)} predicted hierarchies but {len(references)} reference sets")
-    if not predictions:
-        raise InputError("nothing to evaluate: no predicted hierarchies")
+    check_corpus(predictions, references, aggregate, "predicted hierarchies")
     mapping = _mapping_scorer(use_stemmer, mode)
     summary_scorer = RougeScorer(
         ("rouge1", "rouge2", "rougeLsum"), use_stemmer=use_stemmer, mode=mode, split_summaries=split_summaries

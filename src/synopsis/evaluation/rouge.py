@@ -32,15 +32,26 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import regex
 
-from synopsis.errors import ConfigError
+from synopsis.errors import ConfigError, InputError
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 MODES = ("rouge-score", "perl")
 AGGREGATES = ("max", "mean")
+
+
+def check_corpus(predictions: Sequence[Any], references: Sequence[Any], aggregate: str, what: str) -> None:
+    """The checks every corpus scorer makes first: a known ``aggregate``, one reference set per prediction
+    (``what`` names the predictions in the message), and something to score."""
+    if aggregate not in AGGREGATES:
+        raise ConfigError(f"unknown aggregate '{aggregate}': choose from {', '.join(AGGREGATES)}")
+    if len(predictions) != len(references):
+        raise InputError(f"{len(predictions)} {what} but {len(references)} reference sets")
+    if not predictions:
+        raise InputError(f"nothing to evaluate: no {what}")
 #: "ascii": the mode's own tokenizer (a-z/0-9 runs, exactly as rouge-score / ROUGE-1.5.5); "unicode": words
 #: of any script, one token per character in scripts written without spaces (Chinese, Japanese, Thai, ...)
 TOKENIZERS = ("ascii", "unicode")
