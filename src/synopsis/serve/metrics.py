@@ -68,21 +68,15 @@ class ServiceMetrics:
             ["endpoint", "model", "status"],
             registry=self.registry,
         )
-        self.latency = Histogram(
-            "synopsis_request_duration_seconds",
-            "Time from a request's arrival to its last response byte",
-            ["endpoint"],
-            buckets=LATENCY_BUCKETS,
-            registry=self.registry,
-        )
-        self.batch_size = Histogram(
-            "synopsis_batch_size",
-            "Summaries per summarizer call (1 without batching)",
-            ["model"],
-            buckets=BATCH_BUCKETS,
-            registry=self.registry,
-        )
+        latency_help = "Time from a request's arrival to its last response byte"
+        batch_help = "Summaries per summarizer call (1 without batching)"
+        self.latency = self._histogram("synopsis_request_duration_seconds", latency_help, "endpoint", LATENCY_BUCKETS)
+        self.batch_size = self._histogram("synopsis_batch_size", batch_help, "model", BATCH_BUCKETS)
         self.registry.register(_LiveState(queues, caches))
+
+    def _histogram(self, name: str, description: str, label: str, buckets: tuple[float, ...]) -> Histogram:
+        """A histogram with one label in this app's own registry."""
+        return Histogram(name, description, [label], buckets=buckets, registry=self.registry)
 
     def observe_request(self, path: str, model: str | None, status: int, seconds: float) -> None:
         endpoint = path if path in ENDPOINTS else "other"
