@@ -70,7 +70,8 @@ class ServiceMetrics:
         )
         latency_help = "Time from a request's arrival to its last response byte"
         batch_help = "Summaries per summarizer call (1 without batching)"
-        self.latency = self._histogram("synopsis_request_duration_seconds", latency_help, "endpoint", LATENCY_BUCKETS)
+        latency = "synopsis_request_duration_seconds"
+        self.latency = self._histogram(latency, latency_help, "endpoint", LATENCY_BUCKETS)
         self.batch_size = self._histogram("synopsis_batch_size", batch_help, "model", BATCH_BUCKETS)
         self.registry.register(_LiveState(queues, caches))
 
