@@ -40,6 +40,11 @@ def ranged(default: Any, *names: str, allowed: Range, help: str, **kwargs: Any) 
     return typer.Option(default, *names, help=described, callback=_checker(allowed), **kwargs)
 
 
+def switch(name: str, help: str) -> Any:  # noqa: A002
+    """An on/off ``typer.Option``, off unless given."""
+    return typer.Option(False, name, help=help)
+
+
 def threads_option() -> Any:
     """``--threads``: the same option, default and range in every command that computes."""
     return ranged(None, "--threads", allowed=AT_LEAST_ONE, help=THREADS_HELP)

@@ -16,7 +16,7 @@ from typing import Any
 
 import typer
 
-from synopsis.cli.options import decoding_option, ranged, set_torch_threads, threads_option
+from synopsis.cli.options import decoding_option, ranged, set_torch_threads, switch, threads_option
 from synopsis.cli.runtime import ProgressReporter, refuse_to_overwrite_inputs, track
 from synopsis.cli.summarize_corpus import Job, in_batches, run_sharded
 from synopsis.config import AT_LEAST_ONE, POSITIVE, DecodingOptions
@@ -46,8 +46,8 @@ def summarize(
         "-i",
         help="Instruction or query (centrality, T5/InstructSum); repeat it for one summary per instruction.",
     ),
-    no_cache: bool = typer.Option(
-        False, "--no-cache", help="InstructSum: encode every prompt in full (same block mask; for checks)."
+    no_cache: bool = switch(
+        "--no-cache", "InstructSum: encode every prompt in full (same block mask; for checks)."
     ),
     corpus: str | None = typer.Option(
         None,
@@ -65,10 +65,9 @@ def summarize(
         help="Write predictions here as they are made: x.jsonl ({id, prediction} lines) or any other name "
         "for one prediction per line (sentences joined by a space).",
     ),
-    resume: bool = typer.Option(
-        False,
+    resume: bool = switch(
         "--resume",
-        help="Continue an interrupted run: keep what --output holds and skip those examples "
+        "Continue an interrupted run: keep what --output holds and skip those examples "
         "(by id for .jsonl, by count for one-per-line files).",
     ),
     k: int = ranged(3, "--k", allowed=AT_LEAST_ONE, help="Sentences to extract (centrality)."),
@@ -93,13 +92,10 @@ def summarize(
     max_input_mb: float = ranged(
         20.0, "--max-input-mb", allowed=POSITIVE, help="Refuse document files larger than this."
     ),
-    skip_bad_lines: bool = typer.Option(
-        False, "--skip-bad-lines", help="Skip malformed JSONL lines (counted)."
-    ),
-    outline: bool = typer.Option(
-        False,
+    skip_bad_lines: bool = switch("--skip-bad-lines", "Skip malformed JSONL lines (counted)."),
+    outline: bool = switch(
         "--outline",
-        help="Show each summary, a question-summary hierarchy ([L↓]/[L-]/[L↑]), as an indented outline.",
+        "Show each summary, a question-summary hierarchy ([L↓]/[L-]/[L↑]), as an indented outline.",
     ),
     by: str = typer.Option(
         "auto",
