@@ -11,14 +11,14 @@ import json
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from synopsis.config import DECODING_OPTIONS, DecodingOptions
 from synopsis.document import Document
-from synopsis.errors import CheckpointError, InputError
+from synopsis.errors import CheckpointError, ConfigError, InputError
 from synopsis.generation.config import GENERATION_CONFIG_FILE, GenerationConfig
 from synopsis.summarizers.base import Summarizer, SummarizerInfo
 
@@ -73,15 +73,21 @@ class PointerGeneratorSummarizer(Summarizer):
         self.generation = generation or GenerationConfig()
 
     @classmethod
-    def from_pretrained(
-        cls, path: str | Path | None = None, max_source_tokens: int | None = None, **options: Any
-    ) -> PointerGeneratorSummarizer:
-        """Load a model directory (``None``: the bundled model); decoding ``options`` (and
-        ``max_source_tokens``) override its generation defaults."""
+    def from_pretrained(cls, path: str | Path | None = None, **settings: Any) -> PointerGeneratorSummarizer:
+        """Load a model directory (``None``: the bundled model); ``settings`` override its generation
+        defaults: decoding options (:class:`~synopsis.config.DecodingOptions`) or this decoder's own
+        (``max_source_tokens``, ``no_immediate_repeat``, ``length_penalty_kind``); ``None``: the default."""
         from synopsis.config import from_dict
         from synopsis.models.pointer_generator import PointerGenerator
 
-        decoding = DecodingOptions.from_mapping(options)
+        own = {name: value for name, value in settings.items() if name not in DECODING_OPTIONS}
+        known = {f.name for f in fields(GenerationConfig)}
+        unknown = sorted(set(own) - known)
+        if unknown:
+            raise ConfigError(
+                f"unknown generation option(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
+            )
+        decoding = DecodingOptions.from_mapping({k: v for k, v in settings.items() if k in DECODING_OPTIONS})
         directory = bundled_model_dir() if path is None else Path(path)
         if path is None and not (directory / "model.safetensors").is_file():
             raise CheckpointError(
@@ -95,9 +101,8 @@ class PointerGeneratorSummarizer(Summarizer):
                 defaults = json.loads(generation_file.read_text(encoding="utf-8"))
             except (json.JSONDecodeError, UnicodeDecodeError) as err:
                 raise CheckpointError(f"{generation_file}: corrupt JSON ({err})") from None
-        if max_source_tokens is not None:
-            defaults = {**defaults, "max_source_tokens": max_source_tokens}
-        generation = from_dict(GenerationConfig, {**defaults, **decoding.given()}, "generation options")
+        given = {**{name: value for name, value in own.items() if value is not None}, **decoding.given()}
+        generation = from_dict(GenerationConfig, {**defaults, **given}, "generation options")
         return cls(model, vocab, generation)
 
     options = tuple(DECODING_OPTIONS)
