@@ -2,8 +2,10 @@
 
 ``create_app(registry, settings)`` builds an app around an already-loaded :class:`ModelRegistry`. Requests
 are parsed and summarized on the bounded :class:`~synopsis.serve.pool.InferencePool`, never on the event
-loop; every failure of one request becomes that request's error response (JSON, ``{"error": {...}}``) and
-leaves the others alone. One log line per request comes from :class:`RequestMiddleware`.
+loop; every failure of one request becomes that request's error response (JSON, ``{"error": {...}}``, see
+:mod:`synopsis.serve.errors`) and leaves the others alone. Auth, the body limit and one log line per request
+come from :class:`~synopsis.serve.middleware.RequestMiddleware`; a summarize request's events (streamed or
+gathered) are made in :mod:`synopsis.serve.streaming`.
 """
 
 from __future__ import annotations
