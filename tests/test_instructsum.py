@@ -464,7 +464,7 @@ def test_concurrent_misses_on_one_source_encode_it_once(tokenizer, monkeypatch) 
     import threading
     import time
 
-    from synopsis.models import instructsum
+    from synopsis.models.instructsum import cache as instructsum
 
     model = convert_to_instructsum(sharp_t5(tokenizer)).eval()
     cache = SourceCache()
