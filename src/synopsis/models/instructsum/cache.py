@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch import nn
 from transformers import PreTrainedTokenizerBase, T5ForConditionalGeneration
 from transformers.modeling_outputs import BaseModelOutput
 
@@ -326,12 +325,57 @@ class SourceCache:
                     self._in_flight.pop(key, None)
                 flight.done.set()
 
+    @torch.no_grad()
+    def encode_prompts(
+        self, model: Any, prompts: Sequence[PromptIds]
+    ) -> tuple[BaseModelOutput, torch.Tensor]:
+        """The encoder outputs of a batch of prompts, laid out as the uncached block-mask pass of the batch.
+
+        The only place where cached encodings are made: each distinct source part is taken from the cache
+        (or encoded once), then the instructions on it run together against its keys and values
+        (:func:`encode_with_instruction`); a prompt without an instruction is all source, so its encoding is
+        the source's. Row ``r`` holds ``[H_I; H_S]`` of ``prompts[r]`` right-padded with zeros to the longest
+        prompt; the 2D mask marks the real tokens (what ``generate(encoder_outputs=..., attention_mask=...)``
+        takes). Use the model in eval mode.
+        """
+        if not prompts:
+            raise ValueError("encode_prompts needs at least one prompt")
+        device = model.device
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for row, prompt in enumerate(prompts):
+            groups.setdefault(tuple(prompt.source_ids), []).append(row)
+        width = max(len(p.input_ids) for p in prompts)
+        hidden: torch.Tensor | None = None
+        mask = torch.zeros((len(prompts), width), dtype=torch.long, device=device)
+        for source_ids, rows in groups.items():
+            source = self.get_or_encode(model, torch.tensor([source_ids], dtype=torch.long, device=device))
+            if hidden is None:
+                size, dtype = source.hidden_states.shape[-1], source.hidden_states.dtype
+                hidden = torch.zeros((len(prompts), width, size), dtype=dtype, device=device)
+            alone = [r for r in rows if not prompts[r].instruction_ids]
+            if alone:
+                index = torch.tensor(alone, device=device)
+                hidden[index, : source.length] = source.hidden_states
+                mask[index, : source.length] = source.attention_mask
+            asked = [r for r in rows if prompts[r].instruction_ids]
+            if asked:
+                parts = [PromptIds(prompts[r].instruction_ids, []) for r in asked]
+                batch = collate_prompts(parts, model.config.pad_token_id or 0, device)
+                outputs, real = encode_with_instruction(
+                    model, source, batch["input_ids"], batch["attention_mask"]
+                )
+                index = torch.tensor(asked, device=device)
+                hidden[index, : real.shape[1]] = outputs.last_hidden_state
+                mask[index, : real.shape[1]] = real
+        return BaseModelOutput(last_hidden_state=hidden), mask
+
+    def generate(self, model: Any, prompts: Sequence[PromptIds], **generate_kwargs: Any) -> torch.Tensor:
+        """``model.generate`` on :meth:`encode_prompts` of ``prompts``: the generated ids, a row a prompt."""
+        outputs, mask = self.encode_prompts(model, prompts)
+        return model.generate(encoder_outputs=outputs, attention_mask=mask, **generate_kwargs)
+
 
 # --------------------------------------------------------------------------------------------- generation
-def model_device(model: nn.Module) -> torch.device:
-    return next(model.parameters()).device
-
-
 @torch.no_grad()
 def summarize_with_instructions(
     model: T5ForConditionalGeneration,
@@ -348,61 +392,21 @@ def summarize_with_instructions(
 ) -> list[str]:
     """One summary per instruction (``None``: no instruction) of one article, in order.
 
-    InstructSum model with ``use_cache``: the source part is encoded once (or taken from ``cache``) and
-    each instruction runs only its own tokens. ``use_cache=False``: every prompt is encoded in full with the
-    same block mask (for checking and timing). A plain T5 model reads the paper's prompt with full attention.
-    ``generate_kwargs`` go to ``model.generate`` (e.g. ``num_beams=2, max_new_tokens=192`` as in the paper).
+    InstructSum model with ``use_cache``: :meth:`SourceCache.generate` (``cache``, or a cache for this call
+    only). ``use_cache=False``: every prompt is encoded in full with the same block mask (for checking and
+    timing). A plain T5 model reads the paper's prompt with full attention. ``generate_kwargs`` go to
+    ``model.generate`` (e.g. ``num_beams=2, max_new_tokens=192`` as in the paper).
     """
-    device = model_device(model)
     prompts = [
         tokenize_prompt(tokenizer, i, title, article, max_source_tokens, max_instruction_tokens)
         for i in instructions
     ]
-    texts: list[str | None] = [None] * len(prompts)
-    if not is_instructsum(model) or not use_cache:
-        for rows in _groups(prompts, lambda p: True):
-            batch = collate_prompts([prompts[r] for r in rows], tokenizer.pad_token_id, device)
-            if not is_instructsum(model):
-                batch.pop("segment_ids")
-            _decode_into(texts, rows, model.generate(**batch, **generate_kwargs), tokenizer)
-        return [t or "" for t in texts]
-    # Cached: group by source part (with and without an instruction the source texts differ).
-    for rows in _groups(prompts, lambda p: tuple(p.source_ids)):
-        source_ids = torch.tensor([prompts[rows[0]].source_ids], dtype=torch.long, device=device)
-        source = (
-            cache.get_or_encode(model, source_ids) if cache is not None else encode_source(model, source_ids)
-        )
-        with_instruction = [r for r in rows if prompts[r].instruction_ids]
-        without = [r for r in rows if not prompts[r].instruction_ids]
-        if without:
-            outputs, mask = source.as_encoder_outputs()
-            generated = model.generate(encoder_outputs=outputs, attention_mask=mask, **generate_kwargs)
-            _decode_into(texts, without, generated.expand(len(without), -1), tokenizer)
-        if with_instruction:
-            batch = collate_prompts(
-                [PromptIds(prompts[r].instruction_ids, []) for r in with_instruction],
-                tokenizer.pad_token_id,
-                device,
-            )
-            outputs, mask = encode_with_instruction(
-                model, source, batch["input_ids"], batch["attention_mask"]
-            )
-            generated = model.generate(encoder_outputs=outputs, attention_mask=mask, **generate_kwargs)
-            _decode_into(texts, with_instruction, generated, tokenizer)
-    return [t or "" for t in texts]
-
-
-def _groups(prompts: Sequence[PromptIds], key: Any) -> list[list[int]]:
-    groups: dict[Any, list[int]] = {}
-    for row, prompt in enumerate(prompts):
-        groups.setdefault(key(prompt), []).append(row)
-    return list(groups.values())
-
-
-def _decode_into(
-    texts: list[str | None], rows: Sequence[int], generated: torch.Tensor, tokenizer: PreTrainedTokenizerBase
-) -> None:
-    decoded = tokenizer.batch_decode(generated, skip_special_tokens=True)
-    for row, text in zip(rows, decoded, strict=True):
-        texts[row] = text.strip()
-
+    if is_instructsum(model) and use_cache:
+        cache = SourceCache() if cache is None else cache
+        generated = cache.generate(model, prompts, **generate_kwargs)
+    else:
+        batch = collate_prompts(prompts, tokenizer.pad_token_id, model.device)
+        if not is_instructsum(model):
+            batch.pop("segment_ids")
+        generated = model.generate(**batch, **generate_kwargs)
+    return [text.strip() for text in tokenizer.batch_decode(generated, skip_special_tokens=True)]

@@ -81,6 +81,15 @@ class PromptIds:
     instruction_ids: list[int]  # no special tokens; empty without an instruction
     source_ids: list[int]  # ends with EOS
 
+    @classmethod
+    def from_segments(cls, input_ids: Sequence[int], segment_ids: Sequence[int]) -> PromptIds:
+        """Split a model input (instruction part, then source part) back into its two parts."""
+        instruction = [t for t, s in zip(input_ids, segment_ids, strict=True) if s == INSTRUCTION_SEGMENT]
+        source = [t for t, s in zip(input_ids, segment_ids, strict=True) if s == SOURCE_SEGMENT]
+        if list(input_ids) != instruction + source:
+            raise ValueError("InstructSum inputs must be the instruction part, then the source part")
+        return cls(instruction, source)
+
     @property
     def input_ids(self) -> list[int]:
         return self.instruction_ids + self.source_ids
@@ -167,4 +176,3 @@ def collate_prompts(
         mask[row, :n] = 1
         segments[row, :n] = torch.tensor(prompt.segment_ids, dtype=torch.long, device=device)
     return {"input_ids": ids, "attention_mask": mask, "segment_ids": segments}
-
