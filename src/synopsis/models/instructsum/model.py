@@ -27,6 +27,17 @@ from transformers.models.t5.modeling_t5 import (
 from synopsis.models.instructsum.prompts import INSTRUCTION_SEGMENT, SOURCE_SEGMENT
 
 _SUPPORTED_ATTENTION = ("eager", "sdpa")
+#: Arguments of T5's forward that are the decoder's (or the loss's): the encoder never sees them.
+_DECODER_ARGUMENTS = frozenset(
+    {
+        "decoder_input_ids",
+        "decoder_attention_mask",
+        "past_key_values",
+        "decoder_inputs_embeds",
+        "labels",
+        "use_cache",
+    }
+)
 
 
 # --------------------------------------------------------------------------------------------- config
@@ -112,23 +123,17 @@ class InstructSumT5Attention(T5Attention):
         self,
         hidden_states: torch.Tensor,
         mask: torch.Tensor | None = None,
-        key_value_states: torch.Tensor | None = None,
-        position_bias: torch.Tensor | None = None,
-        past_key_values: Any = None,
+        *args: Any,
         instructsum_cache: _CachePass | None = None,
         **kwargs: Any,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         if instructsum_cache is None:
-            return super().forward(
-                hidden_states,
-                mask=mask,
-                key_value_states=key_value_states,
-                position_bias=position_bias,
-                past_key_values=past_key_values,
-                **kwargs,
-            )
-        if key_value_states is not None or past_key_values is not None:
+            return super().forward(hidden_states, mask, *args, **kwargs)
+        if args or kwargs.get("key_value_states") is not None or kwargs.get("past_key_values") is not None:
             raise ValueError("the InstructSum cache is for encoder self-attention only")
+        position_bias = kwargs.pop("position_bias", None)
+        kwargs.pop("key_value_states", None)
+        kwargs.pop("past_key_values", None)
         batch, length, _ = hidden_states.shape
         shape = (batch, length, -1, self.key_value_proj_dim)
         query = self.q(hidden_states).view(shape).transpose(1, 2)
@@ -283,37 +288,20 @@ class InstructSumT5ForConditionalGeneration(T5ForConditionalGeneration):
         self,
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
-        decoder_input_ids: torch.LongTensor | None = None,
-        decoder_attention_mask: torch.BoolTensor | None = None,
+        *,
         encoder_outputs: Any = None,
-        past_key_values: Any = None,
-        inputs_embeds: torch.Tensor | None = None,
-        decoder_inputs_embeds: torch.Tensor | None = None,
-        labels: torch.LongTensor | None = None,
-        use_cache: bool | None = None,
         segment_ids: torch.LongTensor | None = None,
         **kwargs: Any,
     ) -> Any:
-        """T5's forward; ``segment_ids`` (B, L) go to the encoder only (unused given encoder_outputs)."""
+        """T5's forward (keyword arguments after ``attention_mask``); ``segment_ids`` (B, L) go to the
+        encoder only (unused given ``encoder_outputs``)."""
         if encoder_outputs is None:
+            encoder_kwargs = {k: v for k, v in kwargs.items() if k not in _DECODER_ARGUMENTS}
             encoder_outputs = self.encoder(
-                input_ids=input_ids,
-                attention_mask=attention_mask,
-                inputs_embeds=inputs_embeds,
-                segment_ids=segment_ids,
-                **kwargs,
+                input_ids=input_ids, attention_mask=attention_mask, segment_ids=segment_ids, **encoder_kwargs
             )
-        return super().forward(
-            attention_mask=attention_mask,
-            decoder_input_ids=decoder_input_ids,
-            decoder_attention_mask=decoder_attention_mask,
-            encoder_outputs=encoder_outputs,
-            past_key_values=past_key_values,
-            decoder_inputs_embeds=decoder_inputs_embeds,
-            labels=labels,
-            use_cache=use_cache,
-            **kwargs,
-        )
+        kwargs.pop("inputs_embeds", None)  # read by the encoder
+        return super().forward(attention_mask=attention_mask, encoder_outputs=encoder_outputs, **kwargs)
 
 
 def convert_to_instructsum(model: T5ForConditionalGeneration) -> InstructSumT5ForConditionalGeneration:
