@@ -221,11 +221,13 @@ class InstructSumT5Stack(T5Stack):
         self,
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
+        *,
         segment_ids: torch.LongTensor | None = None,
         instructsum_cache: _CachePass | None = None,
         **kwargs: Any,
     ) -> BaseModelOutput:
+        """T5's encoder (other arguments by keyword): ``segment_ids`` make the 2D ``attention_mask`` the block
+        mask; ``instructsum_cache`` runs a source or an instruction pass of the cache instead."""
         if instructsum_cache is not None:
             # The cached passes need the same backends; flex_attention crashed there (munmap_chunk).
             self._check_attention()
@@ -242,13 +244,12 @@ class InstructSumT5Stack(T5Stack):
             self.full_passes += 1
             if segment_ids is not None:
                 self._check_attention()
-                dtype = self.embed_tokens.weight.dtype if inputs_embeds is None else inputs_embeds.dtype
+                embeds = kwargs.get("inputs_embeds")
+                dtype = self.embed_tokens.weight.dtype if embeds is None else embeds.dtype
                 if attention_mask is not None and attention_mask.dim() != 2:
                     raise ValueError("with segment_ids, attention_mask must be the 2D (batch, length) mask")
                 attention_mask = block_attention_mask(segment_ids, attention_mask, dtype)
-        return super().forward(
-            input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, **kwargs
-        )
+        return super().forward(input_ids, attention_mask, **kwargs)
 
     def _check_attention(self) -> None:
         if self.config._attn_implementation not in _SUPPORTED_ATTENTION:
