@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from synopsis.config import to_dict
+from synopsis.config import AT_LEAST_ONE, check_ranges, to_dict
 from synopsis.data.example import Example, write_examples
 from synopsis.errors import InputError
 from synopsis.io import open_for_atomic_write, write_json
@@ -87,9 +87,8 @@ class InstructSumExperimentConfig:
             raise ValueError(f"queries must be general, specific or all, got {self.queries!r}")
         if self.d_model % self.heads:
             raise ValueError(f"d_model {self.d_model} is not divisible by heads {self.heads}")
-        for name in ("max_source_length", "max_target_length", "max_steps", "batch_size", "eval_max_length"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        counts = ("max_source_length", "max_target_length", "max_steps", "batch_size", "eval_max_length")
+        check_ranges(self, dict.fromkeys(counts, AT_LEAST_ONE))
 
 
 def no_instruction_lead() -> str:
