@@ -25,6 +25,10 @@ def test_shipped_instructsum_config_is_valid() -> None:
         InstructSumExperimentConfig(source="test")
     with pytest.raises(ValueError, match="divisible"):
         InstructSumExperimentConfig(d_model=30, heads=4)
+    with pytest.raises(ValueError, match="max_steps must be >= 1, got 0"):
+        InstructSumExperimentConfig(max_steps=0)
+    with pytest.raises(ValueError, match="batch_size must be >= 1, got nan"):  # NaN passed `nan < 1`
+        InstructSumExperimentConfig(batch_size=float("nan"))
     # the no-instruction model reads the paper's Appendix B.1 prompt (QMSum meetings have no title)
     assert no_instruction_lead() == "Summarize the following article. Article: "
 
