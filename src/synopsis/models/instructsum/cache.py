@@ -213,7 +213,8 @@ class _Flight:
 
 
 class SourceCache:
-    """A byte-bounded LRU of :class:`CachedSource` objects keyed by the source's token ids.
+    """A byte-bounded LRU of :class:`CachedSource` objects keyed by the source's token ids, and the one
+    cached encoding path (:meth:`encode_prompts`, :meth:`generate`) the summarizer and the experiment take.
 
     The key is a SHA-256 of the source ids and the model's identity; a hit is also checked token by token
     against the stored ids, so a changed document is never served from the cache. Entries stay on the
