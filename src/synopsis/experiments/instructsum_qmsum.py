@@ -173,9 +173,12 @@ def _dev_loss(model: Any, inputs: Any, sources: list[Any], targets: list[list[in
 
 
 def _generation(cfg: InstructSumExperimentConfig) -> dict[str, Any]:
+    """The same greedy decoding for every variant, whatever the checkpoint's generation config says."""
     return {
         "num_beams": 1,
         "max_length": cfg.eval_max_length,
+        # converting to InstructSum writes the paper's max_new_tokens 192, which would outrank max_length
+        "max_new_tokens": None,
         "no_repeat_ngram_size": cfg.no_repeat_ngram_size,
     }
 
