@@ -30,6 +30,7 @@ from transformers import (
 )
 
 from synopsis.errors import CheckpointError, ConfigError, InputError
+from synopsis.models.adaptation import convert_from_base
 from synopsis.models.hibrids import (
     SECTION_MARKER_KINDS,
     add_qs_tokens,
@@ -234,8 +235,7 @@ def convert_hie_bart(
     config = HieBartConfig.from_bart_config(
         model.config, word_heads=word_heads, sentence_start_token=sentence_start_token
     )
-    converted = HieBartForConditionalGeneration(config)
-    converted.load_state_dict(model.state_dict())
+    converted = convert_from_base(model, HieBartForConditionalGeneration, config)
     if config.sentence_heads > 0:
         add_sentence_start_token(converted, tokenizer)
     return converted
