@@ -134,9 +134,15 @@ class HieBartAttention(BartAttention):
         attention_mask: torch.Tensor | None = None,
         sentence_weights: torch.Tensor | None = None,
         sentence_mask: torch.Tensor | None = None,
+        attention_bias: torch.Tensor | None = None,
         **kwargs: Any,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``attention_bias`` (B, H, L, L), optional: an additive per-head term on the word heads' token
+        scores, the seam through which a method stacked on Hie-BART (HIBRIDS) biases the attention; the
+        sentence heads' keys are sentences, so it has no say there."""
         batch, seq_len, _ = hidden_states.shape
+        if attention_bias is not None:
+            attention_mask = _add_to_mask(attention_mask, attention_bias[:, : self.word_heads])
         split = self.word_heads * self.head_dim  # the first `split` projection rows belong to word heads
         query = self.q_proj(hidden_states).view(batch, seq_len, -1, self.head_dim).transpose(1, 2)
 
@@ -200,6 +206,15 @@ class HieBartAttention(BartAttention):
         scores = scores.masked_fill(~sentence_mask[:, None, None, :], torch.finfo(scores.dtype).min)
         probs = F.dropout(scores.softmax(dim=-1), p=dropout, training=self.training)
         return torch.matmul(probs, value).transpose(1, 2)
+
+
+def _add_to_mask(attention_mask: torch.Tensor | None, bias: torch.Tensor) -> torch.Tensor:
+    """An additive float mask of ``attention_mask`` (float, boolean or None) plus ``bias``."""
+    if attention_mask is None:
+        return bias
+    if attention_mask.dtype == torch.bool:
+        return bias.masked_fill(~attention_mask, torch.finfo(bias.dtype).min)
+    return attention_mask + bias
 
 
 def _project(linear: nn.Linear, x: torch.Tensor, rows: slice) -> torch.Tensor:

@@ -53,8 +53,8 @@ swapped in, like :mod:`synopsis.models.hie_bart`):
 
 The package: :mod:`.relations` (buckets, section layouts, marker tokens), :mod:`.bias` (the bias math
 and the attention helpers shared by the bases), one module per base (:mod:`.bart`, :mod:`.t5`,
-:mod:`.led`) and :mod:`.conversion`. Config, init, registration and conversion come from
-:mod:`synopsis.models.adaptation`.
+:mod:`.led`), HIBRIDS stacked on Hie-BART (:mod:`.hie_bart`) and :mod:`.conversion`. Config, init,
+registration and conversion come from :mod:`synopsis.models.adaptation`.
 
 Checkpoints: :func:`convert_to_hibrids` turns a loaded stock BART/T5/LED model into its HIBRIDS
 counterpart with zero tables (so it computes exactly the base model until trained); the configs record
@@ -86,6 +86,12 @@ from synopsis.models.hibrids.bias import (
     window_index,
 )
 from synopsis.models.hibrids.conversion import HIBRIDS_FAMILIES, convert_to_hibrids
+from synopsis.models.hibrids.hie_bart import (
+    HibridsHieBartAttention,
+    HibridsHieBartConfig,
+    HibridsHieBartForConditionalGeneration,
+    HibridsHieBartModel,
+)
 from synopsis.models.hibrids.led import (
     HibridsLEDConfig,
     HibridsLEDEncoderSelfAttention,
@@ -134,6 +140,10 @@ __all__ = [
     "HibridsBartForConditionalGeneration",
     "HibridsBartModel",
     "HibridsBias",
+    "HibridsHieBartAttention",
+    "HibridsHieBartConfig",
+    "HibridsHieBartForConditionalGeneration",
+    "HibridsHieBartModel",
     "HibridsLEDConfig",
     "HibridsLEDEncoderSelfAttention",
     "HibridsLEDForConditionalGeneration",

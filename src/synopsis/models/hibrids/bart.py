@@ -132,11 +132,15 @@ class HibridsBartCrossAttention(_BartCrossAttention):
 class HibridsBartEncoder(AdaptedModel, BartEncoder):
     """BART's encoder with HIBRIDS self-attention; checks the section inputs once per forward pass."""
 
+    #: The biased self-attention; HIBRIDS stacked on Hie-BART swaps in its own (:mod:`.hie_bart`).
+    self_attention_class: type = HibridsBartEncoderAttention
+
     def __init__(self, config: HibridsBartConfig) -> None:
         super().__init__(config)
         if config.hibrids_encoder:
             for idx, layer in enumerate(self.layers):
-                layer.self_attn = HibridsBartEncoderAttention(config, layer_idx=idx)
+                if not isinstance(layer.self_attn, self.self_attention_class):
+                    layer.self_attn = self.self_attention_class(config, layer_idx=idx)
             self.post_init()  # initialises only the new modules
 
     def forward(
@@ -200,6 +204,9 @@ class HibridsBartDecoder(AdaptedModel, BartDecoder):
 
 class HibridsBartModel(AdaptedModel, BartModel):
     config_class = HibridsBartConfig
+    hibrids_encoder_class: type = (
+        HibridsBartEncoder  # HIBRIDS on Hie-BART: the Hie-BART encoder with the biases
+    )
 
     def __init__(self, config: HibridsBartConfig) -> None:
         # BartModel.__init__ with the HIBRIDS encoder/decoder (calling it would build and discard stock ones).
@@ -208,7 +215,7 @@ class HibridsBartModel(AdaptedModel, BartModel):
         self.shared = BartScaledWordEmbedding(
             config.vocab_size, config.d_model, config.pad_token_id, embed_scale=embed_scale
         )
-        self.encoder = HibridsBartEncoder(config)
+        self.encoder = self.hibrids_encoder_class(config)
         self.decoder = HibridsBartDecoder(config)
         self.post_init()
 
@@ -217,10 +224,11 @@ class HibridsBartForConditionalGeneration(AdaptedModel, BartForConditionalGenera
     """BART with HIBRIDS biases; pass ``section_ids`` and ``section_relations`` to forward/generate."""
 
     config_class = HibridsBartConfig
+    hibrids_model_class: type = HibridsBartModel
 
     def __init__(self, config: HibridsBartConfig) -> None:
         BartPreTrainedModel.__init__(self, config)
-        self.model = HibridsBartModel(config)
+        self.model = self.hibrids_model_class(config)
         self.final_logits_bias = nn.Buffer(torch.zeros((1, self.model.shared.num_embeddings)))
         self.lm_head = nn.Linear(config.d_model, self.model.shared.num_embeddings, bias=False)
         self.post_init()

@@ -16,21 +16,29 @@ from transformers import (
 
 from synopsis.models.adaptation import convert_from_base
 from synopsis.models.hibrids.bart import HibridsBartConfig, HibridsBartForConditionalGeneration
+from synopsis.models.hibrids.hie_bart import HibridsHieBartConfig, HibridsHieBartForConditionalGeneration
 from synopsis.models.hibrids.led import HibridsLEDConfig, HibridsLEDForConditionalGeneration
 from synopsis.models.hibrids.t5 import HibridsT5Config, HibridsT5ForConditionalGeneration
+from synopsis.models.hie_bart import HieBartForConditionalGeneration
 
 #: base model_type -> (HIBRIDS config class, HIBRIDS model class, stock model class)
 HIBRIDS_FAMILIES: dict[str, tuple[type, type, type]] = {
     "bart": (HibridsBartConfig, HibridsBartForConditionalGeneration, BartForConditionalGeneration),
     "t5": (HibridsT5Config, HibridsT5ForConditionalGeneration, T5ForConditionalGeneration),
     "led": (HibridsLEDConfig, HibridsLEDForConditionalGeneration, LEDForConditionalGeneration),
+    # methods compose: HIBRIDS on a Hie-BART keeps its sentence heads
+    "hie_bart": (
+        HibridsHieBartConfig,
+        HibridsHieBartForConditionalGeneration,
+        HieBartForConditionalGeneration,
+    ),
 }
 
 
 def convert_to_hibrids(
     model: PreTrainedModel, *, encoder: bool = True, decoder: bool = True, selected: bool = False
 ) -> PreTrainedModel:
-    """The HIBRIDS version of a loaded stock BART/T5/LED seq2seq model, with zero-initialised tables.
+    """The HIBRIDS version of a loaded stock BART/T5/LED (or Hie-BART) model, with zero-initialised tables.
 
     Every weight of ``model`` is copied; the new tables (parameter names contain ``hibrids``) are zero,
     so the result computes exactly what ``model`` computes until it is trained. The config records the
