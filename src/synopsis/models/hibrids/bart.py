@@ -27,7 +27,6 @@ from synopsis.models.hibrids.bias import (
     _biased_attention,
     _check_backend,
     _CrossAttentionLink,
-    _decoder_table_heads,
     layout_for,
     token_pair_bias,
 )
@@ -39,11 +38,6 @@ class HibridsBartConfig(HibridsConfigMixin, BartConfig):
     """:class:`~transformers.BartConfig` + which HIBRIDS biases the model has (see the module docstring)."""
 
     model_type = "hibrids_bart"
-
-    hibrids_encoder: bool = True
-    hibrids_decoder: bool = True
-    hibrids_selected: bool = False
-    hibrids_decoder_per_head: bool = True
 
 
 class HibridsBartEncoderAttention(BartAttention):
@@ -84,16 +78,6 @@ class HibridsBartEncoderAttention(BartAttention):
 class _BartCrossAttention(HibridsCrossAttentionMixin, BartAttention):
     """BART's decoder cross-attention for the last two layers (see :class:`HibridsCrossAttentionMixin`)."""
 
-    def __init__(self, config: HibridsBartConfig, layer_idx: int) -> None:
-        super().__init__(
-            config.d_model,
-            config.decoder_attention_heads,
-            dropout=config.attention_dropout,
-            is_decoder=True,
-            config=config,
-            layer_idx=layer_idx,
-        )
-
     def forward(
         self,
         hidden_states: torch.Tensor,
@@ -124,9 +108,7 @@ class HibridsBartAlignmentAttention(_BartCrossAttention):
 class HibridsBartCrossAttention(_BartCrossAttention):
     """The last decoder layer's cross-attention with the HIBRIDS-DEC table (one column per head)."""
 
-    def __init__(self, config: HibridsBartConfig, layer_idx: int) -> None:
-        super().__init__(config, layer_idx)
-        self.hibrids_bias = HibridsBias(num_buckets(config.hibrids_selected), _decoder_table_heads(config))
+    biased = True
 
 
 class HibridsBartEncoder(AdaptedModel, BartEncoder):

@@ -229,12 +229,20 @@ def _decoder_table_heads(config: PreTrainedConfig) -> int:
     return heads if config.hibrids_decoder_per_head else 1
 
 
+@dataclass
 class HibridsConfigMixin(DerivedConfig):
-    """The HIBRIDS fields' checks and defaults, shared by the BART, T5 and LED configs.
+    """The HIBRIDS fields, their checks and defaults, shared by the BART, T5, LED and Hie-BART configs:
+    which biases the model has (``hibrids_encoder``, ``hibrids_decoder``) and whether its tables cover
+    the HIBRIDS-S relations only (``hibrids_selected``).
 
     ``hibrids_decoder_per_head`` is False for configs saved before the decoder table was per head, so
     their (buckets, 1) tables load and compute as before; new configs default to per-head tables.
     """
+
+    hibrids_encoder: bool = True
+    hibrids_decoder: bool = True
+    hibrids_selected: bool = False
+    hibrids_decoder_per_head: bool = True
 
     @classmethod
     def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any) -> Any:
@@ -275,14 +283,33 @@ class HibridsCrossAttentionMixin:
     per section into the link (SDPA would not return them).
     """
 
+    #: The last layer's attention: it owns the HIBRIDS-DEC table (the second-to-last only pools).
+    biased = False
     #: LED's attention scales the query before the product; BART's scales the product.
     pre_scaled_query = False
+    #: BART's attention class takes the model config; LED's does not.
+    takes_config = True
+
+    def __init__(self, config: PreTrainedConfig, layer_idx: int) -> None:
+        extra = {"config": config} if self.takes_config else {}
+        super().__init__(  # type: ignore[call-arg]
+            config.d_model,
+            config.decoder_attention_heads,
+            dropout=config.attention_dropout,
+            is_decoder=True,
+            layer_idx=layer_idx,
+            **extra,
+        )
+        if self.biased:
+            self.hibrids_bias = HibridsBias(
+                num_buckets(config.hibrids_selected), _decoder_table_heads(config)
+            )
 
     def hibrids_applies(self, link: _CrossAttentionLink | None, key_value_states: Any) -> bool:
         if link is None or key_value_states is None:
             return False
         # pooled is None only when the previous layer was skipped (LayerDrop): no bias for that pass.
-        return not hasattr(self, "hibrids_bias") or link.pooled is not None
+        return not self.biased or link.pooled is not None
 
     def hibrids_forward(
         self,
@@ -302,8 +329,8 @@ class HibridsCrossAttentionMixin:
             self, key_value_states, past_key_values, (self.k_proj, self.v_proj), self.head_dim
         )
         scaling = 1.0 if self.pre_scaled_query else self.scaling
-        if hasattr(self, "hibrids_bias"):
-            if getattr(self, "config", None) is not None:
+        if self.biased:
+            if self.takes_config:
                 _check_backend(self.config)
             bias = cross_attention_bias(link.pooled, self.hibrids_bias.weight, link.layout)
             output, weights = _biased_attention(

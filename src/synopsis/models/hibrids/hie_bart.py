@@ -38,11 +38,6 @@ class HibridsHieBartConfig(HibridsConfigMixin, HieBartConfig):
 
     model_type = "hibrids_hie_bart"
 
-    hibrids_encoder: bool = True
-    hibrids_decoder: bool = True
-    hibrids_selected: bool = False
-    hibrids_decoder_per_head: bool = True
-
 
 class HibridsHieBartAttention(HieBartAttention):
     """Hie-BART's encoder self-attention with HIBRIDS' per-head table on its word heads."""

@@ -37,7 +37,6 @@ from synopsis.models.hibrids.bias import (
     HibridsConfigMixin,
     HibridsCrossAttentionMixin,
     _CrossAttentionLink,
-    _decoder_table_heads,
     layout_for,
     pair_bias,
     window_bias,
@@ -51,11 +50,6 @@ class HibridsLEDConfig(HibridsConfigMixin, LEDConfig):
     """:class:`~transformers.LEDConfig` + which HIBRIDS biases the model has (see the module docstring)."""
 
     model_type = "hibrids_led"
-
-    hibrids_encoder: bool = True
-    hibrids_decoder: bool = True
-    hibrids_selected: bool = False
-    hibrids_decoder_per_head: bool = True
 
 
 class _Slot:
@@ -270,16 +264,8 @@ class _LEDCrossAttention(HibridsCrossAttentionMixin, LEDDecoderAttention):
     """LED's decoder cross-attention for the last two layers; the per-call link is set by the layer."""
 
     pre_scaled_query = True  # LEDDecoderAttention scales the query before the product
-
-    def __init__(self, config: HibridsLEDConfig, layer_idx: int) -> None:
-        super().__init__(
-            config.d_model,
-            config.decoder_attention_heads,
-            dropout=config.attention_dropout,
-            is_decoder=True,
-            layer_idx=layer_idx,
-        )
-        self.hibrids_cross: _CrossAttentionLink | None = None
+    takes_config = False
+    hibrids_cross: _CrossAttentionLink | None = None  # set by HibridsLEDDecoderLayer for one call
 
     def forward(
         self,
@@ -315,9 +301,7 @@ class HibridsLEDCrossAttention(_LEDCrossAttention):
     this runs the stock cross-attention computation itself (same operations, same cache use).
     """
 
-    def __init__(self, config: HibridsLEDConfig, layer_idx: int) -> None:
-        super().__init__(config, layer_idx)
-        self.hibrids_bias = HibridsBias(num_buckets(config.hibrids_selected), _decoder_table_heads(config))
+    biased = True
 
 
 class HibridsLEDDecoderLayer(LEDDecoderLayer):

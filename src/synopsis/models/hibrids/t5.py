@@ -44,11 +44,6 @@ class HibridsT5Config(HibridsConfigMixin, T5Config):
 
     model_type = "hibrids_t5"
 
-    hibrids_encoder: bool = True
-    hibrids_decoder: bool = True
-    hibrids_selected: bool = False
-    hibrids_decoder_per_head: bool = True
-
 
 class HibridsT5EncoderAttention(T5Attention):
     """T5 encoder self-attention with a per-head HIBRIDS table.
