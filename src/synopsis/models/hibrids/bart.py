@@ -78,27 +78,6 @@ class HibridsBartEncoderAttention(BartAttention):
 class _BartCrossAttention(HibridsCrossAttentionMixin, BartAttention):
     """BART's decoder cross-attention for the last two layers (see :class:`HibridsCrossAttentionMixin`)."""
 
-    def forward(
-        self,
-        hidden_states: torch.Tensor,
-        key_value_states: torch.Tensor | None = None,
-        past_key_values: Any = None,
-        attention_mask: torch.Tensor | None = None,
-        hibrids_cross: _CrossAttentionLink | None = None,
-        **kwargs: Any,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        if not self.hibrids_applies(hibrids_cross, key_value_states):
-            return super().forward(
-                hidden_states,
-                key_value_states=key_value_states,
-                past_key_values=past_key_values,
-                attention_mask=attention_mask,
-                **kwargs,
-            )
-        return self.hibrids_forward(
-            hidden_states, key_value_states, past_key_values, attention_mask, hibrids_cross
-        )
-
 
 class HibridsBartAlignmentAttention(_BartCrossAttention):
     """The second-to-last decoder layer's cross-attention: the stock computation (eager form, once), whose

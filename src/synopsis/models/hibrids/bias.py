@@ -305,11 +305,38 @@ class HibridsCrossAttentionMixin:
                 num_buckets(config.hibrids_selected), _decoder_table_heads(config)
             )
 
-    def hibrids_applies(self, link: _CrossAttentionLink | None, key_value_states: Any) -> bool:
-        if link is None or key_value_states is None:
-            return False
+    #: The per-call link, when the layer sets it on the module (LED) rather than passing it (BART).
+    hibrids_cross: _CrossAttentionLink | None = None
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        key_value_states: torch.Tensor | None = None,
+        past_key_values: Any = None,
+        attention_mask: torch.Tensor | None = None,
+        hibrids_cross: _CrossAttentionLink | None = None,
+        **kwargs: Any,
+    ) -> tuple[Any, ...]:
+        link = hibrids_cross if hibrids_cross is not None else self.hibrids_cross
         # pooled is None only when the previous layer was skipped (LayerDrop): no bias for that pass.
-        return not self.biased or link.pooled is not None
+        if link is None or key_value_states is None or (self.biased and link.pooled is None):
+            return super().forward(  # type: ignore[misc]
+                hidden_states,
+                key_value_states=key_value_states,
+                past_key_values=past_key_values,
+                attention_mask=attention_mask,
+                **kwargs,
+            )
+        output, weights = self.hibrids_forward(
+            hidden_states, key_value_states, past_key_values, attention_mask, link
+        )
+        return self.hibrids_outputs(output, weights, past_key_values, **kwargs)
+
+    def hibrids_outputs(
+        self, output: torch.Tensor, weights: torch.Tensor, past_key_values: Any, **kwargs: Any
+    ):
+        """What the base attention class returns: BART's (output, weights)."""
+        return output, weights
 
     def hibrids_forward(
         self,

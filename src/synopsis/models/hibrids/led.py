@@ -265,29 +265,12 @@ class _LEDCrossAttention(HibridsCrossAttentionMixin, LEDDecoderAttention):
 
     pre_scaled_query = True  # LEDDecoderAttention scales the query before the product
     takes_config = False
-    hibrids_cross: _CrossAttentionLink | None = None  # set by HibridsLEDDecoderLayer for one call
 
-    def forward(
-        self,
-        hidden_states: torch.Tensor,
-        key_value_states: torch.Tensor | None = None,
-        past_key_values: Any = None,
-        attention_mask: torch.Tensor | None = None,
-        output_attentions: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor | None, Any]:
-        link = self.hibrids_cross
-        if not self.hibrids_applies(link, key_value_states):
-            return super().forward(
-                hidden_states,
-                key_value_states=key_value_states,
-                past_key_values=past_key_values,
-                attention_mask=attention_mask,
-                output_attentions=output_attentions,
-            )
-        output, weights = self.hibrids_forward(
-            hidden_states, key_value_states, past_key_values, attention_mask, link
-        )
-        return output, (weights if output_attentions else None), past_key_values
+    def hibrids_outputs(
+        self, output: torch.Tensor, weights: torch.Tensor, past_key_values: Any, **kwargs: Any
+    ):
+        """LED's attention returns (output, weights when asked, cache)."""
+        return output, (weights if kwargs.get("output_attentions") else None), past_key_values
 
 
 class HibridsLEDAlignmentAttention(_LEDCrossAttention):
