@@ -1,8 +1,9 @@
 """HIBRIDS on T5 (Cao & Wang, ACL 2022, section 3), registered as ``hibrids_t5``.
 
 T5 adds its relative position bias to the attention scores as ``position_bias``; the HIBRIDS bias goes in
-through the same term (``position_bias + bias`` for one layer), so any T5 attention that honours
-``position_bias`` (InstructSum's block-mask attention included) takes the HIBRIDS bias unchanged.
+through the same term (``position_bias + bias`` for one layer, :class:`T5AttentionBias`), so any T5
+attention that honours ``position_bias`` (InstructSum's block-mask attention included) takes the HIBRIDS
+bias unchanged.
 """
 
 from __future__ import annotations
@@ -45,12 +46,41 @@ class HibridsT5Config(HibridsConfigMixin, T5Config):
     model_type = "hibrids_t5"
 
 
-class HibridsT5EncoderAttention(T5Attention):
-    """T5 encoder self-attention with a per-head HIBRIDS table.
+class T5AttentionBias:
+    """Mixin for a ``T5Attention`` subclass (put it first): :meth:`forward_with_bias` runs the next
+    class's forward with an additive per-head term on the scores, through T5's ``position_bias``.
 
     T5 computes its relative position bias in layer 0 and every later layer reuses the returned tensor,
-    so the HIBRIDS bias is added for this layer only and the *unbiased* position bias is returned.
+    so the extra term is added for this layer only and the *unbiased* position bias is returned. This is
+    the seam for stacking HIBRIDS on any T5 attention that honours ``position_bias`` (InstructSum's
+    block-mask attention included): put the mixin before that class.
     """
+
+    def forward_with_bias(
+        self,
+        bias: torch.Tensor,
+        hidden_states: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        key_value_states: torch.Tensor | None = None,
+        position_bias: torch.Tensor | None = None,
+        past_key_values: Any = None,
+        **kwargs: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        _check_backend(self.config)
+        if position_bias is None:  # what T5Attention would compute (self-attention: no cache, no offset)
+            if self.has_relative_attention_bias:
+                length = hidden_states.shape[1]
+                position_bias = self.compute_bias(length, length, device=hidden_states.device)
+            else:  # cross-attention and later layers' stand-alone calls: zeros
+                position_bias = bias.new_zeros((1, self.n_heads, bias.shape[2], bias.shape[3]))
+        output, _, weights = super().forward(  # type: ignore[misc]
+            hidden_states, mask, key_value_states, position_bias + bias, past_key_values, **kwargs
+        )
+        return output, position_bias, weights
+
+
+class HibridsT5EncoderAttention(T5AttentionBias, T5Attention):
+    """T5 encoder self-attention with a per-head HIBRIDS table (see :class:`T5AttentionBias`)."""
 
     def __init__(self, config: HibridsT5Config, has_relative_attention_bias: bool, layer_idx: int) -> None:
         super().__init__(config, has_relative_attention_bias=has_relative_attention_bias, layer_idx=layer_idx)
@@ -66,22 +96,12 @@ class HibridsT5EncoderAttention(T5Attention):
         hibrids_layout: SectionLayout | None = None,
         **kwargs: Any,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        args = (hidden_states, mask, key_value_states, position_bias, past_key_values)
         if hibrids_layout is None:
-            return super().forward(
-                hidden_states, mask, key_value_states, position_bias, past_key_values, **kwargs
-            )
-        _check_backend(self.config)
-        length = hidden_states.shape[1]
-        if position_bias is None:  # what T5Attention would compute (encoder: no cache, no offset)
-            if self.has_relative_attention_bias:
-                position_bias = self.compute_bias(length, length, device=hidden_states.device)
-            else:
-                position_bias = hidden_states.new_zeros((1, self.n_heads, length, length))
-        bias = token_pair_bias(self.hibrids_bias.weight, hibrids_layout)
-        output, _, weights = super().forward(
-            hidden_states, mask, key_value_states, position_bias + bias, past_key_values, **kwargs
+            return super().forward(*args, **kwargs)
+        return self.forward_with_bias(
+            token_pair_bias(self.hibrids_bias.weight, hibrids_layout), *args, **kwargs
         )
-        return output, position_bias, weights
 
 
 class HibridsT5AlignmentAttention(T5Attention):
@@ -124,7 +144,7 @@ class HibridsT5AlignmentAttention(T5Attention):
         return self.o(output.reshape(batch, steps, -1)), position_bias, weights
 
 
-class HibridsT5CrossAttention(T5Attention):
+class HibridsT5CrossAttention(T5AttentionBias, T5Attention):
     """T5's last cross-attention with the HIBRIDS-DEC table; returns the unbiased position bias."""
 
     def __init__(self, config: HibridsT5Config, layer_idx: int) -> None:
@@ -141,18 +161,11 @@ class HibridsT5CrossAttention(T5Attention):
         hibrids_cross: _CrossAttentionLink | None = None,
         **kwargs: Any,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        args = (hidden_states, mask, key_value_states, position_bias, past_key_values)
         if hibrids_cross is None or hibrids_cross.pooled is None or key_value_states is None:
-            return super().forward(
-                hidden_states, mask, key_value_states, position_bias, past_key_values, **kwargs
-            )
-        _check_backend(self.config)
+            return super().forward(*args, **kwargs)
         bias = cross_attention_bias(hibrids_cross.pooled, self.hibrids_bias.weight, hibrids_cross.layout)
-        if position_bias is None:  # cross-attention has no relative bias: T5Attention would use zeros
-            position_bias = bias.new_zeros((1, self.n_heads, bias.shape[2], bias.shape[3]))
-        output, _, weights = super().forward(
-            hidden_states, mask, key_value_states, position_bias + bias, past_key_values, **kwargs
-        )
-        return output, position_bias, weights
+        return self.forward_with_bias(bias, *args, **kwargs)
 
 
 class HibridsT5Stack(AdaptedModel, T5Stack):
