@@ -15,9 +15,10 @@ from synopsis.models.hibrids import HibridsBartConfig, HibridsBartForConditional
 from synopsis.models.registry import MODEL_TYPES, checkpoint_type
 
 
-def test_importing_synopsis_models_registers_every_method_with_the_auto_classes() -> None:
+@pytest.mark.parametrize("entry", ["import synopsis.models.seq2seq", "synopsis.models.register_methods()"])
+def test_the_loading_path_registers_every_method_with_the_auto_classes(entry: str) -> None:
     code = (
-        "import synopsis.models\n"
+        f"import synopsis.models\n{entry}\n"
         "from transformers import AutoConfig, AutoModelForSeq2SeqLM\n"
         "from synopsis.models.registry import MODEL_TYPES\n"
         "for name in MODEL_TYPES:\n"
