@@ -127,25 +127,22 @@ def save_tiny_led(directory: Path, tokenizers_dir: Path, seed: int = 0, **overri
 
 
 # ----------------------------------------------------------------------------- toy configs (no tokenizer)
+#: The toy BART/LED of the unit tests: sizes and the toy vocabulary's special ids.
+TOY_BART = {
+    **TINY,
+    "vocab_size": 64,
+    "encoder_attention_heads": 4,
+    "decoder_attention_heads": 4,
+    "pad_token_id": PAD,
+    "bos_token_id": BOS,
+    "eos_token_id": EOS,
+    "decoder_start_token_id": EOS,
+}
+NO_DROPOUT = {"dropout": 0.0, "attention_dropout": 0.0}
+
+
 def bart_config(attn: str = "eager", **overrides: object) -> BartConfig:
-    settings = dict(
-        vocab_size=64,
-        d_model=32,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=64,
-        decoder_ffn_dim=64,
-        max_position_embeddings=128,
-        pad_token_id=PAD,
-        bos_token_id=BOS,
-        eos_token_id=EOS,
-        decoder_start_token_id=EOS,
-        forced_eos_token_id=None,
-        dropout=0.0,
-        attention_dropout=0.0,
-    )
+    settings = {**TOY_BART, **NO_DROPOUT, "max_position_embeddings": 128, "forced_eos_token_id": None}
     config = BartConfig(**{**settings, **overrides})
     config._attn_implementation = attn
     return config
@@ -170,25 +167,13 @@ def t5_config(attn: str = "eager", **overrides: object) -> T5Config:
 
 
 def led_config(**overrides: object) -> LEDConfig:
-    settings = dict(
-        vocab_size=64,
-        d_model=32,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=64,
-        decoder_ffn_dim=64,
-        attention_window=[LED_WINDOW, LED_WINDOW],
-        max_encoder_position_embeddings=256,
-        max_decoder_position_embeddings=64,
-        pad_token_id=PAD,
-        bos_token_id=BOS,
-        eos_token_id=EOS,
-        decoder_start_token_id=EOS,
-        dropout=0.0,
-        attention_dropout=0.0,
-    )
+    settings = {
+        **TOY_BART,
+        **NO_DROPOUT,
+        "attention_window": [LED_WINDOW, LED_WINDOW],
+        "max_encoder_position_embeddings": 256,
+        "max_decoder_position_embeddings": 64,
+    }
     config = LEDConfig(**{**settings, **overrides})
     config._attn_implementation = "eager"
     return config
