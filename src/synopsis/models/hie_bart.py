@@ -23,6 +23,11 @@ The hook into ``transformers`` is minimal: :class:`HieBartAttention` replaces on
 ``self_attn`` (same parameter names), and :class:`HieBartEncoder` computes the sentence membership once
 per forward pass and hands it to every layer as keyword arguments. Because the membership is derived from
 ``input_ids`` inside the encoder, ``generate()`` needs nothing extra and its encoder-output caching works.
+
+Methods stack on Hie-BART at the attention: :class:`HieBartAttention` takes an optional ``attention_bias``,
+an additive per-head term on the word heads' scores, and :class:`HieBartEncoder` builds its layers'
+attention from ``self_attention_class``; HIBRIDS on Hie-BART (:mod:`synopsis.models.hibrids.hie_bart`)
+uses both. Config, init and registration come from :mod:`synopsis.models.adaptation`.
 """
 
 from __future__ import annotations

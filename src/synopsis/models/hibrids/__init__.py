@@ -121,6 +121,7 @@ from synopsis.models.hibrids.t5 import (
     HibridsT5EncoderAttention,
     HibridsT5ForConditionalGeneration,
     HibridsT5Model,
+    T5AttentionBias,
 )
 
 __all__ = [
@@ -154,6 +155,7 @@ __all__ = [
     "HibridsT5Model",
     "SectionLayout",
     "SelectedRelation",
+    "T5AttentionBias",
     "add_qs_tokens",
     "add_section_tokens",
     "convert_to_hibrids",
