@@ -18,8 +18,9 @@ import torch
 from synopsis.checkpoint import check_finite_tensors
 from synopsis.document import Document
 from synopsis.errors import ConfigError
-from synopsis.models.inputs import HIBRIDS_MODEL_TYPES, Seq2SeqInputs, SourceEncoding
+from synopsis.models.inputs import Seq2SeqInputs, SourceEncoding
 from synopsis.models.instructsum import PromptIds, SourceCache, is_instructsum, prompt_parts
+from synopsis.models.registry import HIBRIDS_MODEL_TYPES
 from synopsis.models.seq2seq import check_generation_options, load_seq2seq
 from synopsis.summarizers.base import Summarizer
 
