@@ -9,15 +9,13 @@ import math
 import numpy as np
 import pytest
 import torch
+from tiny_models import BOS, LED_WINDOW, PAD, bart_config, led_config, t5_config
 from torch.nn import functional as F
 from transformers import (
     AutoConfig,
     AutoModelForSeq2SeqLM,
-    BartConfig,
     BartForConditionalGeneration,
-    LEDConfig,
     LEDForConditionalGeneration,
-    T5Config,
     T5ForConditionalGeneration,
 )
 
@@ -49,9 +47,6 @@ from synopsis.models.hibrids import (
     window_bias,
     window_index,
 )
-
-PAD, BOS, EOS = 1, 0, 2  # toy vocabulary ids (BART/LED); T5 uses pad 0 / eos 1
-LED_WINDOW = 16  # one-sided 8: the LED inputs below are several windows long
 
 
 # ----------------------------------------------------------------------------- documents and inputs
@@ -118,73 +113,6 @@ def naive_pair_bias(weight: torch.Tensor, sections: list[int], relations: torch.
 
 
 # ----------------------------------------------------------------------------- toy models
-def bart_config(attn: str = "eager", **overrides: object) -> BartConfig:
-    settings = dict(
-        vocab_size=64,
-        d_model=32,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=64,
-        decoder_ffn_dim=64,
-        max_position_embeddings=128,
-        pad_token_id=PAD,
-        bos_token_id=BOS,
-        eos_token_id=EOS,
-        decoder_start_token_id=EOS,
-        forced_eos_token_id=None,
-        dropout=0.0,
-        attention_dropout=0.0,
-    )
-    config = BartConfig(**{**settings, **overrides})
-    config._attn_implementation = attn
-    return config
-
-
-def t5_config(attn: str = "eager", **overrides: object) -> T5Config:
-    settings = dict(
-        vocab_size=64,
-        d_model=32,
-        d_kv=8,
-        d_ff=64,
-        num_layers=2,
-        num_heads=4,
-        dropout_rate=0.0,
-        pad_token_id=0,
-        eos_token_id=1,
-        decoder_start_token_id=0,
-    )
-    config = T5Config(**{**settings, **overrides})
-    config._attn_implementation = attn
-    return config
-
-
-def led_config(**overrides: object) -> LEDConfig:
-    settings = dict(
-        vocab_size=64,
-        d_model=32,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=64,
-        decoder_ffn_dim=64,
-        attention_window=[LED_WINDOW, LED_WINDOW],
-        max_encoder_position_embeddings=256,
-        max_decoder_position_embeddings=64,
-        pad_token_id=PAD,
-        bos_token_id=BOS,
-        eos_token_id=EOS,
-        decoder_start_token_id=EOS,
-        dropout=0.0,
-        attention_dropout=0.0,
-    )
-    config = LEDConfig(**{**settings, **overrides})
-    config._attn_implementation = "eager"
-    return config
-
-
 FAMILIES = {
     "bart": (bart_config, BartForConditionalGeneration),
     "t5": (t5_config, T5ForConditionalGeneration),

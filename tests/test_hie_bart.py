@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tiny_models import TOY_BART
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, BartConfig, BartForConditionalGeneration
 
 from synopsis.models.hie_bart import (
@@ -17,23 +18,8 @@ PAD, BOS, EOS, SENT = 1, 0, 2, 5  # ids of the toy vocabulary below (real tokeni
 
 
 def toy_config(**overrides: object) -> BartConfig:
-    base = dict(
-        vocab_size=64,
-        d_model=32,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=64,
-        decoder_ffn_dim=64,
-        max_position_embeddings=64,
-        pad_token_id=PAD,
-        bos_token_id=BOS,
-        eos_token_id=EOS,
-        decoder_start_token_id=EOS,
-        forced_eos_token_id=EOS,
-    )
-    return BartConfig(**{**base, **overrides})
+    """The toy BART of ``tiny_models`` with the library's dropout and attention backend."""
+    return BartConfig(**{**TOY_BART, "max_position_embeddings": 64, "forced_eos_token_id": EOS, **overrides})
 
 
 def toy_batch() -> tuple[torch.Tensor, torch.Tensor]:

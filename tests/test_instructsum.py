@@ -278,6 +278,40 @@ def test_a_batch_of_padded_sources_each_with_its_instruction(tokenizer) -> None:
         assert (got - want).abs().max() <= TOL
 
 
+def test_encode_prompts_equals_the_block_mask_pass_of_a_mixed_batch(tokenizer) -> None:
+    """Issue 25 item 3: the one cached path lays out a batch of two sources, with and without instructions,
+    exactly as the uncached block-mask pass does (float64: equal to rounding), one source pass a source."""
+    model = convert_to_instructsum(sharp_t5(tokenizer)).double()
+    other = "A much shorter article. It has two sentences."
+    items = [
+        *prompts(tokenizer, [INSTRUCTIONS[1], None, INSTRUCTIONS[0]]),
+        tokenize_prompt(tokenizer, INSTRUCTIONS[2], "Other", other),
+        tokenize_prompt(tokenizer, None, "Other", other),
+    ]
+    batch = collate_prompts(items, tokenizer.pad_token_id)
+    cache = SourceCache()
+    with torch.no_grad():
+        uncached = model.encoder(**batch).last_hidden_state
+        cached, mask = cache.encode_prompts(model, items)
+    assert torch.equal(mask, batch["attention_mask"])
+    assert cached.last_hidden_state.dtype == torch.float64
+    for got, want in zip(real_rows(cached.last_hidden_state, mask), real_rows(uncached, mask), strict=True):
+        assert (got - want).abs().max() <= 1e-9
+    assert (cached.last_hidden_state[mask == 0] == 0).all()
+    # four distinct source parts (with and without an instruction differ): four source passes, one each
+    assert model.encoder.source_passes == cache.encodings == len(cache) == 4
+    assert model.encoder.instruction_passes == 2 and model.encoder.full_passes == 1
+    with pytest.raises(ValueError, match="at least one prompt"):
+        cache.encode_prompts(model, [])
+
+
+def test_prompt_ids_from_segments_round_trip_and_refuse_source_first() -> None:
+    prompt = PromptIds([5, 6], [7, 8, 1])
+    assert PromptIds.from_segments(prompt.input_ids, prompt.segment_ids) == prompt
+    with pytest.raises(ValueError, match="the instruction part, then the source part"):
+        PromptIds.from_segments([7, 5, 1], [SOURCE_SEGMENT, INSTRUCTION_SEGMENT, SOURCE_SEGMENT])
+
+
 def test_summarize_with_instructions_cached_uncached_and_plain_t5(tokenizer) -> None:
     t5 = sharp_t5(tokenizer)
     model = convert_to_instructsum(t5)
@@ -464,7 +498,7 @@ def test_concurrent_misses_on_one_source_encode_it_once(tokenizer, monkeypatch) 
     import threading
     import time
 
-    from synopsis.models import instructsum
+    from synopsis.models.instructsum import cache as instructsum
 
     model = convert_to_instructsum(sharp_t5(tokenizer)).eval()
     cache = SourceCache()

@@ -25,6 +25,10 @@ def test_shipped_instructsum_config_is_valid() -> None:
         InstructSumExperimentConfig(source="test")
     with pytest.raises(ValueError, match="divisible"):
         InstructSumExperimentConfig(d_model=30, heads=4)
+    with pytest.raises(ValueError, match="max_steps must be >= 1, got 0"):
+        InstructSumExperimentConfig(max_steps=0)
+    with pytest.raises(ValueError, match="batch_size must be >= 1, got nan"):  # NaN passed `nan < 1`
+        InstructSumExperimentConfig(batch_size=float("nan"))
     # the no-instruction model reads the paper's Appendix B.1 prompt (QMSum meetings have no title)
     assert no_instruction_lead() == "Summarize the following article. Article: "
 
@@ -57,6 +61,12 @@ def test_instructsum_experiment_writes_table_json_and_png(shared_data: Path, tmp
     table = (out / "table.md").read_text()
     assert "| instructsum (cached) |" in table and "identical" in table and "do not reproduce" in table
     assert (out / "instructsum.png").stat().st_size > 1000
+    # every variant decodes alike: at most eval_max_length tokens (the converted model's generation config
+    # has the paper's max_new_tokens 192, which outranked max_length: 114-152 words came out, not <= 8)
+    for variant in ("no-instruction", "full", "instructsum"):
+        predictions = json.loads((out / variant / "predictions.json").read_text())
+        for mode in ("full attention", "block-mask", "cached"):
+            assert all(len(p.split()) <= 8 for p in predictions.get(mode, [])), (variant, mode)
     # the no-instruction model never sees the query; the others do
     no_instruction = (out / "data" / "dev_no_instruction.jsonl").read_text().splitlines()
     assert all("instruction" not in json.loads(line) for line in no_instruction)

@@ -259,3 +259,46 @@ def test_by_section_encodes_each_window_once_for_all_instructions(instructsum_di
     expected = full.summarize_by_section([document] * len(INSTRUCTIONS), INSTRUCTIONS, batch_size=4)
     assert [r.to_dict() for r in results] == [r.to_dict() for r in expected]
     assert full.model.get_encoder().full_passes > 0
+
+
+def test_summarizer_and_experiment_encode_through_the_one_cached_path(
+    instructsum_dir: Path, tokenizer, monkeypatch
+) -> None:
+    """Issue 25 item 3: the summarizer and the QMSum experiment both encode with SourceCache.encode_prompts,
+    and no instruction pass runs outside it (the cached generation used to exist in three copies)."""
+    from synopsis.experiments.instructsum_qmsum import InstructSumExperimentConfig, _cached_run
+    from synopsis.models.instructsum import SourceCache
+    from synopsis.models.instructsum import cache as cache_module
+
+    inside: list[bool] = []  # per instruction pass: was it run from encode_prompts?
+    callers: list[int] = []  # prompts per encode_prompts call
+    one_path = SourceCache.encode_prompts
+    instruction_pass = cache_module.encode_with_instruction
+    depth = [0]
+
+    def spy_path(self, model, prompts):
+        callers.append(len(prompts))
+        depth[0] += 1
+        try:
+            return one_path(self, model, prompts)
+        finally:
+            depth[0] -= 1
+
+    def spy_pass(*args, **kwargs):
+        inside.append(depth[0] > 0)
+        return instruction_pass(*args, **kwargs)
+
+    monkeypatch.setattr(SourceCache, "encode_prompts", spy_path)
+    monkeypatch.setattr(cache_module, "encode_with_instruction", spy_pass)
+    summarizer = load_summarizer(model=instructsum_dir, max_length=6)
+    summaries = summarizer.summarize([DOCUMENT] * len(INSTRUCTIONS), INSTRUCTIONS)
+    assert callers == [len(INSTRUCTIONS)] and inside == [True]
+    callers.clear()
+    inside.clear()
+    sources = summarizer.inputs.encode_sources([DOCUMENT] * len(INSTRUCTIONS), INSTRUCTIONS)
+    cfg = InstructSumExperimentConfig(eval_batch_size=2, eval_max_length=6)
+    run = _cached_run(summarizer.model, tokenizer, sources, cfg)
+    # one timed call per example, then one per generation batch; every instruction pass inside the path
+    assert callers == [1, 1, 2] and inside == [True] * 3
+    assert run["distinct_sources"] == 1 and run["max_encoder_diff"] < 1e-4
+    assert len(run["predictions"]) == len(summaries)

@@ -26,6 +26,10 @@ from transformers import (
 
 from synopsis.models.seq2seq import bart_tokenizer_from_files
 
+#: Toy vocabulary ids of the configs below (BART/LED); T5 uses pad 0 / eos 1.
+PAD, BOS, EOS = 1, 0, 2
+LED_WINDOW = 16  # one-sided 8: the LED test inputs are several windows long
+
 TINY = {"d_model": 32, "encoder_layers": 2, "decoder_layers": 2, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64}
 
 
@@ -120,3 +124,56 @@ def save_tiny_led(directory: Path, tokenizers_dir: Path, seed: int = 0, **overri
     LEDForConditionalGeneration(config).save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory
+
+
+# ----------------------------------------------------------------------------- toy configs (no tokenizer)
+#: The toy BART/LED of the unit tests: sizes and the toy vocabulary's special ids.
+TOY_BART = {
+    **TINY,
+    "vocab_size": 64,
+    "encoder_attention_heads": 4,
+    "decoder_attention_heads": 4,
+    "pad_token_id": PAD,
+    "bos_token_id": BOS,
+    "eos_token_id": EOS,
+    "decoder_start_token_id": EOS,
+}
+NO_DROPOUT = {"dropout": 0.0, "attention_dropout": 0.0}
+
+
+def bart_config(attn: str = "eager", **overrides: object) -> BartConfig:
+    settings = {**TOY_BART, **NO_DROPOUT, "max_position_embeddings": 128, "forced_eos_token_id": None}
+    config = BartConfig(**{**settings, **overrides})
+    config._attn_implementation = attn
+    return config
+
+
+def t5_config(attn: str = "eager", **overrides: object) -> T5Config:
+    settings = dict(
+        vocab_size=64,
+        d_model=32,
+        d_kv=8,
+        d_ff=64,
+        num_layers=2,
+        num_heads=4,
+        dropout_rate=0.0,
+        pad_token_id=0,
+        eos_token_id=1,
+        decoder_start_token_id=0,
+    )
+    config = T5Config(**{**settings, **overrides})
+    config._attn_implementation = attn
+    return config
+
+
+def led_config(**overrides: object) -> LEDConfig:
+    settings = {
+        **TOY_BART,
+        **NO_DROPOUT,
+        "attention_window": [LED_WINDOW, LED_WINDOW],
+        "max_encoder_position_embeddings": 256,
+        "max_decoder_position_embeddings": 64,
+    }
+    config = LEDConfig(**{**settings, **overrides})
+    config._attn_implementation = "eager"
+    return config

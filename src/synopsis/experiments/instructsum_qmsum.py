@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from synopsis.config import to_dict
+from synopsis.config import AT_LEAST_ONE, check_ranges, to_dict
 from synopsis.data.example import Example, write_examples
 from synopsis.errors import InputError
 from synopsis.io import open_for_atomic_write, write_json
@@ -87,9 +87,8 @@ class InstructSumExperimentConfig:
             raise ValueError(f"queries must be general, specific or all, got {self.queries!r}")
         if self.d_model % self.heads:
             raise ValueError(f"d_model {self.d_model} is not divisible by heads {self.heads}")
-        for name in ("max_source_length", "max_target_length", "max_steps", "batch_size", "eval_max_length"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        counts = ("max_source_length", "max_target_length", "max_steps", "batch_size", "eval_max_length")
+        check_ranges(self, dict.fromkeys(counts, AT_LEAST_ONE))
 
 
 def no_instruction_lead() -> str:
@@ -174,9 +173,12 @@ def _dev_loss(model: Any, inputs: Any, sources: list[Any], targets: list[list[in
 
 
 def _generation(cfg: InstructSumExperimentConfig) -> dict[str, Any]:
+    """The same greedy decoding for every variant, whatever the checkpoint's generation config says."""
     return {
         "num_beams": 1,
         "max_length": cfg.eval_max_length,
+        # converting to InstructSum writes the paper's max_new_tokens 192, which would outrank max_length
+        "max_new_tokens": None,
         "no_repeat_ngram_size": cfg.no_repeat_ngram_size,
     }
 
@@ -200,50 +202,38 @@ def _cached_run(
 ) -> dict[str, Any]:
     """Cached summaries, and per example the encoder time of a full block-mask pass vs the cached one.
 
-    The two timings alternate example by example, so a change in machine load hits both alike. The source
-    pass of a distinct source is timed apart: it is paid once per document, not per instruction.
+    Both the timed encodings and the summaries go through :meth:`SourceCache.encode_prompts`, the path the
+    summarizer takes. The two timings alternate example by example, so a change in machine load hits both
+    alike. The source pass of a distinct source is timed apart: it is paid once per document, not per
+    instruction.
     """
-    from transformers.modeling_outputs import BaseModelOutput
-
-    from synopsis.models.instructsum import SourceCache, encode_with_instruction
+    from synopsis.models.instructsum import PromptIds, SourceCache
 
     encoder = model.get_encoder()
     cache = SourceCache(max_bytes=1 << 30)
+    prompts = [PromptIds.from_segments(e.input_ids, e.segment_ids) for e in sources]
     full_ms, cached_ms, source_ms, max_diff = [], [], [], 0.0
-    encoded: list[tuple[torch.Tensor, torch.Tensor]] = []
-    for encoding in sources:
+    for encoding, prompt in zip(sources, prompts, strict=True):
         ids = torch.tensor([encoding.input_ids])
-        segments = torch.tensor([encoding.segment_ids])
         start = time.perf_counter()
         full = encoder(
-            input_ids=ids, attention_mask=torch.ones_like(ids), segment_ids=segments
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            segment_ids=torch.tensor([encoding.segment_ids]),
         ).last_hidden_state
         full_ms.append(1000 * (time.perf_counter() - start))
-        source_ids = ids[segments == 0][None]
-        instruction_ids = ids[segments == 1][None]
-        if not torch.equal(ids[0], torch.cat([instruction_ids[0], source_ids[0]])):
-            raise AssertionError("InstructSum inputs must be the instruction part, then the source part")
-        hit = cache.get(model, source_ids)
-        if hit is None:
+        source_ids = torch.tensor([prompt.source_ids])
+        if cache.get(model, source_ids) is None:
             start = time.perf_counter()
-            hit = cache.get_or_encode(model, source_ids)
+            cache.get_or_encode(model, source_ids)
             source_ms.append(1000 * (time.perf_counter() - start))
         start = time.perf_counter()
-        outputs, mask = encode_with_instruction(model, hit, instruction_ids)
+        outputs, _ = cache.encode_prompts(model, [prompt])  # a cache hit: the instruction pass only
         cached_ms.append(1000 * (time.perf_counter() - start))
         max_diff = max(max_diff, float((outputs.last_hidden_state - full).abs().max()))
-        encoded.append((outputs.last_hidden_state[0], mask[0]))
     predictions: list[str] = []
-    for start in range(0, len(encoded), cfg.eval_batch_size):
-        chunk = encoded[start : start + cfg.eval_batch_size]
-        width = max(h.shape[0] for h, _ in chunk)
-        hidden = torch.zeros(len(chunk), width, chunk[0][0].shape[-1])
-        mask = torch.zeros(len(chunk), width, dtype=torch.long)
-        for row, (h, m) in enumerate(chunk):  # right padding with zeros, as encode_with_instruction lays out
-            hidden[row, : h.shape[0]], mask[row, : m.shape[0]] = h, m
-        output = model.generate(
-            encoder_outputs=BaseModelOutput(last_hidden_state=hidden), attention_mask=mask, **_generation(cfg)
-        )
+    for start in range(0, len(prompts), cfg.eval_batch_size):
+        output = cache.generate(model, prompts[start : start + cfg.eval_batch_size], **_generation(cfg))
         predictions += tokenizer.batch_decode(output, skip_special_tokens=True)
     return {
         "predictions": [p.strip() for p in predictions],

@@ -23,6 +23,11 @@ The hook into ``transformers`` is minimal: :class:`HieBartAttention` replaces on
 ``self_attn`` (same parameter names), and :class:`HieBartEncoder` computes the sentence membership once
 per forward pass and hands it to every layer as keyword arguments. Because the membership is derived from
 ``input_ids`` inside the encoder, ``generate()`` needs nothing extra and its encoder-output caching works.
+
+Methods stack on Hie-BART at the attention: :class:`HieBartAttention` takes an optional ``attention_bias``,
+an additive per-head term on the word heads' scores, and :class:`HieBartEncoder` builds its layers'
+attention from ``self_attention_class``; HIBRIDS on Hie-BART (:mod:`synopsis.models.hibrids.hie_bart`)
+uses both. Config, init and registration come from :mod:`synopsis.models.adaptation`.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ import torch
 from huggingface_hub.dataclasses import strict
 from torch import nn
 from torch.nn import functional as F
-from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, BartConfig
+from transformers import BartConfig
 from transformers.modeling_outputs import BaseModelOutput
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.bart.modeling_bart import (
@@ -48,6 +53,8 @@ from transformers.models.bart.modeling_bart import (
     eager_attention_forward,
 )
 
+from synopsis.models.adaptation import AdaptedModel, DerivedConfig, register
+
 #: The paper's marker: every sentence starts with BART's own [BOS] ``<s>``, with its pretrained embedding.
 DEFAULT_SENTENCE_START_TOKEN = "<s>"
 #: The alternative kept as an option: a new ``<sent>`` token whose embedding starts as the mean embedding.
@@ -55,7 +62,7 @@ NEW_SENTENCE_START_TOKEN = "<sent>"
 
 
 @strict
-class HieBartConfig(BartConfig):
+class HieBartConfig(DerivedConfig, BartConfig):
     """:class:`~transformers.BartConfig` plus the number of word-level heads and the sentence-start token.
 
     ``word_heads`` (1..encoder_attention_heads, default: all heads, i.e. stock BART) is the number of
@@ -85,13 +92,8 @@ class HieBartConfig(BartConfig):
 
     @classmethod
     def from_bart_config(cls, config: BartConfig, **overrides: Any) -> HieBartConfig:
-        """A Hie-BART config with every setting of ``config`` (a stock or Hie-BART config)."""
-        data = config.to_dict()
-        data.pop("model_type", None)
-        data.pop("architectures", None)
-        data.pop("transformers_version", None)
-        data.update(overrides)
-        return cls(**data)
+        """A Hie-BART config with every setting of ``config`` (:meth:`DerivedConfig.from_base`)."""
+        return cls.from_base(config, **overrides)
 
 
 def sentence_membership(
@@ -137,9 +139,15 @@ class HieBartAttention(BartAttention):
         attention_mask: torch.Tensor | None = None,
         sentence_weights: torch.Tensor | None = None,
         sentence_mask: torch.Tensor | None = None,
+        attention_bias: torch.Tensor | None = None,
         **kwargs: Any,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``attention_bias`` (B, H, L, L), optional: an additive per-head term on the word heads' token
+        scores, the seam through which a method stacked on Hie-BART (HIBRIDS) biases the attention; the
+        sentence heads' keys are sentences, so it has no say there."""
         batch, seq_len, _ = hidden_states.shape
+        if attention_bias is not None:
+            attention_mask = _add_to_mask(attention_mask, attention_bias[:, : self.word_heads])
         split = self.word_heads * self.head_dim  # the first `split` projection rows belong to word heads
         query = self.q_proj(hidden_states).view(batch, seq_len, -1, self.head_dim).transpose(1, 2)
 
@@ -205,18 +213,31 @@ class HieBartAttention(BartAttention):
         return torch.matmul(probs, value).transpose(1, 2)
 
 
+def _add_to_mask(attention_mask: torch.Tensor | None, bias: torch.Tensor) -> torch.Tensor:
+    """An additive float mask of ``attention_mask`` (float, boolean or None) plus ``bias``."""
+    if attention_mask is None:
+        return bias
+    if attention_mask.dtype == torch.bool:
+        return bias.masked_fill(~attention_mask, torch.finfo(bias.dtype).min)
+    return attention_mask + bias
+
+
 def _project(linear: nn.Linear, x: torch.Tensor, rows: slice) -> torch.Tensor:
     """``linear(x)`` restricted to some output rows (the heads that need them)."""
     return F.linear(x, linear.weight[rows], None if linear.bias is None else linear.bias[rows])
 
 
-class HieBartEncoder(BartEncoder):
+class HieBartEncoder(AdaptedModel, BartEncoder):
     """BART's encoder with :class:`HieBartAttention` layers; finds the sentences once per forward pass."""
+
+    #: The encoder self-attention; a method stacked on Hie-BART (HIBRIDS) swaps in a subclass.
+    self_attention_class: type = HieBartAttention
 
     def __init__(self, config: HieBartConfig) -> None:
         super().__init__(config)
         for idx, layer in enumerate(self.layers):
-            layer.self_attn = HieBartAttention(config, layer_idx=idx)
+            if not isinstance(layer.self_attn, self.self_attention_class):
+                layer.self_attn = self.self_attention_class(config, layer_idx=idx)
         self.post_init()  # initialises only the new attention modules (transformers skips initialised ones)
 
     def forward(
@@ -243,7 +264,7 @@ class HieBartEncoder(BartEncoder):
         )
 
 
-class HieBartModel(BartModel):
+class HieBartModel(AdaptedModel, BartModel):
     config_class = HieBartConfig
 
     def __init__(self, config: HieBartConfig) -> None:
@@ -258,7 +279,7 @@ class HieBartModel(BartModel):
         self.post_init()
 
 
-class HieBartForConditionalGeneration(BartForConditionalGeneration):
+class HieBartForConditionalGeneration(AdaptedModel, BartForConditionalGeneration):
     config_class = HieBartConfig
 
     def __init__(self, config: HieBartConfig) -> None:
@@ -269,6 +290,4 @@ class HieBartForConditionalGeneration(BartForConditionalGeneration):
         self.post_init()
 
 
-AutoConfig.register(HieBartConfig.model_type, HieBartConfig, exist_ok=True)
-AutoModel.register(HieBartConfig, HieBartModel, exist_ok=True)
-AutoModelForSeq2SeqLM.register(HieBartConfig, HieBartForConditionalGeneration, exist_ok=True)
+register(HieBartConfig, HieBartModel, HieBartForConditionalGeneration)

@@ -34,6 +34,7 @@ from transformers import PreTrainedTokenizerBase
 
 from synopsis.document import Document
 from synopsis.errors import CheckpointError, ConfigError, InputError
+from synopsis.models.registry import checkpoint_type, is_family, is_hibrids
 
 logger = logging.getLogger(__name__)
 
@@ -41,23 +42,13 @@ logger = logging.getLogger(__name__)
 T5_DEFAULT_MAX_SOURCE_LENGTH = 512
 #: The longest input a plain T5 is allowed when asked (InstructSum's T5 baseline at inference).
 T5_MAX_SOURCE_LENGTH = 1024
-BART_MODEL_TYPES = ("bart", "hie_bart")
 
 #: Segment ids: source text (and the model's prefix) vs instruction text.
 SOURCE_SEGMENT, INSTRUCTION_SEGMENT = 0, 1
-T5_MODEL_TYPES = ("t5", "mt5", "instructsum_t5", "hibrids_t5")
-LED_MODEL_TYPES = ("led", "hibrids_led")
-HIBRIDS_MODEL_TYPES = ("hibrids_bart", "hibrids_t5", "hibrids_led")
-INSTRUCTSUM_MODEL_TYPE = "instructsum_t5"
 #: InstructSum (Nishida et al.) reads the first 1024 source tokens; an instruction part gets its own budget so
 #: that one cached source serves every instruction.
 INSTRUCTSUM_MAX_SOURCE_TOKENS = 1024
 DEFAULT_MAX_INSTRUCTION_LENGTH = 128
-#: Fields of a batch record (beyond ids and masks) that each model type reads.
-STRUCTURE_INPUTS = {
-    INSTRUCTSUM_MODEL_TYPE: ("segment_ids",),
-    **{name: ("section_ids", "section_relations") for name in HIBRIDS_MODEL_TYPES},
-}
 #: Fields of a batch record and their padding values.
 PAD_VALUES = {"sentence_ids": -1, "section_ids": -1, "segment_ids": SOURCE_SEGMENT}
 
@@ -65,11 +56,12 @@ PAD_VALUES = {"sentence_ids": -1, "section_ids": -1, "segment_ids": SOURCE_SEGME
 def model_max_source_length(config: Any, tokenizer: PreTrainedTokenizerBase) -> int:
     """The longest input the model can encode: its position table, or T5's conventional 512 (InstructSum's
     source part: the paper's 1024)."""
-    if config.model_type == INSTRUCTSUM_MODEL_TYPE:
+    entry = checkpoint_type(config)
+    if entry is not None and entry.instructsum:
         return INSTRUCTSUM_MAX_SOURCE_TOKENS
-    if config.model_type in LED_MODEL_TYPES or hasattr(config, "max_encoder_position_embeddings"):
+    if is_family(config, "led") or hasattr(config, "max_encoder_position_embeddings"):
         return int(config.max_encoder_position_embeddings)
-    if hasattr(config, "max_position_embeddings") and config.model_type not in ("t5", "mt5"):
+    if hasattr(config, "max_position_embeddings") and not is_family(config, "t5", stock=True):
         return int(config.max_position_embeddings)
     limit = tokenizer.model_max_length
     return int(limit) if limit and limit < 1_000_000 else T5_DEFAULT_MAX_SOURCE_LENGTH
@@ -81,7 +73,8 @@ def default_source_prefix(config: Any) -> str:
     prefix = params.get("summarization", {}).get("prefix")
     if prefix is not None:
         return prefix
-    return "summarize: " if config.model_type in ("t5", "mt5", "hibrids_t5") else ""
+    entry = checkpoint_type(config)
+    return "" if entry is None else entry.task_prefix
 
 
 @dataclass
@@ -180,7 +173,7 @@ class Seq2SeqInputs:
         limit = model_max_source_length(model_config, tokenizer)
         # T5's relative positions have no hard limit; InstructSum's paper trains its T5 "Full" baseline at
         # 512 and raises the limit to 1024 at inference, so a plain T5 accepts up to 1024 when asked.
-        maximum = max(limit, T5_MAX_SOURCE_LENGTH) if model_config.model_type in ("t5", "mt5") else limit
+        maximum = max(limit, T5_MAX_SOURCE_LENGTH) if is_family(model_config, "t5", stock=True) else limit
         if max_source_length is not None and not 1 <= max_source_length <= maximum:
             raise ConfigError(
                 f"max_source_length must be in 1..{maximum} (the model's maximum), got {max_source_length}"
@@ -208,8 +201,8 @@ class Seq2SeqInputs:
         self.last_truncation = Truncation()
 
     def uses_instructsum_prompt(self, instruction: str | None) -> bool:
-        model_type = self.config.model_type
-        return model_type == INSTRUCTSUM_MODEL_TYPE or (model_type in T5_MODEL_TYPES and bool(instruction))
+        entry = checkpoint_type(self.config)
+        return entry is not None and (entry.instructsum or (entry.family == "t5" and bool(instruction)))
 
     # ------------------------------------------------------------------ text pieces
     def _pieces(self, document: Document, instruction: str | None) -> list[_Piece]:
@@ -438,7 +431,7 @@ class Seq2SeqInputs:
             depths[i, : len(s.section_depths)] = torch.from_numpy(s.section_depths)
             section_mask[i, : len(s.section_depths)] = True
         batch["section_depths"], batch["section_mask"] = depths, section_mask
-        if self.config.model_type in HIBRIDS_MODEL_TYPES:  # the tree's relations as the model's bucket ids
+        if is_hibrids(self.config):  # the tree's relations as the model's bucket ids
             from synopsis.models.hibrids import pad_section_relations, relation_buckets
 
             selected = bool(getattr(self.config, "hibrids_selected", False))
@@ -448,7 +441,7 @@ class Seq2SeqInputs:
                     for s in sources
                 ]
             )
-        if self.config.model_type in LED_MODEL_TYPES:
+        if is_family(self.config, "led"):
             global_mask = torch.zeros_like(batch["input_ids"])
             global_mask[:, 0] = 1
             batch["global_attention_mask"] = global_mask
@@ -460,5 +453,6 @@ class Seq2SeqInputs:
     def model_inputs(self, batch: dict[str, torch.Tensor], device: torch.device | str | None = None) -> dict:
         """The fields of a batch record this model reads, on ``device``."""
         names = {"input_ids", "attention_mask", "global_attention_mask", "labels"}
-        names.update(STRUCTURE_INPUTS.get(self.config.model_type, ()))
+        entry = checkpoint_type(self.config)
+        names.update(() if entry is None else entry.inputs)
         return {k: (v if device is None else v.to(device)) for k, v in batch.items() if k in names}

@@ -31,8 +31,11 @@ from transformers import (
 
 from synopsis.config import DECODING_OPTIONS, DecodingOptions
 from synopsis.errors import CheckpointError, ConfigError, InputError
+from synopsis.models.adaptation import convert_from_base
 from synopsis.models.hibrids import (
     SECTION_MARKER_KINDS,
+    HibridsHieBartConfig,
+    HibridsHieBartForConditionalGeneration,
     add_qs_tokens,
     add_section_tokens,
     convert_to_hibrids,
@@ -42,14 +45,11 @@ from synopsis.models.hie_bart import (
     HieBartConfig,
     HieBartForConditionalGeneration,
 )
-from synopsis.models.inputs import BART_MODEL_TYPES
 from synopsis.models.instructsum import convert_to_instructsum
+from synopsis.models.registry import SUPPORTED_MODEL_TYPES, checkpoint_type, is_family, is_hibrids
 
 logger = logging.getLogger(__name__)
 
-SUPPORTED_MODEL_TYPES = (
-    "bart", "hie_bart", "t5", "mt5", "led", "instructsum_t5", "hibrids_bart", "hibrids_t5", "hibrids_led"
-)  # fmt: skip
 WEIGHT_FILES = (
     "model.safetensors",
     "model.safetensors.index.json",
@@ -210,21 +210,24 @@ def convert_hie_bart(
     sentence_start_token: str = DEFAULT_SENTENCE_START_TOKEN,
 ) -> PreTrainedModel:
     """A stock BART (or Hie-BART) as Hie-BART with ``word_heads`` word-level heads: the same weights.
+    A HIBRIDS BART becomes HIBRIDS on Hie-BART (``hibrids_hie_bart``), its tables kept.
 
     ``sentence_start_token``: BART's ``<s>`` (the paper's) or a new token (e.g. ``<sent>``, added to the
     tokenizer and the embeddings when there are sentence heads)."""
-    if model.config.model_type not in BART_MODEL_TYPES:
+    if not is_family(model.config, "bart"):
         raise CheckpointError(f"Hie-BART needs a BART checkpoint, this one is {model.config.model_type!r}")
     heads = model.config.encoder_attention_heads
     if not 1 <= word_heads <= heads:
         raise ConfigError(f"word_heads must be in 1..{heads} (the model's encoder heads), got {word_heads}")
     if not sentence_start_token.strip():
         raise ConfigError("sentence_start_token must be a token, got an empty string")
-    config = HieBartConfig.from_bart_config(
+    config_class, model_class = HieBartConfig, HieBartForConditionalGeneration
+    if is_hibrids(model.config):  # the methods compose: the biases stay on
+        config_class, model_class = HibridsHieBartConfig, HibridsHieBartForConditionalGeneration
+    config = config_class.from_base(
         model.config, word_heads=word_heads, sentence_start_token=sentence_start_token
     )
-    converted = HieBartForConditionalGeneration(config)
-    converted.load_state_dict(model.state_dict())
+    converted = convert_from_base(model, model_class, config)
     if config.sentence_heads > 0:
         add_sentence_start_token(converted, tokenizer)
     return converted
@@ -233,7 +236,8 @@ def convert_hie_bart(
 def convert_instructsum(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> PreTrainedModel:
     """A T5 whose encoder reads instructions with InstructSum's block mask: the same weights. Through
     :func:`convert_seq2seq` its generation config gets the paper's decoding (:data:`METHOD_DECODING`)."""
-    if model.config.model_type not in ("t5", "mt5", "instructsum_t5"):
+    entry = checkpoint_type(model.config)
+    if entry is None or entry.family != "t5" or not entry.methods <= {"instructsum"}:
         raise CheckpointError(f"InstructSum needs a T5 checkpoint, this one is {model.config.model_type!r}")
     return convert_to_instructsum(model)
 

@@ -19,8 +19,9 @@ from synopsis.checkpoint import check_finite_tensors
 from synopsis.config import DECODING_OPTIONS, DecodingOptions
 from synopsis.document import Document
 from synopsis.errors import ConfigError
-from synopsis.models.inputs import HIBRIDS_MODEL_TYPES, Seq2SeqInputs, SourceEncoding
-from synopsis.models.instructsum import SourceCache, encode_with_instruction, is_instructsum, prompt_parts
+from synopsis.models.inputs import Seq2SeqInputs, SourceEncoding
+from synopsis.models.instructsum import PromptIds, SourceCache, is_instructsum, prompt_parts
+from synopsis.models.registry import HIBRIDS_MODEL_TYPES
 from synopsis.models.seq2seq import load_seq2seq
 from synopsis.summarizers.base import Summarizer, SummarizerInfo
 
@@ -118,43 +119,5 @@ class Seq2SeqSummarizer(Summarizer):
 
     def _summarize_from_cache(self, encodings: Sequence[SourceEncoding]) -> list[str]:
         """Rows that share a source part share one cached source pass; instructions run alone."""
-        device = self.model.device
-        groups: dict[tuple[int, ...], list[int]] = {}
-        parts = []
-        for row, encoding in enumerate(encodings):
-            source = [t for t, s in zip(encoding.input_ids, encoding.segment_ids, strict=True) if s == 0]
-            instruction = [t for t, s in zip(encoding.input_ids, encoding.segment_ids, strict=True) if s == 1]
-            if encoding.input_ids != instruction + source:
-                raise AssertionError("InstructSum inputs must be the instruction part, then the source part")
-            parts.append(instruction)
-            groups.setdefault(tuple(source), []).append(row)
-        summaries: list[str] = [""] * len(encodings)
-        for source_ids, rows in groups.items():
-            ids = torch.tensor([source_ids], dtype=torch.long, device=device)
-            source = self.cache.get_or_encode(self.model, ids)
-            with_instruction = [r for r in rows if parts[r]]
-            if len(with_instruction) < len(rows):  # the prompt without an instruction is all source
-                outputs, mask = source.as_encoder_outputs()
-                text = self._decode(
-                    self.model.generate(encoder_outputs=outputs, attention_mask=mask, **self.generation)
-                )[0]
-                for r in rows:
-                    if not parts[r]:
-                        summaries[r] = text
-            if with_instruction:
-                width = max(len(parts[r]) for r in with_instruction)
-                pad = self.tokenizer.pad_token_id
-                instruction_ids = torch.tensor(
-                    [parts[r] + [pad] * (width - len(parts[r])) for r in with_instruction], device=device
-                )
-                instruction_mask = torch.tensor(
-                    [[1] * len(parts[r]) + [0] * (width - len(parts[r])) for r in with_instruction],
-                    device=device,
-                )
-                outputs, mask = encode_with_instruction(self.model, source, instruction_ids, instruction_mask)
-                texts = self._decode(
-                    self.model.generate(encoder_outputs=outputs, attention_mask=mask, **self.generation)
-                )
-                for r, text in zip(with_instruction, texts, strict=True):
-                    summaries[r] = text
-        return summaries
+        prompts = [PromptIds.from_segments(e.input_ids, e.segment_ids) for e in encodings]
+        return self._decode(self.cache.generate(self.model, prompts, **self.generation))

@@ -1,0 +1,174 @@
+"""HIBRIDS: attention with hierarchical biases from the document's section tree.
+
+Cao & Wang, "HIBRIDS: Attention with Hierarchical Biases for Structure-aware Long Document Summarization",
+ACL 2022, section 3 ("HIBRIDS with Hierarchical Biases"). Every token belongs to a section of the document
+tree; for a query token in section ``x`` and a key token in section ``y`` the paper takes two tree
+distances, ``PathLen(x, y)`` (shortest tree path, positive when ``y`` comes later in the document) and
+``LvlDiff(x, y) = depth(y) - depth(x)`` (see :meth:`synopsis.document.Document.tree_relations`), and
+looks up a learnable bias for that pair:
+
+* **HIBRIDS-ENC** (section 3, "Attention with Hierarchical Biases"): every encoder self-attention layer
+  ``l`` and head ``h`` owns a table ``B^l[., h]``; ``score_ij = q_i . k_j / sqrt(d) + B^l[rel(x_i, y_j), h]``.
+* **HIBRIDS-DEC**: only the last decoder layer's cross-attention gets a bias, from a per-head table (the
+  paper: "each head maintains its own lookup table"), weighted by the previous (second-to-last) decoder
+  layer's cross-attention probabilities ``alpha``: ``bias_tj^h = sum_k alpha_tk^h * B_dec[rel(sec(k),
+  sec(j)), h]``. Configs saved before the table was per head (no ``hibrids_decoder_per_head``) keep their
+  one shared column.
+* **HIBRIDS-S** (section 3, last paragraph): a small table over a few salient relations only
+  (:func:`relation_buckets` with ``selected=True``).
+
+How the pieces fit into ``transformers`` (no forked modeling files; attention modules are subclassed and
+swapped in, like :mod:`synopsis.models.hie_bart`):
+
+* Inputs. ``section_ids`` (B, L): each source token's section (pre-order index within its document), -1
+  for tokens outside any section (task prefix, BOS/EOS, a title, the root question, padding). **Such tokens
+  belong to the tree's root node** (section 0, depth 0), as the authors' public code hangs them off a
+  virtual root: they get the root's relations, as query and as key. ``section_relations`` (B, S, S):
+  bucket ids from :func:`relation_buckets`, padded to the batch's largest S with -1 (or any valid bucket;
+  rows no token points to are never used). Both are ordinary ``forward``/``generate`` keyword arguments;
+  ``generate()`` hands them to the encoder, expands them per beam and passes them to every decoder step.
+  Passing neither gives no bias at all: the model then computes exactly the base model.
+* Memory. No (L, L) index is ever built. Per layer the (B, H, S+1, S+1) table of bias values is looked up
+  once from the (S, S) relation ids (the extra row/column is the zero "no section" slot), then gathered to
+  tokens: BART/T5 encoders get a (B, H, L, L) *float* bias (the size of their attention scores, which SDPA
+  needs as an additive mask anyway); LED's banded encoder gets the bias only on its (B, L, H, 2w+1) window
+  and on the global columns/rows. The decoder bias uses the O(T x S) form: the previous layer's attention
+  is pooled per section, ``A_ts = sum_{k in s} alpha_tk``, then ``bias_tj = sum_s A_ts B_dec[rel(s, sec(j))]``
+  -- never a T x L x L tensor.
+* Attention backends. BART and T5 work under ``eager`` and ``sdpa``. BART's biased layers compute their
+  attention directly (the bias added into the scores; SDPA with a float mask that needs a gradient would
+  fall back to its slower math path anyway); T5's pass the bias with its ``position_bias``. LED only has its
+  own (eager) attention.
+* The decoder bias needs the second-to-last layer's cross-attention probabilities, which SDPA does not
+  return. That layer's cross-attention is a subclass that computes its attention once, in the eager form,
+  and pools its probabilities (before dropout) per section into a small per-call object that the decoder
+  hands to both layers; the last layer's cross-attention reads it. Heads are paired as in the authors'
+  public code: head ``h`` of the last layer is weighted by head ``h`` of the previous layer. With zero
+  tables the model equals the base model (bit for bit under eager; to float rounding under SDPA, whose
+  fused kernels round differently).
+* LED's modules pass no extra arguments, so LED gets its section inputs through a per-model slot that
+  the model sets for the duration of one call; each layer copies the slot's value into its own keyword
+  arguments *before* gradient checkpointing wraps it, so recomputation in the backward pass sees the same
+  inputs. (Not thread-safe: do not run one LED model object from several threads at once.)
+
+The package: :mod:`.relations` (buckets, section layouts, marker tokens), :mod:`.bias` (the bias math
+and the attention helpers shared by the bases), one module per base (:mod:`.bart`, :mod:`.t5`,
+:mod:`.led`), HIBRIDS stacked on Hie-BART (:mod:`.hie_bart`) and :mod:`.conversion`. Config, init,
+registration and conversion come from :mod:`synopsis.models.adaptation`.
+
+Checkpoints: :func:`convert_to_hibrids` turns a loaded stock BART/T5/LED model into its HIBRIDS
+counterpart with zero tables (so it computes exactly the base model until trained); the configs record
+``hibrids_encoder``, ``hibrids_decoder`` and ``hibrids_selected`` and are registered with the Auto classes,
+so ``AutoModelForSeq2SeqLM.from_pretrained`` rebuilds a saved HIBRIDS model with no extra flags.
+Tables of a model built from its config (training from scratch) start as N(0, 0.02), as in the paper.
+
+The SECTOK / LVLSECTOK baselines (paper section 5, "Comparisons") only need section-start marker tokens:
+:func:`section_marker` and :func:`add_section_tokens`.
+"""
+
+from synopsis.models.hibrids.bart import (
+    HibridsBartAlignmentAttention,
+    HibridsBartConfig,
+    HibridsBartCrossAttention,
+    HibridsBartDecoder,
+    HibridsBartEncoder,
+    HibridsBartEncoderAttention,
+    HibridsBartForConditionalGeneration,
+    HibridsBartModel,
+)
+from synopsis.models.hibrids.bias import (
+    HibridsBias,
+    cross_attention_bias,
+    pair_bias,
+    pool_by_section,
+    token_pair_bias,
+    window_bias,
+    window_index,
+)
+from synopsis.models.hibrids.conversion import HIBRIDS_FAMILIES, convert_to_hibrids
+from synopsis.models.hibrids.hie_bart import (
+    HibridsHieBartAttention,
+    HibridsHieBartConfig,
+    HibridsHieBartForConditionalGeneration,
+    HibridsHieBartModel,
+)
+from synopsis.models.hibrids.led import (
+    HibridsLEDConfig,
+    HibridsLEDEncoderSelfAttention,
+    HibridsLEDForConditionalGeneration,
+    HibridsLEDModel,
+)
+from synopsis.models.hibrids.relations import (
+    FULL_INDEX,
+    FULL_OTHER_BUCKET,
+    FULL_RELATIONS,
+    MAX_PATH_LENGTH,
+    ROOT_SECTION,
+    SECTION_MARKER_KINDS,
+    SectionLayout,
+    SelectedRelation,
+    add_qs_tokens,
+    add_section_tokens,
+    document_relation_buckets,
+    num_buckets,
+    pad_section_relations,
+    relation_buckets,
+    section_layout,
+    section_marker,
+)
+from synopsis.models.hibrids.t5 import (
+    HibridsT5Config,
+    HibridsT5EncoderAttention,
+    HibridsT5ForConditionalGeneration,
+    HibridsT5Model,
+    T5AttentionBias,
+)
+
+__all__ = [
+    "FULL_INDEX",
+    "FULL_OTHER_BUCKET",
+    "FULL_RELATIONS",
+    "HIBRIDS_FAMILIES",
+    "MAX_PATH_LENGTH",
+    "ROOT_SECTION",
+    "SECTION_MARKER_KINDS",
+    "HibridsBartAlignmentAttention",
+    "HibridsBartConfig",
+    "HibridsBartCrossAttention",
+    "HibridsBartDecoder",
+    "HibridsBartEncoder",
+    "HibridsBartEncoderAttention",
+    "HibridsBartForConditionalGeneration",
+    "HibridsBartModel",
+    "HibridsBias",
+    "HibridsHieBartAttention",
+    "HibridsHieBartConfig",
+    "HibridsHieBartForConditionalGeneration",
+    "HibridsHieBartModel",
+    "HibridsLEDConfig",
+    "HibridsLEDEncoderSelfAttention",
+    "HibridsLEDForConditionalGeneration",
+    "HibridsLEDModel",
+    "HibridsT5Config",
+    "HibridsT5EncoderAttention",
+    "HibridsT5ForConditionalGeneration",
+    "HibridsT5Model",
+    "SectionLayout",
+    "SelectedRelation",
+    "T5AttentionBias",
+    "add_qs_tokens",
+    "add_section_tokens",
+    "convert_to_hibrids",
+    "cross_attention_bias",
+    "document_relation_buckets",
+    "num_buckets",
+    "pad_section_relations",
+    "pair_bias",
+    "pool_by_section",
+    "relation_buckets",
+    "section_layout",
+    "section_marker",
+    "token_pair_bias",
+    "window_bias",
+    "window_index",
+]

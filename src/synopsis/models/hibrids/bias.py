@@ -1,0 +1,370 @@
+"""HIBRIDS' bias math and the attention helpers every base (BART, T5, LED) shares.
+
+Cao & Wang, ACL 2022, section 3. HIBRIDS-ENC adds ``B^l[rel(x_i, y_j), h]`` to the score of every token
+pair (:func:`token_pair_bias`; on LED's band :func:`window_bias`); HIBRIDS-DEC adds to the last decoder
+layer's cross-attention ``bias_tj^h = sum_k alpha_tk^h B_dec[rel(sec(k), sec(j)), h]``, weighted by the
+second-to-last layer's probabilities ``alpha`` (:func:`pool_by_section`, :func:`cross_attention_bias`).
+No (L, L) index and no T x L x L tensor is ever built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from transformers import PreTrainedConfig
+from transformers.cache_utils import EncoderDecoderCache
+
+from synopsis.models.adaptation import DerivedConfig, MethodTable
+from synopsis.models.hibrids.relations import SectionLayout, num_buckets, section_layout
+
+
+def _relation_values(weight: torch.Tensor, relations: torch.Tensor) -> torch.Tensor:
+    """(B, H, S+1, S+1) bias values of every section pair; the last row and column (no section) are 0."""
+    values = F.embedding(relations, weight).permute(0, 3, 1, 2)
+    return F.pad(values, (0, 1, 0, 1))
+
+
+def pair_bias(
+    weight: torch.Tensor, relations: torch.Tensor, query_ids: torch.Tensor, key_ids: torch.Tensor
+) -> torch.Tensor:
+    """(B, H, Q, K) bias ``weight[relations[b, q_sec, k_sec], h]`` (0 when either token has no section).
+
+    ``query_ids``/``key_ids`` are section ids in [0, S] (S = no section). Two gathers, no (Q, K) index:
+    first the (S+1) x K columns, then whole rows of length K are copied per query token.
+    """
+    batch, heads = relations.shape[0], weight.shape[1]
+    slots = relations.shape[-1] + 1
+    columns = _relation_values(weight, relations).gather(
+        3, key_ids[:, None, None, :].expand(batch, heads, slots, key_ids.shape[1])
+    )  # (B, H, S+1, K)
+    offsets = torch.arange(batch * heads, device=query_ids.device).view(batch, heads, 1) * slots
+    rows = (offsets + query_ids[:, None, :]).reshape(-1)
+    return (
+        columns.reshape(batch * heads * slots, -1)
+        .index_select(0, rows)
+        .view(batch, heads, -1, key_ids.shape[1])
+    )
+
+
+def token_pair_bias(weight: torch.Tensor, layout: SectionLayout) -> torch.Tensor:
+    """(B, H, L, L) encoder self-attention bias of every token pair."""
+    return pair_bias(weight, layout.relations, layout.ids, layout.ids)
+
+
+def window_index(ids: torch.Tensor, num_sections: int, one_sided: int) -> torch.Tensor:
+    """Flat (B, 1, L*(2w+1)) index of the section pair of each (query, window offset) of LED's band.
+
+    Key ``j = i + d - w`` for offset ``d``; keys outside the sequence get the no-section slot. Built once
+    per forward pass and shared by every layer with that window.
+    """
+    slots = num_sections + 1
+    keys = F.pad(ids, (one_sided, one_sided), value=num_sections).unfold(1, 2 * one_sided + 1, 1)
+    return (ids[:, :, None] * slots + keys).reshape(ids.shape[0], 1, -1)
+
+
+def window_bias(
+    weight: torch.Tensor, relations: torch.Tensor, index: torch.Tensor, length: int
+) -> torch.Tensor:
+    """(B, H, L, 2w+1) bias on LED's band, from :func:`window_index`."""
+    batch, heads = relations.shape[0], weight.shape[1]
+    values = _relation_values(weight, relations).reshape(batch, heads, -1)
+    return values.gather(2, index.expand(batch, heads, -1)).view(batch, heads, length, -1)
+
+
+def pool_by_section(probs: torch.Tensor, layout: SectionLayout) -> torch.Tensor:
+    """``A[b, h, t, s] = sum_{k in s} probs[b, h, t, k]``: (B, H, T, S+1), the last slot = no section."""
+    one_hot = F.one_hot(layout.ids, layout.num_sections + 1).to(probs.dtype)  # (B, L, S+1)
+    return torch.matmul(probs, one_hot[:, None])
+
+
+def cross_attention_bias(pooled: torch.Tensor, weight: torch.Tensor, layout: SectionLayout) -> torch.Tensor:
+    """(B, H, T, L) decoder bias ``bias_tj^h = sum_s A_ts^h * B_dec[rel(s, sec(j)), h]`` in O(T x S) memory.
+
+    ``pooled`` is :func:`pool_by_section` of the previous layer's probabilities (head h weighted by head h
+    of that layer); ``weight`` is the (buckets, H) per-head table, or a (buckets, 1) table shared by the
+    heads (checkpoints written before the tables were per head).
+    """
+    size = layout.num_sections
+    table = F.embedding(layout.relations, weight).permute(0, 3, 1, 2)  # (B, H or 1, S, S)
+    per_section = torch.matmul(pooled[..., :size], table)  # (B, H, T, S)
+    per_section = F.pad(per_section, (0, 1))  # keys without a section get 0
+    batch, heads, steps, _ = per_section.shape
+    index = layout.ids[:, None, None, :].expand(batch, heads, steps, layout.ids.shape[1])
+    return per_section.gather(3, index)
+
+
+class HibridsBias(MethodTable):
+    """A learnable table of attention biases: one row per relation bucket, one column per head.
+
+    Built from a config it starts as N(0, 0.02), "like other weights" (paper section 3); converted from a
+    stock checkpoint it starts at zero (:func:`synopsis.models.adaptation.convert_from_base`).
+    """
+
+    init_std = 0.02
+
+    def extra_repr(self) -> str:
+        return f"buckets={self.weight.shape[0]}, heads={self.weight.shape[1]}"
+
+
+def _check_backend(config: PreTrainedConfig) -> None:
+    implementation = config._attn_implementation
+    if implementation not in ("eager", "sdpa"):
+        raise ValueError(
+            f"HIBRIDS supports the eager and sdpa attention implementations, not {implementation!r}"
+        )
+
+
+def _biased_attention(
+    module: nn.Module,
+    query: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    bias: torch.Tensor,
+    *,
+    scaling: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``softmax(q k^T * scaling + bias + mask) v`` for (B, H, Q, D) inputs and a (B, H, Q, K) bias,
+    without further (B, H, Q, K) tensors. SDPA with a float mask that needs a gradient falls back to its
+    math path, which on top pays a "safe softmax" (``isneginf``/``all``/``where`` over the scores); this
+    avoids those passes. Under ``sdpa`` the bias enters the score product itself (``baddbmm``, one pass;
+    stock SDPA rounds differently anyway); under ``eager`` the stock eager order is kept (product, scale,
+    then the bias and mask added in place), so zero biases give the stock eager result bit for bit.
+    Returns the (B, Q, H, D) output, as the attention functions do, and the probabilities."""
+    if getattr(getattr(module, "config", None), "_attn_implementation", "eager") == "sdpa":  # LED: eager
+        batch, heads, steps, dim = query.shape
+        length = keys.shape[2]
+        scores = torch.baddbmm(
+            bias.expand(batch, heads, steps, length).reshape(batch * heads, steps, length),
+            query.reshape(batch * heads, steps, dim),
+            keys.reshape(batch * heads, length, dim).transpose(1, 2),
+            alpha=scaling,
+        ).view(batch, heads, steps, length)
+    else:
+        scores = torch.matmul(query, keys.transpose(2, 3)).mul_(scaling).add_(bias)
+    if attention_mask is not None:
+        if attention_mask.dtype == torch.bool:
+            scores = scores.masked_fill_(~attention_mask, torch.finfo(scores.dtype).min)
+        else:
+            scores = scores.add_(attention_mask)
+    probs = F.softmax(scores, dim=-1)
+    dropped = F.dropout(probs, p=module.dropout, training=module.training)
+    return torch.matmul(dropped, values).transpose(1, 2).contiguous(), probs
+
+
+def _probabilities(scores: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+    """Softmax of attention scores under a float (additive) or boolean mask, as the stock layers do."""
+    if attention_mask is not None:
+        if attention_mask.dtype == torch.bool:
+            scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
+        else:
+            scores = scores + attention_mask
+    return F.softmax(scores, dim=-1, dtype=torch.float32).to(scores.dtype)
+
+
+def _cross_keys_values(
+    module: nn.Module,
+    key_value_states: torch.Tensor,
+    past_key_values: Any,
+    projections: tuple[nn.Module, nn.Module],
+    head_dim: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cross-attention keys/values (B, H, L, D) as the stock layers get them: from the generation cache when
+    this layer stored them already, else projected (and stored)."""
+    cache = past_key_values
+    if isinstance(past_key_values, EncoderDecoderCache):
+        if past_key_values.is_updated.get(module.layer_idx):
+            layer = past_key_values.cross_attention_cache.layers[module.layer_idx]
+            return layer.keys, layer.values
+        cache = past_key_values.cross_attention_cache
+    shape = (*key_value_states.shape[:-1], -1, head_dim)
+    keys = projections[0](key_value_states).view(shape).transpose(1, 2)
+    values = projections[1](key_value_states).view(shape).transpose(1, 2)
+    if cache is not None:
+        keys, values = cache.update(keys, values, module.layer_idx)
+        if isinstance(past_key_values, EncoderDecoderCache):
+            past_key_values.is_updated[module.layer_idx] = True
+    return keys, values
+
+
+def _attend_and_pool(
+    module: nn.Module,
+    query: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    link: _CrossAttentionLink,
+    *,
+    scaling: float,
+    dropout: float,
+    position_bias: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The second-to-last layer's cross-attention, computed once: (B, T, H, D) output and (B, H, T, L)
+    probabilities; the probabilities (before dropout: the paper weights by attention probabilities) are
+    pooled per section into ``link`` for the last layer. The same operations as the stock eager path."""
+    scores = torch.matmul(query, keys.transpose(2, 3)) * scaling
+    if position_bias is not None:
+        scores = scores + position_bias
+    probs = _probabilities(scores, attention_mask)
+    link.pooled = pool_by_section(probs, link.layout)
+    dropped = F.dropout(probs, p=dropout, training=module.training)
+    return torch.matmul(dropped, values).transpose(1, 2).contiguous(), probs
+
+
+@dataclass
+class _CrossAttentionLink:
+    """Per decoder call: the sections, and the previous layer's attention pooled per section."""
+
+    layout: SectionLayout
+    pooled: torch.Tensor | None = None  # (B, H, T, S+1), set by the second-to-last layer
+
+
+def _decoder_table_heads(config: PreTrainedConfig) -> int:
+    """Columns of the decoder table: one per head (the paper), or 1 for configs saved before that."""
+    heads = getattr(config, "decoder_attention_heads", None) or config.num_heads  # T5: num_heads
+    return heads if config.hibrids_decoder_per_head else 1
+
+
+@dataclass
+class HibridsConfigMixin(DerivedConfig):
+    """The HIBRIDS fields, their checks and defaults, shared by the BART, T5, LED and Hie-BART configs:
+    which biases the model has (``hibrids_encoder``, ``hibrids_decoder``) and whether its tables cover
+    the HIBRIDS-S relations only (``hibrids_selected``).
+
+    ``hibrids_decoder_per_head`` is False for configs saved before the decoder table was per head, so
+    their (buckets, 1) tables load and compute as before; new configs default to per-head tables.
+    """
+
+    hibrids_encoder: bool = True
+    hibrids_decoder: bool = True
+    hibrids_selected: bool = False
+    hibrids_decoder_per_head: bool = True
+
+    @classmethod
+    def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any) -> Any:
+        if "hibrids_decoder_per_head" not in config_dict:
+            config_dict = {**config_dict, "hibrids_decoder_per_head": False}
+        return super().from_dict(config_dict, **kwargs)  # type: ignore[misc]
+
+    def __post_init__(self, **kwargs: Any) -> None:
+        super().__post_init__(**kwargs)  # type: ignore[misc]
+        decoder_layers = getattr(self, "num_decoder_layers", None) or self.decoder_layers  # T5 / BART, LED
+        if self.hibrids_decoder and decoder_layers < 2:
+            raise ValueError("HIBRIDS-DEC needs at least 2 decoder layers (it reads the second-to-last one)")
+
+
+def layout_for(
+    config: PreTrainedConfig,
+    section_ids: torch.Tensor | None,
+    section_relations: torch.Tensor | None,
+    source: torch.Tensor,
+) -> SectionLayout | None:
+    """:func:`section_layout` of the section inputs for a ``source`` (ids, embeddings or encoder states)
+    of shape (B, L, ...): checked against L and the config's table size, on the source's device."""
+    return section_layout(
+        section_ids,
+        section_relations,
+        length=source.shape[1],
+        buckets=num_buckets(config.hibrids_selected),
+        device=source.device,
+    )
+
+
+class HibridsCrossAttentionMixin:
+    """The HIBRIDS part of the last two decoder layers' cross-attention, for BART's and LED's attention
+    classes (``q_proj``/``k_proj``/``v_proj``/``out_proj``, ``head_dim``, ``scaling``, ``dropout``).
+
+    A module with a ``hibrids_bias`` table is the last layer (its scores get the HIBRIDS-DEC bias); one
+    without is the second-to-last layer, computed once in the eager form with its probabilities pooled
+    per section into the link (SDPA would not return them).
+    """
+
+    #: The last layer's attention: it owns the HIBRIDS-DEC table (the second-to-last only pools).
+    biased = False
+    #: LED's attention scales the query before the product; BART's scales the product.
+    pre_scaled_query = False
+    #: BART's attention class takes the model config; LED's does not.
+    takes_config = True
+
+    def __init__(self, config: PreTrainedConfig, layer_idx: int) -> None:
+        extra = {"config": config} if self.takes_config else {}
+        super().__init__(  # type: ignore[call-arg]
+            config.d_model,
+            config.decoder_attention_heads,
+            dropout=config.attention_dropout,
+            is_decoder=True,
+            layer_idx=layer_idx,
+            **extra,
+        )
+        if self.biased:
+            self.hibrids_bias = HibridsBias(
+                num_buckets(config.hibrids_selected), _decoder_table_heads(config)
+            )
+
+    #: The per-call link, when the layer sets it on the module (LED) rather than passing it (BART).
+    hibrids_cross: _CrossAttentionLink | None = None
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        key_value_states: torch.Tensor | None = None,
+        past_key_values: Any = None,
+        attention_mask: torch.Tensor | None = None,
+        hibrids_cross: _CrossAttentionLink | None = None,
+        **kwargs: Any,
+    ) -> tuple[Any, ...]:
+        link = hibrids_cross if hibrids_cross is not None else self.hibrids_cross
+        # pooled is None only when the previous layer was skipped (LayerDrop): no bias for that pass.
+        if link is None or key_value_states is None or (self.biased and link.pooled is None):
+            return super().forward(  # type: ignore[misc]
+                hidden_states,
+                key_value_states=key_value_states,
+                past_key_values=past_key_values,
+                attention_mask=attention_mask,
+                **kwargs,
+            )
+        output, weights = self.hibrids_forward(
+            hidden_states, key_value_states, past_key_values, attention_mask, link
+        )
+        return self.hibrids_outputs(output, weights, past_key_values, **kwargs)
+
+    def hibrids_outputs(
+        self, output: torch.Tensor, weights: torch.Tensor, past_key_values: Any, **kwargs: Any
+    ):
+        """What the base attention class returns: BART's (output, weights)."""
+        return output, weights
+
+    def hibrids_forward(
+        self,
+        hidden_states: torch.Tensor,
+        key_value_states: torch.Tensor,
+        past_key_values: Any,
+        attention_mask: torch.Tensor | None,
+        link: _CrossAttentionLink,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The attention output (after ``out_proj``) and the (B, H, T, L) probabilities."""
+        batch, steps, _ = hidden_states.shape
+        query = self.q_proj(hidden_states)
+        if self.pre_scaled_query:
+            query = query * self.scaling
+        query = query.view(batch, steps, -1, self.head_dim).transpose(1, 2)
+        keys, values = _cross_keys_values(
+            self, key_value_states, past_key_values, (self.k_proj, self.v_proj), self.head_dim
+        )
+        scaling = 1.0 if self.pre_scaled_query else self.scaling
+        if self.biased:
+            if self.takes_config:
+                _check_backend(self.config)
+            bias = cross_attention_bias(link.pooled, self.hibrids_bias.weight, link.layout)
+            output, weights = _biased_attention(
+                self, query, keys, values, attention_mask, bias, scaling=scaling
+            )
+        else:
+            output, weights = _attend_and_pool(
+                self, query, keys, values, attention_mask, link, scaling=scaling, dropout=self.dropout
+            )
+        return self.out_proj(output.reshape(batch, steps, -1)), weights

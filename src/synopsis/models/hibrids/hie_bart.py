@@ -1,0 +1,80 @@
+"""HIBRIDS stacked on Hie-BART: sentence-level heads and section-tree biases in one BART.
+
+Registered as ``hibrids_hie_bart``.
+
+The methods compose at the attention: Hie-BART's encoder self-attention (Akiyama et al., 2021) takes an
+additive per-head term on its word heads' scores (``attention_bias``), and HIBRIDS (Cao & Wang, ACL 2022,
+section 3) hands it its section-pair bias there; the sentence heads attend over sentences, so the bias has
+no say there. The decoder is HIBRIDS' (the HIBRIDS-DEC bias on the last cross-attention). Hence:
+
+* with zero tables the model is Hie-BART (bit for bit under eager);
+* with every head word-level it is HIBRIDS on BART;
+* ``convert hibrids`` on a Hie-BART checkpoint and ``convert hie-bart`` on a HIBRIDS BART both give this
+  type (the config carries both methods' fields).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from huggingface_hub.dataclasses import strict
+
+from synopsis.models.adaptation import register
+from synopsis.models.hibrids.bart import (
+    HibridsBartEncoder,
+    HibridsBartForConditionalGeneration,
+    HibridsBartModel,
+)
+from synopsis.models.hibrids.bias import HibridsBias, HibridsConfigMixin, token_pair_bias
+from synopsis.models.hibrids.relations import SectionLayout, num_buckets
+from synopsis.models.hie_bart import HieBartAttention, HieBartConfig, HieBartEncoder
+
+
+@strict
+class HibridsHieBartConfig(HibridsConfigMixin, HieBartConfig):
+    """:class:`~synopsis.models.hie_bart.HieBartConfig` (``word_heads``, the sentence-start token) plus
+    HIBRIDS' fields (``hibrids_encoder``, ``hibrids_decoder``, ``hibrids_selected``)."""
+
+    model_type = "hibrids_hie_bart"
+
+
+class HibridsHieBartAttention(HieBartAttention):
+    """Hie-BART's encoder self-attention with HIBRIDS' per-head table on its word heads."""
+
+    def __init__(self, config: HibridsHieBartConfig, layer_idx: int | None = None) -> None:
+        super().__init__(config, layer_idx=layer_idx)
+        if config.hibrids_encoder:
+            self.hibrids_bias = HibridsBias(num_buckets(config.hibrids_selected), self.num_heads)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        hibrids_layout: SectionLayout | None = None,
+        **kwargs: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if hibrids_layout is not None and hasattr(self, "hibrids_bias"):
+            kwargs["attention_bias"] = token_pair_bias(self.hibrids_bias.weight, hibrids_layout)
+        return super().forward(hidden_states, attention_mask=attention_mask, **kwargs)
+
+
+class HibridsHieBartEncoder(HibridsBartEncoder, HieBartEncoder):
+    """Hie-BART's encoder (sentences found once per pass) whose layers also get the section layout."""
+
+    self_attention_class = HibridsHieBartAttention
+
+
+class HibridsHieBartModel(HibridsBartModel):
+    config_class = HibridsHieBartConfig
+    hibrids_encoder_class = HibridsHieBartEncoder
+
+
+class HibridsHieBartForConditionalGeneration(HibridsBartForConditionalGeneration):
+    """Hie-BART with HIBRIDS biases; pass ``section_ids`` and ``section_relations`` to forward/generate."""
+
+    config_class = HibridsHieBartConfig
+    hibrids_model_class = HibridsHieBartModel
+
+
+register(HibridsHieBartConfig, HibridsHieBartModel, HibridsHieBartForConditionalGeneration)

@@ -1,0 +1,452 @@
+"""HIBRIDS on LED (Cao & Wang, ACL 2022, section 3), registered as ``hibrids_led``.
+
+LED's banded encoder gets the bias only on its (B, L, H, 2w+1) window and on the global columns/rows. LED's
+modules pass no extra arguments, so LED gets its section inputs through a per-model slot that the model
+sets for the duration of one call; each layer copies the slot's value into its own keyword arguments
+*before* gradient checkpointing wraps it, so recomputation in the backward pass sees the same inputs.
+(Not thread-safe: do not run one LED model object from several threads at once.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from huggingface_hub.dataclasses import strict
+from torch import nn
+from torch.nn import functional as F
+from transformers import LEDConfig
+from transformers.models.led.modeling_led import (
+    LEDDecoder,
+    LEDDecoderAttention,
+    LEDDecoderLayer,
+    LEDEncoder,
+    LEDEncoderLayer,
+    LEDEncoderSelfAttention,
+    LEDForConditionalGeneration,
+    LEDModel,
+    LEDPreTrainedModel,
+)
+
+from synopsis.models.adaptation import AdaptedModel, forward_signature, register
+from synopsis.models.hibrids.bias import (
+    HibridsBias,
+    HibridsConfigMixin,
+    HibridsCrossAttentionMixin,
+    _CrossAttentionLink,
+    layout_for,
+    pair_bias,
+    window_bias,
+    window_index,
+)
+from synopsis.models.hibrids.relations import SectionLayout, num_buckets
+
+
+@strict
+class HibridsLEDConfig(HibridsConfigMixin, LEDConfig):
+    """:class:`~transformers.LEDConfig` + which HIBRIDS biases the model has (see the module docstring)."""
+
+    model_type = "hibrids_led"
+
+
+class _Slot:
+    """A value that the modules of one model see during a call (LED's modules pass no extra arguments)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value: Any = None
+
+    @contextmanager
+    def holding(self, value: Any) -> Iterator[None]:
+        previous, self.value = self.value, value
+        try:
+            yield
+        finally:
+            self.value = previous
+
+
+@dataclass
+class _LEDEncoderState:
+    """Sections of one LED encoder call, padded to the window multiple, with the band index per window."""
+
+    layout: SectionLayout
+    _windows: dict[int, torch.Tensor] = field(default_factory=dict)
+
+    def window_index(self, one_sided: int) -> torch.Tensor:
+        if one_sided not in self._windows:
+            self._windows[one_sided] = window_index(self.layout.ids, self.layout.num_sections, one_sided)
+        return self._windows[one_sided]
+
+
+class HibridsLEDEncoderSelfAttention(LEDEncoderSelfAttention):
+    """Longformer self-attention with a per-head HIBRIDS table on the band and on global tokens.
+
+    The stock forward is kept; the bias enters through the three places where it builds scores:
+    ``_sliding_chunks_query_key_matmul`` (its first call in a forward pass computes the band's
+    query-key scores; the second only builds the padding mask), ``_concat_with_global_key_attn_probs``
+    (local queries on global keys) and ``_compute_global_attn_output_from_hidden`` (global queries on
+    every key, overridden since the stock method has no hook). ``hibrids_state`` is set by
+    :class:`HibridsLEDEncoderLayer` for one call.
+    """
+
+    def __init__(self, config: HibridsLEDConfig, layer_id: int) -> None:
+        super().__init__(config, layer_id)
+        self.hibrids_bias = HibridsBias(num_buckets(config.hibrids_selected), self.num_heads)
+        self.hibrids_state: _LEDEncoderState | None = None
+        self._band_bias: torch.Tensor | None = None
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        is_index_masked: torch.Tensor | None = None,
+        is_index_global_attn: torch.Tensor | None = None,
+        is_global_attn: bool | None = None,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, ...]:
+        state = self.hibrids_state
+        if state is not None:
+            one_sided = self.one_sided_attn_window_size
+            band = window_bias(
+                self.hibrids_bias.weight,
+                state.layout.relations,
+                state.window_index(one_sided),
+                hidden_states.shape[1],
+            )
+            self._band_bias = band.transpose(1, 2)  # (B, L, H, 2w+1), the layout of the band scores
+        try:
+            return super().forward(
+                hidden_states,
+                attention_mask=attention_mask,
+                is_index_masked=is_index_masked,
+                is_index_global_attn=is_index_global_attn,
+                is_global_attn=is_global_attn,
+                output_attentions=output_attentions,
+            )
+        finally:
+            self._band_bias = None
+
+    def _sliding_chunks_query_key_matmul(
+        self, query: torch.Tensor, key: torch.Tensor, window_overlap: int
+    ) -> torch.Tensor:
+        scores = super()._sliding_chunks_query_key_matmul(query, key, window_overlap)
+        if self._band_bias is not None:
+            bias, self._band_bias = self._band_bias, None  # only the first call: the query-key scores
+            scores = scores + bias
+        return scores
+
+    def _global_section_ids(
+        self,
+        max_num_global: int,
+        is_index_global_attn_nonzero: tuple,
+        is_local_index_global_attn_nonzero: tuple,
+    ) -> torch.Tensor:
+        """(B, G) sections of each row's global tokens; unused global slots get no section."""
+        layout = self.hibrids_state.layout
+        ids = layout.ids.new_full((layout.ids.shape[0], int(max_num_global)), layout.num_sections)
+        ids[is_local_index_global_attn_nonzero] = layout.ids[is_index_global_attn_nonzero]
+        return ids
+
+    def _concat_with_global_key_attn_probs(
+        self,
+        key_vectors: torch.Tensor,
+        query_vectors: torch.Tensor,
+        max_num_global_attn_indices: int,
+        is_index_global_attn_nonzero: tuple,
+        is_local_index_global_attn_nonzero: tuple,
+        is_local_index_no_global_attn_nonzero: tuple,
+    ) -> torch.Tensor:
+        scores = super()._concat_with_global_key_attn_probs(
+            key_vectors=key_vectors,
+            query_vectors=query_vectors,
+            max_num_global_attn_indices=max_num_global_attn_indices,
+            is_index_global_attn_nonzero=is_index_global_attn_nonzero,
+            is_local_index_global_attn_nonzero=is_local_index_global_attn_nonzero,
+            is_local_index_no_global_attn_nonzero=is_local_index_no_global_attn_nonzero,
+        )  # (B, L, H, G)
+        if self.hibrids_state is None:
+            return scores
+        layout = self.hibrids_state.layout
+        global_ids = self._global_section_ids(
+            max_num_global_attn_indices, is_index_global_attn_nonzero, is_local_index_global_attn_nonzero
+        )
+        bias = pair_bias(self.hibrids_bias.weight, layout.relations, layout.ids, global_ids)  # (B, H, L, G)
+        return scores + bias.transpose(1, 2)
+
+    def _compute_global_attn_output_from_hidden(
+        self,
+        hidden_states: torch.Tensor,
+        max_num_global_attn_indices: int,
+        is_local_index_global_attn_nonzero: tuple,
+        is_index_global_attn_nonzero: tuple,
+        is_local_index_no_global_attn_nonzero: tuple,
+        is_index_masked: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.hibrids_state is None:
+            return super()._compute_global_attn_output_from_hidden(
+                hidden_states=hidden_states,
+                max_num_global_attn_indices=max_num_global_attn_indices,
+                is_local_index_global_attn_nonzero=is_local_index_global_attn_nonzero,
+                is_index_global_attn_nonzero=is_index_global_attn_nonzero,
+                is_local_index_no_global_attn_nonzero=is_local_index_no_global_attn_nonzero,
+                is_index_masked=is_index_masked,
+            )
+        # The stock computation (same operations in the same order) with the bias added to the scores.
+        seq_len, batch_size = hidden_states.shape[:2]
+        num_global = int(max_num_global_attn_indices)
+        heads, dim = self.num_heads, self.head_dim
+        global_hidden = hidden_states.new_zeros(num_global, batch_size, self.embed_dim)
+        global_hidden[is_local_index_global_attn_nonzero[::-1]] = hidden_states[
+            is_index_global_attn_nonzero[::-1]
+        ]
+        global_query = self.query_global(global_hidden) / dim**0.5
+        global_key = self.key_global(hidden_states)
+        global_value = self.value_global(hidden_states)
+        global_query = global_query.contiguous().view(num_global, batch_size * heads, dim).transpose(0, 1)
+        global_key = global_key.contiguous().view(-1, batch_size * heads, dim).transpose(0, 1)
+        global_value = global_value.contiguous().view(-1, batch_size * heads, dim).transpose(0, 1)
+        scores = torch.bmm(global_query, global_key.transpose(1, 2)).view(
+            batch_size, heads, num_global, seq_len
+        )
+
+        layout = self.hibrids_state.layout
+        global_ids = self._global_section_ids(
+            num_global, is_index_global_attn_nonzero, is_local_index_global_attn_nonzero
+        )
+        scores = scores + pair_bias(self.hibrids_bias.weight, layout.relations, global_ids, layout.ids)
+
+        scores = scores.transpose(1, 2)
+        scores[is_local_index_no_global_attn_nonzero[0], is_local_index_no_global_attn_nonzero[1], :, :] = (
+            torch.finfo(scores.dtype).min
+        )
+        scores = scores.transpose(1, 2)
+        scores = scores.masked_fill(is_index_masked[:, None, None, :], torch.finfo(scores.dtype).min)
+        scores = scores.view(batch_size * heads, num_global, seq_len)
+        probs_float = F.softmax(scores, dim=-1, dtype=torch.float32)
+        probs = F.dropout(probs_float.type_as(scores), p=self.dropout, training=self.training)
+        output = torch.bmm(probs, global_value)
+        return (
+            output.view(batch_size, heads, num_global, dim),
+            probs.view(batch_size, heads, num_global, seq_len),
+        )
+
+
+class HibridsLEDEncoderLayer(LEDEncoderLayer):
+    """LED encoder layer that hands the encoder's section state to its self-attention.
+
+    The state is read in ``__call__``, before transformers' gradient checkpointing wraps ``forward``, so a
+    recomputation in the backward pass replays the same state.
+    """
+
+    def __init__(self, config: HibridsLEDConfig, layer_id: int, slot: _Slot) -> None:
+        super().__init__(config, layer_id)
+        self.self_attn.longformer_self_attn = HibridsLEDEncoderSelfAttention(config, layer_id)
+        self._hibrids_slot = slot
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("hibrids_state", self._hibrids_slot.value)
+        return super().__call__(*args, **kwargs)
+
+    def forward(self, *args: Any, hibrids_state: _LEDEncoderState | None = None, **kwargs: Any) -> Any:
+        attention = self.self_attn.longformer_self_attn
+        attention.hibrids_state = hibrids_state
+        try:
+            return super().forward(*args, **kwargs)
+        finally:
+            attention.hibrids_state = None
+
+
+class _LEDCrossAttention(HibridsCrossAttentionMixin, LEDDecoderAttention):
+    """LED's decoder cross-attention for the last two layers; the per-call link is set by the layer."""
+
+    pre_scaled_query = True  # LEDDecoderAttention scales the query before the product
+    takes_config = False
+
+    def hibrids_outputs(
+        self, output: torch.Tensor, weights: torch.Tensor, past_key_values: Any, **kwargs: Any
+    ):
+        """LED's attention returns (output, weights when asked, cache)."""
+        return output, (weights if kwargs.get("output_attentions") else None), past_key_values
+
+
+class HibridsLEDAlignmentAttention(_LEDCrossAttention):
+    """LED's second-to-last cross-attention, computed once, its probabilities pooled (see BART's)."""
+
+
+class HibridsLEDCrossAttention(_LEDCrossAttention):
+    """LED's last cross-attention with the HIBRIDS-DEC table.
+
+    The stock module accepts only a (B, 1, T, L) mask, but the bias differs per head, so with a bias
+    this runs the stock cross-attention computation itself (same operations, same cache use).
+    """
+
+    biased = True
+
+
+class HibridsLEDDecoderLayer(LEDDecoderLayer):
+    """LED decoder layer that hands the decoder's per-call link to its cross-attention (see the encoder)."""
+
+    def __init__(self, config: HibridsLEDConfig, layer_idx: int, slot: _Slot, attention: type) -> None:
+        super().__init__(config, layer_idx=layer_idx)
+        self.encoder_attn = attention(config, layer_idx)
+        self._hibrids_slot = slot
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("hibrids_cross", self._hibrids_slot.value)
+        return super().__call__(*args, **kwargs)
+
+    def forward(self, *args: Any, hibrids_cross: _CrossAttentionLink | None = None, **kwargs: Any) -> Any:
+        self.encoder_attn.hibrids_cross = hibrids_cross
+        try:
+            return super().forward(*args, **kwargs)
+        finally:
+            self.encoder_attn.hibrids_cross = None
+
+
+def _section_args(
+    slot: _Slot | None, section_ids: torch.Tensor | None, section_relations: torch.Tensor | None
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """Explicit section arguments, else the ones the model set for this call."""
+    if section_ids is None and section_relations is None and slot is not None and slot.value is not None:
+        return slot.value
+    return section_ids, section_relations
+
+
+class HibridsLEDEncoder(AdaptedModel, LEDEncoder):
+    """LED's encoder with HIBRIDS self-attention; pads section ids to the window multiple like the input."""
+
+    def __init__(self, config: HibridsLEDConfig, inputs: _Slot | None = None) -> None:
+        super().__init__(config)
+        self._hibrids_inputs = inputs  # set by HibridsLEDModel for the duration of a call
+        self._hibrids_layers = _Slot()
+        if config.hibrids_encoder:
+            self.layers = nn.ModuleList(
+                [
+                    HibridsLEDEncoderLayer(config, i, self._hibrids_layers)
+                    for i in range(config.encoder_layers)
+                ]
+            )
+            self.post_init()
+
+    @forward_signature(LEDEncoder.forward, "section_ids", "section_relations")
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        section_ids: torch.LongTensor | None = None,
+        section_relations: torch.LongTensor | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        state = None
+        if self.config.hibrids_encoder:
+            section_ids, section_relations = _section_args(
+                self._hibrids_inputs, section_ids, section_relations
+            )
+            source = input_ids if input_ids is not None else inputs_embeds
+            layout = layout_for(self.config, section_ids, section_relations, source)
+            if layout is not None:
+                window = max(self.config.attention_window)  # LEDEncoder pads the input to this multiple
+                padding = (window - source.shape[1] % window) % window
+                ids = F.pad(layout.ids, (0, padding), value=layout.num_sections)
+                state = _LEDEncoderState(SectionLayout(ids=ids, relations=layout.relations))
+        with self._hibrids_layers.holding(state):
+            return super().forward(input_ids=input_ids, inputs_embeds=inputs_embeds, **kwargs)
+
+
+class HibridsLEDDecoder(AdaptedModel, LEDDecoder):
+    """LED's decoder whose last layer's cross-attention gets the HIBRIDS-DEC bias."""
+
+    def __init__(self, config: HibridsLEDConfig, inputs: _Slot | None = None) -> None:
+        super().__init__(config)
+        self._hibrids_inputs = inputs
+        self._hibrids_layers = _Slot()
+        if config.hibrids_decoder:
+            last = config.decoder_layers - 1
+            slot = self._hibrids_layers
+            self.layers[last - 1] = HibridsLEDDecoderLayer(
+                config, last - 1, slot, HibridsLEDAlignmentAttention
+            )
+            self.layers[last] = HibridsLEDDecoderLayer(config, last, slot, HibridsLEDCrossAttention)
+            self.post_init()
+
+    @forward_signature(LEDDecoder.forward, "section_ids", "section_relations")
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        section_ids: torch.LongTensor | None = None,
+        section_relations: torch.LongTensor | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        link = None
+        if self.config.hibrids_decoder and encoder_hidden_states is not None:
+            section_ids, section_relations = _section_args(
+                self._hibrids_inputs, section_ids, section_relations
+            )
+            layout = layout_for(self.config, section_ids, section_relations, encoder_hidden_states)
+            link = None if layout is None else _CrossAttentionLink(layout)
+        with self._hibrids_layers.holding(link):
+            return super().forward(input_ids=input_ids, encoder_hidden_states=encoder_hidden_states, **kwargs)
+
+
+class HibridsLEDModel(AdaptedModel, LEDModel):
+    """LED with HIBRIDS encoder/decoder. LEDModel passes no extra arguments down, so the section inputs
+    given here are put in a slot that the encoder and decoder read during this call."""
+
+    config_class = HibridsLEDConfig
+
+    def __init__(self, config: HibridsLEDConfig) -> None:
+        LEDPreTrainedModel.__init__(self, config)
+        self.shared = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
+        self._hibrids_inputs = _Slot()
+        self.encoder = HibridsLEDEncoder(config, self._hibrids_inputs)
+        self.decoder = HibridsLEDDecoder(config, self._hibrids_inputs)
+        self.post_init()
+
+    def hibrids_inputs(self, section_ids: torch.Tensor | None, section_relations: torch.Tensor | None) -> Any:
+        """Context in which the encoder and decoder see these section inputs (no-op when both are None)."""
+        if section_ids is None and section_relations is None:
+            return nullcontext()
+        return self._hibrids_inputs.holding((section_ids, section_relations))
+
+    @forward_signature(LEDModel.forward, "section_ids", "section_relations")
+    def forward(
+        self,
+        *args: Any,
+        section_ids: torch.LongTensor | None = None,
+        section_relations: torch.LongTensor | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        with self.hibrids_inputs(section_ids, section_relations):
+            return super().forward(*args, **kwargs)
+
+
+class HibridsLEDForConditionalGeneration(AdaptedModel, LEDForConditionalGeneration):
+    """LED with HIBRIDS biases; pass ``section_ids`` and ``section_relations`` to forward/generate."""
+
+    config_class = HibridsLEDConfig
+
+    def __init__(self, config: HibridsLEDConfig) -> None:
+        LEDPreTrainedModel.__init__(self, config)
+        self.led = HibridsLEDModel(config)
+        self.final_logits_bias = nn.Buffer(torch.zeros((1, self.led.shared.num_embeddings)))
+        self.lm_head = nn.Linear(config.d_model, self.led.shared.num_embeddings, bias=False)
+        self.post_init()
+
+    @forward_signature(LEDForConditionalGeneration.forward, "section_ids", "section_relations")
+    def forward(
+        self,
+        *args: Any,
+        section_ids: torch.LongTensor | None = None,
+        section_relations: torch.LongTensor | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        with self.led.hibrids_inputs(section_ids, section_relations):
+            return super().forward(*args, **kwargs)
+
+
+register(HibridsLEDConfig, HibridsLEDModel, HibridsLEDForConditionalGeneration)

@@ -1,0 +1,257 @@
+"""HIBRIDS on T5 (Cao & Wang, ACL 2022, section 3), registered as ``hibrids_t5``.
+
+T5 adds its relative position bias to the attention scores as ``position_bias``; the HIBRIDS bias goes in
+through the same term (``position_bias + bias`` for one layer, :class:`T5AttentionBias`), so any T5
+attention that honours ``position_bias`` (InstructSum's block-mask attention included) takes the HIBRIDS
+bias unchanged.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+from huggingface_hub.dataclasses import strict
+from torch import nn
+from transformers import T5Config
+from transformers.models.t5.modeling_t5 import (
+    T5Attention,
+    T5ForConditionalGeneration,
+    T5Model,
+    T5PreTrainedModel,
+    T5Stack,
+)
+
+from synopsis.models.adaptation import AdaptedModel, register
+from synopsis.models.hibrids.bias import (
+    HibridsBias,
+    HibridsConfigMixin,
+    _attend_and_pool,
+    _check_backend,
+    _cross_keys_values,
+    _CrossAttentionLink,
+    _decoder_table_heads,
+    cross_attention_bias,
+    layout_for,
+    token_pair_bias,
+)
+from synopsis.models.hibrids.relations import SectionLayout, num_buckets
+
+
+@strict
+class HibridsT5Config(HibridsConfigMixin, T5Config):
+    """:class:`~transformers.T5Config` + which HIBRIDS biases the model has (see the module docstring)."""
+
+    model_type = "hibrids_t5"
+
+
+class T5AttentionBias:
+    """Mixin for a ``T5Attention`` subclass (put it first): :meth:`forward_with_bias` runs the next
+    class's forward with an additive per-head term on the scores, through T5's ``position_bias``.
+
+    T5 computes its relative position bias in layer 0 and every later layer reuses the returned tensor,
+    so the extra term is added for this layer only and the *unbiased* position bias is returned. This is
+    the seam for stacking HIBRIDS on any T5 attention that honours ``position_bias`` (InstructSum's
+    block-mask attention included): put the mixin before that class.
+    """
+
+    def forward_with_bias(
+        self,
+        bias: torch.Tensor,
+        hidden_states: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        key_value_states: torch.Tensor | None = None,
+        position_bias: torch.Tensor | None = None,
+        past_key_values: Any = None,
+        **kwargs: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        _check_backend(self.config)
+        if position_bias is None:  # what T5Attention would compute (self-attention: no cache, no offset)
+            if self.has_relative_attention_bias:
+                length = hidden_states.shape[1]
+                position_bias = self.compute_bias(length, length, device=hidden_states.device)
+            else:  # cross-attention and later layers' stand-alone calls: zeros
+                position_bias = bias.new_zeros((1, self.n_heads, bias.shape[2], bias.shape[3]))
+        output, _, weights = super().forward(  # type: ignore[misc]
+            hidden_states, mask, key_value_states, position_bias + bias, past_key_values, **kwargs
+        )
+        return output, position_bias, weights
+
+
+class HibridsT5EncoderAttention(T5AttentionBias, T5Attention):
+    """T5 encoder self-attention with a per-head HIBRIDS table (see :class:`T5AttentionBias`)."""
+
+    def __init__(self, config: HibridsT5Config, has_relative_attention_bias: bool, layer_idx: int) -> None:
+        super().__init__(config, has_relative_attention_bias=has_relative_attention_bias, layer_idx=layer_idx)
+        self.hibrids_bias = HibridsBias(num_buckets(config.hibrids_selected), self.n_heads)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        key_value_states: torch.Tensor | None = None,
+        position_bias: torch.Tensor | None = None,
+        past_key_values: Any = None,
+        hibrids_layout: SectionLayout | None = None,
+        **kwargs: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        args = (hidden_states, mask, key_value_states, position_bias, past_key_values)
+        if hibrids_layout is None:
+            return super().forward(*args, **kwargs)
+        return self.forward_with_bias(
+            token_pair_bias(self.hibrids_bias.weight, hibrids_layout), *args, **kwargs
+        )
+
+
+class HibridsT5AlignmentAttention(T5Attention):
+    """T5's second-to-last cross-attention, computed once, its probabilities pooled (see BART's)."""
+
+    def __init__(self, config: HibridsT5Config, layer_idx: int) -> None:
+        super().__init__(config, has_relative_attention_bias=False, layer_idx=layer_idx)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        key_value_states: torch.Tensor | None = None,
+        position_bias: torch.Tensor | None = None,
+        past_key_values: Any = None,
+        hibrids_cross: _CrossAttentionLink | None = None,
+        **kwargs: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        if hibrids_cross is None or key_value_states is None:
+            return super().forward(
+                hidden_states, mask, key_value_states, position_bias, past_key_values, **kwargs
+            )
+        batch, steps, _ = hidden_states.shape
+        dim = self.key_value_proj_dim
+        query = self.q(hidden_states).view(batch, steps, -1, dim).transpose(1, 2)
+        keys, values = _cross_keys_values(self, key_value_states, past_key_values, (self.k, self.v), dim)
+        if position_bias is None:  # cross-attention has no relative bias: T5Attention would use zeros
+            position_bias = query.new_zeros((1, self.n_heads, steps, keys.shape[-2]))
+        output, weights = _attend_and_pool(
+            self,
+            query,
+            keys,
+            values,
+            mask,
+            hibrids_cross,
+            scaling=self.scaling,
+            dropout=self.dropout if self.training else 0.0,
+            position_bias=position_bias,
+        )
+        return self.o(output.reshape(batch, steps, -1)), position_bias, weights
+
+
+class HibridsT5CrossAttention(T5AttentionBias, T5Attention):
+    """T5's last cross-attention with the HIBRIDS-DEC table; returns the unbiased position bias."""
+
+    def __init__(self, config: HibridsT5Config, layer_idx: int) -> None:
+        super().__init__(config, has_relative_attention_bias=False, layer_idx=layer_idx)
+        self.hibrids_bias = HibridsBias(num_buckets(config.hibrids_selected), _decoder_table_heads(config))
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        key_value_states: torch.Tensor | None = None,
+        position_bias: torch.Tensor | None = None,
+        past_key_values: Any = None,
+        hibrids_cross: _CrossAttentionLink | None = None,
+        **kwargs: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        args = (hidden_states, mask, key_value_states, position_bias, past_key_values)
+        if hibrids_cross is None or hibrids_cross.pooled is None or key_value_states is None:
+            return super().forward(*args, **kwargs)
+        bias = cross_attention_bias(hibrids_cross.pooled, self.hibrids_bias.weight, hibrids_cross.layout)
+        return self.forward_with_bias(bias, *args, **kwargs)
+
+
+class HibridsT5Stack(AdaptedModel, T5Stack):
+    """T5's encoder or decoder stack with HIBRIDS attention; checks the section inputs once per call."""
+
+    def __init__(self, config: HibridsT5Config) -> None:
+        super().__init__(config)
+        if not config.is_decoder and config.hibrids_encoder:
+            for idx, block in enumerate(self.block):
+                block.layer[0].SelfAttention = HibridsT5EncoderAttention(
+                    config, has_relative_attention_bias=idx == 0, layer_idx=idx
+                )
+        if config.is_decoder and config.hibrids_decoder:
+            last = len(self.block) - 1
+            self.block[last - 1].layer[1].EncDecAttention = HibridsT5AlignmentAttention(config, last - 1)
+            self.block[last].layer[1].EncDecAttention = HibridsT5CrossAttention(config, last)
+        self.post_init()
+        self.gradient_checkpointing = False
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        past_key_values: Any = None,
+        use_cache: bool | None = None,
+        section_ids: torch.LongTensor | None = None,
+        section_relations: torch.LongTensor | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        if not self.config.is_decoder and self.config.hibrids_encoder:
+            source = input_ids if input_ids is not None else inputs_embeds
+            layout = layout_for(self.config, section_ids, section_relations, source)
+            if layout is not None:
+                kwargs["hibrids_layout"] = layout
+        if self.config.is_decoder and self.config.hibrids_decoder and encoder_hidden_states is not None:
+            layout = layout_for(self.config, section_ids, section_relations, encoder_hidden_states)
+            if layout is not None:
+                kwargs["hibrids_cross"] = _CrossAttentionLink(layout)
+        return super().forward(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            encoder_hidden_states=encoder_hidden_states,
+            encoder_attention_mask=encoder_attention_mask,
+            inputs_embeds=inputs_embeds,
+            past_key_values=past_key_values,
+            use_cache=use_cache,
+            **kwargs,
+        )
+
+
+def _t5_stacks(config: HibridsT5Config) -> tuple[HibridsT5Stack, HibridsT5Stack]:
+    """Encoder and decoder stacks configured as T5Model/T5ForConditionalGeneration do."""
+    encoder_config = copy.deepcopy(config)
+    encoder_config.is_decoder = False
+    encoder_config.use_cache = False
+    decoder_config = copy.deepcopy(config)
+    decoder_config.is_decoder = True
+    decoder_config.num_layers = config.num_decoder_layers
+    return HibridsT5Stack(encoder_config), HibridsT5Stack(decoder_config)
+
+
+class HibridsT5Model(AdaptedModel, T5Model):
+    config_class = HibridsT5Config
+
+    def __init__(self, config: HibridsT5Config) -> None:
+        T5PreTrainedModel.__init__(self, config)
+        self.shared = nn.Embedding(config.vocab_size, config.d_model)
+        self.encoder, self.decoder = _t5_stacks(config)
+        self.post_init()
+
+
+class HibridsT5ForConditionalGeneration(AdaptedModel, T5ForConditionalGeneration):
+    """T5 with HIBRIDS biases; pass ``section_ids`` and ``section_relations`` to forward/generate."""
+
+    config_class = HibridsT5Config
+
+    def __init__(self, config: HibridsT5Config) -> None:
+        T5PreTrainedModel.__init__(self, config)
+        self.model_dim = config.d_model
+        self.shared = nn.Embedding(config.vocab_size, config.d_model)
+        self.encoder, self.decoder = _t5_stacks(config)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.post_init()
+
+
+register(HibridsT5Config, HibridsT5Model, HibridsT5ForConditionalGeneration)

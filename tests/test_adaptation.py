@@ -1,0 +1,63 @@
+"""The shared model layer: registration on import, the registry of checkpoint types, conversion checks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+from tiny_models import bart_config, t5_config
+from transformers import AutoConfig, BartForConditionalGeneration, T5ForConditionalGeneration
+
+from synopsis.models.adaptation import convert_from_base
+from synopsis.models.hibrids import HibridsBartConfig, HibridsBartForConditionalGeneration
+from synopsis.models.registry import MODEL_TYPES, checkpoint_type
+
+
+@pytest.mark.parametrize("entry", ["import synopsis.models.seq2seq", "synopsis.models.register_methods()"])
+def test_the_loading_path_registers_every_method_with_the_auto_classes(entry: str) -> None:
+    code = (
+        f"import synopsis.models\n{entry}\n"
+        "from transformers import AutoConfig, AutoModelForSeq2SeqLM\n"
+        "from synopsis.models.registry import MODEL_TYPES\n"
+        "for name in MODEL_TYPES:\n"
+        "    config = AutoConfig.for_model(name)\n"
+        "    assert AutoModelForSeq2SeqLM._model_mapping[type(config)], name\n"
+        "print('ok')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.stdout.strip() == "ok", result.stderr[-2000:]
+
+
+def test_every_checkpoint_type_has_one_entry_that_says_what_it_needs() -> None:
+    for name, entry in MODEL_TYPES.items():
+        assert entry.name == name and entry.family in ("bart", "t5", "led")
+        assert AutoConfig.for_model(name).model_type == name
+    assert checkpoint_type("hibrids_hie_bart").methods == {"hibrids", "hie_bart"}
+    assert checkpoint_type("hibrids_t5").inputs == ("section_ids", "section_relations")
+    assert checkpoint_type("instructsum_t5").inputs == ("segment_ids",)
+    assert checkpoint_type(t5_config()).task_prefix == "summarize: "
+    assert checkpoint_type("gpt2") is None
+
+
+def test_conversion_refuses_weights_that_do_not_map() -> None:
+    t5 = T5ForConditionalGeneration(t5_config())
+    with pytest.raises(ValueError, match="do not map onto HibridsBartForConditionalGeneration"):
+        convert_from_base(t5, HibridsBartForConditionalGeneration, HibridsBartConfig.from_base(bart_config()))
+
+
+def test_conversion_keeps_device_dtype_and_mode_and_zeroes_only_new_tables() -> None:
+    bart = BartForConditionalGeneration(bart_config()).to(torch.float64).train()
+    converted = convert_from_base(
+        bart, HibridsBartForConditionalGeneration, HibridsBartConfig.from_base(bart.config)
+    )
+    assert converted.training and next(converted.parameters()).dtype == torch.float64
+    assert converted.config._attn_implementation == bart.config._attn_implementation
+    tables = {n: p for n, p in converted.named_parameters() if "hibrids" in n}
+    assert tables and all(not p.any() for p in tables.values())
+    with torch.no_grad():
+        for p in tables.values():
+            p.fill_(0.5)
+    again = convert_from_base(converted, HibridsBartForConditionalGeneration, converted.config)
+    assert all((p == 0.5).all() for n, p in again.named_parameters() if "hibrids" in n)  # kept, not zeroed
