@@ -292,7 +292,8 @@ def test_encode_prompts_equals_the_block_mask_pass_of_a_mixed_batch(tokenizer) -
     cache = SourceCache()
     with torch.no_grad():
         uncached = model.encoder(**batch).last_hidden_state
-        cached, mask = cache.encode_prompts(model, items)
+        encoded = cache.encode_prompts(model, items)
+    cached, mask = encoded.encoder_outputs, encoded.attention_mask
     assert torch.equal(mask, batch["attention_mask"])
     assert cached.last_hidden_state.dtype == torch.float64
     for got, want in zip(real_rows(cached.last_hidden_state, mask), real_rows(uncached, mask), strict=True):

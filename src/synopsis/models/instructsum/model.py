@@ -103,7 +103,9 @@ class _CachePass:
 
     ``record``: each layer stores its keys and values (the source pass). ``extend``: each layer appends the
     stored source keys/values to its own (the instruction pass); layer 0 computes the relative position
-    bias from ``query_positions`` (N, L_I) and ``key_positions`` (N, L_I + L_S).
+    bias from ``query_positions`` (N, L_I) and ``key_positions`` (N, L_I + L_S). A model that also reads
+    HIBRIDS' section inputs (:mod:`synopsis.models.hibrids.instructsum`) gets the section of every query
+    and key (``query_sections``, ``key_sections``, root = 0) and the (N, S, S) bucket ids ``relations``.
     """
 
     mode: Literal["record", "extend"]
@@ -111,6 +113,9 @@ class _CachePass:
     values: list[torch.Tensor] = field(default_factory=list)
     query_positions: torch.Tensor | None = None
     key_positions: torch.Tensor | None = None
+    query_sections: torch.Tensor | None = None
+    key_sections: torch.Tensor | None = None
+    relations: torch.Tensor | None = None
 
 
 class InstructSumT5Attention(T5Attention):
@@ -147,6 +152,7 @@ class InstructSumT5Attention(T5Attention):
             value = torch.cat([value, instructsum_cache.values[self.layer_idx]], dim=2)
         if position_bias is None:
             position_bias = self._cache_position_bias(instructsum_cache, length, key.shape[2], query)
+        extra = self.cache_pass_bias(instructsum_cache)
         attention = ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, eager_attention_forward
         )
@@ -158,11 +164,16 @@ class InstructSumT5Attention(T5Attention):
             mask,
             dropout=self.dropout if self.training else 0.0,
             scaling=self.scaling,
-            position_bias=position_bias,
+            position_bias=position_bias if extra is None else position_bias + extra,
             **kwargs,
         )
         output = self.o(output.reshape(batch, length, -1).contiguous())
-        return output, position_bias, weights
+        return output, position_bias, weights  # later layers reuse the position bias, not this layer's term
+
+    def cache_pass_bias(self, state: _CachePass) -> torch.Tensor | None:
+        """An additive per-head term for this layer's scores in a cache pass (a method stacked on
+        InstructSum overrides it; see :mod:`synopsis.models.hibrids.instructsum`)."""
+        return None
 
     def _cache_position_bias(
         self, state: _CachePass, query_length: int, key_length: int, query: torch.Tensor
@@ -187,18 +198,24 @@ class InstructSumT5Attention(T5Attention):
 class InstructSumT5Stack(T5Stack):
     """T5's encoder stack with the InstructSum block mask and the source-cache hooks.
 
+    ``attention_class`` is the self-attention every block gets; ``reads_sections`` says whether the cache
+    passes may hand the stack a source's section inputs (HIBRIDS on InstructSum).
+
     ``forward(segment_ids=...)`` builds the 4D float block mask from ``segment_ids`` and the 2D
     ``attention_mask``; without ``segment_ids`` it is T5's encoder. Counters: ``full_passes`` (ordinary
     forward calls), ``source_passes`` (:func:`encode_source`), ``instruction_passes``
     (:func:`encode_with_instruction`), for tests and monitoring.
     """
 
+    attention_class: type[InstructSumT5Attention] = InstructSumT5Attention
+    reads_sections = False
+
     def __init__(self, config: T5Config) -> None:
         if config.is_decoder:
             raise ValueError("InstructSumT5Stack is an encoder (config.is_decoder must be False)")
         super().__init__(config)
         for index, block in enumerate(self.block):
-            block.layer[0].SelfAttention = InstructSumT5Attention(
+            block.layer[0].SelfAttention = self.attention_class(
                 config, has_relative_attention_bias=index == 0, layer_idx=index
             )
         self.post_init()
@@ -263,6 +280,9 @@ class InstructSumT5ForConditionalGeneration(T5ForConditionalGeneration):
     """T5 with the InstructSum encoder; exactly T5's parameters (a T5 checkpoint loads unchanged)."""
 
     config_class = InstructSumT5Config
+    #: The encoder and decoder stacks (a method stacked on InstructSum swaps them).
+    encoder_class: type[InstructSumT5Stack] = InstructSumT5Stack
+    decoder_class: type[T5Stack] = T5Stack
 
     def __init__(self, config: InstructSumT5Config) -> None:
         # T5ForConditionalGeneration.__init__ with the InstructSum encoder (calling it would build and
@@ -273,11 +293,11 @@ class InstructSumT5ForConditionalGeneration(T5ForConditionalGeneration):
         encoder_config = copy.deepcopy(config)
         encoder_config.is_decoder = False
         encoder_config.use_cache = False
-        self.encoder = InstructSumT5Stack(encoder_config)
+        self.encoder = self.encoder_class(encoder_config)
         decoder_config = copy.deepcopy(config)
         decoder_config.is_decoder = True
         decoder_config.num_layers = config.num_decoder_layers
-        self.decoder = T5Stack(decoder_config)
+        self.decoder = self.decoder_class(decoder_config)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.post_init()
 
