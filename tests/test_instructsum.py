@@ -459,7 +459,7 @@ def test_random_init_is_t5s_init(tokenizer) -> None:
     torch.manual_seed(0)
     stock = T5ForConditionalGeneration(config).state_dict()
     torch.manual_seed(0)
-    ours = InstructSumT5ForConditionalGeneration(InstructSumT5Config.from_t5_config(config)).state_dict()
+    ours = InstructSumT5ForConditionalGeneration(InstructSumT5Config.from_base(config)).state_dict()
     assert ours.keys() == stock.keys()
     for name, value in stock.items():
         if value.dim() == 2 and value.std() > 0:

@@ -32,7 +32,6 @@ import torch
 from huggingface_hub.dataclasses import strict
 from transformers import AutoConfig, AutoModelForSeq2SeqLM
 
-from synopsis.models.adaptation import AdaptedModel
 from synopsis.models.hibrids.bias import HibridsBias, HibridsConfigMixin, pair_bias, token_pair_bias
 from synopsis.models.hibrids.relations import ROOT_SECTION, SectionLayout, num_buckets, section_layout
 from synopsis.models.hibrids.t5 import HibridsT5Stack, T5AttentionBias
@@ -79,7 +78,7 @@ class InstructSumHibridsT5Attention(T5AttentionBias, InstructSumT5Attention):
         return pair_bias(self.hibrids_bias.weight, state.relations, state.query_sections, state.key_sections)
 
 
-class InstructSumHibridsT5Stack(AdaptedModel, InstructSumT5Stack):
+class InstructSumHibridsT5Stack(InstructSumT5Stack):
     """InstructSum's encoder whose self-attention also gets the HIBRIDS bias: ``section_ids`` (B, L) and
     ``section_relations`` (B, S, S) of the prompt (uncached pass) or of the source part (cache passes)."""
 
@@ -131,7 +130,7 @@ def _cache_pass_sections(state: _CachePass, layout: SectionLayout, queries: int)
     state.key_sections = torch.cat([root, layout.ids], dim=1)
 
 
-class InstructSumHibridsT5ForConditionalGeneration(AdaptedModel, InstructSumT5ForConditionalGeneration):
+class InstructSumHibridsT5ForConditionalGeneration(InstructSumT5ForConditionalGeneration):
     """InstructSum's T5 with HIBRIDS biases: pass ``segment_ids``, ``section_ids`` and ``section_relations``
     to forward/generate, or use :class:`~synopsis.models.instructsum.SourceCache` with prompts that carry
     their source's sections."""

@@ -24,6 +24,7 @@ from transformers.models.t5.modeling_t5 import (
     eager_attention_forward,
 )
 
+from synopsis.models.adaptation import AdaptedModel, DerivedConfig, convert_from_base
 from synopsis.models.instructsum.prompts import INSTRUCTION_SEGMENT, SOURCE_SEGMENT
 
 _SUPPORTED_ATTENTION = ("eager", "sdpa")
@@ -42,25 +43,15 @@ _DECODER_ARGUMENTS = frozenset(
 
 # --------------------------------------------------------------------------------------------- config
 @strict
-class InstructSumT5Config(T5Config):
+class InstructSumT5Config(DerivedConfig, T5Config):
     """:class:`~transformers.T5Config` of a T5 whose encoder reads ``segment_ids`` with the block mask.
 
     It has no settings of its own: the model type alone marks a checkpoint as trained (or to be trained)
     with the InstructSum block mask, and ``from_pretrained`` of a saved checkpoint rebuilds the model.
+    ``from_base`` (:class:`~synopsis.models.adaptation.DerivedConfig`) makes one from a T5 config.
     """
 
     model_type = "instructsum_t5"
-
-    @classmethod
-    def from_t5_config(cls, config: T5Config, **overrides: Any) -> InstructSumT5Config:
-        """An InstructSum config with every setting of ``config`` (a stock T5 or InstructSum config)."""
-        data = config.to_dict()
-        for key in ("model_type", "architectures", "transformers_version"):
-            data.pop(key, None)
-        data.update(overrides)
-        new = cls(**data)
-        new._attn_implementation = config._attn_implementation
-        return new
 
 
 # --------------------------------------------------------------------------------------------- masks
@@ -195,7 +186,7 @@ class InstructSumT5Attention(T5Attention):
 
 
 # --------------------------------------------------------------------------------------------- encoder
-class InstructSumT5Stack(T5Stack):
+class InstructSumT5Stack(AdaptedModel, T5Stack):
     """T5's encoder stack with the InstructSum block mask and the source-cache hooks.
 
     ``attention_class`` is the self-attention every block gets; ``reads_sections`` says whether the cache
@@ -220,14 +211,6 @@ class InstructSumT5Stack(T5Stack):
             )
         self.post_init()
         self.reset_counters()
-
-    @classmethod
-    def is_custom_code(cls) -> bool:
-        # transformers 5 treats classes defined outside the library as "custom code" and skips the init of
-        # modules without parameters of their own (T5Attention, T5DenseActDense), which leaves their Linear
-        # layers at N(0, initializer_factor = 1) instead of T5's scaled init. This class runs T5's own
-        # _init_weights, so it is initialised as stock T5 is.
-        return False
 
     def reset_counters(self) -> None:
         self.full_passes = 0
@@ -276,7 +259,7 @@ class InstructSumT5Stack(T5Stack):
             )
 
 
-class InstructSumT5ForConditionalGeneration(T5ForConditionalGeneration):
+class InstructSumT5ForConditionalGeneration(AdaptedModel, T5ForConditionalGeneration):
     """T5 with the InstructSum encoder; exactly T5's parameters (a T5 checkpoint loads unchanged)."""
 
     config_class = InstructSumT5Config
@@ -300,10 +283,6 @@ class InstructSumT5ForConditionalGeneration(T5ForConditionalGeneration):
         self.decoder = self.decoder_class(decoder_config)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.post_init()
-
-    @classmethod
-    def is_custom_code(cls) -> bool:
-        return False  # see InstructSumT5Stack.is_custom_code
 
     def forward(
         self,
@@ -335,13 +314,8 @@ def convert_to_instructsum(model: T5ForConditionalGeneration) -> InstructSumT5Fo
         return model
     if not isinstance(model, T5ForConditionalGeneration):
         raise TypeError(f"InstructSum converts a T5ForConditionalGeneration, got {type(model).__name__}")
-    parameter = next(model.parameters())
-    config = InstructSumT5Config.from_t5_config(model.config)
-    converted = InstructSumT5ForConditionalGeneration(config)
-    converted.load_state_dict(model.state_dict(), strict=True)
-    converted.to(device=parameter.device, dtype=parameter.dtype)
-    converted.train(model.training)
-    return converted
+    config = InstructSumT5Config.from_base(model.config)
+    return convert_from_base(model, InstructSumT5ForConditionalGeneration, config)
 
 
 def is_instructsum(model: Any) -> bool:
