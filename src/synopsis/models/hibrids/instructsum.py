@@ -32,9 +32,9 @@ import torch
 from huggingface_hub.dataclasses import strict
 from transformers import AutoConfig, AutoModelForSeq2SeqLM
 
-from synopsis.models.hibrids.bias import HibridsBias, HibridsConfigMixin, pair_bias, token_pair_bias
-from synopsis.models.hibrids.relations import ROOT_SECTION, SectionLayout, num_buckets, section_layout
-from synopsis.models.hibrids.t5 import HibridsT5Stack, T5AttentionBias
+from synopsis.models.hibrids.bias import HibridsConfigMixin, layout_for, pair_bias
+from synopsis.models.hibrids.relations import ROOT_SECTION, SectionLayout
+from synopsis.models.hibrids.t5 import HibridsT5EncoderAttention, HibridsT5Stack
 from synopsis.models.instructsum.model import (
     InstructSumT5Attention,
     InstructSumT5Config,
@@ -52,25 +52,10 @@ class InstructSumHibridsT5Config(HibridsConfigMixin, InstructSumT5Config):
     model_type = "instructsum_hibrids_t5"
 
 
-class InstructSumHibridsT5Attention(T5AttentionBias, InstructSumT5Attention):
-    """InstructSum's encoder self-attention with a per-head HIBRIDS table, in all three passes."""
-
-    def __init__(self, config: InstructSumHibridsT5Config, has_relative_attention_bias: bool, layer_idx: int):
-        super().__init__(config, has_relative_attention_bias=has_relative_attention_bias, layer_idx=layer_idx)
-        self.hibrids_bias = HibridsBias(num_buckets(config.hibrids_selected), self.n_heads)
-
-    def forward(
-        self,
-        hidden_states: torch.Tensor,
-        mask: torch.Tensor | None = None,
-        *args: Any,
-        hibrids_layout: SectionLayout | None = None,
-        **kwargs: Any,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        if hibrids_layout is None:  # no sections, or a cache pass (its sections come in the pass state)
-            return super().forward(hidden_states, mask, *args, **kwargs)
-        bias = token_pair_bias(self.hibrids_bias.weight, hibrids_layout)
-        return self.forward_with_bias(bias, hidden_states, mask, *args, **kwargs)
+class InstructSumHibridsT5Attention(HibridsT5EncoderAttention, InstructSumT5Attention):
+    """InstructSum's encoder self-attention with HIBRIDS' per-head table: the token-pair bias in the uncached
+    pass (:class:`~synopsis.models.hibrids.t5.HibridsT5EncoderAttention`), :meth:`cache_pass_bias` in the
+    cache passes."""
 
     def cache_pass_bias(self, state: _CachePass) -> torch.Tensor | None:
         if state.relations is None:
@@ -92,28 +77,23 @@ class InstructSumHibridsT5Stack(InstructSumT5Stack):
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        *,
+        *args: Any,
         section_ids: torch.LongTensor | None = None,
         section_relations: torch.LongTensor | None = None,
-        instructsum_cache: _CachePass | None = None,
         **kwargs: Any,
     ) -> Any:
+        """InstructSum's encoder (see :class:`InstructSumT5Stack`) with the section inputs."""
         if self.config.hibrids_encoder and (section_ids is not None or section_relations is not None):
             source = input_ids if input_ids is not None else kwargs["inputs_embeds"]
-            length = source.shape[1] if instructsum_cache is None else section_ids.shape[1]
-            layout = section_layout(
-                section_ids,
-                section_relations,
-                length=length,
-                buckets=num_buckets(self.config.hibrids_selected),
-                device=source.device,
-            )
-            if instructsum_cache is None:
+            state = kwargs.get("instructsum_cache")
+            # a cache pass reads the source part's sections, whatever its own input (instruction tokens)
+            tokens = source if state is None or section_ids is None else section_ids
+            layout = layout_for(self.config, section_ids, section_relations, tokens.to(source.device))
+            if state is None:
                 kwargs["hibrids_layout"] = layout
             else:
-                _cache_pass_sections(instructsum_cache, layout, source.shape[1])
-        return super().forward(input_ids, attention_mask, instructsum_cache=instructsum_cache, **kwargs)
+                _cache_pass_sections(state, layout, source.shape[1])
+        return super().forward(input_ids, *args, **kwargs)
 
 
 def _cache_pass_sections(state: _CachePass, layout: SectionLayout, queries: int) -> None:

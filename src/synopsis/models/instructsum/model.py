@@ -125,11 +125,12 @@ class InstructSumT5Attention(T5Attention):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         if instructsum_cache is None:
             return super().forward(hidden_states, mask, *args, **kwargs)
-        if args or kwargs.get("key_value_states") is not None or kwargs.get("past_key_values") is not None:
+        # T5Attention's order after the mask (a subclass may pass them on by position)
+        kwargs.update(zip(("key_value_states", "position_bias", "past_key_values"), args, strict=False))
+        cross, past = kwargs.pop("key_value_states", None), kwargs.pop("past_key_values", None)
+        if cross is not None or past is not None:
             raise ValueError("the InstructSum cache is for encoder self-attention only")
         position_bias = kwargs.pop("position_bias", None)
-        kwargs.pop("key_value_states", None)
-        kwargs.pop("past_key_values", None)
         batch, length, _ = hidden_states.shape
         shape = (batch, length, -1, self.key_value_proj_dim)
         query = self.q(hidden_states).view(shape).transpose(1, 2)
