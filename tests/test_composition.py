@@ -278,3 +278,53 @@ def test_the_summarizer_feeds_the_composed_model_its_sections_through_the_cache(
     with torch.no_grad():
         full = summarizer.model.generate(**batch, **summarizer.generation)
     assert cached == summarizer._decode(full)
+
+
+def test_cli_convert_then_train_reads_segments_and_sections(tokenizer, tmp_path: Path) -> None:
+    """``synopsis convert instructsum`` then ``convert hibrids`` (the CLI), then two training steps: the
+    model gets the block mask's segments and the sections, and the HIBRIDS tables learn."""
+    from test_instructsum_path import INSTRUCTIONS as QUESTIONS
+
+    from synopsis.cli import main
+    from synopsis.data.example import Example, write_examples
+    from synopsis.training.seq2seq import Seq2SeqTrainConfig, train_seq2seq
+
+    sharp_t5(tokenizer).save_pretrained(tmp_path / "t5")
+    tokenizer.save_pretrained(tmp_path / "t5")
+    assert main(["convert", "instructsum", str(tmp_path / "t5"), str(tmp_path / "is")]) == 0
+    assert main(["convert", "hibrids", str(tmp_path / "is"), str(tmp_path / "c")]) == 0
+    examples = [
+        Example(f"e{i}", DOCUMENT, [f"the {word} of the study"], instruction=question)
+        for i, (word, question) in enumerate(zip(["method", "results"] * 2, QUESTIONS * 2, strict=True))
+    ]
+    write_examples(examples, tmp_path / "train.jsonl")
+    config = Seq2SeqTrainConfig(
+        model=str(tmp_path / "c"),
+        output_dir=str(tmp_path / "run"),
+        train_path=str(tmp_path / "train.jsonl"),
+        max_dev_examples=2,
+        batch_size=2,
+        max_steps=2,
+        eval_every=2,
+        eval_max_length=6,
+        patience=0,
+        learning_rate=1e-2,
+    )
+    seen: list[set[str]] = []
+    original = InstructSumHibridsT5ForConditionalGeneration.forward
+
+    def spy(self, *args, **kwargs):  # noqa: ANN001, ANN202
+        seen.append({k for k, v in kwargs.items() if v is not None})
+        return original(self, *args, **kwargs)
+
+    InstructSumHibridsT5ForConditionalGeneration.forward = spy
+    try:
+        result = train_seq2seq(config, show_progress=False)
+    finally:
+        InstructSumHibridsT5ForConditionalGeneration.forward = original
+    assert result.steps == 2 and seen
+    assert all({"segment_ids", "section_ids", "section_relations"} <= names for names in seen[:2])
+    trained = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "run" / "best")
+    assert type(trained) is InstructSumHibridsT5ForConditionalGeneration
+    tables = [p for n, p in trained.named_parameters() if "hibrids" in n]
+    assert tables and any(bool(p.detach().abs().max() > 0) for p in tables)  # zero after conversion

@@ -32,6 +32,7 @@ import torch
 from huggingface_hub.dataclasses import strict
 from transformers import AutoConfig, AutoModelForSeq2SeqLM
 
+from synopsis.models.adaptation import forward_signature
 from synopsis.models.hibrids.bias import HibridsConfigMixin, layout_for, pair_bias
 from synopsis.models.hibrids.relations import ROOT_SECTION, SectionLayout
 from synopsis.models.hibrids.t5 import HibridsT5EncoderAttention, HibridsT5Stack
@@ -74,6 +75,7 @@ class InstructSumHibridsT5Stack(InstructSumT5Stack):
             self.attention_class = InstructSumHibridsT5Attention
         super().__init__(config)
 
+    @forward_signature(InstructSumT5Stack.forward, "section_ids", "section_relations")
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
