@@ -182,7 +182,8 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         uncached = full_block().last_hidden_state
         outputs, mask = cached()
         max_diff = (outputs.last_hidden_state - uncached)[mask.bool()].abs().max().item()
-        path_outputs, path_mask = cached_path()
+        encoded = cached_path()
+        path_outputs, path_mask = encoded.encoder_outputs, encoded.attention_mask
         path_diff = (path_outputs.last_hidden_state - uncached)[path_mask.bool()].abs().max().item()
         settings = dict(
             num_beams=2, max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens, do_sample=False

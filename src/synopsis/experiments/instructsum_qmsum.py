@@ -228,7 +228,7 @@ def _cached_run(
             cache.get_or_encode(model, source_ids)
             source_ms.append(1000 * (time.perf_counter() - start))
         start = time.perf_counter()
-        outputs, _ = cache.encode_prompts(model, [prompt])  # a cache hit: the instruction pass only
+        outputs = cache.encode_prompts(model, [prompt]).encoder_outputs  # a cache hit: the instruction pass
         cached_ms.append(1000 * (time.perf_counter() - start))
         max_diff = max(max_diff, float((outputs.last_hidden_state - full).abs().max()))
     predictions: list[str] = []

@@ -69,6 +69,9 @@ MODEL_TYPES: dict[str, CheckpointType] = _types(
     CheckpointType("hibrids_t5", "t5", frozenset({"hibrids"}), SECTION_INPUTS, "summarize: "),
     CheckpointType("hibrids_led", "led", frozenset({"hibrids"}), SECTION_INPUTS),
     CheckpointType("hibrids_hie_bart", "bart", frozenset({"hibrids", "hie_bart"}), SECTION_INPUTS),
+    CheckpointType(
+        "instructsum_hibrids_t5", "t5", frozenset({"instructsum", "hibrids"}), SEGMENT_INPUTS + SECTION_INPUTS
+    ),
 )
 SUPPORTED_MODEL_TYPES = tuple(MODEL_TYPES)
 

@@ -36,6 +36,8 @@ from synopsis.models.hibrids import (
     SECTION_MARKER_KINDS,
     HibridsHieBartConfig,
     HibridsHieBartForConditionalGeneration,
+    InstructSumHibridsT5Config,
+    InstructSumHibridsT5ForConditionalGeneration,
     add_qs_tokens,
     add_section_tokens,
     convert_to_hibrids,
@@ -234,11 +236,15 @@ def convert_hie_bart(
 
 
 def convert_instructsum(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> PreTrainedModel:
-    """A T5 whose encoder reads instructions with InstructSum's block mask: the same weights. Through
+    """A T5 whose encoder reads instructions with InstructSum's block mask: the same weights. A HIBRIDS T5
+    becomes HIBRIDS on InstructSum (``instructsum_hibrids_t5``), its tables kept. Through
     :func:`convert_seq2seq` its generation config gets the paper's decoding (:data:`METHOD_DECODING`)."""
     entry = checkpoint_type(model.config)
-    if entry is None or entry.family != "t5" or not entry.methods <= {"instructsum"}:
+    if entry is None or entry.family != "t5" or not entry.methods <= {"instructsum", "hibrids"}:
         raise CheckpointError(f"InstructSum needs a T5 checkpoint, this one is {model.config.model_type!r}")
+    if entry.hibrids:  # the methods compose: the biases stay on
+        config = InstructSumHibridsT5Config.from_base(model.config)
+        return convert_from_base(model, InstructSumHibridsT5ForConditionalGeneration, config)
     return convert_to_instructsum(model)
 
 

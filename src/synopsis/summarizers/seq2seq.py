@@ -5,6 +5,8 @@ An InstructSum checkpoint encodes each distinct document once: its source part g
 (:class:`~synopsis.models.instructsum.SourceCache`, shared across calls and with the service), and every
 instruction then runs only its own tokens against the cached keys and values (Nishida et al., section 3).
 ``instruction_cache=False`` encodes every prompt in full with the same block mask (for checking and timing).
+HIBRIDS on InstructSum (``instructsum_hibrids_t5``) takes the same cached path, each prompt carrying its
+source's section tree.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from synopsis.document import Document
 from synopsis.errors import ConfigError
 from synopsis.models.inputs import Seq2SeqInputs, SourceEncoding
 from synopsis.models.instructsum import PromptIds, SourceCache, is_instructsum, prompt_parts
-from synopsis.models.registry import HIBRIDS_MODEL_TYPES
+from synopsis.models.registry import HIBRIDS_MODEL_TYPES, checkpoint_type
 from synopsis.models.seq2seq import load_seq2seq
 from synopsis.summarizers.base import Summarizer, SummarizerInfo
 
@@ -118,6 +120,18 @@ class Seq2SeqSummarizer(Summarizer):
         return [text.strip() for text in texts]
 
     def _summarize_from_cache(self, encodings: Sequence[SourceEncoding]) -> list[str]:
-        """Rows that share a source part share one cached source pass; instructions run alone."""
-        prompts = [PromptIds.from_segments(e.input_ids, e.segment_ids) for e in encodings]
+        """Rows that share a source part (and, for a model that reads sections, its section tree) share one
+        cached source pass; instructions run alone."""
+        if "section_relations" not in checkpoint_type(self.model.config).inputs:
+            prompts = [PromptIds.from_segments(e.input_ids, e.segment_ids) for e in encodings]
+        else:  # each row's own (S, S) relations, unpadded, so that a source's cache entry fits any batch
+            relations = self.inputs.collate(encodings)["section_relations"]
+            prompts = []
+            for encoding, table in zip(encodings, relations, strict=True):
+                n = len(encoding.section_depths)
+                prompts.append(
+                    PromptIds.from_segments(
+                        encoding.input_ids, encoding.segment_ids, encoding.section_ids, table[:n, :n]
+                    )
+                )
         return self._decode(self.cache.generate(self.model, prompts, **self.generation))

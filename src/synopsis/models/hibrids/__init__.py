@@ -53,7 +53,8 @@ swapped in, like :mod:`synopsis.models.hie_bart`):
 
 The package: :mod:`.relations` (buckets, section layouts, marker tokens), :mod:`.bias` (the bias math
 and the attention helpers shared by the bases), one module per base (:mod:`.bart`, :mod:`.t5`,
-:mod:`.led`), HIBRIDS stacked on Hie-BART (:mod:`.hie_bart`) and :mod:`.conversion`. Config, init,
+:mod:`.led`), HIBRIDS stacked on Hie-BART (:mod:`.hie_bart`) and on InstructSum's T5
+(:mod:`.instructsum`), and :mod:`.conversion`. Config, init,
 registration and conversion come from :mod:`synopsis.models.adaptation`.
 
 Checkpoints: :func:`convert_to_hibrids` turns a loaded stock BART/T5/LED model into its HIBRIDS
@@ -91,6 +92,10 @@ from synopsis.models.hibrids.hie_bart import (
     HibridsHieBartConfig,
     HibridsHieBartForConditionalGeneration,
     HibridsHieBartModel,
+)
+from synopsis.models.hibrids.instructsum import (
+    InstructSumHibridsT5Config,
+    InstructSumHibridsT5ForConditionalGeneration,
 )
 from synopsis.models.hibrids.led import (
     HibridsLEDConfig,
@@ -153,6 +158,8 @@ __all__ = [
     "HibridsT5EncoderAttention",
     "HibridsT5ForConditionalGeneration",
     "HibridsT5Model",
+    "InstructSumHibridsT5Config",
+    "InstructSumHibridsT5ForConditionalGeneration",
     "SectionLayout",
     "SelectedRelation",
     "T5AttentionBias",

@@ -17,9 +17,14 @@ from transformers import (
 from synopsis.models.adaptation import convert_from_base
 from synopsis.models.hibrids.bart import HibridsBartConfig, HibridsBartForConditionalGeneration
 from synopsis.models.hibrids.hie_bart import HibridsHieBartConfig, HibridsHieBartForConditionalGeneration
+from synopsis.models.hibrids.instructsum import (
+    InstructSumHibridsT5Config,
+    InstructSumHibridsT5ForConditionalGeneration,
+)
 from synopsis.models.hibrids.led import HibridsLEDConfig, HibridsLEDForConditionalGeneration
 from synopsis.models.hibrids.t5 import HibridsT5Config, HibridsT5ForConditionalGeneration
 from synopsis.models.hie_bart import HieBartForConditionalGeneration
+from synopsis.models.instructsum.model import InstructSumT5ForConditionalGeneration
 
 #: base model_type -> (HIBRIDS config class, HIBRIDS model class, stock model class)
 HIBRIDS_FAMILIES: dict[str, tuple[type, type, type]] = {
@@ -31,6 +36,12 @@ HIBRIDS_FAMILIES: dict[str, tuple[type, type, type]] = {
         HibridsHieBartConfig,
         HibridsHieBartForConditionalGeneration,
         HieBartForConditionalGeneration,
+    ),
+    # on an InstructSum T5 it keeps the block mask and the exact source cache
+    "instructsum_t5": (
+        InstructSumHibridsT5Config,
+        InstructSumHibridsT5ForConditionalGeneration,
+        InstructSumT5ForConditionalGeneration,
     ),
 }
 

@@ -42,7 +42,9 @@ class CachedSource:
     """A source part encoded once: per-layer ``K_S``/``V_S`` and the final ``H_S``.
 
     ``keys[l]``, ``values[l]``: (B, heads, L_S, d_kv); ``hidden_states``: (B, L_S, d_model);
-    ``attention_mask``: (B, L_S), 1 on real tokens (right-padded); ``input_ids``: (B, L_S).
+    ``attention_mask``: (B, L_S), 1 on real tokens (right-padded); ``input_ids``: (B, L_S). For a model
+    that reads HIBRIDS' section inputs, the source's ``section_ids`` (B, L_S) and ``section_relations``
+    (B, S, S) it was encoded with (None otherwise): part of the encoding's identity.
     """
 
     keys: tuple[torch.Tensor, ...]
@@ -50,6 +52,13 @@ class CachedSource:
     hidden_states: torch.Tensor
     attention_mask: torch.Tensor
     input_ids: torch.Tensor
+    section_ids: torch.Tensor | None = None
+    section_relations: torch.Tensor | None = None
+
+    @property
+    def sections(self) -> tuple[torch.Tensor, ...]:
+        """The section inputs it was encoded with (empty without)."""
+        return () if self.section_ids is None else (self.section_ids, self.section_relations)
 
     @property
     def batch_size(self) -> int:
@@ -63,6 +72,7 @@ class CachedSource:
     def nbytes(self) -> int:
         """Bytes held by the tensors (what the :class:`SourceCache` budget counts)."""
         tensors = [*self.keys, *self.values, self.hidden_states, self.attention_mask, self.input_ids]
+        tensors += self.sections
         return sum(t.numel() * t.element_size() for t in tensors)
 
     def expand(self, n: int) -> CachedSource:
@@ -81,6 +91,8 @@ class CachedSource:
             hidden_states=grow(self.hidden_states),
             attention_mask=grow(self.attention_mask),
             input_ids=grow(self.input_ids),
+            section_ids=None if self.section_ids is None else grow(self.section_ids),
+            section_relations=None if self.section_relations is None else grow(self.section_relations),
         )
 
     def as_encoder_outputs(self) -> tuple[BaseModelOutput, torch.Tensor]:
@@ -88,14 +100,23 @@ class CachedSource:
         return BaseModelOutput(last_hidden_state=self.hidden_states), self.attention_mask
 
 
-def _encoder(model: Any) -> InstructSumT5Stack:
+def _encoder(model: Any, sections: Any = None) -> InstructSumT5Stack:
     encoder = model.get_encoder() if hasattr(model, "get_encoder") else model
     if not isinstance(encoder, InstructSumT5Stack):
         raise TypeError(
             f"the InstructSum cache needs an InstructSum model (see convert_to_instructsum), got "
             f"{type(model).__name__}"
         )
+    if sections is not None and not encoder.reads_sections:
+        raise ValueError(f"{type(model).__name__} reads no section inputs (section_ids, section_relations)")
     return encoder
+
+
+def _section_inputs(section_ids: torch.Tensor | None, relations: torch.Tensor | None) -> dict[str, Any]:
+    """The encoder's keyword arguments for a source's sections (none without)."""
+    if section_ids is None and relations is None:
+        return {}
+    return {"section_ids": section_ids, "section_relations": relations}
 
 
 def _check_right_padded(mask: torch.Tensor, what: str) -> torch.Tensor:
@@ -111,14 +132,21 @@ def _check_right_padded(mask: torch.Tensor, what: str) -> torch.Tensor:
 
 @torch.no_grad()
 def encode_source(
-    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    section_ids: torch.Tensor | None = None,
+    section_relations: torch.Tensor | None = None,
 ) -> CachedSource:
     """Encode source parts alone (each layer: ``H_S = Attn(Q_S, K_S, V_S)``); keep ``K_S``, ``V_S``, ``H_S``.
 
-    ``input_ids``: (B, L_S) source-part ids (ending with EOS), right-padded. Runs without gradients; use the
-    model in eval mode (dropout would make the cache differ from an uncached pass).
+    ``input_ids``: (B, L_S) source-part ids (ending with EOS), right-padded. ``section_ids`` (B, L_S) and
+    ``section_relations`` (B, S, S): the source's section tree, for a model that reads one (HIBRIDS on
+    InstructSum). Runs without gradients; use the model in eval mode (dropout would make the cache differ
+    from an uncached pass).
     """
-    encoder = _encoder(model)
+    sections = _section_inputs(section_ids, section_relations)
+    encoder = _encoder(model, sections or None)
     if input_ids.dim() == 1:
         input_ids = input_ids[None]
     if attention_mask is None:
@@ -126,7 +154,11 @@ def encode_source(
     _check_right_padded(attention_mask, "source attention_mask")
     state = _CachePass(mode="record")
     output = encoder(
-        input_ids=input_ids, attention_mask=attention_mask, instructsum_cache=state, return_dict=True
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        instructsum_cache=state,
+        return_dict=True,
+        **sections,
     )
     return CachedSource(
         keys=tuple(state.keys),
@@ -134,6 +166,8 @@ def encode_source(
         hidden_states=output.last_hidden_state,
         attention_mask=attention_mask.long(),
         input_ids=input_ids,
+        section_ids=section_ids,
+        section_relations=section_relations,
     )
 
 
@@ -181,6 +215,7 @@ def encode_with_instruction(
         attention_mask=_padding_mask(keys_real, instruction_width, dtype),
         instructsum_cache=state,
         return_dict=True,
+        **_section_inputs(source.section_ids, source.section_relations),
     )
 
     # Lay [H_I; H_S] out like the uncached pass: row n = H_I[n, :L_I(n)], H_S[n, :L_S(n)], zeros.
@@ -195,6 +230,35 @@ def encode_with_instruction(
     hidden = both.gather(1, index[..., None].expand(-1, -1, both.shape[-1]))
     hidden = hidden.masked_fill(~real[..., None], 0.0)
     return BaseModelOutput(last_hidden_state=hidden), real.long()
+
+
+def _matches(encoding: CachedSource, input_ids: torch.Tensor, sections: Sequence[torch.Tensor]) -> bool:
+    """Whether ``encoding`` was made from exactly these source ids and section inputs."""
+    stored = (encoding.input_ids, *encoding.sections)
+    given = (input_ids, *sections)
+    return len(stored) == len(given) and all(
+        a.shape == b.shape and torch.equal(a, b.to(a.device)) for a, b in zip(stored, given, strict=True)
+    )
+
+
+@dataclass
+class EncodedPrompts:
+    """A batch of prompts encoded through the cache, laid out as the uncached block-mask pass of the batch.
+
+    ``encoder_outputs`` (N, W, d_model) and the 2D ``attention_mask`` (N, W); for a model that reads HIBRIDS'
+    section inputs also ``section_ids`` (N, W), laid out like the hidden states (instruction tokens and
+    padding -1, i.e. the root), and ``section_relations`` (N, S, S) padded with -1: what the decoder's
+    HIBRIDS-DEC bias reads. :meth:`generate_kwargs` is what ``model.generate`` takes.
+    """
+
+    encoder_outputs: BaseModelOutput
+    attention_mask: torch.Tensor
+    section_ids: torch.Tensor | None = None
+    section_relations: torch.Tensor | None = None
+
+    def generate_kwargs(self) -> dict[str, Any]:
+        kwargs = {"encoder_outputs": self.encoder_outputs, "attention_mask": self.attention_mask}
+        return kwargs | _section_inputs(self.section_ids, self.section_relations)
 
 
 @dataclass
@@ -216,8 +280,10 @@ class SourceCache:
     """A byte-bounded LRU of :class:`CachedSource` objects keyed by the source's token ids, and the one
     cached encoding path (:meth:`encode_prompts`, :meth:`generate`) the summarizer and the experiment take.
 
-    The key is a SHA-256 of the source ids and the model's identity; a hit is also checked token by token
-    against the stored ids, so a changed document is never served from the cache. Entries stay on the
+    The key is a SHA-256 of the source ids (and, for a model that reads them, the source's section ids and
+    relations) and the model's identity; a hit is also checked token by token against the stored ids and
+    sections, so a changed document, or the same text under another section tree, is never served from the
+    cache. Entries stay on the
     model's device. An encoding larger than ``max_bytes`` is returned but not stored. Thread-safe: the
     encoding runs outside the lock, and concurrent misses on one key encode it once (the others wait for
     that result). The counters ``hits``, ``misses``, ``evictions``, ``encodings`` and ``bytes`` are for
@@ -238,10 +304,17 @@ class SourceCache:
         self.bytes = 0
 
     @staticmethod
-    def key(model: Any, input_ids: torch.Tensor) -> str:
-        ids = input_ids.detach().reshape(-1).to("cpu", torch.int64).contiguous()
-        digest = hashlib.sha256(ids.numpy().tobytes()).hexdigest()
-        return f"{id(model)}:{digest}"
+    def key(model: Any, input_ids: torch.Tensor, *sections: torch.Tensor | None) -> str:
+        """The entry's key: the model's identity and a digest of the source ids and ``sections``
+        (``section_ids``, ``section_relations``; none for a model without section inputs)."""
+        digest = hashlib.sha256()
+        for tensor in (input_ids, *sections):
+            if tensor is None:
+                continue
+            values = tensor.detach().to("cpu", torch.int64).contiguous()
+            digest.update(repr(tuple(values.shape)).encode())  # (S, S) tables of other S never collide
+            digest.update(values.numpy().tobytes())
+        return f"{id(model)}:{digest.hexdigest()}"
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -254,18 +327,14 @@ class SourceCache:
             self._entries.clear()
             self.bytes = 0
 
-    def get(self, model: Any, input_ids: torch.Tensor) -> CachedSource | None:
-        """The stored encoding of exactly these source ids under this model, or None (counts a hit/miss)."""
+    def get(self, model: Any, input_ids: torch.Tensor, *sections: torch.Tensor) -> CachedSource | None:
+        """The stored encoding of exactly these source ids (and ``sections``: ``section_ids``,
+        ``section_relations``) under this model, or None (counts a hit/miss)."""
         input_ids = input_ids if input_ids.dim() == 2 else input_ids[None]
-        key = self.key(model, input_ids)
+        key = self.key(model, input_ids, *sections)
         with self._lock:
             entry = self._entries.get(key)
-            if (
-                entry is not None
-                and entry.model() is model
-                and entry.encoding.input_ids.shape == input_ids.shape
-                and torch.equal(entry.encoding.input_ids, input_ids.to(entry.encoding.input_ids.device))
-            ):
+            if entry is not None and entry.model() is model and _matches(entry.encoding, input_ids, sections):
                 self._entries.move_to_end(key)
                 self.hits += 1
                 return entry.encoding
@@ -280,7 +349,7 @@ class SourceCache:
                 "source encoding of %d bytes exceeds the cache budget of %d; not cached", size, self.max_bytes
             )
             return False
-        key = self.key(model, encoding.input_ids)
+        key = self.key(model, encoding.input_ids, *encoding.sections)
         with self._lock:
             old = self._entries.pop(key, None)
             if old is not None:
@@ -293,14 +362,16 @@ class SourceCache:
             self.bytes += size
         return True
 
-    def get_or_encode(self, model: Any, input_ids: torch.Tensor) -> CachedSource:
-        """The cached encoding of one source part (ids (L_S,) or (1, L_S), unpadded); encodes on a miss."""
+    def get_or_encode(self, model: Any, input_ids: torch.Tensor, *sections: torch.Tensor) -> CachedSource:
+        """The cached encoding of one source part (ids (L_S,) or (1, L_S), unpadded; ``sections``: its
+        (1, L_S) ``section_ids`` and (1, S, S) ``section_relations`` for a model that reads them); encodes
+        on a miss."""
         input_ids = input_ids if input_ids.dim() == 2 else input_ids[None]
         if input_ids.shape[0] != 1:
             raise ValueError("SourceCache stores one source at a time (ids of shape (L,) or (1, L))")
-        key = self.key(model, input_ids)
+        key = self.key(model, input_ids, *sections)
         while True:
-            encoding = self.get(model, input_ids)
+            encoding = self.get(model, input_ids, *sections)
             if encoding is not None:
                 return encoding
             with self._lock:
@@ -311,11 +382,11 @@ class SourceCache:
             if not owner:  # another thread is encoding this source: wait for it
                 flight.done.wait()
                 result = flight.result
-                if result is not None and torch.equal(result.input_ids.cpu(), input_ids.cpu()):
+                if result is not None and _matches(result, input_ids, sections):
                     return result
                 continue  # that encoding failed (or was another source): try again
             try:
-                encoding = encode_source(model, input_ids)
+                encoding = encode_source(model, input_ids, None, *sections)
                 with self._lock:
                     self.encodings += 1
                 flight.result = encoding
@@ -327,29 +398,32 @@ class SourceCache:
                 flight.done.set()
 
     @torch.no_grad()
-    def encode_prompts(
-        self, model: Any, prompts: Sequence[PromptIds]
-    ) -> tuple[BaseModelOutput, torch.Tensor]:
+    def encode_prompts(self, model: Any, prompts: Sequence[PromptIds]) -> EncodedPrompts:
         """The encoder outputs of a batch of prompts, laid out as the uncached block-mask pass of the batch.
 
-        The only place where cached encodings are made: each distinct source part is taken from the cache
-        (or encoded once), then the instructions on it run together against its keys and values
-        (:func:`encode_with_instruction`); a prompt without an instruction is all source, so its encoding is
-        the source's. Row ``r`` holds ``[H_I; H_S]`` of ``prompts[r]`` right-padded with zeros to the longest
-        prompt; the 2D mask marks the real tokens (what ``generate(encoder_outputs=..., attention_mask=...)``
-        takes). Use the model in eval mode.
+        The only place where cached encodings are made: each distinct source part (ids and, for a model
+        that reads them, sections) is taken from the cache (or encoded once), then the instructions on it
+        run together against its keys and values (:func:`encode_with_instruction`); a prompt without an
+        instruction is all source, so its encoding is the source's. Row ``r`` holds ``[H_I; H_S]`` of
+        ``prompts[r]`` right-padded with zeros to the longest prompt; the 2D mask marks the real tokens
+        (see :class:`EncodedPrompts`). Use the model in eval mode.
         """
         if not prompts:
             raise ValueError("encode_prompts needs at least one prompt")
         device = model.device
-        groups: dict[tuple[int, ...], list[int]] = {}
+        with_sections = [p.sections is not None for p in prompts]
+        if any(with_sections) and not all(with_sections):
+            raise ValueError("encode_prompts: either every prompt has its source's sections or none has")
+        groups: dict[tuple[Any, ...], list[int]] = {}
         for row, prompt in enumerate(prompts):
-            groups.setdefault(tuple(prompt.source_ids), []).append(row)
+            groups.setdefault((tuple(prompt.source_ids), prompt.sections), []).append(row)
         width = max(len(p.input_ids) for p in prompts)
         hidden: torch.Tensor | None = None
         mask = torch.zeros((len(prompts), width), dtype=torch.long, device=device)
-        for source_ids, rows in groups.items():
-            source = self.get_or_encode(model, torch.tensor([source_ids], dtype=torch.long, device=device))
+        for (source_ids, sections), rows in groups.items():
+            tree = () if sections is None else sections.tensors(device)
+            ids = torch.tensor([source_ids], dtype=torch.long, device=device)
+            source = self.get_or_encode(model, ids, *tree)
             if hidden is None:
                 size, dtype = source.hidden_states.shape[-1], source.hidden_states.dtype
                 hidden = torch.zeros((len(prompts), width, size), dtype=dtype, device=device)
@@ -368,12 +442,31 @@ class SourceCache:
                 index = torch.tensor(asked, device=device)
                 hidden[index, : real.shape[1]] = outputs.last_hidden_state
                 mask[index, : real.shape[1]] = real
-        return BaseModelOutput(last_hidden_state=hidden), mask
+        encoded = EncodedPrompts(BaseModelOutput(last_hidden_state=hidden), mask)
+        if all(with_sections):
+            encoded.section_ids, encoded.section_relations = _batch_sections(prompts, width, device)
+        return encoded
 
     def generate(self, model: Any, prompts: Sequence[PromptIds], **generate_kwargs: Any) -> torch.Tensor:
         """``model.generate`` on :meth:`encode_prompts` of ``prompts``: the generated ids, a row a prompt."""
-        outputs, mask = self.encode_prompts(model, prompts)
-        return model.generate(encoder_outputs=outputs, attention_mask=mask, **generate_kwargs)
+        return model.generate(**self.encode_prompts(model, prompts).generate_kwargs(), **generate_kwargs)
+
+
+def _batch_sections(
+    prompts: Sequence[PromptIds], width: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(N, width) section ids laid out as the prompts' tokens (instruction and padding -1) and (N, S, S)
+    relations padded with -1, the uncached pass's section inputs."""
+    count = len(prompts)
+    size = max(len(p.sections.relations) for p in prompts)
+    ids = torch.full((count, width), -1, dtype=torch.long)
+    relations = torch.full((count, size, size), -1, dtype=torch.long)
+    for row, prompt in enumerate(prompts):
+        start, tree = len(prompt.instruction_ids), prompt.sections
+        ids[row, start : start + len(tree.ids)] = torch.tensor(tree.ids, dtype=torch.long)
+        n = len(tree.relations)
+        relations[row, :n, :n] = torch.tensor(tree.relations, dtype=torch.long).view(n, n)
+    return ids.to(device), relations.to(device)
 
 
 # --------------------------------------------------------------------------------------------- generation

@@ -24,6 +24,7 @@ from transformers.models.t5.modeling_t5 import (
     eager_attention_forward,
 )
 
+from synopsis.models.adaptation import AdaptedModel, DerivedConfig, convert_from_base
 from synopsis.models.instructsum.prompts import INSTRUCTION_SEGMENT, SOURCE_SEGMENT
 
 _SUPPORTED_ATTENTION = ("eager", "sdpa")
@@ -42,25 +43,15 @@ _DECODER_ARGUMENTS = frozenset(
 
 # --------------------------------------------------------------------------------------------- config
 @strict
-class InstructSumT5Config(T5Config):
+class InstructSumT5Config(DerivedConfig, T5Config):
     """:class:`~transformers.T5Config` of a T5 whose encoder reads ``segment_ids`` with the block mask.
 
     It has no settings of its own: the model type alone marks a checkpoint as trained (or to be trained)
     with the InstructSum block mask, and ``from_pretrained`` of a saved checkpoint rebuilds the model.
+    ``from_base`` (:class:`~synopsis.models.adaptation.DerivedConfig`) makes one from a T5 config.
     """
 
     model_type = "instructsum_t5"
-
-    @classmethod
-    def from_t5_config(cls, config: T5Config, **overrides: Any) -> InstructSumT5Config:
-        """An InstructSum config with every setting of ``config`` (a stock T5 or InstructSum config)."""
-        data = config.to_dict()
-        for key in ("model_type", "architectures", "transformers_version"):
-            data.pop(key, None)
-        data.update(overrides)
-        new = cls(**data)
-        new._attn_implementation = config._attn_implementation
-        return new
 
 
 # --------------------------------------------------------------------------------------------- masks
@@ -103,7 +94,9 @@ class _CachePass:
 
     ``record``: each layer stores its keys and values (the source pass). ``extend``: each layer appends the
     stored source keys/values to its own (the instruction pass); layer 0 computes the relative position
-    bias from ``query_positions`` (N, L_I) and ``key_positions`` (N, L_I + L_S).
+    bias from ``query_positions`` (N, L_I) and ``key_positions`` (N, L_I + L_S). A model that also reads
+    HIBRIDS' section inputs (:mod:`synopsis.models.hibrids.instructsum`) gets the section of every query
+    and key (``query_sections``, ``key_sections``, root = 0) and the (N, S, S) bucket ids ``relations``.
     """
 
     mode: Literal["record", "extend"]
@@ -111,6 +104,9 @@ class _CachePass:
     values: list[torch.Tensor] = field(default_factory=list)
     query_positions: torch.Tensor | None = None
     key_positions: torch.Tensor | None = None
+    query_sections: torch.Tensor | None = None
+    key_sections: torch.Tensor | None = None
+    relations: torch.Tensor | None = None
 
 
 class InstructSumT5Attention(T5Attention):
@@ -129,11 +125,12 @@ class InstructSumT5Attention(T5Attention):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         if instructsum_cache is None:
             return super().forward(hidden_states, mask, *args, **kwargs)
-        if args or kwargs.get("key_value_states") is not None or kwargs.get("past_key_values") is not None:
+        # T5Attention's order after the mask (a subclass may pass them on by position)
+        kwargs.update(zip(("key_value_states", "position_bias", "past_key_values"), args, strict=False))
+        cross, past = kwargs.pop("key_value_states", None), kwargs.pop("past_key_values", None)
+        if cross is not None or past is not None:
             raise ValueError("the InstructSum cache is for encoder self-attention only")
         position_bias = kwargs.pop("position_bias", None)
-        kwargs.pop("key_value_states", None)
-        kwargs.pop("past_key_values", None)
         batch, length, _ = hidden_states.shape
         shape = (batch, length, -1, self.key_value_proj_dim)
         query = self.q(hidden_states).view(shape).transpose(1, 2)
@@ -147,6 +144,7 @@ class InstructSumT5Attention(T5Attention):
             value = torch.cat([value, instructsum_cache.values[self.layer_idx]], dim=2)
         if position_bias is None:
             position_bias = self._cache_position_bias(instructsum_cache, length, key.shape[2], query)
+        extra = self.cache_pass_bias(instructsum_cache)
         attention = ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, eager_attention_forward
         )
@@ -158,11 +156,16 @@ class InstructSumT5Attention(T5Attention):
             mask,
             dropout=self.dropout if self.training else 0.0,
             scaling=self.scaling,
-            position_bias=position_bias,
+            position_bias=position_bias if extra is None else position_bias + extra,
             **kwargs,
         )
         output = self.o(output.reshape(batch, length, -1).contiguous())
-        return output, position_bias, weights
+        return output, position_bias, weights  # later layers reuse the position bias, not this layer's term
+
+    def cache_pass_bias(self, state: _CachePass) -> torch.Tensor | None:
+        """An additive per-head term for this layer's scores in a cache pass (a method stacked on
+        InstructSum overrides it; see :mod:`synopsis.models.hibrids.instructsum`)."""
+        return None
 
     def _cache_position_bias(
         self, state: _CachePass, query_length: int, key_length: int, query: torch.Tensor
@@ -184,8 +187,11 @@ class InstructSumT5Attention(T5Attention):
 
 
 # --------------------------------------------------------------------------------------------- encoder
-class InstructSumT5Stack(T5Stack):
+class InstructSumT5Stack(AdaptedModel, T5Stack):
     """T5's encoder stack with the InstructSum block mask and the source-cache hooks.
+
+    ``attention_class`` is the self-attention every block gets; ``reads_sections`` says whether the cache
+    passes may hand the stack a source's section inputs (HIBRIDS on InstructSum).
 
     ``forward(segment_ids=...)`` builds the 4D float block mask from ``segment_ids`` and the 2D
     ``attention_mask``; without ``segment_ids`` it is T5's encoder. Counters: ``full_passes`` (ordinary
@@ -193,24 +199,19 @@ class InstructSumT5Stack(T5Stack):
     (:func:`encode_with_instruction`), for tests and monitoring.
     """
 
+    attention_class: type[InstructSumT5Attention] = InstructSumT5Attention
+    reads_sections = False
+
     def __init__(self, config: T5Config) -> None:
         if config.is_decoder:
             raise ValueError("InstructSumT5Stack is an encoder (config.is_decoder must be False)")
         super().__init__(config)
         for index, block in enumerate(self.block):
-            block.layer[0].SelfAttention = InstructSumT5Attention(
+            block.layer[0].SelfAttention = self.attention_class(
                 config, has_relative_attention_bias=index == 0, layer_idx=index
             )
         self.post_init()
         self.reset_counters()
-
-    @classmethod
-    def is_custom_code(cls) -> bool:
-        # transformers 5 treats classes defined outside the library as "custom code" and skips the init of
-        # modules without parameters of their own (T5Attention, T5DenseActDense), which leaves their Linear
-        # layers at N(0, initializer_factor = 1) instead of T5's scaled init. This class runs T5's own
-        # _init_weights, so it is initialised as stock T5 is.
-        return False
 
     def reset_counters(self) -> None:
         self.full_passes = 0
@@ -259,10 +260,13 @@ class InstructSumT5Stack(T5Stack):
             )
 
 
-class InstructSumT5ForConditionalGeneration(T5ForConditionalGeneration):
+class InstructSumT5ForConditionalGeneration(AdaptedModel, T5ForConditionalGeneration):
     """T5 with the InstructSum encoder; exactly T5's parameters (a T5 checkpoint loads unchanged)."""
 
     config_class = InstructSumT5Config
+    #: The encoder and decoder stacks (a method stacked on InstructSum swaps them).
+    encoder_class: type[InstructSumT5Stack] = InstructSumT5Stack
+    decoder_class: type[T5Stack] = T5Stack
 
     def __init__(self, config: InstructSumT5Config) -> None:
         # T5ForConditionalGeneration.__init__ with the InstructSum encoder (calling it would build and
@@ -273,17 +277,13 @@ class InstructSumT5ForConditionalGeneration(T5ForConditionalGeneration):
         encoder_config = copy.deepcopy(config)
         encoder_config.is_decoder = False
         encoder_config.use_cache = False
-        self.encoder = InstructSumT5Stack(encoder_config)
+        self.encoder = self.encoder_class(encoder_config)
         decoder_config = copy.deepcopy(config)
         decoder_config.is_decoder = True
         decoder_config.num_layers = config.num_decoder_layers
-        self.decoder = T5Stack(decoder_config)
+        self.decoder = self.decoder_class(decoder_config)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.post_init()
-
-    @classmethod
-    def is_custom_code(cls) -> bool:
-        return False  # see InstructSumT5Stack.is_custom_code
 
     def forward(
         self,
@@ -315,13 +315,8 @@ def convert_to_instructsum(model: T5ForConditionalGeneration) -> InstructSumT5Fo
         return model
     if not isinstance(model, T5ForConditionalGeneration):
         raise TypeError(f"InstructSum converts a T5ForConditionalGeneration, got {type(model).__name__}")
-    parameter = next(model.parameters())
-    config = InstructSumT5Config.from_t5_config(model.config)
-    converted = InstructSumT5ForConditionalGeneration(config)
-    converted.load_state_dict(model.state_dict(), strict=True)
-    converted.to(device=parameter.device, dtype=parameter.dtype)
-    converted.train(model.training)
-    return converted
+    config = InstructSumT5Config.from_base(model.config)
+    return convert_from_base(model, InstructSumT5ForConditionalGeneration, config)
 
 
 def is_instructsum(model: Any) -> bool:

@@ -74,21 +74,57 @@ def full_prompt(instruction: str | None, title: str | None, article: str) -> str
     return source_text if instruction_text is None else f"{instruction_text} {source_text}"
 
 
+@dataclass(frozen=True)
+class SourceSections:
+    """The section tree of a source part, for a model that also reads HIBRIDS' section inputs.
+
+    ``ids``: the section of each source-part token (-1 outside every section, i.e. the tree's root);
+    ``relations``: the (S, S) relation bucket ids of the source's sections. Hashable: two prompts share a
+    cached source encoding only when their source ids *and* their sections are equal.
+    """
+
+    ids: tuple[int, ...]
+    relations: tuple[tuple[int, ...], ...]
+
+    @classmethod
+    def from_tensors(cls, ids: Sequence[int], relations: torch.Tensor | np.ndarray) -> SourceSections:
+        table = np.asarray(relations.cpu() if isinstance(relations, torch.Tensor) else relations)
+        return cls(tuple(int(i) for i in ids), tuple(tuple(int(v) for v in row) for row in table))
+
+    def tensors(self, device: torch.device | str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``section_ids`` (1, L_S) and ``section_relations`` (1, S, S), as the model reads them."""
+        ids = torch.tensor([self.ids], dtype=torch.long, device=device)
+        relations = torch.tensor([self.relations], dtype=torch.long, device=device)
+        return ids, relations.view(1, len(self.relations), len(self.relations))
+
+
 @dataclass
 class PromptIds:
-    """One example's token ids in prompt order and their segments (1 instruction, 0 source)."""
+    """One example's token ids in prompt order and their segments (1 instruction, 0 source); ``sections``
+    the source part's section tree when the model reads one (HIBRIDS on InstructSum)."""
 
     instruction_ids: list[int]  # no special tokens; empty without an instruction
     source_ids: list[int]  # ends with EOS
+    sections: SourceSections | None = None
 
     @classmethod
-    def from_segments(cls, input_ids: Sequence[int], segment_ids: Sequence[int]) -> PromptIds:
-        """Split a model input (instruction part, then source part) back into its two parts."""
+    def from_segments(
+        cls,
+        input_ids: Sequence[int],
+        segment_ids: Sequence[int],
+        section_ids: Sequence[int] | None = None,
+        relations: torch.Tensor | np.ndarray | None = None,
+    ) -> PromptIds:
+        """Split a model input (instruction part, then source part) back into its two parts; with
+        ``section_ids`` (one per input token) and the (S, S) ``relations``, keep the source part's tree."""
         instruction = [t for t, s in zip(input_ids, segment_ids, strict=True) if s == INSTRUCTION_SEGMENT]
         source = [t for t, s in zip(input_ids, segment_ids, strict=True) if s == SOURCE_SEGMENT]
         if list(input_ids) != instruction + source:
             raise ValueError("InstructSum inputs must be the instruction part, then the source part")
-        return cls(instruction, source)
+        sections = None
+        if section_ids is not None and relations is not None:
+            sections = SourceSections.from_tensors(list(section_ids)[len(instruction) :], relations)
+        return cls(instruction, source, sections)
 
     @property
     def input_ids(self) -> list[int]:
