@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import json
 import math
 import types
 import typing
@@ -26,7 +25,7 @@ from typing import Any, TypeVar
 import yaml
 
 from synopsis.errors import ConfigError, InputError
-from synopsis.io import read_text
+from synopsis.io import parse_json, read_text
 
 T = TypeVar("T")
 
@@ -138,9 +137,7 @@ def from_dict(cls: type[T], data: Any, where: str = "config") -> T:
         key = unknown[0]
         close = difflib.get_close_matches(str(key), list(fields), n=1, cutoff=0.5)
         hint = f"did you mean '{close[0]}'? " if close else ""
-        raise ConfigError(
-            f"{where}: unknown key '{key}'; {hint}(valid keys: {', '.join(sorted(fields))})"
-        )
+        raise ConfigError(f"{where}: unknown key '{key}'; {hint}(valid keys: {', '.join(sorted(fields))})")
     kwargs = {}
     for name, f in fields.items():
         if name in data:
@@ -200,10 +197,13 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         text = read_text(path)
     except InputError as err:
         raise ConfigError(str(err)) from None
-    try:
-        data = yaml.safe_load(text) if str(path).endswith((".yaml", ".yml")) else json.loads(text)
-    except (yaml.YAMLError, json.JSONDecodeError) as err:
-        raise ConfigError(f"{path}: not valid YAML/JSON: {str(err).splitlines()[0]}") from None
+    if not str(path).endswith((".yaml", ".yml")):
+        data = parse_json(text, path, ConfigError, "not valid JSON")
+    else:
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{path}: not valid YAML: {str(err).splitlines()[0]}") from None
     data = data or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")

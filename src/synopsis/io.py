@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from synopsis.errors import InputError, OutputError
+from synopsis.errors import InputError, OutputError, SynopsisError
 
 # Larger files are read all the same; this only bounds how much we sniff for binary content.
 _SNIFF_BYTES = 8192
@@ -24,6 +24,46 @@ def json_problem(err: json.JSONDecodeError) -> str:
     """json's message and the column as one phrase ("Unterminated string starting at column 5")."""
     message = err.msg[: -len(" at")] if err.msg.endswith(" at") else err.msg
     return f"{message} at column {err.colno}"
+
+
+def parse_json(
+    text: str, where: str | Path, error: type[SynopsisError] = InputError, problem: str = "malformed JSON"
+) -> Any:
+    """``json.loads(text)``; bad JSON is one ``error`` naming the place and line (``a.json:3: malformed
+    JSON (Expecting ',' delimiter at column 7)``)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise error(f"{where}:{err.lineno}: {problem} ({json_problem(err)})") from None
+
+
+_JSON_TYPES = {dict: "object", list: "array", str: "string"}
+
+
+def read_json(
+    path: str | Path,
+    what: str = "a JSON file",
+    error: type[SynopsisError] = InputError,
+    expect: type | None = None,
+) -> Any:
+    """The JSON value stored in ``path`` (a config, a checkpoint's metadata, a vocabulary...): the one reader
+    of stored JSON. Every problem is one ``error`` naming the file: missing (``dir: missing name; not
+    {what}``), unreadable or not UTF-8, corrupt (``name:LINE: corrupt JSON (...)``), or, with ``expect``,
+    another top-level type than ``expect``."""
+    path = Path(path)
+    if not path.exists():
+        raise error(f"{path.parent}: missing {path.name}; not {what}")
+    try:
+        text = read_text(path, allow_empty=True)
+    except InputError as err:
+        raise error(str(err)) from None
+    except OSError as err:
+        raise error(f"{path}: cannot read ({err.strerror or err})") from None
+    data = parse_json(text, path, error, "corrupt JSON")
+    if expect is not None and not isinstance(data, expect):
+        name = _JSON_TYPES.get(expect, expect.__name__)
+        raise error(f"{path}: expected a JSON {name}, got {type(data).__name__}")
+    return data
 
 
 # Failures of the storage itself (as opposed to a bug) while a file is being written.

@@ -164,8 +164,8 @@ def train(
 
 
 def _load_model(model_dir: Path):
-    import json
-
+    from synopsis.checkpoint import STATE_FILE
+    from synopsis.io import read_json
     from synopsis.models.domain_lm import DomainLM
     from synopsis.vocab import Vocab
 
@@ -179,16 +179,9 @@ def _load_model(model_dir: Path):
         raise CheckpointError(
             f"{model_dir}: vocab.json has {len(vocab)} words, the model {model.config.vocab_size}"
         )
-    try:
-        state = json.loads((model_dir / "state.json").read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CheckpointError(
-            f"{model_dir}: missing state.json; not a model directory from `synopsis lm train`"
-        ) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CheckpointError(f"{model_dir / 'state.json'}: unreadable ({err})") from None
-    if not isinstance(state, dict):
-        raise CheckpointError(f"{model_dir / 'state.json'}: expected a JSON object")
+    state = read_json(
+        model_dir / STATE_FILE, "a model directory from `synopsis lm train`", CheckpointError, dict
+    )
     return model, vocab, bool(state.get("lowercase", True))
 
 

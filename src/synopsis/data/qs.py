@@ -300,7 +300,8 @@ def _read(
     min_overlap: float,
     min_topic_jaccard: float,
 ) -> Iterator[Example]:
-    from synopsis.data.readers.base import guarded, parse_json, read_input
+    from synopsis.data.readers.base import guarded, read_input
+    from synopsis.io import parse_json
 
     if levels not in LEVELS:
         raise InputError(f"qmsum-qs: levels must be one of {', '.join(LEVELS)}, got '{levels}'")

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from synopsis.config import to_dict
-from synopsis.errors import InputError
+from synopsis.errors import CheckpointError, InputError
 from synopsis.experiments.small_bart import experiment_tokenizer, small_bart_config
 from synopsis.io import open_for_atomic_write, write_json
 from synopsis.training.seq2seq import METRICS, Seq2SeqTrainConfig, load_examples, train_seq2seq
@@ -223,7 +223,7 @@ def run_hibrids_experiment(cfg: HibridsExperimentConfig, output: str | Path, dat
             }
         )
         if variant.startswith("hibrids"):
-            biases[variant] = learned_biases(Path(run_config.output_dir) / "checkpoints")
+            biases[variant] = learned_biases(Path(run_config.output_dir))
     wall = round(time.perf_counter() - started, 1)
     run_info = {"wall_seconds": wall, "loadavg_before": load_before, "loadavg_after": os.getloadavg()}
     table = _table(cfg, rows, biases, split, run_info)
@@ -238,19 +238,21 @@ def run_hibrids_experiment(cfg: HibridsExperimentConfig, output: str | Path, dat
     return table
 
 
-def learned_biases(checkpoints: Path) -> dict[str, Any]:
-    """The HIBRIDS tables of the newest checkpoint under ``checkpoints``, as PathLen x LvlDiff grids.
+def learned_biases(run_dir: Path) -> dict[str, Any]:
+    """The HIBRIDS tables of the run's newest checkpoint, as PathLen x LvlDiff grids (loaded through the
+    checkpoint store, so NaN or infinite weights are a :class:`~synopsis.errors.CheckpointError`).
 
     Tables (buckets x heads per layer; an older decoder table has one column) are averaged over heads.
     A cell is None where (PathLen, LvlDiff) is impossible, or where the table entry is exactly zero for
     every head (zero-initialised and never reached by a gradient: the relation never occurred).
     """
-    from safetensors.torch import load_file
-
+    from synopsis.checkpoint import MODEL_FILE, CheckpointManager, load_tensors
     from synopsis.models.hibrids import FULL_INDEX
 
-    latest = (checkpoints / "latest").read_text(encoding="utf-8").strip()
-    weights = load_file(str(checkpoints / latest / "model.safetensors"))
+    latest = CheckpointManager(run_dir).latest()
+    if latest is None:
+        raise CheckpointError(f"{run_dir}: no checkpoint to read the learned biases from")
+    weights = load_tensors(latest / MODEL_FILE)
     tables = {name: w.float() for name, w in weights.items() if "hibrids" in name}
     seen = [
         pair

@@ -26,9 +26,7 @@ def _datasets() -> Any:
     try:
         import datasets
     except ImportError:
-        raise InputError(
-            "--corpus hf needs the `datasets` package: pip install 'synopsis[hf]'"
-        ) from None
+        raise InputError("--corpus hf needs the `datasets` package: pip install 'synopsis[hf]'") from None
     datasets.disable_progress_bars()
     return datasets
 

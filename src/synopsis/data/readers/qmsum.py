@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from synopsis.data.example import Example
-from synopsis.data.readers.base import guarded, parse_json, read_input, require, resolve_split
+from synopsis.data.readers.base import guarded, read_input, require, resolve_split
 from synopsis.document import Document, Section
 from synopsis.errors import InputError
+from synopsis.io import parse_json
 from synopsis.text import split_sentences
 
 QUERY_KINDS = ("general", "specific", "all")
