@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -16,6 +17,7 @@ from synopsis.errors import InputError, OutputError, SynopsisError
 
 # Larger files are read all the same; this only bounds how much we sniff for binary content.
 _SNIFF_BYTES = 8192
+logger = logging.getLogger(__name__)
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 
@@ -150,6 +152,29 @@ def iter_jsonl(
             yield where, record
     if not seen_content:
         raise InputError(f"{path}: file is empty")
+
+
+def whole_lines_to_resume(path: str | Path) -> list[str]:
+    """The complete lines of an output that a killed run was appending to, for ``--resume``: a last line cut
+    short is dropped from the file (with a warning), so appending goes on after whole lines. Unreadable or
+    unwritable files are an :class:`~synopsis.errors.OutputError` naming ``path``."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise OutputError(f"{path}: cannot read it to resume ({err.strerror or err})") from None
+    whole = data.rfind(b"\n") + 1
+    if whole < len(data):
+        logger.warning(
+            "%s: dropped a last line cut short (%d bytes; the run was killed while writing it)",
+            path,
+            len(data) - whole,
+        )
+        try:
+            os.truncate(path, whole)
+        except OSError as err:
+            raise output_error(path, err) from None
+    return data[:whole].decode("utf-8", errors="replace").split("\n")[:-1]
 
 
 @contextlib.contextmanager

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from synopsis.errors import OutputError, SynopsisError
-from synopsis.io import open_for_atomic_write, output_error
+from synopsis.io import open_for_atomic_write, output_error, whole_lines_to_resume
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
@@ -197,23 +197,8 @@ def read_part(path: Path, ids: Sequence[str]) -> dict[int, str]:
     ``--resume`` does with the output itself; a record that is not JSON, or names an id that is not
     ``ids[index]``, is an :class:`OutputError` (the part belongs to another corpus or was edited).
     """
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise OutputError(f"{path}: cannot read it to resume ({err.strerror or err})") from None
-    whole = data.rfind(b"\n") + 1
-    if whole < len(data):
-        logger.warning(
-            "%s: dropped a last line cut short (%d bytes; the run was killed while writing it)",
-            path,
-            len(data) - whole,
-        )
-        try:
-            os.truncate(path, whole)
-        except OSError as err:
-            raise output_error(path, err) from None
     out: dict[int, str] = {}
-    for number, line in enumerate(data[:whole].decode("utf-8", errors="replace").split("\n")[:-1], start=1):
+    for number, line in enumerate(whole_lines_to_resume(path), start=1):
         try:
             record = json.loads(line)
             index, example_id, prediction = record["index"], str(record["id"]), record["prediction"]
