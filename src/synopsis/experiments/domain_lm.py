@@ -26,12 +26,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
-from rich.progress import Progress
 
 from synopsis.config import AT_LEAST_ONE, DROPOUT, Range, check_ranges, to_dict
-from synopsis.errors import ConfigError, InputError
-from synopsis.io import open_for_atomic_write, write_json
-from synopsis.lm.corpus import (
+from synopsis.data.lm_corpus import (
     AttributedDocument,
     DomainSpec,
     TokenStream,
@@ -41,7 +38,8 @@ from synopsis.lm.corpus import (
     select_domains,
     split_train_dev,
 )
-from synopsis.lm.training import LMTrainConfig, perplexity, progress_bar, train_language_model
+from synopsis.errors import ConfigError, InputError
+from synopsis.io import open_for_atomic_write, write_json
 from synopsis.models.domain_lm import (
     MODEL_VERSION,
     VARIANTS,
@@ -49,7 +47,9 @@ from synopsis.models.domain_lm import (
     DomainLMConfig,
     attribute_slots_from,
 )
+from synopsis.progress import ProgressReporter
 from synopsis.training.distributed import resolve_precision
+from synopsis.training.language_model import LMTrainConfig, perplexity, train_language_model
 from synopsis.training.memory import MemoryPlan, lstm_lm_activation_bytes, micro_batch, recurrent_plan
 from synopsis.vocab import Vocab
 
@@ -296,8 +296,7 @@ def run_experiment(config: ExperimentConfig, output_dir: str | Path, resume: boo
         },
         "held_out": {},
     }
-    with progress_bar() as progress:
-        overall = progress.add_task("domain-lm", total=len(targets) * len(specs), info="")
+    with ProgressReporter("domain-lm", len(targets) * len(specs), "runs") as progress:
         for target in targets:
             data = build_held_out(domains, target, config.dev_fraction, config.min_count)
             held: dict[str, Any] = {
@@ -310,7 +309,7 @@ def run_experiment(config: ExperimentConfig, output_dir: str | Path, resume: boo
             }
             results["held_out"][target] = held
             for spec in specs:
-                progress.update(overall, description=f"{target} | {spec.name}")
+                progress.update(f"{target} | {spec.name}")
                 held["models"][spec.name] = _run_model(
                     config,
                     spec,
@@ -318,9 +317,8 @@ def run_experiment(config: ExperimentConfig, output_dir: str | Path, resume: boo
                     combinations,
                     output_dir / "runs" / slug(target) / slug(spec.name),
                     resume,
-                    progress,
                 )
-                progress.advance(overall)
+                progress.advance()
                 test_ppl = held["models"][spec.name]["test_perplexity"]
                 logger.info("%-40s %-22s test ppl %8.2f", target, spec.name, test_ppl)
             # Tables over the targets finished so far, so a long run shows results as it goes.
@@ -340,22 +338,19 @@ def _run_model(
     combinations: list[dict[str, str]],
     run_dir: Path,
     resume: bool,
-    progress: Progress,
 ) -> dict[str, Any]:
     """One model at the config's sizes, or (with a grid) at every size, keeping the best by dev perplexity:
     its result, plus every setting's dev perplexity and the chosen setting."""
     grid = config.size_grid()
     if grid is None:
-        return _run_setting(
-            config, config.model, config.training, spec, data, combinations, run_dir, resume, progress
-        )
+        return _run_setting(config, config.model, config.training, spec, data, combinations, run_dir, resume)
     results = []
     for embedding, hidden, bptt in product(*(grid[k] for k in GRID_KEYS)):
         sizes = replace(config.model, embedding_dim=embedding, hidden_dim=hidden)
         training = replace(config.training, bptt=bptt)
         name = f"e{embedding}-h{hidden}-bptt{bptt}"
         result = _run_setting(
-            config, sizes, training, spec, data, combinations, run_dir / "grid" / name, resume, progress
+            config, sizes, training, spec, data, combinations, run_dir / "grid" / name, resume
         )
         results.append(({"embedding_dim": embedding, "hidden_dim": hidden, "bptt": bptt}, result))
     chosen, best = min(results, key=lambda item: item[1]["best_dev_perplexity"])  # dev only, never test
@@ -375,7 +370,6 @@ def _run_setting(
     combinations: list[dict[str, str]],
     run_dir: Path,
     resume: bool,
-    progress: Progress,
 ) -> dict[str, Any]:
     result_file = run_dir / "result.json"
     settings = {
@@ -412,7 +406,6 @@ def _run_setting(
         training,
         run_dir=run_dir,
         resume=resume,
-        progress=progress,
         description=f"  {spec.name}",
     )
     given = restrict(data.test_attributes, spec.attribute_names)

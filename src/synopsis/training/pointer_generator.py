@@ -77,6 +77,7 @@ from synopsis.models.pointer_generator import (
     source_profile,
     summary_words,
 )
+from synopsis.progress import ProgressReporter
 from synopsis.training.distributed import Distributed, LoadedStep, check_precision, resolve_precision
 from synopsis.training.memory import (
     MemoryPlan,
@@ -626,25 +627,13 @@ class Trainer:
         """Train to the end of the schedule. ``stop_at_step`` stops abruptly (no final save), like a kill."""
         import time
 
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
         self._prepare()
         cfg, s = self.config, self.config.schedule
         batches = self._batches()
         running: list[float] = []
         started = time.monotonic() - 60.0 * self.state["minutes"]
-        with Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[info]}"),
-            TimeElapsedColumn(),
-            disable=not self.progress,
-            transient=True,
-        ) as bar:
-            task = bar.add_task(
-                self.state["phase"], total=self._phase_limit(), completed=self.state["step"], info=""
-            )
+        phase, limit = self.state["phase"], self._phase_limit()
+        with ProgressReporter(phase, limit, "steps", self.state["step"], self.progress) as bar:
             while True:
                 if stop_at_step is not None and self.state["step"] >= stop_at_step:
                     return self.state
@@ -656,13 +645,13 @@ class Trainer:
                 if phase_over:
                     if self.state["phase"] == "main" and cfg.model.coverage:
                         self._start_coverage_phase()
-                        bar.update(task, description="coverage", total=self._phase_limit())
+                        bar.update("coverage", self._phase_limit(), self.state["step"])
                         continue
                     if self.state["phase"] == "coverage":
                         # The paper keeps the model at the end of its short coverage phase.
                         self._save(is_best=False)
                         if self._finish_coverage_run():
-                            bar.update(task, description="coverage", total=self._phase_limit())
+                            bar.update("coverage", self._phase_limit(), self.state["step"])
                             continue
                         self._export("model", self.final_model)
                     break
@@ -677,7 +666,7 @@ class Trainer:
                     avg = sum(running) / len(running)
                     self.state["curves"]["train"].append((step, avg))
                     running.clear()
-                    bar.update(task, info=f"loss {avg:.3f}")
+                    bar.note = f"loss {avg:.3f}"
                 is_best = False
                 if step % s.eval_every == 0:  # on the main process; every process gets the result
                     metrics = self.distributed.main_computes(
@@ -700,7 +689,7 @@ class Trainer:
                     self._plot()
                 if is_best or step % s.save_every == 0:
                     self._save(is_best)
-                bar.update(task, completed=step)
+                bar.advance(step - bar.completed)
         self._plot()
         best = self.state["best_loss"]
         logger.info(

@@ -50,6 +50,7 @@ from synopsis.models.seq2seq import (
     enable_gradient_checkpointing,
     load_seq2seq,
 )
+from synopsis.progress import ProgressReporter
 from synopsis.training.distributed import Distributed, check_precision, resolve_precision
 from synopsis.training.memory import MemoryPlan, meta_model, seq2seq_plan
 
@@ -357,22 +358,11 @@ class Seq2SeqTrainer:
     # ------------------------------------------------------------------ loop
     def train(self, stop_at_step: int | None = None) -> Seq2SeqTrainResult:
         """Train to ``max_steps`` (or early stopping); ``stop_at_step`` interrupts as a kill would (tests)."""
-        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-
         cfg, state, dist = self.config, self.state, self.distributed
         stopped_early = False
         running, count = 0.0, 0
         batches = self._batches()
-        progress = Progress(
-            TextColumn("[bold]train[/]"),
-            BarColumn(),
-            TextColumn("{task.completed}/{task.total} steps {task.fields[info]}"),
-            TimeRemainingColumn(),
-            disable=not self.show_progress,
-            transient=True,
-        )
-        with progress:
-            task = progress.add_task("train", total=cfg.max_steps, completed=state["step"], info="")
+        with ProgressReporter("train", cfg.max_steps, "steps", state["step"], self.show_progress) as progress:
             self.model.train()
             while state["step"] < cfg.max_steps and state["step"] != stop_at_step:
                 step_batch = next(batches)
@@ -391,7 +381,7 @@ class Seq2SeqTrainer:
                 running, count = running + loss.mean, count + 1
                 self.scheduler.step()
                 state["step"] += 1
-                progress.update(task, advance=1, info=f"loss {running / count:.3f}")
+                progress.advance(note=f"loss {running / count:.3f}")
                 if state["step"] % cfg.eval_every == 0 or state["step"] == cfg.max_steps:
                     state["history"]["train_loss"].append([state["step"], running / count])
                     running, count = 0.0, 0
