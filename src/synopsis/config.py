@@ -20,7 +20,7 @@ import types
 import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import yaml
 
@@ -87,6 +87,20 @@ def check_ranges(config: Any, ranges: Mapping[str, Range]) -> None:
             value = getattr(value, part)
         if value is not None:
             allowed.check(name, value)
+
+
+class Checked:
+    """Base of the configuration dataclasses: the fields named in ``RANGES`` (dotted names reach into nested
+    sections) are checked when an instance is built, then :meth:`validate` (what a range cannot say)."""
+
+    RANGES: ClassVar[Mapping[str, Range]] = {}
+
+    def __post_init__(self) -> None:
+        check_ranges(self, self.RANGES)
+        self.validate()
+
+    def validate(self) -> None:
+        """Checks across fields; a ``ValueError`` that names the field."""
 
 
 def _check_type(value: Any, annotation: Any, where: str) -> Any:

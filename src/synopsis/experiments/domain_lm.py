@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from synopsis.config import AT_LEAST_ONE, DROPOUT, Range, check_ranges, to_dict
+from synopsis.config import AT_LEAST_ONE, DROPOUT, Checked, Range, to_dict
 from synopsis.data.lm_corpus import (
     AttributedDocument,
     DomainSpec,
@@ -71,7 +71,7 @@ def masc_grid() -> list[DomainSpec]:
 
 
 @dataclass
-class ModelSizes:
+class ModelSizes(Checked):
     embedding_dim: int = 100
     hidden_dim: int = 100
     num_layers: int = 1
@@ -84,9 +84,6 @@ class ModelSizes:
         "dropout": DROPOUT,
     }
 
-    def __post_init__(self) -> None:
-        check_ranges(self, self.RANGES)
-
 
 #: Size grids searched per model, each setting chosen by dev perplexity (``grid`` / ``--grid``). "paper": the
 #: paper's E x H x BPTT (27 trainings per model); "cpu": 4 of them, for a CPU budget.
@@ -98,7 +95,7 @@ GRID_KEYS = ("embedding_dim", "hidden_dim", "bptt")
 
 
 @dataclass
-class ExperimentConfig:
+class ExperimentConfig(Checked):
     corpus: str = MASC_ZIP
     lowercase: bool = True
     domains: list[DomainSpec] = field(default_factory=masc_grid)
@@ -128,8 +125,7 @@ class ExperimentConfig:
         "min_count": AT_LEAST_ONE,
     }
 
-    def __post_init__(self) -> None:
-        check_ranges(self, self.RANGES)
+    def validate(self) -> None:
         grid = self.size_grid()
         if grid is not None:
             bad = sorted(set(grid) - set(GRID_KEYS)) or [k for k in GRID_KEYS if not grid.get(k)]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from synopsis.config import AT_LEAST_ONE, DROPOUT, NON_NEGATIVE, POSITIVE, Range, check_ranges, to_dict
+from synopsis.config import AT_LEAST_ONE, DROPOUT, NON_NEGATIVE, POSITIVE, Checked, Range, to_dict
 from synopsis.errors import InputError
 from synopsis.experiments.small_bart import experiment_tokenizer, small_bart_config
 from synopsis.io import open_for_atomic_write, write_json
@@ -35,7 +35,7 @@ PAPER_TABLE_2 = {
 
 
 @dataclass
-class HeadSweepConfig:
+class HeadSweepConfig(Checked):
     """Small BARTs trained from scratch on SciTLDR (abstract -> TLDR), one per word:sentence head split."""
 
     ratios: list[str] = field(default_factory=lambda: ["8:0", "6:2", "4:4"])
@@ -78,8 +78,7 @@ class HeadSweepConfig:
         "seed": NON_NEGATIVE,
     }
 
-    def __post_init__(self) -> None:
-        check_ranges(self, self.RANGES)
+    def validate(self) -> None:
         if not self.ratios:
             raise ValueError("ratios: give at least one word:sentence split")
         totals = set()

@@ -32,7 +32,7 @@ import torch
 from torch.nn import functional as F
 
 from synopsis.checkpoint import CheckpointManager, load_checkpoint
-from synopsis.config import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Range, check_ranges
+from synopsis.config import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Checked, Range
 from synopsis.data.lm_corpus import TokenStream, batchify, bptt_windows, num_windows
 from synopsis.errors import CheckpointError
 from synopsis.models.domain_lm import DomainLM
@@ -41,7 +41,7 @@ from synopsis.training.distributed import Distributed, check_precision
 
 
 @dataclass
-class LMTrainConfig:
+class LMTrainConfig(Checked):
     batch_size: int = 20  # rows of the stream: the global batch, shared by all processes
     bptt: int = 16
     learning_rate: float = 0.1
@@ -67,8 +67,7 @@ class LMTrainConfig:
         "seed": NON_NEGATIVE,
     }
 
-    def __post_init__(self) -> None:
-        check_ranges(self, self.RANGES)
+    def validate(self) -> None:
         check_precision(self.precision, "training.precision")
 
 

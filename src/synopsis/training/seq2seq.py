@@ -38,7 +38,7 @@ import torch
 import yaml
 
 from synopsis.checkpoint import CheckpointManager, read_training_state, write_training_state
-from synopsis.config import AT_LEAST_ONE, DROPOUT, NON_NEGATIVE, POSITIVE, Range, check_ranges, to_dict
+from synopsis.config import AT_LEAST_ONE, DROPOUT, NON_NEGATIVE, POSITIVE, Checked, Range, to_dict
 from synopsis.data.example import Example
 from synopsis.errors import CheckpointError, InputError
 from synopsis.io import open_for_atomic_write, write_directory_atomically, write_json
@@ -60,7 +60,7 @@ METRICS = ("rouge1", "rouge2", "rougeL")
 
 
 @dataclass
-class Seq2SeqTrainConfig:
+class Seq2SeqTrainConfig(Checked):
     """Settings of ``synopsis train seq2seq`` (YAML keys; CLI options override them)."""
 
     model: str  # local Hugging Face model directory (weights optional with random_init)
@@ -138,8 +138,7 @@ class Seq2SeqTrainConfig:
         "device_memory_gb": POSITIVE,
     }
 
-    def __post_init__(self) -> None:
-        check_ranges(self, self.RANGES)
+    def validate(self) -> None:
         check_precision(self.precision)
         if self.convert is not None and self.convert.get("method") not in CONVERTERS:
             raise ValueError(

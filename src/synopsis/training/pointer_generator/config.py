@@ -8,14 +8,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from synopsis.config import (
-    AT_LEAST_ONE,
-    DROPOUT,
-    NON_NEGATIVE,
-    POSITIVE,
-    Range,
-    check_ranges,
-)
+from synopsis.config import AT_LEAST_ONE, DROPOUT, NON_NEGATIVE, POSITIVE, Checked, Range
 from synopsis.generation.config import GenerationConfig
 from synopsis.models.pointer_generator import (
     INIT_SCHEMES,
@@ -99,7 +92,7 @@ class ScheduleConfig:
 
 
 @dataclass
-class PointerGeneratorTrainConfig:
+class PointerGeneratorTrainConfig(Checked):
     data: DataConfig = field(default_factory=DataConfig)
     vocab: VocabConfig = field(default_factory=VocabConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -142,8 +135,7 @@ class PointerGeneratorTrainConfig:
         "seed": NON_NEGATIVE,
     }
 
-    def __post_init__(self) -> None:
-        check_ranges(self, self.RANGES)
+    def validate(self) -> None:
         check_precision(self.precision)
         if self.schedule.eval_every > self.schedule.max_steps:
             raise ValueError(
