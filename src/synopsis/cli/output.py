@@ -22,7 +22,7 @@ from pathlib import Path
 
 from synopsis.cli.runtime import deferred_signals
 from synopsis.errors import OutputError
-from synopsis.io import output_error
+from synopsis.io import output_error, whole_lines_to_resume
 
 log = logging.getLogger("synopsis.cli")
 
@@ -71,22 +71,7 @@ class PredictionWriter:
         self.written = self.done_lines
 
     def _recover(self) -> None:
-        try:
-            data = self.path.read_bytes()
-        except OSError as err:
-            raise OutputError(f"{self.path}: cannot read it to resume ({err.strerror or err})") from None
-        whole = data.rfind(b"\n") + 1
-        if whole < len(data):
-            log.warning(
-                "%s: dropped a last line cut short (%d bytes; the run was killed while writing it)",
-                self.path,
-                len(data) - whole,
-            )
-            try:
-                os.truncate(self.path, whole)
-            except OSError as err:
-                raise output_error(self.path, err) from None
-        lines = data[:whole].decode("utf-8", errors="replace").split("\n")[:-1]
+        lines = whole_lines_to_resume(self.path)
         self.done_lines = len(lines)
         if not self.jsonl:
             return
