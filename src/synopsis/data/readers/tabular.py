@@ -11,6 +11,7 @@ not shift.
 from __future__ import annotations
 
 import csv
+import inspect
 import io
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -116,7 +117,8 @@ ColumnRows = Callable[[Path, str | None, bool, dict[str, int], Columns], Iterato
 
 def column_reader(read: ColumnRows) -> Callable[..., Iterator[Example]]:
     """The corpus reader of ``read(path, split, skip_bad_lines, stats, mapping)``: it takes the column
-    options as keywords (what ``read_corpus`` lists and checks) and passes them on as one :class:`Columns`."""
+    options of :class:`Columns` as keywords (its signature lists them, which is what ``read_corpus`` checks
+    options against) and passes them on as one :class:`Columns`."""
 
     def reader(
         path: Path,
@@ -124,18 +126,15 @@ def column_reader(read: ColumnRows) -> Callable[..., Iterator[Example]]:
         split: str | None = None,
         skip_bad_lines: bool = False,
         stats: dict[str, int],
-        text_column: str = "text",
-        summary_column: str | Sequence[str] | None = "summary",
-        id_column: str | None = None,
-        instruction_column: str | None = None,
-        title_column: str | None = None,
-        attribute_columns: Sequence[str] = (),
+        **columns: Any,
     ) -> Iterator[Example]:
-        mapping = Columns(
-            text_column, summary_column, id_column, instruction_column, title_column, attribute_columns
-        )
-        yield from read(path, split, skip_bad_lines, stats, mapping)
+        yield from read(path, split, skip_bad_lines, stats, Columns(**columns))
 
+    own = [p for p in inspect.signature(reader).parameters.values() if p.kind is not p.VAR_KEYWORD]
+    options = list(inspect.signature(Columns).parameters.values())
+    reader.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [*own, *(option.replace(kind=option.KEYWORD_ONLY) for option in options)]
+    )
     reader.__name__ = reader.__qualname__ = read.__name__
     reader.__doc__ = read.__doc__
     return reader
