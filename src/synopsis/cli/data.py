@@ -31,6 +31,26 @@ def _given(**options: Any) -> dict[str, Any]:
     return {key: value for key, value in options.items() if value not in (None, False, [])}
 
 
+#: The command's parameter for each reader option (the readers' keyword on the right).
+_READER_OPTIONS = {
+    "text_column": "text_column",
+    "summary_column": "summary_column",
+    "id_column": "id_column",
+    "instruction_column": "instruction_column",
+    "title_column": "title_column",
+    "attribute_column": "attribute_columns",
+    "queries": "queries",
+    "relevant_span_only": "relevant_span_only",
+    "document_format": "format",
+    "max_input_mb": "max_mb",
+}
+
+
+def _reader_options(parameters: dict[str, Any]) -> dict[str, Any]:
+    """The reader options among a command's ``parameters`` (its ``locals()``), as :func:`_given`."""
+    return _given(**{name: parameters[option] for option, name in _READER_OPTIONS.items()})
+
+
 def _with_progress(examples: Iterable[Any], description: str) -> Iterator[Any]:
     """A live count on stderr while examples stream through (the total is not known in advance)."""
     return track(examples, description, None, "examples")
@@ -89,18 +109,7 @@ def convert(
     from synopsis.data.readers import read_corpus
 
     refuse_to_overwrite_inputs(output, [input_path], "--output")
-    options = _given(
-        text_column=text_column,
-        summary_column=summary_column,
-        id_column=id_column,
-        instruction_column=instruction_column,
-        title_column=title_column,
-        attribute_columns=attribute_column,
-        queries=queries,
-        relevant_span_only=relevant_span_only,
-        format=document_format,
-        max_mb=max_input_mb,
-    )
+    options = _reader_options(locals())
     counts: dict[str, int] = {}
     examples = iter(
         read_corpus(corpus, input_path, split=split, skip_bad_lines=skip_bad_lines, stats=counts, **options)
@@ -145,18 +154,7 @@ def stats(
     from synopsis.io import write_json
 
     refuse_to_overwrite_inputs(json_output, [path], "--json")
-    options = _given(
-        text_column=text_column,
-        summary_column=summary_column,
-        id_column=id_column,
-        instruction_column=instruction_column,
-        title_column=title_column,
-        attribute_columns=attribute_column,
-        queries=queries,
-        relevant_span_only=relevant_span_only,
-        format=document_format,
-        max_mb=max_input_mb,
-    )
+    options = _reader_options(locals())
     read_stats: dict[str, int] = {}
     examples = read_corpus(
         corpus, path, split=split, skip_bad_lines=skip_bad_lines, stats=read_stats, **options
