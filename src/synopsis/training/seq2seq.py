@@ -37,7 +37,12 @@ from typing import Any, ClassVar
 import torch
 import yaml
 
-from synopsis.checkpoint import CheckpointManager, read_training_state, write_training_state
+from synopsis.checkpoint import (
+    CheckpointManager,
+    check_finite_tensors,
+    read_training_state,
+    write_training_state,
+)
 from synopsis.config import AT_LEAST_ONE, DROPOUT, NON_NEGATIVE, POSITIVE, Checked, Range, to_dict
 from synopsis.data.example import Example
 from synopsis.errors import CheckpointError, InputError
@@ -283,6 +288,8 @@ class Seq2SeqTrainer:
     def load_model(self, directory: Path, random_init: bool) -> tuple[Any, Any]:
         """(model, tokenizer) from the starting model (converted if asked) or a run's checkpoint."""
         model, tokenizer = load_seq2seq(directory, random_init=random_init and self.config.random_init)
+        if not random_init:  # a run's checkpoint goes through the checkpoint store's finite check too
+            check_finite_tensors(model.state_dict(), directory)
         if random_init and self.config.convert is not None:  # a checkpoint is already converted
             options = dict(self.config.convert)
             model = convert_seq2seq(options.pop("method"), model, tokenizer, **options)
