@@ -103,6 +103,20 @@ class Checked:
         """Checks across fields; a ``ValueError`` that names the field."""
 
 
+@dataclasses.dataclass(kw_only=True)
+class ForHardware(Checked):
+    """A trainer's or experiment's config that states the hardware it is meant for, for ``--dry-run``'s
+    memory plan: ``devices`` (processes) and the memory of one device (GB = 2**30 bytes); ``None``: not
+    stated, the plan then says nothing about fitting. A subclass's ``RANGES`` start with :data:`HARDWARE`."""
+
+    devices: int = 1
+    device_memory_gb: float | None = None
+
+
+#: The ranges of :class:`ForHardware`'s fields.
+HARDWARE: dict[str, Range] = {"devices": AT_LEAST_ONE, "device_memory_gb": POSITIVE}
+
+
 def _check_type(value: Any, annotation: Any, where: str) -> Any:
     origin = typing.get_origin(annotation)
     if annotation is Any:

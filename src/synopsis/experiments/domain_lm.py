@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from synopsis.config import AT_LEAST_ONE, DROPOUT, Checked, Range, to_dict
+from synopsis.config import AT_LEAST_ONE, DROPOUT, HARDWARE, Checked, ForHardware, Range, to_dict
 from synopsis.data.lm_corpus import (
     AttributedDocument,
     DomainSpec,
@@ -95,7 +95,7 @@ GRID_KEYS = ("embedding_dim", "hidden_dim", "bptt")
 
 
 @dataclass
-class ExperimentConfig(Checked):
+class ExperimentConfig(ForHardware):
     corpus: str = MASC_ZIP
     lowercase: bool = True
     domains: list[DomainSpec] = field(default_factory=masc_grid)
@@ -112,14 +112,9 @@ class ExperimentConfig(Checked):
     # {embedding_dim: [...], hidden_dim: [...], bptt: [...]}) trains each model at every setting and keeps
     # the one with the best dev perplexity (the paper's model selection); the results say which.
     grid: str | dict[str, list[int]] | None = None
-    # The hardware the config is meant for, for --dry-run's memory plan: devices (processes) and the memory
-    # of one device (GB = 2**30 bytes); None: not stated, the plan then says nothing about fitting.
-    devices: int = 1
-    device_memory_gb: float | None = None
 
     RANGES: ClassVar[dict[str, Range]] = {
-        "devices": AT_LEAST_ONE,
-        "device_memory_gb": Range(0.0, None, low_open=True),
+        **HARDWARE,
         "max_tokens_per_domain": AT_LEAST_ONE,
         "dev_fraction": Range(0.0, 0.5, low_open=True, high_open=True),
         "min_count": AT_LEAST_ONE,

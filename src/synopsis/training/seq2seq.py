@@ -43,7 +43,16 @@ from synopsis.checkpoint import (
     read_training_state,
     write_training_state,
 )
-from synopsis.config import AT_LEAST_ONE, DROPOUT, NON_NEGATIVE, POSITIVE, Checked, Range, to_dict
+from synopsis.config import (
+    AT_LEAST_ONE,
+    DROPOUT,
+    HARDWARE,
+    NON_NEGATIVE,
+    POSITIVE,
+    ForHardware,
+    Range,
+    to_dict,
+)
 from synopsis.data.example import Example
 from synopsis.errors import CheckpointError, InputError
 from synopsis.io import open_for_atomic_write, write_directory_atomically, write_json
@@ -65,7 +74,7 @@ METRICS = ("rouge1", "rouge2", "rougeL")
 
 
 @dataclass
-class Seq2SeqTrainConfig(Checked):
+class Seq2SeqTrainConfig(ForHardware):
     """Settings of ``synopsis train seq2seq`` (YAML keys; CLI options override them)."""
 
     model: str  # local Hugging Face model directory (weights optional with random_init)
@@ -113,10 +122,6 @@ class Seq2SeqTrainConfig(Checked):
     seed: int = 0
     precision: str | None = None  # fp32 | bf16 | fp16; None: accelerate launch's --mixed_precision
     gradient_checkpointing: bool = False  # recompute activations in the backward: less memory
-    # The hardware the config is meant for, for --dry-run's memory plan: devices (processes) and the memory
-    # of one device (GB = 2**30 bytes); None: not stated, the plan then says nothing about fitting.
-    devices: int = 1
-    device_memory_gb: float | None = None
 
     RANGES: ClassVar[dict[str, Range]] = {
         "max_train_examples": AT_LEAST_ONE,
@@ -139,8 +144,7 @@ class Seq2SeqTrainConfig(Checked):
         "label_smoothing": DROPOUT,  # [0, 1)
         "keep_checkpoints": AT_LEAST_ONE,
         "seed": NON_NEGATIVE,
-        "devices": AT_LEAST_ONE,
-        "device_memory_gb": POSITIVE,
+        **HARDWARE,
     }
 
     def validate(self) -> None:

@@ -8,7 +8,15 @@ from typing import Any, ClassVar
 
 import torch
 
-from synopsis.config import AT_LEAST_ONE, DROPOUT, NON_NEGATIVE, POSITIVE, Checked, Range
+from synopsis.config import (
+    AT_LEAST_ONE,
+    DROPOUT,
+    HARDWARE,
+    NON_NEGATIVE,
+    POSITIVE,
+    ForHardware,
+    Range,
+)
 from synopsis.generation.config import GenerationConfig
 from synopsis.models.pointer_generator import (
     INIT_SCHEMES,
@@ -92,7 +100,7 @@ class ScheduleConfig:
 
 
 @dataclass
-class PointerGeneratorTrainConfig(Checked):
+class PointerGeneratorTrainConfig(ForHardware):
     data: DataConfig = field(default_factory=DataConfig)
     vocab: VocabConfig = field(default_factory=VocabConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -101,14 +109,9 @@ class PointerGeneratorTrainConfig(Checked):
     generation: GenerationConfig = field(default_factory=GenerationConfig)  # defaults stored with the model
     seed: int = 1
     precision: str | None = None  # fp32 | bf16 | fp16; None: accelerate launch's --mixed_precision
-    # The hardware the config is meant for, for --dry-run's memory plan: devices (processes) and the memory
-    # of one device (GB = 2**30 bytes); None: not stated, the plan then says nothing about fitting.
-    devices: int = 1
-    device_memory_gb: float | None = None
 
     RANGES: ClassVar[dict[str, Range]] = {
-        "devices": AT_LEAST_ONE,
-        "device_memory_gb": POSITIVE,
+        **HARDWARE,
         "data.max_source_tokens": AT_LEAST_ONE,
         "data.max_target_tokens": AT_LEAST_ONE,
         "data.max_train_examples": AT_LEAST_ONE,
