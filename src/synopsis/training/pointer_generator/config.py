@@ -8,15 +8,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from synopsis.config import (
-    AT_LEAST_ONE,
-    DROPOUT,
-    HARDWARE,
-    NON_NEGATIVE,
-    POSITIVE,
-    ForHardware,
-    Range,
-)
+from synopsis.config import AT_LEAST_ONE, DROPOUT, HARDWARE, NON_NEGATIVE, POSITIVE, ForHardware, Range
 from synopsis.generation.config import GenerationConfig
 from synopsis.models.pointer_generator import (
     INIT_SCHEMES,
