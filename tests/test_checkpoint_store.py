@@ -156,3 +156,14 @@ def test_trainer_checkpoints_keep_their_type(tmp_path: Path) -> None:
     assert loaded.config == {"a": 1} and loaded.state["step"] == 4
     with pytest.raises(CheckpointError, match="an? x checkpoint, not a y checkpoint"):
         load_checkpoint(tmp_path / "c", checkpoint_type="y")
+
+
+def test_a_corrupt_saved_run_config_is_one_error_naming_file_and_line(tmp_path: Path) -> None:
+    """Before, resuming a pointer-generator run whose train_config.json was cut short raised a
+    JSONDecodeError traceback."""
+    from synopsis.training.pointer_generator import PointerGeneratorTrainConfig, Trainer
+
+    CheckpointManager(tmp_path).save(1, model_state={"w": torch.ones(1)}, config={})
+    (tmp_path / "train_config.json").write_text('{"seed": 1,\n "data": {', encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"train_config\.json:2: corrupt JSON"):
+        Trainer(PointerGeneratorTrainConfig(), tmp_path, resume=True, progress=False)

@@ -14,7 +14,6 @@ finished models and resumes interrupted ones from their last epoch checkpoint.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import shutil
@@ -39,7 +38,7 @@ from synopsis.data.lm_corpus import (
 )
 from synopsis.errors import ConfigError, InputError
 from synopsis.experiments.domain_lm_tables import ModelSpec, build_tables, restrict, write_outputs
-from synopsis.io import write_json
+from synopsis.io import read_json, write_json
 from synopsis.models.domain_lm import (
     MODEL_VERSION,
     VARIANTS,
@@ -346,10 +345,10 @@ def _run_setting(job: _ModelRun, sizes: ModelSizes, training: LMTrainConfig, run
     }
     settings_file = run_dir / "settings.json"
     if resume and settings_file.exists():
-        if json.loads(settings_file.read_text(encoding="utf-8")) != settings:
+        if read_json(settings_file, "a domain-LM run", InputError) != settings:
             shutil.rmtree(run_dir)  # finished or started with other settings: retrain rather than mix
         elif result_file.exists():
-            return json.loads(result_file.read_text(encoding="utf-8"))
+            return read_json(result_file, "a finished domain-LM run", InputError, dict)
     elif not resume:
         shutil.rmtree(run_dir, ignore_errors=True)
     write_json(settings_file, settings)

@@ -38,7 +38,6 @@ Run layout (``--output-dir``)::
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import math
 from collections.abc import Sequence
@@ -54,7 +53,7 @@ from synopsis.config import (
 )
 from synopsis.errors import ConfigError, InputError
 from synopsis.generation.config import GENERATION_CONFIG_FILE
-from synopsis.io import write_json
+from synopsis.io import read_json, write_json
 from synopsis.models.pointer_generator import (
     Batch,
     PointerGenerator,
@@ -145,7 +144,7 @@ class Trainer:
         elif resume:
             if not config_path.is_file():
                 raise InputError(f"{self.output_dir}: nothing to resume (no {TRAIN_CONFIG_FILE})")
-            saved_data = json.loads(config_path.read_text(encoding="utf-8"))
+            saved_data = read_json(config_path, "a pointer-generator run", ConfigError, dict)
             saved = from_dict(PointerGeneratorTrainConfig, saved_data, str(config_path))
             if to_dict(saved) != to_dict(config):
                 raise ConfigError(
