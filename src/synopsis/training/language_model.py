@@ -35,7 +35,7 @@ from synopsis.checkpoint import CheckpointManager, load_checkpoint
 from synopsis.config import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Checked, Range
 from synopsis.data.lm_corpus import TokenStream, batchify, bptt_windows, num_windows
 from synopsis.errors import CheckpointError
-from synopsis.models.domain_lm import DomainLM
+from synopsis.models.domain_lm import CHECKPOINT_TYPE, DomainLM
 from synopsis.progress import ProgressReporter
 from synopsis.training.distributed import Distributed, check_precision
 
@@ -178,7 +178,7 @@ def train_language_model(
     manager = CheckpointManager(run_dir) if run_dir is not None else None
 
     if resume and manager is not None and (latest := manager.latest()) is not None:
-        checkpoint = load_checkpoint(latest)
+        checkpoint = load_checkpoint(latest, checkpoint_type=CHECKPOINT_TYPE)
         if checkpoint.optimizer_state is None:
             raise CheckpointError(f"{latest}: no optimizer state; cannot resume")
         try:
@@ -191,7 +191,8 @@ def train_language_model(
         schedule = ScheduleState(**checkpoint.state["schedule"])
         history = checkpoint.state["history"]
         start_epoch = checkpoint.state["epoch"] + 1
-        best_weights = load_checkpoint(Path(run_dir) / "best", with_optimizer=False).model_state
+        best = load_checkpoint(Path(run_dir) / "best", with_optimizer=False, checkpoint_type=CHECKPOINT_TYPE)
+        best_weights = best.model_state
         dist.restore_rng(checkpoint.state, config.seed, checkpoint.state["epoch"])
         dist.restore_precision_state(checkpoint.state)
     else:
@@ -274,6 +275,7 @@ def train_language_model(
                         **(extra_state or {}),
                     },
                     optimizer=optimizer,
+                    checkpoint_type=CHECKPOINT_TYPE,
                 )
     model.load_state_dict(best_weights)
     return LMTrainResult(

@@ -55,6 +55,7 @@ from synopsis.errors import ConfigError, InputError
 from synopsis.generation.config import GENERATION_CONFIG_FILE
 from synopsis.io import read_json, write_json
 from synopsis.models.pointer_generator import (
+    CHECKPOINT_TYPE,
     Batch,
     PointerGenerator,
     PointerGeneratorEnsemble,
@@ -241,7 +242,7 @@ class Trainer:
     def _load(self, path: Path | None) -> None:
         if path is None:
             raise InputError(f"{self.output_dir}: no checkpoint to resume from")
-        checkpoint = load_checkpoint(path)
+        checkpoint = load_checkpoint(path, checkpoint_type=CHECKPOINT_TYPE)
         self.model.config.coverage = checkpoint.config["coverage"]
         self.model.load_state_dict(checkpoint.model_state)
         if checkpoint.optimizer_state is not None:
@@ -264,6 +265,7 @@ class Trainer:
             config=dataclasses.asdict(self.model.config),
             state={**self.state, **rng, **self.distributed.precision_state()},
             optimizer=self.optimizer,
+            checkpoint_type=CHECKPOINT_TYPE,
         )
         if is_best:
             self._export("model")
@@ -313,7 +315,8 @@ class Trainer:
     ) -> None:
         """A checkpoint of ``weights`` (and ``optimizer``) with the model's config (main process)."""
         if self.distributed.is_main:
-            save_checkpoint(directory, weights, dataclasses.asdict(self.model.config), optimizer=optimizer)
+            config = dataclasses.asdict(self.model.config)
+            save_checkpoint(directory, weights, config, optimizer=optimizer, checkpoint_type=CHECKPOINT_TYPE)
 
     def _export(self, name: str, model: PointerGenerator | PointerGeneratorEnsemble | None = None) -> None:
         """A loadable model directory (``model``, default the trained one): weights, config, vocabulary and
@@ -374,7 +377,9 @@ class Trainer:
         run = self.state["coverage_run"] + 1
         logger.info(f"step {self.state['step']}: coverage run {run} starts from the best main-phase model")
         self.distributed.barrier()  # the main process has finished writing best/ (and coverage_start/)
-        start = load_checkpoint(self.output_dir / ("best" if first else "coverage_start"))
+        start = load_checkpoint(
+            self.output_dir / ("best" if first else "coverage_start"), checkpoint_type=CHECKPOINT_TYPE
+        )
         self.model.load_state_dict(start.model_state)
         if start.optimizer_state is not None:
             self.optimizer.load_state_dict(start.optimizer_state)
