@@ -55,16 +55,10 @@ class LMTrainConfig(Checked):
     precision: str | None = None  # fp32 | bf16 | fp16; None: accelerate launch's --mixed_precision
 
     RANGES: ClassVar[dict[str, Range]] = {
-        "batch_size": AT_LEAST_ONE,
-        "bptt": AT_LEAST_ONE,
-        "learning_rate": POSITIVE,
+        **dict.fromkeys(("batch_size", "bptt", "max_epochs", "eval_batch_size", "eval_bptt"), AT_LEAST_ONE),
+        **dict.fromkeys(("learning_rate", "clip_norm"), POSITIVE),
+        **dict.fromkeys(("weight_decay", "seed"), NON_NEGATIVE),
         "halving_threshold": Range(1.0),
-        "max_epochs": AT_LEAST_ONE,
-        "weight_decay": NON_NEGATIVE,
-        "clip_norm": POSITIVE,
-        "eval_batch_size": AT_LEAST_ONE,
-        "eval_bptt": AT_LEAST_ONE,
-        "seed": NON_NEGATIVE,
     }
 
     def validate(self) -> None:
