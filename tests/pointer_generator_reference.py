@@ -8,8 +8,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from synopsis.models.copy_attention import _EPS
 from synopsis.models.pointer_generator import (
-    _EPS,
     DecoderState,
     EncoderOutput,
     ForwardOutput,

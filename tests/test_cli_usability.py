@@ -300,7 +300,7 @@ def _config_classes() -> list[type]:
     from synopsis.experiments.domain_lm import ExperimentConfig, ModelSizes
     from synopsis.experiments.hie_bart_heads import HeadSweepConfig
     from synopsis.generation.config import GenerationConfig
-    from synopsis.lm.training import LMTrainConfig
+    from synopsis.training.language_model import LMTrainConfig
     from synopsis.training.pointer_generator import PointerGeneratorTrainConfig
     from synopsis.training.seq2seq import Seq2SeqTrainConfig
 

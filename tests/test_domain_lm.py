@@ -269,8 +269,8 @@ class PerGroupReference(DomainLM):
 def test_one_lstm_call_equals_the_per_group_implementation(variant: str) -> None:
     """Same logits, gradients and perplexity as the per-group recurrence it replaced, on a mixed batch with
     domains changing mid-window (per-token masks) and carried state."""
-    from synopsis.lm.corpus import TokenStream
-    from synopsis.lm.training import perplexity
+    from synopsis.data.lm_corpus import TokenStream
+    from synopsis.training.language_model import perplexity
 
     model = make(variant)
     reference = PerGroupReference(model.config).eval()

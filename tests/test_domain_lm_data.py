@@ -10,10 +10,7 @@ import pytest
 import torch
 
 from synopsis.data.example import Example
-from synopsis.document import Document
-from synopsis.errors import InputError
-from synopsis.experiments.domain_lm import masc_grid
-from synopsis.lm.corpus import (
+from synopsis.data.lm_corpus import (
     EOS,
     UNK,
     AttributedDocument,
@@ -28,6 +25,9 @@ from synopsis.lm.corpus import (
     select_domains,
     split_train_dev,
 )
+from synopsis.document import Document
+from synopsis.errors import InputError
+from synopsis.experiments.domain_lm import masc_grid
 from synopsis.vocab import LM_SPECIALS, Vocab
 
 

@@ -13,9 +13,9 @@ from test_domain_lm_training import setup_training, tiny_documents, write_jsonl
 from torch.nn import functional as F
 
 from synopsis.config import load_config
+from synopsis.data.lm_corpus import TokenStream, batchify
 from synopsis.experiments.domain_lm import GRIDS, ExperimentConfig, ModelSizes, run_experiment
-from synopsis.lm.corpus import TokenStream, batchify
-from synopsis.lm.training import LMTrainConfig, evaluate, perplexity, train_language_model
+from synopsis.training.language_model import LMTrainConfig, evaluate, perplexity, train_language_model
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 

@@ -10,17 +10,17 @@ import pytest
 import torch
 
 from synopsis.cli import main
+from synopsis.data.lm_corpus import AttributedDocument, TokenStream, build_vocabulary
 from synopsis.experiments.domain_lm import ExperimentConfig, ModelSizes, run_experiment
-from synopsis.lm.corpus import AttributedDocument, TokenStream, build_vocabulary
-from synopsis.lm.sampling import sample
-from synopsis.lm.training import (
+from synopsis.generation.sampling import sample
+from synopsis.models.domain_lm import MODEL_VERSION, DomainLM, DomainLMConfig
+from synopsis.training.language_model import (
     LMTrainConfig,
     ScheduleState,
     perplexity,
     train_language_model,
     update_schedule,
 )
-from synopsis.models.domain_lm import MODEL_VERSION, DomainLM, DomainLMConfig
 
 WORDS = {
     "spoken": ["uh", "um", "yeah", "you", "know"],

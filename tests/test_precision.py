@@ -52,7 +52,7 @@ def test_unsupported_launcher_flags_are_one_line_errors(monkeypatch) -> None:
 
 
 def test_config_keys_are_checked() -> None:
-    from synopsis.lm.training import LMTrainConfig
+    from synopsis.training.language_model import LMTrainConfig
     from synopsis.training.pointer_generator import PointerGeneratorTrainConfig
     from synopsis.training.seq2seq import Seq2SeqTrainConfig
 
@@ -169,8 +169,8 @@ def test_pointer_generator_bf16_losses_close_to_fp32(
 def test_domain_lm_bf16_losses_close_to_fp32(variant: str) -> None:
     from test_domain_lm_training import setup_training
 
-    from synopsis.lm.training import LMTrainConfig, train_language_model
     from synopsis.models.domain_lm import DomainLM
+    from synopsis.training.language_model import LMTrainConfig, train_language_model
 
     losses: dict[str, list[float]] = {}
     for precision in ("fp32", "bf16"):

@@ -12,6 +12,7 @@ import torch
 from safetensors.torch import load_file
 from tiny_models import bart_tokenizer, save_tiny_bart, save_tiny_led, save_tiny_t5
 
+from synopsis.checkpoint import CheckpointManager
 from synopsis.cli import main
 from synopsis.data.example import Example, write_examples
 from synopsis.document import Document
@@ -358,6 +359,25 @@ def test_training_writes_best_and_checkpoints_and_resume_is_exact(
     assert result.steps == 4
     a, b = weights(latest), weights(tmp_path / "part" / "checkpoints" / "step-00000004")
     assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-6
+
+
+@pytest.mark.slow
+def test_resuming_from_a_checkpoint_with_nan_weights_is_refused(
+    bart_dir: Path, corpus_file: Path, tmp_path: Path
+) -> None:
+    """Before, the trainer loaded a checkpoint through Hugging Face alone and trained on from NaN weights."""
+    from safetensors.torch import save_file
+
+    config = train_config(bart_dir, corpus_file, tmp_path / "run")
+    Seq2SeqTrainer(config, show_progress=False).train(stop_at_step=2)
+    latest = CheckpointManager(tmp_path / "run").latest()
+    assert latest is not None
+    state = weights(latest)
+    name = next(k for k, v in state.items() if v.is_floating_point())
+    state[name] = torch.full_like(state[name], float("nan"))
+    save_file(state, str(latest / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(CheckpointError, match="holds NaN or infinite values"):
+        Seq2SeqTrainer(config, resume=True, show_progress=False)
 
 
 @pytest.mark.slow

@@ -1,11 +1,19 @@
-"""Atomic safetensors checkpoints with everything needed to resume exactly.
+"""The checkpoint store: every model directory synopsis writes or reads without Hugging Face.
 
-A checkpoint is a directory::
+A trainer's checkpoint and an exported model (the pointer-generator's ``save_pretrained``, the domain LM's)
+are one format, a directory::
 
     model.safetensors      model weights
-    config.json            the model's configuration (JSON)
-    optimizer.safetensors  optimizer tensors (optional)
+    config.json            the model's configuration (JSON), with a ``checkpoint_type`` that says what it is
+    optimizer.safetensors  optimizer tensors (optional, trainer checkpoints)
     state.json             trainer state: step, epoch, metrics, optimizer's non-tensor state, RNG states
+                           (an export: what its model needs besides the config, e.g. ``lowercase``)
+
+plus whatever a model keeps beside them (the pointer-generator's ``vocab.txt``). :func:`read_config`,
+:func:`save_checkpoint` / :func:`save_model` and :func:`load_checkpoint` / :func:`load_model` are the only
+readers and writers: every load checks that each tensor is finite, and every problem is one
+:class:`~synopsis.errors.CheckpointError` naming the file. Directories written before ``checkpoint_type``
+existed are read as before.
 
 It is written to ``<name>.tmp-*`` and renamed into place, and the run directory's ``latest`` file is then
 replaced atomically, so a kill at any moment leaves the previous checkpoint intact. Nothing is unpickled:
@@ -14,28 +22,29 @@ all tensors go through safetensors and everything else through JSON.
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from synopsis.errors import CheckpointError
-from synopsis.io import open_for_atomic_write, write_directory_atomically, write_json
+from synopsis.errors import CheckpointError, SynopsisError
+from synopsis.io import open_for_atomic_write, read_json, write_directory_atomically, write_json
 
 MODEL_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
 OPTIMIZER_FILE = "optimizer.safetensors"
 STATE_FILE = "state.json"
 LATEST_FILE = "latest"
+#: The key of ``config.json`` that names the kind of checkpoint (``pointer-generator``, ``domain-lm``).
+CHECKPOINT_TYPE = "checkpoint_type"
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +131,7 @@ def write_training_state(
 
 def read_training_state(directory: Path) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """(trainer state, optimizer state dict or None) as written by :func:`write_training_state`."""
-    state = _read_json(directory / STATE_FILE)
+    state = read_json(directory / STATE_FILE, "a synopsis checkpoint", CheckpointError, dict)
     optimizer_state = None
     if "optimizer" in state and (directory / OPTIMIZER_FILE).exists():
         optimizer_state = unflatten_optimizer_state(
@@ -131,30 +140,79 @@ def read_training_state(directory: Path) -> tuple[dict[str, Any], dict[str, Any]
     return state, optimizer_state
 
 
+def _save(
+    directory: str | Path,
+    model_state: Mapping[str, torch.Tensor],
+    config: Mapping[str, Any],
+    checkpoint_type: str | None,
+    extra: Callable[[Path], None] | None,
+) -> Path:
+    """Weights, config (with its type) and ``extra(tmp)``'s files, as one directory written atomically
+    (an existing one is replaced only once the new one is whole)."""
+    if checkpoint_type is not None:
+        config = {CHECKPOINT_TYPE: checkpoint_type, **config}
+
+    def write(tmp: Path) -> None:
+        save_file(_contiguous(dict(model_state)), str(tmp / MODEL_FILE), metadata={"format": "pt"})
+        write_json(tmp / CONFIG_FILE, dict(config))
+        if extra is not None:
+            extra(tmp)
+
+    return write_directory_atomically(directory, write)
+
+
 def save_checkpoint(
     directory: str | Path,
     model_state: dict[str, torch.Tensor],
     config: dict[str, Any],
     state: dict[str, Any] | None = None,
     optimizer: torch.optim.Optimizer | None = None,
+    checkpoint_type: str | None = None,
 ) -> Path:
-    """Write a checkpoint directory atomically (replacing an existing one only once the new one is whole)."""
+    """A trainer's checkpoint: weights, config, ``state.json`` (with RNG states) and the optimizer."""
+    return _save(
+        directory,
+        model_state,
+        config,
+        checkpoint_type,
+        lambda tmp: write_training_state(tmp, dict(state or {}), optimizer),
+    )
 
-    def write(tmp: Path) -> None:
-        save_file(_contiguous(model_state), str(tmp / MODEL_FILE), metadata={"format": "pt"})
-        write_json(tmp / CONFIG_FILE, config)
-        write_training_state(tmp, dict(state or {}), optimizer)
 
-    return write_directory_atomically(directory, write)
+def save_model(
+    directory: str | Path,
+    model: torch.nn.Module,
+    config: Mapping[str, Any],
+    checkpoint_type: str,
+    state: Mapping[str, Any] | None = None,
+    extra: Callable[[Path], None] | None = None,
+) -> Path:
+    """An exported model: weights, config with ``checkpoint_type``, ``state`` as ``state.json`` (if given)
+    and the files ``extra(tmp)`` writes beside them (a vocabulary, decoding defaults), atomically."""
+
+    def write_rest(tmp: Path) -> None:
+        if state is not None:
+            write_json(tmp / STATE_FILE, dict(state))
+        if extra is not None:
+            extra(tmp)
+
+    return _save(directory, model.state_dict(), config, checkpoint_type, write_rest)
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CheckpointError(f"{path.parent}: missing {path.name}; not a synopsis checkpoint") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise CheckpointError(f"{path}: corrupt JSON ({err})") from None
+def read_config(
+    directory: str | Path, checkpoint_type: str | None = None, kind: str = "checkpoint"
+) -> dict[str, Any]:
+    """``config.json`` of a checkpoint or model directory (``kind``), without its ``checkpoint_type``; a
+    directory of another type than ``checkpoint_type`` is refused (one without a type, older, is not)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise CheckpointError(f"{directory}: no such {kind} directory")
+    what = f"a {checkpoint_type} {kind}" if checkpoint_type else f"a synopsis {kind}"
+    config = read_json(directory / CONFIG_FILE, what, CheckpointError, dict)
+    found = config.pop(CHECKPOINT_TYPE, None)
+    if checkpoint_type is not None and found is not None and found != checkpoint_type:
+        raise CheckpointError(f"{directory / CONFIG_FILE}: a {found} {kind}, not {what}")
+    return config
 
 
 def load_tensors(path: Path) -> dict[str, torch.Tensor]:
@@ -179,16 +237,43 @@ def check_finite_tensors(tensors: Mapping[str, torch.Tensor], where: str | Path)
             )
 
 
-def load_checkpoint(directory: str | Path, with_optimizer: bool = True) -> Checkpoint:
+def load_checkpoint(
+    directory: str | Path,
+    with_optimizer: bool = True,
+    checkpoint_type: str | None = None,
+    kind: str = "checkpoint",
+) -> Checkpoint:
+    """A checkpoint or model directory: config (see :func:`read_config`), finite weights, trainer state."""
     directory = Path(directory)
-    if not directory.is_dir():
-        raise CheckpointError(f"{directory}: no such checkpoint directory")
-    config = _read_json(directory / CONFIG_FILE)
+    config = read_config(directory, checkpoint_type, kind)
     model_state = load_tensors(directory / MODEL_FILE)
     state, optimizer_state = {}, None
     if (directory / STATE_FILE).exists():
         state, optimizer_state = read_training_state(directory)
     return Checkpoint(model_state, config, state, optimizer_state if with_optimizer else None, directory)
+
+
+M = TypeVar("M", bound=torch.nn.Module)
+
+
+def load_model(
+    directory: str | Path, build: Callable[[dict[str, Any]], M], checkpoint_type: str, kind: str = "model"
+) -> tuple[M, Checkpoint]:
+    """``build(config)`` with the directory's weights loaded, and the checkpoint read. ``build``'s
+    :class:`~synopsis.errors.SynopsisError` (a bad config) and weights that do not fit the model are
+    :class:`~synopsis.errors.CheckpointError`."""
+    checkpoint = load_checkpoint(directory, with_optimizer=False, checkpoint_type=checkpoint_type, kind=kind)
+    try:
+        model = build(checkpoint.config)
+    except SynopsisError as err:
+        raise CheckpointError(str(err)) from None
+    try:
+        model.load_state_dict(checkpoint.model_state)
+    except RuntimeError as err:
+        raise CheckpointError(
+            f"{Path(directory) / MODEL_FILE}: weights do not match {CONFIG_FILE} ({err})"
+        ) from None
+    return model, checkpoint
 
 
 class CheckpointManager:

@@ -15,18 +15,17 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import json
 import math
 import types
 import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import yaml
 
 from synopsis.errors import ConfigError, InputError
-from synopsis.io import read_text
+from synopsis.io import parse_json, read_text
 
 T = TypeVar("T")
 
@@ -90,6 +89,34 @@ def check_ranges(config: Any, ranges: Mapping[str, Range]) -> None:
             allowed.check(name, value)
 
 
+class Checked:
+    """Base of the configuration dataclasses: the fields named in ``RANGES`` (dotted names reach into nested
+    sections) are checked when an instance is built, then :meth:`validate` (what a range cannot say)."""
+
+    RANGES: ClassVar[Mapping[str, Range]] = {}
+
+    def __post_init__(self) -> None:
+        check_ranges(self, self.RANGES)
+        self.validate()
+
+    def validate(self) -> None:
+        """Checks across fields; a ``ValueError`` that names the field."""
+
+
+@dataclasses.dataclass(kw_only=True)
+class ForHardware(Checked):
+    """A trainer's or experiment's config that states the hardware it is meant for, for ``--dry-run``'s
+    memory plan: ``devices`` (processes) and the memory of one device (GB = 2**30 bytes); ``None``: not
+    stated, the plan then says nothing about fitting. A subclass's ``RANGES`` start with :data:`HARDWARE`."""
+
+    devices: int = 1
+    device_memory_gb: float | None = None
+
+
+#: The ranges of :class:`ForHardware`'s fields.
+HARDWARE: dict[str, Range] = {"devices": AT_LEAST_ONE, "device_memory_gb": POSITIVE}
+
+
 def _check_type(value: Any, annotation: Any, where: str) -> Any:
     origin = typing.get_origin(annotation)
     if annotation is Any:
@@ -138,9 +165,7 @@ def from_dict(cls: type[T], data: Any, where: str = "config") -> T:
         key = unknown[0]
         close = difflib.get_close_matches(str(key), list(fields), n=1, cutoff=0.5)
         hint = f"did you mean '{close[0]}'? " if close else ""
-        raise ConfigError(
-            f"{where}: unknown key '{key}'; {hint}(valid keys: {', '.join(sorted(fields))})"
-        )
+        raise ConfigError(f"{where}: unknown key '{key}'; {hint}(valid keys: {', '.join(sorted(fields))})")
     kwargs = {}
     for name, f in fields.items():
         if name in data:
@@ -200,10 +225,13 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         text = read_text(path)
     except InputError as err:
         raise ConfigError(str(err)) from None
-    try:
-        data = yaml.safe_load(text) if str(path).endswith((".yaml", ".yml")) else json.loads(text)
-    except (yaml.YAMLError, json.JSONDecodeError) as err:
-        raise ConfigError(f"{path}: not valid YAML/JSON: {str(err).splitlines()[0]}") from None
+    if not str(path).endswith((".yaml", ".yml")):
+        data = parse_json(text, path, ConfigError, "not valid JSON")
+    else:
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{path}: not valid YAML: {str(err).splitlines()[0]}") from None
     data = data or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")

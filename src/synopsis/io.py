@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -12,10 +13,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from synopsis.errors import InputError, OutputError
+from synopsis.errors import InputError, OutputError, SynopsisError
 
 # Larger files are read all the same; this only bounds how much we sniff for binary content.
 _SNIFF_BYTES = 8192
+logger = logging.getLogger(__name__)
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 
@@ -24,6 +26,46 @@ def json_problem(err: json.JSONDecodeError) -> str:
     """json's message and the column as one phrase ("Unterminated string starting at column 5")."""
     message = err.msg[: -len(" at")] if err.msg.endswith(" at") else err.msg
     return f"{message} at column {err.colno}"
+
+
+def parse_json(
+    text: str, where: str | Path, error: type[SynopsisError] = InputError, problem: str = "malformed JSON"
+) -> Any:
+    """``json.loads(text)``; bad JSON is one ``error`` naming the place and line (``a.json:3: malformed
+    JSON (Expecting ',' delimiter at column 7)``)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise error(f"{where}:{err.lineno}: {problem} ({json_problem(err)})") from None
+
+
+_JSON_TYPES = {dict: "object", list: "array", str: "string"}
+
+
+def read_json(
+    path: str | Path,
+    what: str = "a JSON file",
+    error: type[SynopsisError] = InputError,
+    expect: type | None = None,
+) -> Any:
+    """The JSON value stored in ``path`` (a config, a checkpoint's metadata, a vocabulary...): the one reader
+    of stored JSON. Every problem is one ``error`` naming the file: missing (``dir: missing name; not
+    {what}``), unreadable or not UTF-8, corrupt (``name:LINE: corrupt JSON (...)``), or, with ``expect``,
+    another top-level type than ``expect``."""
+    path = Path(path)
+    if not path.exists():
+        raise error(f"{path.parent}: missing {path.name}; not {what}")
+    try:
+        text = read_text(path, allow_empty=True)
+    except InputError as err:
+        raise error(str(err)) from None
+    except OSError as err:
+        raise error(f"{path}: cannot read ({err.strerror or err})") from None
+    data = parse_json(text, path, error, "corrupt JSON")
+    if expect is not None and not isinstance(data, expect):
+        name = _JSON_TYPES.get(expect, expect.__name__)
+        raise error(f"{path}: expected a JSON {name}, got {type(data).__name__}")
+    return data
 
 
 # Failures of the storage itself (as opposed to a bug) while a file is being written.
@@ -110,6 +152,29 @@ def iter_jsonl(
             yield where, record
     if not seen_content:
         raise InputError(f"{path}: file is empty")
+
+
+def whole_lines_to_resume(path: str | Path) -> list[str]:
+    """The complete lines of an output that a killed run was appending to, for ``--resume``: a last line cut
+    short is dropped from the file (with a warning), so appending goes on after whole lines. Unreadable or
+    unwritable files are an :class:`~synopsis.errors.OutputError` naming ``path``."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise OutputError(f"{path}: cannot read it to resume ({err.strerror or err})") from None
+    whole = data.rfind(b"\n") + 1
+    if whole < len(data):
+        logger.warning(
+            "%s: dropped a last line cut short (%d bytes; the run was killed while writing it)",
+            path,
+            len(data) - whole,
+        )
+        try:
+            os.truncate(path, whole)
+        except OSError as err:
+            raise output_error(path, err) from None
+    return data[:whole].decode("utf-8", errors="replace").split("\n")[:-1]
 
 
 @contextlib.contextmanager

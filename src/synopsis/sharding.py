@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from synopsis.errors import OutputError, SynopsisError
-from synopsis.io import open_for_atomic_write, output_error
+from synopsis.io import open_for_atomic_write, output_error, whole_lines_to_resume
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
@@ -190,28 +190,6 @@ def part_record(index: int, example_id: str, prediction: str) -> str:
     return json.dumps({"index": index, "id": example_id, "prediction": prediction}, ensure_ascii=False) + "\n"
 
 
-def whole_lines(path: Path) -> list[str]:
-    """The lines of a file written a whole line at a time, to resume from it: a last line cut short (a kill
-    while it was written) is dropped from the file, with a warning, so that what follows is appended to
-    whole lines."""
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise OutputError(f"{path}: cannot read it to resume ({err.strerror or err})") from None
-    whole = data.rfind(b"\n") + 1
-    if whole < len(data):
-        logger.warning(
-            "%s: dropped a last line cut short (%d bytes; the run was killed while writing it)",
-            path,
-            len(data) - whole,
-        )
-        try:
-            os.truncate(path, whole)
-        except OSError as err:
-            raise output_error(path, err) from None
-    return data[:whole].decode("utf-8", errors="replace").split("\n")[:-1]
-
-
 def read_part(path: Path, ids: Sequence[str]) -> dict[int, str]:
     """``{index: prediction}`` from a part file of a run over ``ids``.
 
@@ -220,7 +198,7 @@ def read_part(path: Path, ids: Sequence[str]) -> dict[int, str]:
     ``ids[index]``, is an :class:`OutputError` (the part belongs to another corpus or was edited).
     """
     out: dict[int, str] = {}
-    for number, line in enumerate(whole_lines(path), start=1):
+    for number, line in enumerate(whole_lines_to_resume(path), start=1):
         try:
             record = json.loads(line)
             index, example_id, prediction = record["index"], str(record["id"]), record["prediction"]

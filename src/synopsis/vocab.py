@@ -18,14 +18,13 @@ not belong to a checkpoint.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from synopsis.errors import InputError
-from synopsis.io import open_for_atomic_write, read_text, write_json
+from synopsis.io import open_for_atomic_write, read_json, read_text, write_json
 
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<s>", "</s>"
 SPECIALS = (PAD, UNK, BOS, EOS)
@@ -114,11 +113,11 @@ class Vocab:
     def load(cls, path: str | Path, specials: Sequence[str] = SPECIALS) -> Vocab:
         """A saved vocabulary; a JSON file names its own specials (older files: ``<unk> <eos>``)."""
         if str(path).endswith(".json"):
+            data = read_json(path, "a vocabulary file", expect=dict)
             try:
-                data = json.loads(read_text(path))
                 return cls(data["itos"], specials=data.get("specials", LM_SPECIALS))
-            except (json.JSONDecodeError, KeyError, TypeError) as err:
-                raise InputError(f"{path}: not a vocabulary file ({err})") from None
+            except (KeyError, TypeError) as err:
+                raise InputError(f"{path}: not a vocabulary file (no {err})") from None
             except InputError as err:
                 raise InputError(f"{path}: {err}") from None
         tokens, counts = [], []

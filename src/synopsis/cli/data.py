@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,40 @@ _MAX_INPUT_MB = ranged(
 )
 
 
+#: The reader options of ``convert`` and ``stats``: parameter -> (the readers' keyword, type, option).
+_READER_OPTIONS: dict[str, tuple[str, Any, Any]] = {
+    "text_column": ("text_column", str | None, _TEXT_COLUMN),
+    "summary_column": ("summary_column", list[str] | None, _SUMMARY_COLUMN),
+    "id_column": ("id_column", str | None, _ID_COLUMN),
+    "instruction_column": ("instruction_column", str | None, _INSTRUCTION_COLUMN),
+    "title_column": ("title_column", str | None, _TITLE_COLUMN),
+    "attribute_column": ("attribute_columns", list[str] | None, _ATTRIBUTE_COLUMN),
+    "queries": ("queries", str | None, _QUERIES),
+    "relevant_span_only": ("relevant_span_only", bool, _SPAN_ONLY),
+    "document_format": ("format", str | None, _FORMAT),
+    "max_input_mb": ("max_mb", float | None, _MAX_INPUT_MB),
+}
+
+
+def _with_reader_options(command: Callable[..., None]) -> Callable[..., None]:
+    """``command`` with the reader options as its last parameters (typer reads them from the signature);
+    it receives those the user gave as one ``reader_options`` dict (:func:`_given`)."""
+    own = inspect.signature(command, eval_str=True).parameters.values()
+    parameters = [p for p in own if p.name != "reader_options"] + [
+        inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=option, annotation=kind)
+        for name, (_, kind, option) in _READER_OPTIONS.items()
+    ]
+
+    def run(**values: Any) -> None:
+        given = {keyword: values.pop(name) for name, (keyword, _, _) in _READER_OPTIONS.items()}
+        command(**values, reader_options=_given(**given))
+
+    run.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    run.__annotations__ = {p.name: p.annotation for p in parameters}
+    run.__name__, run.__doc__ = command.__name__, command.__doc__
+    return run
+
+
 def convert(
     corpus: str = typer.Option("auto", "--corpus", help=_CORPUS_HELP),
     input_path: Path = typer.Option(..., "--input", help="Corpus file or folder."),
@@ -73,34 +108,14 @@ def convert(
     skip_bad_lines: bool = typer.Option(
         False, "--skip-bad-lines", help="Skip malformed lines or records and report how many."
     ),
-    text_column: str | None = _TEXT_COLUMN,
-    summary_column: list[str] | None = _SUMMARY_COLUMN,
-    id_column: str | None = _ID_COLUMN,
-    instruction_column: str | None = _INSTRUCTION_COLUMN,
-    title_column: str | None = _TITLE_COLUMN,
-    attribute_column: list[str] | None = _ATTRIBUTE_COLUMN,
-    queries: str | None = _QUERIES,
-    relevant_span_only: bool = _SPAN_ONLY,
-    document_format: str | None = _FORMAT,
-    max_input_mb: float | None = _MAX_INPUT_MB,
+    reader_options: dict[str, Any] | None = None,
 ) -> None:
     """Read a corpus and write it as synopsis JSONL (one Example per line)."""
     from synopsis.data.example import write_examples
     from synopsis.data.readers import read_corpus
 
     refuse_to_overwrite_inputs(output, [input_path], "--output")
-    options = _given(
-        text_column=text_column,
-        summary_column=summary_column,
-        id_column=id_column,
-        instruction_column=instruction_column,
-        title_column=title_column,
-        attribute_columns=attribute_column,
-        queries=queries,
-        relevant_span_only=relevant_span_only,
-        format=document_format,
-        max_mb=max_input_mb,
-    )
+    options = reader_options or {}
     counts: dict[str, int] = {}
     examples = iter(
         read_corpus(corpus, input_path, split=split, skip_bad_lines=skip_bad_lines, stats=counts, **options)
@@ -128,16 +143,7 @@ def stats(
     split: str | None = typer.Option(None, "--split", help="Split inside a corpus folder (train, dev/val)."),
     skip_bad_lines: bool = typer.Option(False, "--skip-bad-lines", help="Skip malformed lines or records."),
     json_output: Path | None = typer.Option(None, "--json", help="Also write the numbers to this JSON file."),
-    text_column: str | None = _TEXT_COLUMN,
-    summary_column: list[str] | None = _SUMMARY_COLUMN,
-    id_column: str | None = _ID_COLUMN,
-    instruction_column: str | None = _INSTRUCTION_COLUMN,
-    title_column: str | None = _TITLE_COLUMN,
-    attribute_column: list[str] | None = _ATTRIBUTE_COLUMN,
-    queries: str | None = _QUERIES,
-    relevant_span_only: bool = _SPAN_ONLY,
-    document_format: str | None = _FORMAT,
-    max_input_mb: float | None = _MAX_INPUT_MB,
+    reader_options: dict[str, Any] | None = None,
 ) -> None:
     """Print counts, lengths (words, sentences), section depth and references per example."""
     from synopsis.data.readers import read_corpus
@@ -145,18 +151,7 @@ def stats(
     from synopsis.io import write_json
 
     refuse_to_overwrite_inputs(json_output, [path], "--json")
-    options = _given(
-        text_column=text_column,
-        summary_column=summary_column,
-        id_column=id_column,
-        instruction_column=instruction_column,
-        title_column=title_column,
-        attribute_columns=attribute_column,
-        queries=queries,
-        relevant_span_only=relevant_span_only,
-        format=document_format,
-        max_mb=max_input_mb,
-    )
+    options = reader_options or {}
     read_stats: dict[str, int] = {}
     examples = read_corpus(
         corpus, path, split=split, skip_bad_lines=skip_bad_lines, stats=read_stats, **options
@@ -286,6 +281,6 @@ def instructsum(
     typer.echo(f"wrote {', '.join(written)} and {output_dir / 'stats.json'}")
 
 
-app.command("convert")(convert)
-app.command("stats")(stats)
+app.command("convert")(_with_reader_options(convert))
+app.command("stats")(_with_reader_options(stats))
 app.command("instructsum")(instructsum)

@@ -88,9 +88,9 @@ def train(
     from synopsis.checkpoint import CheckpointManager
     from synopsis.experiments.domain_lm import build_training_data, load_domains, relabel
     from synopsis.io import write_json
-    from synopsis.lm.training import train_language_model
     from synopsis.models.domain_lm import DomainLM, DomainLMConfig, attribute_slots_from
     from synopsis.training.distributed import Distributed
+    from synopsis.training.language_model import train_language_model
     from synopsis.training.plots import plot_curves
 
     set_torch_threads(threads)
@@ -164,8 +164,8 @@ def train(
 
 
 def _load_model(model_dir: Path):
-    import json
-
+    from synopsis.checkpoint import STATE_FILE
+    from synopsis.io import read_json
     from synopsis.models.domain_lm import DomainLM
     from synopsis.vocab import Vocab
 
@@ -179,16 +179,9 @@ def _load_model(model_dir: Path):
         raise CheckpointError(
             f"{model_dir}: vocab.json has {len(vocab)} words, the model {model.config.vocab_size}"
         )
-    try:
-        state = json.loads((model_dir / "state.json").read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CheckpointError(
-            f"{model_dir}: missing state.json; not a model directory from `synopsis lm train`"
-        ) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CheckpointError(f"{model_dir / 'state.json'}: unreadable ({err})") from None
-    if not isinstance(state, dict):
-        raise CheckpointError(f"{model_dir / 'state.json'}: expected a JSON object")
+    state = read_json(
+        model_dir / STATE_FILE, "a model directory from `synopsis lm train`", CheckpointError, dict
+    )
     return model, vocab, bool(state.get("lowercase", True))
 
 
@@ -210,9 +203,9 @@ def perplexity_command(
 
     from rich.table import Table
 
+    from synopsis.data.lm_corpus import TokenStream
     from synopsis.experiments.domain_lm import load_domains, restrict
-    from synopsis.lm.corpus import TokenStream
-    from synopsis.lm.training import evaluate
+    from synopsis.training.language_model import evaluate
 
     set_torch_threads(threads)
     model, vocab, lowercase = _load_model(model_dir)
@@ -262,7 +255,7 @@ def sample_command(
     threads: int | None = threads_option(),
 ) -> None:
     """Sample text given domain attributes."""
-    from synopsis.lm.sampling import detokenize, sample
+    from synopsis.generation.sampling import detokenize, sample
     from synopsis.text import word_tokenize
 
     set_torch_threads(threads)

@@ -22,8 +22,7 @@ from pathlib import Path
 
 from synopsis.cli.runtime import deferred_signals
 from synopsis.errors import OutputError
-from synopsis.io import output_error
-from synopsis.sharding import whole_lines
+from synopsis.io import output_error, whole_lines_to_resume
 
 log = logging.getLogger("synopsis.cli")
 
@@ -72,7 +71,7 @@ class PredictionWriter:
         self.written = self.done_lines
 
     def _recover(self) -> None:
-        lines = whole_lines(self.path)
+        lines = whole_lines_to_resume(self.path)
         self.done_lines = len(lines)
         if not self.jsonl:
             return

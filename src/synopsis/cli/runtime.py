@@ -5,8 +5,7 @@
   drop their temporary files, streamed outputs keep whole lines. A command that saved something says what
   with :func:`reporting_interrupts`; ``main`` then prints that one line and exits 130 (SIGINT) or 143
   (SIGTERM). :func:`deferred_signals` holds a signal back until a write of whole lines is complete.
-* **Progress.** :class:`ProgressReporter`: a bar with rate and ETA on a terminal, a plain line every
-  ``$SYNOPSIS_PROGRESS_INTERVAL`` seconds (default 30) when stderr is a file or a pipe, nothing with ``-q``.
+* **Progress.** :class:`~synopsis.progress.ProgressReporter` (re-exported from :mod:`synopsis.progress`).
 * **Consoles.** :func:`stdout_console`: tables and text for stdout, never wrapped when stdout is not a
   terminal. Messages go through :mod:`logging` (``synopsis.cli``), which the one handler prints without
   markup, so a path such as ``a[/]b`` is printed as it is.
@@ -17,13 +16,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import os
 import shlex
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -31,6 +28,11 @@ from typing import Any, TypeVar
 from rich.console import Console
 
 from synopsis.errors import OutputError
+from synopsis.progress import ProgressReporter, plain_interval, progress_enabled, stderr_is_terminal, track
+
+# The progress reporter lives in synopsis.progress (trainers and experiments use it too); the CLI's
+# modules keep importing it from here.
+__all__ = ["ProgressReporter", "plain_interval", "progress_enabled", "stderr_is_terminal", "track"]
 
 T = TypeVar("T")
 log = logging.getLogger("synopsis.cli")
@@ -172,142 +174,6 @@ def print_plan(plan: Any, plan_json: Path | None) -> None:
     stdout_console().print(plan.report(), markup=False, highlight=False)
     if plan_json is not None:
         write_json(plan_json, plan.to_json())
-
-
-def stderr_is_terminal() -> bool:
-    return Console(stderr=True).is_terminal
-
-
-def progress_enabled() -> bool:
-    """Progress is shown unless ``-q`` (the ``synopsis`` loggers then speak at ERROR only)."""
-    return logging.getLogger("synopsis").isEnabledFor(logging.INFO)
-
-
-# ------------------------------------------------------------------------------------------ progress
-def _duration(seconds: float) -> str:
-    if not math.isfinite(seconds):
-        return "?"
-    seconds = int(round(seconds))
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
-
-
-def plain_interval() -> float:
-    """Seconds between plain progress lines (``$SYNOPSIS_PROGRESS_INTERVAL``, default 30)."""
-    try:
-        return max(0.0, float(os.environ.get("SYNOPSIS_PROGRESS_INTERVAL", "30")))
-    except ValueError:
-        return 30.0
-
-
-class ProgressReporter:
-    """Progress of ``total`` items (``None``: unknown): a rich bar with rate and ETA on a terminal, plain
-    ``description: done/total unit (pct), rate, ETA`` lines every :func:`plain_interval` seconds otherwise."""
-
-    def __init__(
-        self,
-        description: str,
-        total: int | None,
-        unit: str = "items",
-        completed: int = 0,
-        enabled: bool | None = None,
-        announce: bool = False,
-    ) -> None:
-        self.description, self.total, self.unit = description, total, unit
-        self.announce = announce
-        self.completed = self._start = completed
-        self.enabled = progress_enabled() if enabled is None else enabled
-        self._bar: Any = None
-        self._task: Any = None
-        self._started = self._last_line = time.monotonic()
-
-    def __enter__(self) -> ProgressReporter:
-        if self.enabled and stderr_is_terminal():
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                SpinnerColumn,
-                TaskProgressColumn,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-
-            columns: list[Any] = [TextColumn("{task.description}")]
-            if self.total is None:
-                columns += [SpinnerColumn(), TextColumn("{task.completed:,} " + self.unit)]
-            else:
-                columns += [BarColumn(), MofNCompleteColumn(), TaskProgressColumn()]
-            columns += [
-                TextColumn("{task.fields[rate]}"),
-                TimeElapsedColumn(),
-            ]
-            if self.total is not None:
-                columns += [TextColumn("ETA"), TimeRemainingColumn()]
-            self._bar = Progress(*columns, console=Console(stderr=True), transient=True)
-            self._bar.__enter__()
-            self._task = self._bar.add_task(
-                self.description, total=self.total, completed=self.completed, rate=""
-            )
-        elif self.enabled and self.announce:
-            log.info("%s", self.line())
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._bar is not None:
-            self._bar.__exit__(*exc)
-            self._bar = None
-
-    def rate(self) -> float:
-        elapsed = time.monotonic() - self._started
-        return (self.completed - self._start) / elapsed if elapsed > 0 else 0.0
-
-    def speed(self) -> str:
-        """``2.7 documents/s``, or ``14.8 s/document`` when slower than one a second."""
-        rate = self.rate()
-        if rate <= 0:
-            return ""
-        if rate >= 1:
-            return f"{rate:,.1f} {self.unit}/s"
-        return f"{1 / rate:,.1f} s/{self.unit[:-1] if self.unit.endswith('s') else self.unit}"
-
-    def line(self) -> str:
-        """``summarizing: 40/619 documents (6%), 2.7 documents/s, ETA 3m34s``"""
-        rate = self.rate()
-        done = f"{self.completed:,}"
-        speed = f", {self.speed()}" if rate > 0 else ""
-        if self.total == 1:  # one long step
-            return f"{self.description}: {'done' if self.completed else 'running'}"
-        if self.total is None:
-            return f"{self.description}: {done} {self.unit}{speed}"
-        share = self.completed / self.total if self.total else 1.0
-        eta = (self.total - self.completed) / rate if rate > 0 else math.inf
-        counts = f"{done}/{self.total:,} {self.unit} ({share:.0%})"
-        return f"{self.description}: {counts}{speed}, ETA {_duration(eta)}"
-
-    def advance(self, count: int = 1) -> None:
-        self.completed += count
-        if not self.enabled:
-            return
-        if self._bar is not None:
-            self._bar.update(self._task, completed=self.completed, rate=self.speed())
-            return
-        now = time.monotonic()
-        if now - self._last_line >= plain_interval():
-            self._last_line = now
-            log.info("%s", self.line())
-
-
-def track(
-    items: Iterable[T], description: str, total: int | None, unit: str = "examples", announce: bool = False
-) -> Iterator[T]:
-    """``items`` with a :class:`ProgressReporter` (the progress hook the library's long loops take)."""
-    with ProgressReporter(description, total, unit, announce=announce) as progress:
-        for item in items:
-            yield item
-            progress.advance()
 
 
 # ------------------------------------------------------------------------------------------ outputs

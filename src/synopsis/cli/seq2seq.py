@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -128,38 +128,59 @@ def _run_training(cfg: Seq2SeqTrainConfig, resume: bool, threads: int | None) ->
     )
 
 
+# The experiments' shared options and how their config is put together.
+def _output_option(default: str) -> Path:
+    return typer.Option(Path(default), "--output-dir", "--output", "-o", help="Output directory.")
+
+
+def _config_option(example: str) -> Path | None:
+    return typer.Option(None, "--config", "-c", help=f"Experiment YAML ({example}).")
+
+
+def _data_option(holds: str) -> Path:
+    return typer.Option(DEFAULT_SHARED, "--data", help=f"Shared data folder ({holds}).")
+
+
+def _sets_option(example: str) -> list[str] | None:
+    return typer.Option(
+        None, "--set", help=f"Any experiment config key, value as YAML: --set {example} (repeatable)."
+    )
+
+
+_MAX_STEPS = ranged(None, "--max-steps", allowed=AT_LEAST_ONE, help="Optimizer steps per model.")
+
+
+def _experiment_config(
+    cls: type, config: Path | None, sets: list[str] | None, threads: int | None, **given: object
+) -> Any:
+    """``cls`` from the YAML, the options given (``None``: not given; a string: a comma-separated list) and
+    ``--set`` on top; torch's threads are set first."""
+    from synopsis.config import load_config, merge, parse_overrides
+
+    set_torch_threads(threads)
+    values = {
+        key: [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else value
+        for key, value in given.items()
+        if value is not None
+    }
+    return load_config(cls, config, merge(values, parse_overrides(sets)))
+
+
 def hie_bart_heads_experiment(
-    output: Path = typer.Option(
-        Path("runs/hie_bart_heads"), "--output-dir", "--output", "-o", help="Output directory."
-    ),
-    config: Path | None = typer.Option(
-        None, "--config", "-c", help="Sweep YAML (configs/hie_bart_heads.yaml)."
-    ),
-    data_dir: Path = typer.Option(
-        DEFAULT_SHARED, "--data", help="Shared data folder (scitldr/, tokenizers/)."
-    ),
+    output: Path = _output_option("runs/hie_bart_heads"),
+    config: Path | None = _config_option("configs/hie_bart_heads.yaml"),
+    data_dir: Path = _data_option("scitldr/, tokenizers/"),
     ratios: str | None = typer.Option(
         None, "--ratios", help="Word:sentence head splits, e.g. '8:0,6:2,4:4'."
     ),
-    max_steps: int | None = ranged(
-        None, "--max-steps", allowed=AT_LEAST_ONE, help="Training steps per model (overrides the config)."
-    ),
-    sets: list[str] | None = typer.Option(
-        None, "--set", help="Any sweep config key, value as YAML: --set d_model=128 (repeatable)."
-    ),
+    max_steps: int | None = _MAX_STEPS,
+    sets: list[str] | None = _sets_option("d_model=128"),
     threads: int | None = threads_option(),
 ) -> None:
     """Hie-BART word:sentence head ratios (the paper's Table 2) with small models on SciTLDR, on CPU."""
-    from synopsis.config import load_config, merge, parse_overrides
     from synopsis.experiments.hie_bart_heads import HeadSweepConfig, run_head_sweep
 
-    set_torch_threads(threads)
-    given: dict[str, object] = {}
-    if ratios is not None:
-        given["ratios"] = [r.strip() for r in ratios.split(",") if r.strip()]
-    if max_steps is not None:
-        given["max_steps"] = max_steps
-    cfg = load_config(HeadSweepConfig, config, merge(given, parse_overrides(sets)))
+    cfg = _experiment_config(HeadSweepConfig, config, sets, threads, ratios=ratios, max_steps=max_steps)
     account = f"the ratios finished so far are kept in {output}"
     with reporting_interrupts(lambda: account):
         table = run_head_sweep(cfg, output, data_dir)
@@ -167,71 +188,38 @@ def hie_bart_heads_experiment(
 
 
 def instructsum_experiment(
-    output: Path = typer.Option(
-        Path("runs/instructsum_qmsum"), "--output-dir", "--output", "-o", help="Output directory."
-    ),
-    config: Path | None = typer.Option(
-        None, "--config", "-c", help="Experiment YAML (configs/instructsum_qmsum.yaml)."
-    ),
-    data_dir: Path = typer.Option(
-        DEFAULT_SHARED, "--data", help="Shared data folder (qmsum/train, qmsum/val, tokenizers/t5)."
-    ),
-    max_steps: int | None = ranged(
-        None, "--max-steps", allowed=AT_LEAST_ONE, help="Optimizer steps per variant."
-    ),
-    sets: list[str] | None = typer.Option(
-        None, "--set", help="Any experiment config key, value as YAML: --set d_model=64 (repeatable)."
-    ),
+    output: Path = _output_option("runs/instructsum_qmsum"),
+    config: Path | None = _config_option("configs/instructsum_qmsum.yaml"),
+    data_dir: Path = _data_option("qmsum/train, qmsum/val, tokenizers/t5"),
+    max_steps: int | None = _MAX_STEPS,
+    sets: list[str] | None = _sets_option("d_model=64"),
     threads: int | None = threads_option(),
 ) -> None:
     """InstructSum on QMSum with small T5s on CPU: no instruction vs full attention vs the cached model."""
-    from rich.console import Console
-
-    from synopsis.config import load_config, merge, parse_overrides
     from synopsis.experiments.instructsum_qmsum import InstructSumExperimentConfig, run_instructsum_experiment
 
-    set_torch_threads(threads)
-    given: dict[str, object] = {} if max_steps is None else {"max_steps": max_steps}
-    cfg = load_config(InstructSumExperimentConfig, config, merge(given, parse_overrides(sets)))
-    Console().print(run_instructsum_experiment(cfg, output, data_dir))
+    cfg = _experiment_config(InstructSumExperimentConfig, config, sets, threads, max_steps=max_steps)
+    stdout_console().print(run_instructsum_experiment(cfg, output, data_dir))
 
 
 def hibrids_experiment(
-    output: Path = typer.Option(
-        Path("runs/hibrids_scisummnet"), "--output-dir", "--output", "-o", help="Output directory."
-    ),
-    config: Path | None = typer.Option(
-        None, "--config", "-c", help="Experiment YAML (configs/hibrids_scisummnet.yaml)."
-    ),
-    data_dir: Path = typer.Option(
-        DEFAULT_SHARED, "--data", help="Shared data folder (scisummnet/, tokenizers/)."
-    ),
+    output: Path = _output_option("runs/hibrids_scisummnet"),
+    config: Path | None = _config_option("configs/hibrids_scisummnet.yaml"),
+    data_dir: Path = _data_option("scisummnet/, tokenizers/"),
     variants: str | None = typer.Option(
         None, "--variants", help="Comma-separated subset of base,sectok,hibrids-enc,hibrids-dec."
     ),
-    max_steps: int | None = ranged(
-        None, "--max-steps", allowed=AT_LEAST_ONE, help="Optimizer steps per variant."
-    ),
-    sets: list[str] | None = typer.Option(
-        None, "--set", help="Any experiment config key, value as YAML: --set d_model=128 (repeatable)."
-    ),
+    max_steps: int | None = _MAX_STEPS,
+    sets: list[str] | None = _sets_option("d_model=128"),
     threads: int | None = threads_option(),
 ) -> None:
     """HIBRIDS (Cao & Wang, 2022): base, SECTOK, HIBRIDS-ENC and -DEC as small models on SciSummNet."""
-    from rich.console import Console
-
-    from synopsis.config import load_config, merge, parse_overrides
     from synopsis.experiments.hibrids_scisummnet import HibridsExperimentConfig, run_hibrids_experiment
 
-    set_torch_threads(threads)
-    given: dict[str, object] = {}
-    if variants is not None:
-        given["variants"] = [v.strip() for v in variants.split(",") if v.strip()]
-    if max_steps is not None:
-        given["max_steps"] = max_steps
-    cfg = load_config(HibridsExperimentConfig, config, merge(given, parse_overrides(sets)))
-    table = run_hibrids_experiment(cfg, output, data_dir)
-    Console().print(table)
+    cfg = _experiment_config(
+        HibridsExperimentConfig, config, sets, threads, variants=variants, max_steps=max_steps
+    )
+    stdout_console().print(run_hibrids_experiment(cfg, output, data_dir))
 
 
 def hibrids_probe_experiment(

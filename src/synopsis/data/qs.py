@@ -277,19 +277,6 @@ def _aligned_document(record: Any, where: str, meeting: str, turns: set[int] | N
     return document
 
 
-def _meeting_files(path: Path, split: str | None) -> list[Path]:
-    from synopsis.data.readers.base import resolve_split
-
-    source = resolve_split(path, split, ("",)) if path.is_dir() and split is not None else path
-    if not source.exists():
-        raise InputError(f"{source}: no such file or directory")
-    files = sorted(source.glob("*.json")) if source.is_dir() else [source]
-    if not files:
-        hint = " (choose a split with --split)" if any(p.is_dir() for p in source.iterdir()) else ""
-        raise InputError(f"{source}: no QMSum meeting files (*.json){hint}")
-    return files
-
-
 def _read(
     task: str,
     path: Path,
@@ -300,7 +287,9 @@ def _read(
     min_overlap: float,
     min_topic_jaccard: float,
 ) -> Iterator[Example]:
-    from synopsis.data.readers.base import guarded, parse_json, read_input
+    from synopsis.data.readers.base import guarded, read_input
+    from synopsis.data.readers.qmsum import meeting_files
+    from synopsis.io import parse_json
 
     if levels not in LEVELS:
         raise InputError(f"qmsum-qs: levels must be one of {', '.join(LEVELS)}, got '{levels}'")
@@ -321,7 +310,7 @@ def _read(
             logger.info("%s: the hierarchy has no pair with children; no example", where)
         return examples
 
-    yield from guarded(_meeting_files(path, split), parse, skip_bad_lines, stats)
+    yield from guarded(meeting_files(path, split), parse, skip_bad_lines, stats)
 
 
 def read_qmsum_qs(

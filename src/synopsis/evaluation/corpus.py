@@ -245,14 +245,12 @@ def _tracker(progress: bool | Progress, total: int) -> Progress:
     if not progress or total < 200:
         return lambda items, description, count: items
 
-    def rich_track(items: Iterable[T], description: str, count: int) -> Iterable[T]:
-        from rich.console import Console
-        from rich.progress import track
+    def reported(items: Iterable[T], description: str, count: int) -> Iterable[T]:
+        from synopsis.progress import track
 
-        console = Console(stderr=True)
-        return track(items, description=description, total=count, console=console, transient=True)
+        return track(items, description, count)
 
-    return rich_track
+    return reported
 
 
 def _rouge_one(settings: tuple[dict[str, Any], str], pair: tuple[str, Sequence[str]]) -> dict[str, Score]:

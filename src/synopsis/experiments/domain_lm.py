@@ -14,9 +14,7 @@ finished models and resumes interrupted ones from their last epoch checkpoint.
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import re
 import shutil
 from collections.abc import Sequence
@@ -26,12 +24,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
-from rich.progress import Progress
 
-from synopsis.config import AT_LEAST_ONE, DROPOUT, Range, check_ranges, to_dict
-from synopsis.errors import ConfigError, InputError
-from synopsis.io import open_for_atomic_write, write_json
-from synopsis.lm.corpus import (
+from synopsis.config import AT_LEAST_ONE, DROPOUT, HARDWARE, Checked, ForHardware, Range, to_dict
+from synopsis.data.lm_corpus import (
     AttributedDocument,
     DomainSpec,
     TokenStream,
@@ -41,7 +36,9 @@ from synopsis.lm.corpus import (
     select_domains,
     split_train_dev,
 )
-from synopsis.lm.training import LMTrainConfig, perplexity, progress_bar, train_language_model
+from synopsis.errors import ConfigError, InputError
+from synopsis.experiments.domain_lm_tables import ModelSpec, build_tables, restrict, write_outputs
+from synopsis.io import read_json, write_json
 from synopsis.models.domain_lm import (
     MODEL_VERSION,
     VARIANTS,
@@ -49,7 +46,9 @@ from synopsis.models.domain_lm import (
     DomainLMConfig,
     attribute_slots_from,
 )
+from synopsis.progress import ProgressReporter
 from synopsis.training.distributed import resolve_precision
+from synopsis.training.language_model import LMTrainConfig, perplexity, train_language_model
 from synopsis.training.memory import MemoryPlan, lstm_lm_activation_bytes, micro_batch, recurrent_plan
 from synopsis.vocab import Vocab
 
@@ -71,7 +70,7 @@ def masc_grid() -> list[DomainSpec]:
 
 
 @dataclass
-class ModelSizes:
+class ModelSizes(Checked):
     embedding_dim: int = 100
     hidden_dim: int = 100
     num_layers: int = 1
@@ -84,9 +83,6 @@ class ModelSizes:
         "dropout": DROPOUT,
     }
 
-    def __post_init__(self) -> None:
-        check_ranges(self, self.RANGES)
-
 
 #: Size grids searched per model, each setting chosen by dev perplexity (``grid`` / ``--grid``). "paper": the
 #: paper's E x H x BPTT (27 trainings per model); "cpu": 4 of them, for a CPU budget.
@@ -98,7 +94,7 @@ GRID_KEYS = ("embedding_dim", "hidden_dim", "bptt")
 
 
 @dataclass
-class ExperimentConfig:
+class ExperimentConfig(ForHardware):
     corpus: str = MASC_ZIP
     lowercase: bool = True
     domains: list[DomainSpec] = field(default_factory=masc_grid)
@@ -115,21 +111,15 @@ class ExperimentConfig:
     # {embedding_dim: [...], hidden_dim: [...], bptt: [...]}) trains each model at every setting and keeps
     # the one with the best dev perplexity (the paper's model selection); the results say which.
     grid: str | dict[str, list[int]] | None = None
-    # The hardware the config is meant for, for --dry-run's memory plan: devices (processes) and the memory
-    # of one device (GB = 2**30 bytes); None: not stated, the plan then says nothing about fitting.
-    devices: int = 1
-    device_memory_gb: float | None = None
 
     RANGES: ClassVar[dict[str, Range]] = {
-        "devices": AT_LEAST_ONE,
-        "device_memory_gb": Range(0.0, None, low_open=True),
+        **HARDWARE,
         "max_tokens_per_domain": AT_LEAST_ONE,
         "dev_fraction": Range(0.0, 0.5, low_open=True, high_open=True),
         "min_count": AT_LEAST_ONE,
     }
 
-    def __post_init__(self) -> None:
-        check_ranges(self, self.RANGES)
+    def validate(self) -> None:
         grid = self.size_grid()
         if grid is not None:
             bad = sorted(set(grid) - set(GRID_KEYS)) or [k for k in GRID_KEYS if not grid.get(k)]
@@ -250,22 +240,6 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
 
 
-def restrict(attributes: dict[str, str], names: Sequence[str]) -> dict[str, str]:
-    return {k: v for k, v in attributes.items() if k in names}
-
-
-@dataclass
-class ModelSpec:
-    variant: str
-    attribute_names: list[str]
-
-    @property
-    def name(self) -> str:
-        if self.variant == "baseline":
-            return "baseline"
-        return f"{self.variant}[{'+'.join(self.attribute_names)}]"
-
-
 def model_specs(config: ExperimentConfig, names: Sequence[str]) -> list[ModelSpec]:
     specs = [ModelSpec(v, list(names)) for v in config.variants]
     if config.single_attribute_models and len(names) > 1:
@@ -296,8 +270,7 @@ def run_experiment(config: ExperimentConfig, output_dir: str | Path, resume: boo
         },
         "held_out": {},
     }
-    with progress_bar() as progress:
-        overall = progress.add_task("domain-lm", total=len(targets) * len(specs), info="")
+    with ProgressReporter("domain-lm", len(targets) * len(specs), "runs") as progress:
         for target in targets:
             data = build_held_out(domains, target, config.dev_fraction, config.min_count)
             held: dict[str, Any] = {
@@ -310,17 +283,11 @@ def run_experiment(config: ExperimentConfig, output_dir: str | Path, resume: boo
             }
             results["held_out"][target] = held
             for spec in specs:
-                progress.update(overall, description=f"{target} | {spec.name}")
-                held["models"][spec.name] = _run_model(
-                    config,
-                    spec,
-                    data,
-                    combinations,
-                    output_dir / "runs" / slug(target) / slug(spec.name),
-                    resume,
-                    progress,
-                )
-                progress.advance(overall)
+                progress.update(f"{target} | {spec.name}")
+                job = _ModelRun(config, spec, data, combinations, resume)
+                run_dir = output_dir / "runs" / slug(target) / slug(spec.name)
+                held["models"][spec.name] = _run_model(job, run_dir)
+                progress.advance()
                 test_ppl = held["models"][spec.name]["test_perplexity"]
                 logger.info("%-40s %-22s test ppl %8.2f", target, spec.name, test_ppl)
             # Tables over the targets finished so far, so a long run shows results as it goes.
@@ -333,30 +300,30 @@ def _tokens(docs: Sequence[AttributedDocument]) -> int:
     return sum(d.num_tokens for d in docs)
 
 
-def _run_model(
-    config: ExperimentConfig,
-    spec: ModelSpec,
-    data: HeldOutData,
-    combinations: list[dict[str, str]],
-    run_dir: Path,
-    resume: bool,
-    progress: Progress,
-) -> dict[str, Any]:
+@dataclass
+class _ModelRun:
+    """What every size setting of one model shares: the experiment, the model, its held-out data."""
+
+    config: ExperimentConfig
+    spec: ModelSpec
+    data: HeldOutData
+    combinations: list[dict[str, str]]
+    resume: bool
+
+
+def _run_model(job: _ModelRun, run_dir: Path) -> dict[str, Any]:
     """One model at the config's sizes, or (with a grid) at every size, keeping the best by dev perplexity:
     its result, plus every setting's dev perplexity and the chosen setting."""
+    config = job.config
     grid = config.size_grid()
     if grid is None:
-        return _run_setting(
-            config, config.model, config.training, spec, data, combinations, run_dir, resume, progress
-        )
+        return _run_setting(job, config.model, config.training, run_dir)
     results = []
     for embedding, hidden, bptt in product(*(grid[k] for k in GRID_KEYS)):
         sizes = replace(config.model, embedding_dim=embedding, hidden_dim=hidden)
         training = replace(config.training, bptt=bptt)
         name = f"e{embedding}-h{hidden}-bptt{bptt}"
-        result = _run_setting(
-            config, sizes, training, spec, data, combinations, run_dir / "grid" / name, resume, progress
-        )
+        result = _run_setting(job, sizes, training, run_dir / "grid" / name)
         results.append(({"embedding_dim": embedding, "hidden_dim": hidden, "bptt": bptt}, result))
     chosen, best = min(results, key=lambda item: item[1]["best_dev_perplexity"])  # dev only, never test
     return {
@@ -366,17 +333,9 @@ def _run_model(
     }
 
 
-def _run_setting(
-    config: ExperimentConfig,
-    sizes: ModelSizes,
-    training: LMTrainConfig,
-    spec: ModelSpec,
-    data: HeldOutData,
-    combinations: list[dict[str, str]],
-    run_dir: Path,
-    resume: bool,
-    progress: Progress,
-) -> dict[str, Any]:
+def _run_setting(job: _ModelRun, sizes: ModelSizes, training: LMTrainConfig, run_dir: Path) -> dict[str, Any]:
+    """One model at one size setting (resumed, or only re-read when finished with the same settings)."""
+    config, spec, data, combinations, resume = job.config, job.spec, job.data, job.combinations, job.resume
     result_file = run_dir / "result.json"
     settings = {
         "model_version": MODEL_VERSION,
@@ -386,10 +345,10 @@ def _run_setting(
     }
     settings_file = run_dir / "settings.json"
     if resume and settings_file.exists():
-        if json.loads(settings_file.read_text(encoding="utf-8")) != settings:
+        if read_json(settings_file, "a domain-LM run", InputError) != settings:
             shutil.rmtree(run_dir)  # finished or started with other settings: retrain rather than mix
         elif result_file.exists():
-            return json.loads(result_file.read_text(encoding="utf-8"))
+            return read_json(result_file, "a finished domain-LM run", InputError, dict)
     elif not resume:
         shutil.rmtree(run_dir, ignore_errors=True)
     write_json(settings_file, settings)
@@ -412,7 +371,6 @@ def _run_setting(
         training,
         run_dir=run_dir,
         resume=resume,
-        progress=progress,
         description=f"  {spec.name}",
     )
     given = restrict(data.test_attributes, spec.attribute_names)
@@ -452,193 +410,3 @@ def _run_setting(
 def relabel(stream: TokenStream, names: Sequence[str]) -> TokenStream:
     """The same tokens with each attribute set restricted to ``names``."""
     return TokenStream(stream.ids, stream.groups, [restrict(a, names) for a in stream.attribute_sets])
-
-
-# ------------------------------------------------------------------------------------------------- tables
-
-
-def _combo_name(attributes: dict[str, str]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in attributes.items())
-
-
-def build_tables(
-    results: dict[str, Any], names: Sequence[str], combinations: list[dict[str, str]], specs: list[ModelSpec]
-) -> dict[str, Any]:
-    """Tables 4-6 as {row: {target: perplexity}} plus the paper's three findings, counted per domain."""
-    held = results["held_out"]
-    targets = list(held)
-    full = [s for s in specs if len(s.attribute_names) == len(names)]
-    single = [s for s in specs if s.variant == "in" and len(s.attribute_names) == 1]
-    in_name = ModelSpec("in", list(names)).name
-    table4 = {s.name: {t: held[t]["models"][s.name]["test_perplexity"] for t in targets} for s in full}
-    table4_known = {
-        s.name: {t: held[t]["models"][s.name].get("test_perplexity_known_words", math.nan) for t in targets}
-        for s in full
-    }
-    table5 = {
-        _combo_name(c): {
-            t: held[t]["models"][in_name]["given_attribute_perplexity"][i]["perplexity"] for t in targets
-        }
-        for i, c in enumerate(combinations)
-    }
-    table6 = {
-        s.name: {t: held[t]["models"][s.name]["test_perplexity"] for t in targets}
-        for s in [
-            *(x for x in full if x.variant == "baseline"),
-            *single,
-            *(x for x in full if x.name == in_name),
-        ]
-    }
-    findings: dict[str, Any] = {}
-    if "baseline" in table4:
-        wins = [t for t in targets if table4[in_name][t] < table4["baseline"][t]]
-        findings["in_beats_baseline"] = {"domains": wins, "count": len(wins), "of": len(targets)}
-        for other in ("out", "in_out"):
-            other_name = ModelSpec(other, list(names)).name
-            if other_name in table4:
-                worse = [t for t in targets if table4[other_name][t] > table4["baseline"][t]]
-                findings[f"{other}_worse_than_baseline"] = {
-                    "domains": worse,
-                    "count": len(worse),
-                    "of": len(targets),
-                }
-    if single:
-        wins = [t for t in targets if all(table6[in_name][t] < table6[s.name][t] for s in single)]
-        findings["all_attributes_beat_each_single"] = {
-            "domains": wins,
-            "count": len(wins),
-            "of": len(targets),
-        }
-    correct = [
-        t
-        for t in targets
-        if min(table5, key=lambda row: table5[row][t])
-        == _combo_name(restrict(results["domains"][t]["attributes"], names))
-    ]
-    findings["correct_attributes_best"] = {"domains": correct, "count": len(correct), "of": len(targets)}
-    return {
-        "table4": table4,
-        "table4_known_words": table4_known,
-        "table5": table5,
-        "table6": table6,
-        "findings": findings,
-    }
-
-
-def _markdown_table(
-    rows: dict[str, dict[str, float]], targets: list[str], first: str, mark: str = "min"
-) -> str:
-    lines = [f"| {first} | " + " | ".join(targets) + " |", "|---|" + "---:|" * len(targets)]
-    best = {t: min(rows[r][t] for r in rows) for t in targets}
-    for row, cells in rows.items():
-        formatted = [
-            f"**{cells[t]:.2f}**" if mark == "min" and math.isclose(cells[t], best[t]) else f"{cells[t]:.2f}"
-            for t in targets
-        ]
-        lines.append(f"| {row} | " + " | ".join(formatted) + " |")
-    return "\n".join(lines)
-
-
-def render_markdown(results: dict[str, Any]) -> str:
-    tables, held = results["tables"], results["held_out"]
-    targets = list(held)
-    out = ["# Domain-attribute LSTM LM: leave-one-domain-out test perplexity", ""]
-    out += ["Columns are the held-out (unseen) target domains; the best value per column is bold.", ""]
-    out += [
-        "| domain | documents | tokens | vocab (train) | test OOV | train / dev tokens |",
-        "|---|---:|---:|---:|---:|---|",
-    ]
-    for t in targets:
-        d, h = results["domains"][t], held[t]
-        out.append(
-            f"| {t} | {d['documents']} | {d['tokens']} | {h['vocab_size']} | {h['test_oov_rate']:.1%} "
-            f"| {h['train_tokens']} / {h['dev_tokens']} |"
-        )
-    out += ["", "## Table 4: baseline vs attribute-augmented models (given the target's attributes)", ""]
-    out += [_markdown_table(tables["table4"], targets, "model"), ""]
-    out += [
-        "Every table counts every target token, `<unk>` included (its test OOV rate is in the first table).",
-        "",
-    ]
-    if "table4_known_words" in tables:
-        out += ["## Table 4, known words only: perplexity over the targets that are not `<unk>`", ""]
-        out += [_markdown_table(tables["table4_known_words"], targets, "model"), ""]
-    out += ["## Table 5: the (in) model given each attribute combination (rows) on each target (columns)", ""]
-    out += [_markdown_table(tables["table5"], targets, "given attributes"), ""]
-    out += ["## Table 6: (in) models with one attribute name vs all", ""]
-    out += [_markdown_table(tables["table6"], targets, "model"), ""]
-    out += ["## The paper's findings, counted here", ""]
-    for key, value in tables["findings"].items():
-        where = "; ".join(value["domains"]) or "none"
-        out.append(f"- {key.replace('_', ' ')}: {value['count']} of {value['of']} ({where})")
-    chosen = {
-        t: {m: r["chosen_setting"] for m, r in held[t]["models"].items() if "chosen_setting" in r}
-        for t in targets
-    }
-    if any(chosen.values()):
-        out += ["", "Sizes chosen on dev per model (E, H, BPTT):", ""]
-        for t in targets:
-            cells = [f"{m} {c['embedding_dim']}/{c['hidden_dim']}/{c['bptt']}" for m, c in chosen[t].items()]
-            out.append(f"- {t}: " + "; ".join(cells))
-    out += ["", "Epochs per model (best dev perplexity):", ""]
-    for t in targets:
-        cells = [f"{m} {r['epochs']} ({r['best_dev_perplexity']:.1f})" for m, r in held[t]["models"].items()]
-        out.append(f"- {t}: " + "; ".join(cells))
-    return "\n".join(out) + "\n"
-
-
-def plot_table5(table5: dict[str, dict[str, float]], path: str | Path) -> Path:
-    """Heatmap of Table 5; a red box marks the best given attributes per target, a dashed one the correct."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import Rectangle
-
-    rows = list(table5)
-    cols = list(next(iter(table5.values())))
-    grid = [[table5[r][c] for c in cols] for r in rows]
-    fig, ax = plt.subplots(figsize=(1.6 * len(cols) + 3.5, 0.75 * len(rows) + 2), dpi=110)
-    image = ax.imshow(grid, cmap="viridis_r")
-    low, high = image.get_clim()
-    ax.set_xticks(range(len(cols)), [c.replace(", ", "\n") for c in cols], fontsize=8)
-    ax.set_yticks(range(len(rows)), [r.replace(", ", "\n") for r in rows], fontsize=8)
-    ax.set_xlabel("target (held-out) domain")
-    ax.set_ylabel("given attributes")
-    for j, col in enumerate(cols):
-        values = [grid[i][j] for i in range(len(rows))]
-        best = values.index(min(values))
-        for i, value in enumerate(values):
-            dark = (value - low) / max(high - low, 1e-9) > 0.55  # dark end of viridis_r: white text
-            ax.text(
-                j,
-                i,
-                f"{value:.1f}",
-                ha="center",
-                va="center",
-                fontsize=8,
-                color="white" if dark else "black",
-                fontweight="bold" if i == best else "normal",
-            )
-            if rows[i] == col:
-                ax.add_patch(
-                    Rectangle((j - 0.45, i - 0.45), 0.9, 0.9, fill=False, ls="--", lw=1.2, ec="black")
-                )
-        ax.add_patch(Rectangle((j - 0.5, best - 0.5), 1, 1, fill=False, lw=2.2, ec="red"))
-    ax.set_title("(in) model test perplexity; red = best per target, dashed = correct attributes", fontsize=9)
-    fig.colorbar(image, ax=ax, label="perplexity (lower is better)")
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
-
-
-def write_outputs(results: dict[str, Any], output_dir: str | Path, plot: bool = True) -> None:
-    output_dir = Path(output_dir)
-    write_json(output_dir / "results.json", results)
-    with open_for_atomic_write(output_dir / "tables.md") as handle:
-        handle.write(render_markdown(results))
-    if plot:
-        plot_table5(results["tables"]["table5"], output_dir / "table5_heatmap.png")

@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from synopsis.config import to_dict
-from synopsis.errors import InputError
+from synopsis.errors import CheckpointError, InputError
+from synopsis.experiments.common import plot_rouge_and_loss, seq2seq_run_config, train_run, write_results
 from synopsis.experiments.small_bart import experiment_tokenizer, small_bart_config
-from synopsis.io import open_for_atomic_write, write_json
-from synopsis.training.seq2seq import METRICS, Seq2SeqTrainConfig, load_examples, train_seq2seq
+from synopsis.training.seq2seq import load_examples
 
 logger = logging.getLogger(__name__)
 
@@ -185,72 +185,44 @@ def run_hibrids_experiment(cfg: HibridsExperimentConfig, output: str | Path, dat
     rows, biases = [], {}
     for variant in cfg.variants:
         model_dir = _variant_model(cfg, base, variant, output / "models")
-        run_config = Seq2SeqTrainConfig(
+        run_config = seq2seq_run_config(
+            cfg,
             model=str(model_dir),
             output_dir=str(output / "runs" / variant),
             train_path=str(train_dir),
             train_corpus="scisummnet",
             dev_path=str(dev_dir),
-            max_train_examples=cfg.train_examples,
-            max_dev_examples=cfg.dev_examples,
-            max_source_length=cfg.max_source_length,
-            max_target_length=cfg.max_target_length,
-            batch_size=cfg.batch_size,
-            learning_rate=cfg.learning_rate,
-            warmup_steps=cfg.warmup_steps,
-            max_steps=cfg.max_steps,
-            eval_every=cfg.eval_every,
-            patience=0,
-            eval_max_length=cfg.eval_max_length,
-            keep_checkpoints=1,
-            seed=cfg.seed,
         )
         logger.warning("hibrids experiment: training %s", variant)
-        start = time.perf_counter()
-        resume = (Path(run_config.output_dir) / "checkpoints" / "latest").is_file()
-        result = train_seq2seq(run_config, resume=resume, show_progress=False)
-        dev = result.history["dev"]
-        rows.append(
-            {
-                "variant": variant,
-                **{m: result.best_metrics[m] for m in METRICS},
-                "average": result.best_score,
-                "dev_loss": min(d["loss"] for _, d in dev),
-                "final_dev_loss": dev[-1][1]["loss"],
-                "best_step": result.best_step,
-                "steps": result.steps,
-                "seconds": round(time.perf_counter() - start, 1),
-            }
-        )
+        rows.append({"variant": variant, **train_run(run_config, show_progress=False)})
         if variant.startswith("hibrids"):
-            biases[variant] = learned_biases(Path(run_config.output_dir) / "checkpoints")
+            biases[variant] = learned_biases(Path(run_config.output_dir))
     wall = round(time.perf_counter() - started, 1)
     run_info = {"wall_seconds": wall, "loadavg_before": load_before, "loadavg_after": os.getloadavg()}
     table = _table(cfg, rows, biases, split, run_info)
-    write_json(
-        output / "results.json",
-        {"config": to_dict(cfg), "split": split, "run": run_info, "rows": rows, "biases": biases},
-    )
-    with open_for_atomic_write(output / "table.md") as handle:
-        handle.write(table)
-    _plot_scores(rows, output / "scores.png")
+    results = {"config": to_dict(cfg), "split": split, "run": run_info, "rows": rows, "biases": biases}
+    write_results(output, results, table)
+    title = "HIBRIDS variants on SciSummNet, small models from scratch (not the paper's scale)"
+    plot_rouge_and_loss(rows, "variant", output / "scores.png", title)
     _plot_biases(biases, output / "bias_heatmap.png")
     return table
 
 
-def learned_biases(checkpoints: Path) -> dict[str, Any]:
-    """The HIBRIDS tables of the newest checkpoint under ``checkpoints``, as PathLen x LvlDiff grids.
+def learned_biases(run_dir: Path) -> dict[str, Any]:
+    """The HIBRIDS tables of the run's newest checkpoint, as PathLen x LvlDiff grids (loaded through the
+    checkpoint store, so NaN or infinite weights are a :class:`~synopsis.errors.CheckpointError`).
 
     Tables (buckets x heads per layer; an older decoder table has one column) are averaged over heads.
     A cell is None where (PathLen, LvlDiff) is impossible, or where the table entry is exactly zero for
     every head (zero-initialised and never reached by a gradient: the relation never occurred).
     """
-    from safetensors.torch import load_file
-
+    from synopsis.checkpoint import MODEL_FILE, CheckpointManager, load_tensors
     from synopsis.models.hibrids import FULL_INDEX
 
-    latest = (checkpoints / "latest").read_text(encoding="utf-8").strip()
-    weights = load_file(str(checkpoints / latest / "model.safetensors"))
+    latest = CheckpointManager(run_dir).latest()
+    if latest is None:
+        raise CheckpointError(f"{run_dir}: no checkpoint to read the learned biases from")
+    weights = load_tensors(latest / MODEL_FILE)
     tables = {name: w.float() for name, w in weights.items() if "hibrids" in name}
     seen = [
         pair
@@ -362,36 +334,6 @@ def _table(
         "is the more telling column.",
     ]
     return "\n".join(lines) + "\n"
-
-
-def _plot_scores(rows: list[dict[str, Any]], path: Path) -> None:
-    """Dev ROUGE bars and the dev loss per variant."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    labels = [row["variant"] for row in rows]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.2), dpi=110)
-    width = 0.2
-    for offset, metric in enumerate((*METRICS, "average")):
-        xs = [i + (offset - 1.5) * width for i in range(len(rows))]
-        left.bar(xs, [row[metric] for row in rows], width, label=metric)
-    left.set_xticks(range(len(rows)), labels)
-    left.set_ylabel("dev ROUGE F1 x 100")
-    left.legend(fontsize=8)
-    left.grid(axis="y", alpha=0.3)
-    right.bar(labels, [row["dev_loss"] for row in rows], color="tab:gray")
-    low = min(row["dev_loss"] for row in rows)
-    high = max(row["dev_loss"] for row in rows)
-    right.set_ylim(low - 0.05 * max(high - low, 0.1) - 0.05, high + 0.05 * max(high - low, 0.1) + 0.05)
-    right.set_ylabel("dev loss (cross-entropy per token)")
-    right.grid(axis="y", alpha=0.3)
-    fig.suptitle("HIBRIDS variants on SciSummNet, small models from scratch (not the paper's scale)")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
 
 
 def _plot_biases(biases: dict[str, Any], path: Path) -> None:

@@ -7,16 +7,15 @@ converted to Hie-BART at the start of its run; writes ``table.md``, ``results.js
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from synopsis.config import AT_LEAST_ONE, DROPOUT, NON_NEGATIVE, POSITIVE, Range, check_ranges, to_dict
+from synopsis.config import AT_LEAST_ONE, DROPOUT, NON_NEGATIVE, POSITIVE, Checked, Range, to_dict
 from synopsis.errors import InputError
+from synopsis.experiments.common import plot_rouge_and_loss, seq2seq_run_config, train_run, write_results
 from synopsis.experiments.small_bart import experiment_tokenizer, small_bart_config
-from synopsis.io import open_for_atomic_write, write_json
-from synopsis.training.seq2seq import METRICS, Seq2SeqTrainConfig, load_examples, train_seq2seq
+from synopsis.training.seq2seq import load_examples
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +34,7 @@ PAPER_TABLE_2 = {
 
 
 @dataclass
-class HeadSweepConfig:
+class HeadSweepConfig(Checked):
     """Small BARTs trained from scratch on SciTLDR (abstract -> TLDR), one per word:sentence head split."""
 
     ratios: list[str] = field(default_factory=lambda: ["8:0", "6:2", "4:4"])
@@ -78,8 +77,7 @@ class HeadSweepConfig:
         "seed": NON_NEGATIVE,
     }
 
-    def __post_init__(self) -> None:
-        check_ranges(self, self.RANGES)
+    def validate(self) -> None:
         if not self.ratios:
             raise ValueError("ratios: give at least one word:sentence split")
         totals = set()
@@ -134,57 +132,29 @@ def run_head_sweep(cfg: HeadSweepConfig, output: str | Path, data_dir: str | Pat
     rows = []
     for ratio in cfg.ratios:
         word, _, sentence = ratio.partition(":")
-        run_config = Seq2SeqTrainConfig(
+        run_config = seq2seq_run_config(
+            cfg,
             model=str(base),
             output_dir=str(output / f"w{word}_s{sentence}"),
             train_path=str(data_dir / "scitldr"),
             train_corpus="scitldr",
             train_split="train",
             dev_split="dev",
-            max_train_examples=cfg.train_examples,
-            max_dev_examples=cfg.dev_examples,
             random_init=True,
             convert={
                 "method": "hie-bart",
                 "word_heads": int(word),
                 "sentence_start_token": cfg.sentence_marker,
             },
-            max_source_length=cfg.max_source_length,
-            max_target_length=cfg.max_target_length,
-            batch_size=cfg.batch_size,
-            learning_rate=cfg.learning_rate,
-            warmup_steps=cfg.warmup_steps,
-            max_steps=cfg.max_steps,
-            eval_every=cfg.eval_every,
-            patience=0,
-            eval_max_length=cfg.eval_max_length,
-            keep_checkpoints=1,
-            seed=cfg.seed,
         )
         logger.warning("hie-bart-heads: training %s (word:sentence heads)", ratio)
-        start = time.perf_counter()
-        resume = (Path(run_config.output_dir) / "checkpoints" / "latest").is_file()
-        result = train_seq2seq(run_config, resume=resume)
-        rows.append(
-            {
-                "ratio": ratio,
-                "word_heads": int(word),
-                "sentence_heads": int(sentence),
-                **{m: result.best_metrics[m] for m in METRICS},
-                "average": result.best_score,
-                "dev_loss": min(d["loss"] for _, d in result.history["dev"]),
-                "final_dev_loss": result.history["dev"][-1][1]["loss"],
-                "best_step": result.best_step,
-                "seconds": round(time.perf_counter() - start, 1),
-            }
-        )
+        heads = {"ratio": ratio, "word_heads": int(word), "sentence_heads": int(sentence)}
+        rows.append({**heads, **train_run(run_config)})
     table = _sweep_table(cfg, rows)
-    write_json(
-        output / "results.json", {"config": to_dict(cfg), "rows": rows, "paper_table_2": PAPER_TABLE_2}
-    )
-    with open_for_atomic_write(output / "table.md") as handle:
-        handle.write(table)
-    _plot_sweep(rows, output / "heads.png")
+    results = {"config": to_dict(cfg), "rows": rows, "paper_table_2": PAPER_TABLE_2}
+    write_results(output, results, table)
+    title = "Hie-BART head split, small models (not the paper's scale)"
+    plot_rouge_and_loss(rows, "ratio", output / "heads.png", title, "word:sentence heads", loss_as_line=True)
     return table
 
 
@@ -221,32 +191,3 @@ def _sweep_table(cfg: HeadSweepConfig, rows: list[dict[str, Any]]) -> str:
     for ratio, (r1, r2, rl) in PAPER_TABLE_2.items():
         lines.append(f"| {ratio} | {r1:.2f} | {r2:.2f} | {rl:.2f} | {(r1 + r2 + rl) / 3:.2f} |")
     return "\n".join(lines) + "\n"
-
-
-def _plot_sweep(rows: list[dict[str, Any]], path: Path) -> None:
-    """Two panels per ratio: dev ROUGE bars, and the dev loss."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    labels = [row["ratio"] for row in rows]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.2), dpi=110)
-    width = 0.2
-    for offset, metric in enumerate((*METRICS, "average")):
-        xs = [i + (offset - 1.5) * width for i in range(len(rows))]
-        left.bar(xs, [row[metric] for row in rows], width, label=metric)
-    left.set_xticks(range(len(rows)), labels)
-    left.set_xlabel("word:sentence heads")
-    left.set_ylabel("dev ROUGE F1 x 100")
-    left.legend(fontsize=8)
-    left.grid(axis="y", alpha=0.3)
-    right.plot(labels, [row["dev_loss"] for row in rows], marker="o")
-    right.set_xlabel("word:sentence heads")
-    right.set_ylabel("dev loss (cross-entropy per token)")
-    right.grid(alpha=0.3)
-    fig.suptitle("Hie-BART head split, small models (not the paper's scale)")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)

@@ -37,20 +37,18 @@ def small_bart_config(cfg: Any, tokenizer: Any) -> Any:
     """A BART config from an experiment config's sizes (d_model, layers, heads, ffn_dim, lengths, dropout)."""
     from transformers import BartConfig
 
+    # the encoder and the decoder have the same sizes
+    sizes = {"layers": cfg.layers, "attention_heads": cfg.heads, "ffn_dim": cfg.ffn_dim}
+    eos = tokenizer.eos_token_id
     return BartConfig(
         vocab_size=len(tokenizer),
         d_model=cfg.d_model,
-        encoder_layers=cfg.layers,
-        decoder_layers=cfg.layers,
-        encoder_attention_heads=cfg.heads,
-        decoder_attention_heads=cfg.heads,
-        encoder_ffn_dim=cfg.ffn_dim,
-        decoder_ffn_dim=cfg.ffn_dim,
+        **{f"{part}_{name}": value for part in ("encoder", "decoder") for name, value in sizes.items()},
         max_position_embeddings=max(cfg.max_source_length, cfg.max_target_length) + 2,
         dropout=cfg.dropout,
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        decoder_start_token_id=tokenizer.eos_token_id,
-        forced_eos_token_id=tokenizer.eos_token_id,
+        eos_token_id=eos,
+        decoder_start_token_id=eos,
+        forced_eos_token_id=eos,
     )

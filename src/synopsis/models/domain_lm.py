@@ -43,14 +43,15 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from synopsis.checkpoint import load_checkpoint, save_checkpoint
+from synopsis.checkpoint import load_model, save_model
 from synopsis.config import from_dict
-from synopsis.errors import CheckpointError, ConfigError
 
 VARIANTS = ("baseline", "in", "out", "in_out")
 # Bumped when the parameter layout or the training-time function changes, so that runs recorded with an
 # older version are retrained instead of reused (2: U_1..U_N apart from nn.LSTM; one dropout mask on p).
 MODEL_VERSION = 2
+#: What ``config.json`` of a saved domain LM says it is (see :mod:`synopsis.checkpoint`).
+CHECKPOINT_TYPE = "domain-lm"
 
 LSTMState = tuple[torch.Tensor, torch.Tensor]
 
@@ -292,21 +293,14 @@ class DomainLM(nn.Module):
 
     def save_pretrained(self, directory: str | Path, extra: dict[str, Any] | None = None) -> Path:
         """Weights (safetensors) and config (JSON) into ``directory``; ``extra`` goes to state.json."""
-        return save_checkpoint(directory, self.state_dict(), asdict(self.config), state=extra or {})
+        return save_model(directory, self, asdict(self.config), CHECKPOINT_TYPE, state=extra or {})
 
     @classmethod
     def from_pretrained(cls, directory: str | Path) -> DomainLM:
-        checkpoint = load_checkpoint(directory, with_optimizer=False)
-        try:
-            config = from_dict(DomainLMConfig, checkpoint.config, f"{directory}/config.json")
-        except ConfigError as err:
-            raise CheckpointError(str(err)) from None
-        model = cls(config)
-        try:
-            model.load_state_dict(checkpoint.model_state)
-        except RuntimeError as err:
-            raise CheckpointError(f"{directory}: weights do not match config.json ({err})") from None
-        return model
+        def build(config: dict[str, Any]) -> DomainLM:
+            return cls(from_dict(DomainLMConfig, config, f"{directory}/config.json"))
+
+        return load_model(directory, build, CHECKPOINT_TYPE, kind="checkpoint")[0]
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -19,7 +19,8 @@ One file, config in / tensors out. Notation follows See et al. (ACL 2017), secti
 
 The copy mixture and its loss are one module, :class:`CopyMixture`, used by both the teacher-forced loss and
 :meth:`PointerGenerator.decode_step`; the lowercased word tokens and ids that training and summarization feed
-the model come from one place too (:func:`document_words`, :func:`encode_batch`).
+the model come from one place too (:mod:`synopsis.data.pointer_generator`); the attention energy and the
+copy mixture live in :mod:`synopsis.models.copy_attention`.
 
 Decoding lives in :mod:`synopsis.generation`; this module exposes the step function it needs:
 :meth:`PointerGenerator.encode` once, then :meth:`PointerGenerator.decode_step` per token.
@@ -32,7 +33,7 @@ Where the time goes on CPU, and what is done about it (the functions are unchang
   right-aligned rows, with padding made an exact no-op (see :meth:`PointerGenerator._bidirectional`), instead
   of a packed sequence, whose CPU backward is quadratic in the length;
 * ``W_h h_i`` is computed once per source; the rest of the attention energy is per step and is one custom
-  autograd function (:class:`_AttentionEnergy`) that writes the (B, L, 2H) pre-activation into one reused
+  autograd function (:class:`AttentionEnergy`) that writes the (B, L, 2H) pre-activation into one reused
   buffer and recomputes it in the backward pass instead of keeping one such tensor per target step;
 * ``tanh(x) = 2 sigmoid(2x) - 1``: PyTorch's CPU ``tanh`` is ~3x slower than its ``sigmoid``, and the constant
   ``-1`` only shifts every energy of a row by ``sum(v)``, which the softmax ignores.
@@ -41,7 +42,6 @@ Where the time goes on CPU, and what is done about it (the functions are unchang
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -51,61 +51,47 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from synopsis.checkpoint import CONFIG_FILE, load_model, save_model
+from synopsis.data.pointer_generator import (
+    Batch,
+    SourceProfile,
+    document_words,
+    encode_batch,
+    known_word_rate,
+    source_profile,
+    summary_words,
+)
 from synopsis.errors import CheckpointError, ConfigError
-from synopsis.text import word_tokenize
+from synopsis.models.copy_attention import AttentionEnergy, CopyMixture
 
 if TYPE_CHECKING:
-    from synopsis.document import Document
     from synopsis.vocab import Vocab
 
-CONFIG_FILE = "config.json"
-WEIGHTS_FILE = "model.safetensors"
-VOCAB_FILE = "vocab.txt"
+# The inputs moved to synopsis.data.pointer_generator; their old import path keeps working.
+__all__ = [
+    "Batch",
+    "CHECKPOINT_TYPE",
+    "PointerGenerator",
+    "PointerGeneratorConfig",
+    "PointerGeneratorEnsemble",
+    "SourceProfile",
+    "config_for_vocab",
+    "document_words",
+    "encode_batch",
+    "init_weights",
+    "known_word_rate",
+    "source_profile",
+    "summary_words",
+]
 
-# Probabilities are clamped before the log: a saturated p_gen (0 or 1) times a zero attention weight or a zero
-# vocabulary probability must give a large finite loss, never -log(0) = inf and then NaN gradients.
-_EPS = 1e-12
+VOCAB_FILE = "vocab.txt"
+#: What ``config.json`` of a saved pointer-generator says it is (see :mod:`synopsis.checkpoint`).
+CHECKPOINT_TYPE = "pointer-generator"
+
 # Input-gate pre-activation added at padding steps of the encoder: sigmoid(-1e4) is exactly 0 in fp32 and
 # fp16, so from a zero state a padding step gives c = f * 0 + 0 * g = 0 and h = o * tanh(0) = 0 exactly.
 # Finite (not -inf) so that the 0 * weight products at real tokens stay 0 instead of NaN.
 _CLOSED_GATE = -1e4
-
-
-@dataclass
-class SourceProfile:
-    """What held-out inputs of the training corpus look like, so that a summarizer can say when a document
-    is far from them. Written by the trainer from the validation split (which the vocabulary never saw)."""
-
-    corpus: str
-    documents: int
-    words_median: int
-    words_p99: int
-    known_word_rate_min: float  # share of a document's alphabetic words in the vocabulary, lowest document
-    known_word_rate_median: float
-
-
-def known_word_rate(words: Sequence[str], vocab: Vocab) -> float:
-    """Share of the alphabetic words (numbers and punctuation aside) in the vocabulary; 1.0 if none."""
-    alphabetic = [w for w in words if any(c.isalpha() for c in w)]
-    if not alphabetic:
-        return 1.0
-    return sum(w in vocab for w in alphabetic) / len(alphabetic)
-
-
-def source_profile(corpus: str, sources: Sequence[Sequence[str]], vocab: Vocab) -> SourceProfile:
-    """The :class:`SourceProfile` of these tokenised documents (see :func:`document_words`)."""
-    if not sources:
-        raise ValueError("source_profile needs at least one document")
-    lengths = sorted(len(words) for words in sources)
-    rates = sorted(known_word_rate(words, vocab) for words in sources)
-    return SourceProfile(
-        corpus=corpus,
-        documents=len(sources),
-        words_median=lengths[len(lengths) // 2],
-        words_p99=lengths[min(len(lengths) - 1, round(0.99 * (len(lengths) - 1)))],
-        known_word_rate_min=round(rates[0], 4),
-        known_word_rate_median=round(rates[len(rates) // 2], 4),
-    )
 
 
 @dataclass
@@ -180,140 +166,6 @@ class ForwardOutput:
     num_summaries: int  # rows with at least one target token (the loss's denominator)
     num_tokens: int
     token_nll: torch.Tensor  # (B, T) per-token -log P(w*), zeros at padding
-
-
-class _AttentionEnergy(torch.autograd.Function):
-    """Attention energies of one decoder step, ``e'_i = v2 . sigmoid(F2_i + q2 + c_i w2)`` (B, L).
-
-    With ``F2 = 2 W_h h_i``, ``q2 = 2 (W_s s_t + b_attn)``, ``w2 = 2 w_c`` and ``v2 = 2 v`` this is
-    ``v . tanh(W_h h_i + W_s s_t + w_c c_i + b_attn) + sum(v)`` (See et al. 2017, eq. 1 and 11): the paper's
-    energy up to a per-row constant, so the same attention after the softmax.
-
-    The (B, L, 2H) pre-activation is written into ``workspace`` (one buffer per source, reused by every step)
-    and recomputed in the backward pass: autograd would otherwise keep one such tensor per target step.
-    """
-
-    @staticmethod
-    def forward(  # type: ignore[override]
-        ctx: Any,
-        features2: torch.Tensor,
-        query2: torch.Tensor,
-        coverage: torch.Tensor | None,
-        coverage_weight2: torch.Tensor,
-        v2: torch.Tensor,
-        workspace: torch.Tensor,
-    ) -> torch.Tensor:
-        activation = _pre_activation(features2, query2, coverage, coverage_weight2, workspace).sigmoid_()
-        ctx.save_for_backward(features2, query2, coverage, coverage_weight2, v2)
-        ctx.workspace = workspace
-        return activation @ v2
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        features2, query2, coverage, coverage_weight2, v2 = ctx.saved_tensors
-        need_f, need_q, need_c, need_w, need_v, _ = ctx.needs_input_grad
-        s = _pre_activation(features2, query2, coverage, coverage_weight2, ctx.workspace).sigmoid_()
-        grad_v = torch.einsum("bl,blk->k", grad, s) if need_v else None
-        # d e' / d z = v2 * s (1 - s), times the incoming gradient; the last multiply allocates the result
-        # (autograd accumulates it into the gradient of F2, so it cannot live in the reused buffer).
-        s.addcmul_(s, s, value=-1.0).mul_(grad.unsqueeze(-1))
-        grad_z = s * v2
-        grad_q = grad_z.sum(1) if need_q else None
-        grad_c = grad_z @ coverage_weight2 if need_c and coverage is not None else None
-        grad_w = torch.einsum("blk,bl->k", grad_z, coverage) if need_w and coverage is not None else None
-        return grad_z if need_f else None, grad_q, grad_c, grad_w, grad_v, None
-
-
-def _pre_activation(
-    features2: torch.Tensor,
-    query2: torch.Tensor,
-    coverage: torch.Tensor | None,
-    coverage_weight2: torch.Tensor,
-    out: torch.Tensor,
-) -> torch.Tensor:
-    torch.add(features2, query2.unsqueeze(1), out=out)
-    if coverage is not None:
-        # w_c c_i is an outer product: one fused multiply-add, not a Linear with one input feature.
-        out.addcmul_(coverage.unsqueeze(-1), coverage_weight2)
-    return out
-
-
-class CopyMixture(nn.Module):
-    """The pointer's final distribution and its loss (See et al. 2017, eq. 9, 12 and 13), one module for the
-    teacher-forced loss and for decoding, as OpenNMT-py's ``CopyGenerator`` / ``CopyGeneratorLoss``.
-
-    ``P(w) = p_gen P_vocab(w) + (1 - p_gen) sum_{i: w_i = w} a_i`` over the extended vocabulary (this
-    article's OOVs after the fixed vocabulary); with the pointer off, ``P = P_vocab``. It has no parameters
-    (p_gen's linear layer stays on the model, so checkpoints keep their names) and reads the flags from the
-    model's config, which the trainer changes between phases.
-    """
-
-    def __init__(self, config: PointerGeneratorConfig) -> None:
-        super().__init__()
-        self.config = config
-
-    def forward(
-        self,
-        vocab_logits: torch.Tensor,
-        attention: torch.Tensor,
-        p_gen: torch.Tensor,
-        extended_ids: torch.Tensor,
-        num_oovs: int,
-    ) -> torch.Tensor:
-        """(N, V + num_oovs) probabilities for N rows (one decoder step); (N, V) with the pointer off."""
-        vocab_probs = torch.softmax(vocab_logits, dim=-1)
-        if not self.config.pointer:
-            return vocab_probs
-        probs = p_gen.unsqueeze(-1) * vocab_probs
-        if num_oovs:
-            probs = torch.cat([probs, probs.new_zeros(probs.size(0), num_oovs)], dim=-1)
-        # scatter_add (not scatter): a word that occurs k times in the article gets all k weights.
-        return probs.scatter_add(1, extended_ids, (1.0 - p_gen).unsqueeze(-1) * attention)
-
-    def token_nll(
-        self,
-        vocab_logits: torch.Tensor,
-        attention: torch.Tensor,
-        p_gen: torch.Tensor,
-        extended_ids: torch.Tensor,
-        labels: torch.Tensor,
-    ) -> torch.Tensor:
-        """``-log P(w*_t)`` (B, T) of the gold extended ids ``labels`` (B, T), with the vocabulary logits
-        (B, T, V), attention (B, T, L) and p_gen (B, T) of all steps.
-
-        Only the gold word's probability is needed, so the (B, T, V + OOV) distribution is never built;
-        the result equals ``-log`` of :meth:`forward`'s probability of the gold word (tested)."""
-        cfg = self.config
-        log_vocab = torch.log_softmax(vocab_logits, dim=-1)
-        if not cfg.pointer:
-            # Without copying, an OOV target can only be predicted as UNK; log domain: exact for tiny P.
-            labels = labels.masked_fill(labels >= cfg.vocab_size, cfg.unk_id)
-            return -log_vocab.gather(2, labels.unsqueeze(-1)).squeeze(-1)
-        gold_log_vocab = log_vocab.gather(2, labels.clamp(max=cfg.vocab_size - 1).unsqueeze(-1)).squeeze(-1)
-        # An extended (copied OOV) id has no generation probability, only the copy term.
-        gold_vocab = gold_log_vocab.exp() * labels.lt(cfg.vocab_size)
-        copy = (attention * extended_ids.unsqueeze(1).eq(labels.unsqueeze(-1))).sum(-1)
-        return -torch.log((p_gen * gold_vocab + (1.0 - p_gen) * copy).clamp(min=_EPS))
-
-    def loss(
-        self, token_nll: torch.Tensor, token_coverage: torch.Tensor, target_mask: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
-        """(loss, nll, coverage loss, number of summaries), as See et al. (eq. 6 and 13) and their code: each
-        summary's mean over its own target steps, then the mean over the summaries of the batch, so a long
-        summary weighs as much as a short one; the coverage term ``sum_i min(a_i^t, c_i^t)`` is averaged
-        the same way and weighted by lambda when coverage is on. Rows without targets are left out; an
-        all-padding batch gives 0, not 0/0."""
-        lengths = target_mask.sum(-1)  # (B,)
-        summaries = lengths.gt(0)
-        num_summaries = int(summaries.sum())
-        denominator = max(num_summaries, 1)
-        per_step = lengths.clamp(min=1)
-        nll = ((token_nll * target_mask).sum(-1) / per_step).sum() / denominator
-        coverage_loss = ((token_coverage * target_mask).sum(-1) / per_step).sum() / denominator
-        cfg = self.config
-        loss = nll + cfg.coverage_loss_weight * coverage_loss if cfg.coverage else nll
-        return loss, nll, coverage_loss, num_summaries
 
 
 class PointerGenerator(nn.Module):
@@ -436,7 +288,7 @@ class PointerGenerator(nn.Module):
         # One dtype for the custom function, whose backward runs outside autocast: the features' (bf16 under
         # autocast, as the workspace). A no-op in fp32; coverage itself stays accumulated in fp32.
         dtype = features.dtype
-        scores = _AttentionEnergy.apply(
+        scores = AttentionEnergy.apply(
             features,
             2.0 * self.attn_decoder(s_t).to(dtype),
             coverage.to(dtype) if self.config.coverage else None,
@@ -533,45 +385,30 @@ class PointerGenerator(nn.Module):
         :meth:`PointerGeneratorEnsemble.save_pretrained`: its config says ``ensemble_size`` > 1).
 
         A missing, corrupt or mismatched file raises :class:`CheckpointError`."""
-        from synopsis.checkpoint import load_tensors
         from synopsis.config import from_dict
         from synopsis.vocab import Vocab
 
         directory = Path(directory)
-        if not directory.is_dir():
-            raise CheckpointError(f"{directory}: no such model directory")
-        config_path = directory / CONFIG_FILE
-        try:
-            raw = json.loads(config_path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise CheckpointError(
-                f"{directory}: missing {CONFIG_FILE}; not a pointer-generator model"
-            ) from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise CheckpointError(f"{config_path}: corrupt JSON ({err})") from None
-        try:
-            config = from_dict(PointerGeneratorConfig, raw, str(config_path))
-        except ConfigError as err:
-            raise CheckpointError(str(err)) from None
         vocab_path = directory / VOCAB_FILE
-        if not vocab_path.is_file():
-            raise CheckpointError(f"{directory}: missing {VOCAB_FILE}")
-        vocab = Vocab.load(vocab_path)
-        if len(vocab) != config.vocab_size or vocab.fingerprint != config.vocab_fingerprint:
-            raise CheckpointError(
-                f"{vocab_path}: vocabulary ({len(vocab)} tokens, fingerprint {vocab.fingerprint}) does not "
-                f"match the checkpoint ({config.vocab_size} tokens, fingerprint {config.vocab_fingerprint})"
-            )
-        model = PointerGeneratorEnsemble(config) if config.ensemble_size > 1 else cls(config)
-        state = load_tensors(directory / WEIGHTS_FILE)
-        try:
-            model.load_state_dict(state)
-        except RuntimeError as err:
-            raise CheckpointError(
-                f"{directory / WEIGHTS_FILE}: weights do not match config.json ({err})"
-            ) from None
+
+        def build(raw: dict[str, Any]) -> PointerGenerator | PointerGeneratorEnsemble:
+            config = from_dict(PointerGeneratorConfig, raw, str(directory / CONFIG_FILE))
+            if not vocab_path.is_file():
+                raise CheckpointError(f"{directory}: missing {VOCAB_FILE}")
+            vocab = Vocab.load(vocab_path)
+            if len(vocab) != config.vocab_size or vocab.fingerprint != config.vocab_fingerprint:
+                raise CheckpointError(
+                    f"{vocab_path}: vocabulary ({len(vocab)} tokens, fingerprint {vocab.fingerprint}) does "
+                    f"not match the checkpoint ({config.vocab_size} tokens, fingerprint "
+                    f"{config.vocab_fingerprint})"
+                )
+            loaded.append(vocab)
+            return PointerGeneratorEnsemble(config) if config.ensemble_size > 1 else cls(config)
+
+        loaded: list[Vocab] = []
+        model = load_model(directory, build, CHECKPOINT_TYPE)[0]
         model.eval()
-        return model, vocab
+        return model, loaded[0]
 
 
 class PointerGeneratorEnsemble(nn.Module):
@@ -629,23 +466,12 @@ class PointerGeneratorEnsemble(nn.Module):
 
 
 def _save_pretrained(model: nn.Module, directory: str | Path, vocab: Any | None) -> Path:
-    """``model.safetensors``, ``config.json`` and (if given) the vocabulary of ``model``, each atomically."""
-    from safetensors.torch import save_file
-
-    from synopsis.io import write_json
-
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    if vocab is not None:
-        if vocab.fingerprint != model.config.vocab_fingerprint:
-            raise CheckpointError("the vocabulary does not match this model's config (fingerprint)")
-        vocab.save(directory / VOCAB_FILE)
-    state = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
-    tmp = directory / f".{WEIGHTS_FILE}.tmp"
-    save_file(state, str(tmp), metadata={"format": "pt"})
-    tmp.replace(directory / WEIGHTS_FILE)
-    write_json(directory / CONFIG_FILE, asdict(model.config))
-    return directory
+    """``model.safetensors``, ``config.json`` and (if given) the vocabulary of ``model``, as one directory
+    written atomically by the checkpoint store."""
+    if vocab is not None and vocab.fingerprint != model.config.vocab_fingerprint:
+        raise CheckpointError("the vocabulary does not match this model's config (fingerprint)")
+    extra = None if vocab is None else (lambda tmp: vocab.save(tmp / VOCAB_FILE))
+    return save_model(directory, model, asdict(model.config), CHECKPOINT_TYPE, extra=extra)
 
 
 #: Weight initialisations for a new model: the authors' code's, or PyTorch's module defaults.
@@ -698,68 +524,4 @@ def config_for_vocab(vocab: Any, **kwargs: Any) -> PointerGeneratorConfig:
         eos_id=vocab.eos_id,
         vocab_fingerprint=vocab.fingerprint,
         **kwargs,
-    )
-
-
-# ---------------------------------------------------------------------- preprocessing (training, inference)
-def document_words(document: Document | str) -> list[str]:
-    """The lowercased word tokens the model reads for an article (See et al. lowercase everything).
-
-    The one tokenisation of both training and summarization: a :class:`~synopsis.document.Document` is read
-    as its sentences joined by spaces, a string as it is."""
-    text = document if isinstance(document, str) else " ".join(s.text for s in document.sentences)
-    return word_tokenize(text, lower=True)
-
-
-def summary_words(reference: str) -> list[str]:
-    """The lowercased word tokens of a reference summary (the training target), tokenised as articles are."""
-    return word_tokenize(reference, lower=True)
-
-
-@dataclass
-class Batch:
-    """Model inputs for a batch of articles (and, for training, their summaries)."""
-
-    input_ids: torch.Tensor  # (B, L) OOV -> UNK
-    extended_ids: torch.Tensor  # (B, L)
-    decoder_input_ids: torch.Tensor | None  # (B, T) [BOS] + target, or None without targets
-    labels: torch.Tensor | None  # (B, T) extended ids + [EOS], pad at padding, or None without targets
-    num_oovs: int
-    oovs: list[list[str]]
-
-
-def encode_batch(
-    vocab: Vocab,
-    sources: Sequence[Sequence[str]],
-    targets: Sequence[Sequence[str]] | None = None,
-    max_source: int | None = None,
-    max_target: int | None = None,
-    device: torch.device | str | None = None,
-) -> Batch:
-    """Ids for a batch of word-tokenised articles (and summaries): the extended vocabulary of each article,
-    padding at the end. Articles are cut to ``max_source`` words; ``[BOS] + target`` and ``target + [EOS]``
-    are cut to ``max_target``, so a truncated target gets no EOS (as in the authors' code)."""
-    encoded = [vocab.encode_source(list(s)[:max_source]) for s in sources]
-
-    def pad(rows: list[list[int]]) -> torch.Tensor:
-        width = max(1, max(len(r) for r in rows))
-        return torch.tensor(
-            [r + [vocab.pad_id] * (width - len(r)) for r in rows], dtype=torch.long, device=device
-        )
-
-    decoder_input_ids = labels = None
-    if targets is not None:
-        decoder_inputs, label_rows = [], []
-        for target, src in zip(targets, encoded, strict=True):
-            ids = vocab.encode_target(target, src.oovs)
-            decoder_inputs.append(([vocab.bos_id] + ids)[:max_target])
-            label_rows.append((ids + [vocab.eos_id])[:max_target])
-        decoder_input_ids, labels = pad(decoder_inputs), pad(label_rows)
-    return Batch(
-        input_ids=pad([s.ids for s in encoded]),
-        extended_ids=pad([s.extended_ids for s in encoded]),
-        decoder_input_ids=decoder_input_ids,
-        labels=labels,
-        num_oovs=max(len(s.oovs) for s in encoded),
-        oovs=[s.oovs for s in encoded],
     )

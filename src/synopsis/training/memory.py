@@ -255,21 +255,18 @@ def seq2seq_plan(
     if parameters is None:
         parameters = sum(p.numel() for p in meta_model(model_config).parameters())
     batch = micro_batch(global_batch, devices, largest_pass)
-    weights, gradients, optimizer = parameter_bytes(parameters, precision, "adamw")
-    return MemoryPlan(
+    return recurrent_plan(
         model=model,
         parameters=parameters,
-        precision=precision,
-        gradient_checkpointing=checkpointing,
+        optimizer="adamw",
+        activations=activation_bytes(model_config, source, target, batch, precision, checkpointing),
+        source=source,
+        target=target,
+        batch=batch,
         devices=devices,
-        micro_batch=batch,
-        source_tokens=source,
-        target_tokens=target,
-        weights_bytes=weights,
-        gradients_bytes=gradients,
-        optimizer_bytes=optimizer,
-        activations_bytes=activation_bytes(model_config, source, target, batch, precision, checkpointing),
-        device_memory_bytes=None if device_memory_gb is None else int(device_memory_gb * GIB),
+        precision=precision,
+        device_memory_gb=device_memory_gb,
+        checkpointing=checkpointing,
     )
 
 
@@ -286,14 +283,16 @@ def recurrent_plan(
     precision: str,
     device_memory_gb: float | None,
     notes: str | None = None,
+    checkpointing: bool = False,
 ) -> MemoryPlan:
-    """The plan of an LSTM trainer (pointer-generator: Adagrad; domain LM: SGD), no checkpointing."""
+    """The plan of a trainer from its parts: an LSTM trainer's (pointer-generator: Adagrad; domain LM: SGD;
+    no checkpointing) and, through :func:`seq2seq_plan`, a transformer's (AdamW)."""
     weights, gradients, state = parameter_bytes(parameters, precision, optimizer)
     return MemoryPlan(
         model=model,
         parameters=parameters,
         precision=precision,
-        gradient_checkpointing=False,
+        gradient_checkpointing=checkpointing,
         devices=devices,
         micro_batch=batch,
         source_tokens=source,

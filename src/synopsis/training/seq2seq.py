@@ -37,8 +37,22 @@ from typing import Any, ClassVar
 import torch
 import yaml
 
-from synopsis.checkpoint import CheckpointManager, read_training_state, write_training_state
-from synopsis.config import AT_LEAST_ONE, DROPOUT, NON_NEGATIVE, POSITIVE, Range, check_ranges, to_dict
+from synopsis.checkpoint import (
+    CheckpointManager,
+    check_finite_tensors,
+    read_training_state,
+    write_training_state,
+)
+from synopsis.config import (
+    AT_LEAST_ONE,
+    DROPOUT,
+    HARDWARE,
+    NON_NEGATIVE,
+    POSITIVE,
+    ForHardware,
+    Range,
+    to_dict,
+)
 from synopsis.data.example import Example
 from synopsis.errors import CheckpointError, InputError
 from synopsis.io import open_for_atomic_write, write_directory_atomically, write_json
@@ -50,6 +64,7 @@ from synopsis.models.seq2seq import (
     enable_gradient_checkpointing,
     load_seq2seq,
 )
+from synopsis.progress import ProgressReporter
 from synopsis.training.distributed import Distributed, check_precision, resolve_precision
 from synopsis.training.memory import MemoryPlan, meta_model, seq2seq_plan
 
@@ -59,7 +74,7 @@ METRICS = ("rouge1", "rouge2", "rougeL")
 
 
 @dataclass
-class Seq2SeqTrainConfig:
+class Seq2SeqTrainConfig(ForHardware):
     """Settings of ``synopsis train seq2seq`` (YAML keys; CLI options override them)."""
 
     model: str  # local Hugging Face model directory (weights optional with random_init)
@@ -107,10 +122,6 @@ class Seq2SeqTrainConfig:
     seed: int = 0
     precision: str | None = None  # fp32 | bf16 | fp16; None: accelerate launch's --mixed_precision
     gradient_checkpointing: bool = False  # recompute activations in the backward: less memory
-    # The hardware the config is meant for, for --dry-run's memory plan: devices (processes) and the memory
-    # of one device (GB = 2**30 bytes); None: not stated, the plan then says nothing about fitting.
-    devices: int = 1
-    device_memory_gb: float | None = None
 
     RANGES: ClassVar[dict[str, Range]] = {
         "max_train_examples": AT_LEAST_ONE,
@@ -133,12 +144,10 @@ class Seq2SeqTrainConfig:
         "label_smoothing": DROPOUT,  # [0, 1)
         "keep_checkpoints": AT_LEAST_ONE,
         "seed": NON_NEGATIVE,
-        "devices": AT_LEAST_ONE,
-        "device_memory_gb": POSITIVE,
+        **HARDWARE,
     }
 
-    def __post_init__(self) -> None:
-        check_ranges(self, self.RANGES)
+    def validate(self) -> None:
         check_precision(self.precision)
         if self.convert is not None and self.convert.get("method") not in CONVERTERS:
             raise ValueError(
@@ -283,6 +292,8 @@ class Seq2SeqTrainer:
     def load_model(self, directory: Path, random_init: bool) -> tuple[Any, Any]:
         """(model, tokenizer) from the starting model (converted if asked) or a run's checkpoint."""
         model, tokenizer = load_seq2seq(directory, random_init=random_init and self.config.random_init)
+        if not random_init:  # a run's checkpoint goes through the checkpoint store's finite check too
+            check_finite_tensors(model.state_dict(), directory)
         if random_init and self.config.convert is not None:  # a checkpoint is already converted
             options = dict(self.config.convert)
             model = convert_seq2seq(options.pop("method"), model, tokenizer, **options)
@@ -357,22 +368,11 @@ class Seq2SeqTrainer:
     # ------------------------------------------------------------------ loop
     def train(self, stop_at_step: int | None = None) -> Seq2SeqTrainResult:
         """Train to ``max_steps`` (or early stopping); ``stop_at_step`` interrupts as a kill would (tests)."""
-        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-
         cfg, state, dist = self.config, self.state, self.distributed
         stopped_early = False
         running, count = 0.0, 0
         batches = self._batches()
-        progress = Progress(
-            TextColumn("[bold]train[/]"),
-            BarColumn(),
-            TextColumn("{task.completed}/{task.total} steps {task.fields[info]}"),
-            TimeRemainingColumn(),
-            disable=not self.show_progress,
-            transient=True,
-        )
-        with progress:
-            task = progress.add_task("train", total=cfg.max_steps, completed=state["step"], info="")
+        with ProgressReporter("train", cfg.max_steps, "steps", state["step"], self.show_progress) as progress:
             self.model.train()
             while state["step"] < cfg.max_steps and state["step"] != stop_at_step:
                 step_batch = next(batches)
@@ -391,7 +391,7 @@ class Seq2SeqTrainer:
                 running, count = running + loss.mean, count + 1
                 self.scheduler.step()
                 state["step"] += 1
-                progress.update(task, advance=1, info=f"loss {running / count:.3f}")
+                progress.advance(note=f"loss {running / count:.3f}")
                 if state["step"] % cfg.eval_every == 0 or state["step"] == cfg.max_steps:
                     state["history"]["train_loss"].append([state["step"], running / count])
                     running, count = 0.0, 0

@@ -19,7 +19,7 @@ from typing import Any
 
 from synopsis.data.example import Example, read_examples
 from synopsis.data.qs import read_qmsum_qs, read_qmsum_qs_childq
-from synopsis.data.readers.base import check_size, guarded, parse_json, read_input, resolve_split
+from synopsis.data.readers.base import check_size, guarded, read_input, resolve_split
 from synopsis.data.readers.cnn import parse_story, read_cnn
 from synopsis.data.readers.cohan import parse_cohan, read_cohan
 from synopsis.data.readers.documents import parse_json_document, parse_markdown, parse_text
@@ -30,6 +30,7 @@ from synopsis.data.readers.scitldr import read_scitldr
 from synopsis.data.readers.tabular import read_csv, read_jsonl
 from synopsis.document import Document
 from synopsis.errors import InputError
+from synopsis.io import parse_json
 from synopsis.text import locate_sentences
 
 __all__ = ["CORPORA", "DOCUMENT_FORMATS", "detect_corpus", "read_corpus", "read_document"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -10,7 +9,7 @@ from typing import Any, TypeVar
 
 from synopsis.document import Section
 from synopsis.errors import InputError
-from synopsis.io import json_problem, read_text
+from synopsis.io import read_text
 
 T = TypeVar("T")
 
@@ -39,13 +38,6 @@ def read_input(path: str | Path) -> str:
         return read_text(path)
     except OSError as err:
         raise InputError(f"{path}: cannot read ({err.strerror or err})") from None
-
-
-def parse_json(text: str, where: str | Path) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as err:
-        raise InputError(f"{where}:{err.lineno}: malformed JSON ({json_problem(err)})") from None
 
 
 def require(record: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any:

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from synopsis.data.example import Example
-from synopsis.data.readers.base import guarded, parse_json, require, resolve_split, string_list
+from synopsis.data.readers.base import guarded, require, resolve_split, string_list
 from synopsis.document import Document, Section
 from synopsis.errors import InputError
-from synopsis.io import iter_jsonl
+from synopsis.io import iter_jsonl, parse_json
 
 _SENTENCE_TAGS = re.compile(r"</?S>")
 _LATEX_LABEL = re.compile(r"^\[[^\]]*\]")  # arXiv names such as "[sec:intro]introduction"

@@ -11,8 +11,8 @@ from pathlib import Path
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from synopsis.data.readers.base import parse_json
 from synopsis.document import Document, Section
+from synopsis.io import parse_json
 from synopsis.text import split_sentences
 
 

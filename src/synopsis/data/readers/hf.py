@@ -10,13 +10,13 @@ Records are mapped to Examples by the same column options as JSONL/CSV (:class:`
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from synopsis.data.example import Example
 from synopsis.data.readers.base import guarded
-from synopsis.data.readers.tabular import Columns
+from synopsis.data.readers.tabular import Columns, column_reader
 from synopsis.errors import InputError
 
 SUFFIXES = (".parquet", ".arrow")
@@ -26,9 +26,7 @@ def _datasets() -> Any:
     try:
         import datasets
     except ImportError:
-        raise InputError(
-            "--corpus hf needs the `datasets` package: pip install 'synopsis[hf]'"
-        ) from None
+        raise InputError("--corpus hf needs the `datasets` package: pip install 'synopsis[hf]'") from None
     datasets.disable_progress_bars()
     return datasets
 
@@ -87,23 +85,11 @@ def load_hf_dataset(path: Path, split: str | None) -> Any:
         raise InputError(f"{path}: cannot read the {kind} data ({str(err).splitlines()[0]})") from None
 
 
+@column_reader
 def read_hf(
-    path: Path,
-    *,
-    split: str | None = None,
-    skip_bad_lines: bool = False,
-    stats: dict[str, int],
-    text_column: str = "text",
-    summary_column: str | Sequence[str] | None = "summary",
-    id_column: str | None = None,
-    instruction_column: str | None = None,
-    title_column: str | None = None,
-    attribute_columns: Sequence[str] = (),
+    path: Path, split: str | None, skip_bad_lines: bool, stats: dict[str, int], mapping: Columns
 ) -> Iterator[Example]:
     """A Hugging Face dataset, one example per row, mapped by the column options (see :class:`Columns`)."""
-    mapping = Columns(
-        text_column, summary_column, id_column, instruction_column, title_column, attribute_columns
-    )
     dataset = load_hf_dataset(path, split)
     stem = split or path.stem
     label = f"{path}[{split}]" if split else str(path)

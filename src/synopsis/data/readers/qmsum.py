@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from synopsis.data.example import Example
-from synopsis.data.readers.base import guarded, parse_json, read_input, require, resolve_split
+from synopsis.data.readers.base import guarded, read_input, require, resolve_split
 from synopsis.document import Document, Section
 from synopsis.errors import InputError
+from synopsis.io import parse_json
 from synopsis.text import split_sentences
 
 QUERY_KINDS = ("general", "specific", "all")
@@ -100,6 +101,18 @@ def _queries(record: Any, where: str, kind: str) -> list[tuple[str, int, dict[st
     return out
 
 
+def meeting_files(path: Path, split: str | None) -> list[Path]:
+    """The meeting files (``*.json``) of a QMSum split folder, or the one meeting file given."""
+    source = resolve_split(path, split, ("",)) if path.is_dir() and split is not None else path
+    if not source.exists():
+        raise InputError(f"{source}: no such file or directory")
+    files = sorted(source.glob("*.json")) if source.is_dir() else [source]
+    if not files:
+        hint = " (choose a split with --split)" if any(p.is_dir() for p in source.iterdir()) else ""
+        raise InputError(f"{source}: no QMSum meeting files (*.json){hint}")
+    return files
+
+
 def read_qmsum(
     path: Path,
     *,
@@ -118,13 +131,7 @@ def read_qmsum(
     """
     if queries not in QUERY_KINDS:
         raise InputError(f"qmsum: queries must be one of {', '.join(QUERY_KINDS)}, got '{queries}'")
-    source = resolve_split(path, split, ("",)) if path.is_dir() and split is not None else path
-    if not source.exists():
-        raise InputError(f"{source}: no such file or directory")
-    files = sorted(source.glob("*.json")) if source.is_dir() else [source]
-    if not files:
-        hint = " (choose a split with --split)" if any(p.is_dir() for p in source.iterdir()) else ""
-        raise InputError(f"{source}: no QMSum meeting files (*.json){hint}")
+    files = meeting_files(path, split)
 
     def parse(file: Path) -> list[Example]:
         where = str(file)

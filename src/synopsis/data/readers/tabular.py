@@ -11,8 +11,9 @@ not shift.
 from __future__ import annotations
 
 import csv
+import inspect
 import io
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -111,23 +112,39 @@ def _document(value: Any, where: str, column: str) -> Document:
     return document
 
 
+ColumnRows = Callable[[Path, str | None, bool, dict[str, int], Columns], Iterator[Example]]
+
+
+def column_reader(read: ColumnRows) -> Callable[..., Iterator[Example]]:
+    """The corpus reader of ``read(path, split, skip_bad_lines, stats, mapping)``: it takes the column
+    options of :class:`Columns` as keywords (its signature lists them, which is what ``read_corpus`` checks
+    options against) and passes them on as one :class:`Columns`."""
+
+    def reader(
+        path: Path,
+        *,
+        split: str | None = None,
+        skip_bad_lines: bool = False,
+        stats: dict[str, int],
+        **columns: Any,
+    ) -> Iterator[Example]:
+        yield from read(path, split, skip_bad_lines, stats, Columns(**columns))
+
+    own = [p for p in inspect.signature(reader).parameters.values() if p.kind is not p.VAR_KEYWORD]
+    options = list(inspect.signature(Columns).parameters.values())
+    reader.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [*own, *(option.replace(kind=option.KEYWORD_ONLY) for option in options)]
+    )
+    reader.__name__ = reader.__qualname__ = read.__name__
+    reader.__doc__ = read.__doc__
+    return reader
+
+
+@column_reader
 def read_jsonl(
-    path: Path,
-    *,
-    split: str | None = None,
-    skip_bad_lines: bool = False,
-    stats: dict[str, int],
-    text_column: str = "text",
-    summary_column: str | Sequence[str] | None = "summary",
-    id_column: str | None = None,
-    instruction_column: str | None = None,
-    title_column: str | None = None,
-    attribute_columns: Sequence[str] = (),
+    path: Path, split: str | None, skip_bad_lines: bool, stats: dict[str, int], mapping: Columns
 ) -> Iterator[Example]:
     """Any JSONL file, one example per line, mapped by the column options (see :class:`Columns`)."""
-    mapping = Columns(
-        text_column, summary_column, id_column, instruction_column, title_column, attribute_columns
-    )
     file = resolve_split(path, split, (".jsonl", ".json"))
 
     def parse(item: tuple[str, Any]) -> list[Example]:
@@ -139,23 +156,11 @@ def read_jsonl(
     yield from guarded(iter_jsonl(file, skip_bad_lines, stats), parse, skip_bad_lines, stats)
 
 
+@column_reader
 def read_csv(
-    path: Path,
-    *,
-    split: str | None = None,
-    skip_bad_lines: bool = False,
-    stats: dict[str, int],
-    text_column: str = "text",
-    summary_column: str | Sequence[str] | None = "summary",
-    id_column: str | None = None,
-    instruction_column: str | None = None,
-    title_column: str | None = None,
-    attribute_columns: Sequence[str] = (),
+    path: Path, split: str | None, skip_bad_lines: bool, stats: dict[str, int], mapping: Columns
 ) -> Iterator[Example]:
     """A CSV file with a header row (``.tsv``: tab-separated), mapped like :func:`read_jsonl`."""
-    mapping = Columns(
-        text_column, summary_column, id_column, instruction_column, title_column, attribute_columns
-    )
     file = resolve_split(path, split, (".csv", ".tsv"))
     stats.setdefault("skipped", 0)
 

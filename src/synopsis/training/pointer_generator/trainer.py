@@ -38,281 +38,51 @@ Run layout (``--output-dir``)::
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import math
-import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 
 from synopsis.checkpoint import MODEL_FILE, CheckpointManager, load_checkpoint, load_tensors, save_checkpoint
 from synopsis.config import (
-    AT_LEAST_ONE,
-    DROPOUT,
-    NON_NEGATIVE,
-    POSITIVE,
-    Range,
-    check_ranges,
     from_dict,
     to_dict,
 )
-from synopsis.data.example import Example
 from synopsis.errors import ConfigError, InputError
-from synopsis.generation.config import GENERATION_CONFIG_FILE, GenerationConfig
-from synopsis.io import write_json
+from synopsis.generation.config import GENERATION_CONFIG_FILE
+from synopsis.io import read_json, write_json
 from synopsis.models.pointer_generator import (
-    INIT_SCHEMES,
+    CHECKPOINT_TYPE,
     Batch,
     PointerGenerator,
-    PointerGeneratorConfig,
     PointerGeneratorEnsemble,
     config_for_vocab,
     document_words,
-    encode_batch,
     init_weights,
     source_profile,
-    summary_words,
 )
-from synopsis.training.distributed import Distributed, LoadedStep, check_precision, resolve_precision
-from synopsis.training.memory import (
-    MemoryPlan,
-    micro_batch,
-    pointer_generator_activation_bytes,
-    recurrent_plan,
-)
+from synopsis.progress import ProgressReporter
+from synopsis.training.distributed import Distributed, LoadedStep
 from synopsis.training.plots import plot_curves
-from synopsis.vocab import SPECIALS, Vocab
+from synopsis.training.pointer_generator.batches import (
+    batch_to,
+    collate,
+    epoch_batches,
+    make_pairs,
+    read_split,
+)
+from synopsis.training.pointer_generator.config import (
+    TRAIN_CONFIG_FILE,
+    VOCAB_FILE,
+    OptimConfig,
+    PointerGeneratorTrainConfig,
+)
+from synopsis.vocab import Vocab
 
 logger = logging.getLogger(__name__)
-
-TRAIN_CONFIG_FILE = "train_config.json"
-VOCAB_FILE = "vocab.txt"
-
-
-# ---------------------------------------------------------------------- configuration
-@dataclass
-class DataConfig:
-    corpus: str = "scitldr"  # a corpus name for synopsis.data.readers.read_corpus, or "jsonl" (our format)
-    path: str = "../shared/data/scitldr"
-    train_split: str | None = "train"  # None for corpora without splits (a folder of .story files)
-    dev_split: str | None = "dev"
-    dev_path: str | None = None  # validation data somewhere else than ``path`` (e.g. a CNN/DM val folder)
-    max_source_tokens: int = 400
-    max_target_tokens: int = 100
-    max_train_examples: int | None = None
-    max_dev_examples: int | None = None
-    all_references: bool = True  # one training pair per reference summary (else the first only)
-    # the reader's own options, e.g. {text_column: article, summary_column: highlights} for corpus: hf
-    corpus_options: dict[str, Any] | None = None
-
-
-@dataclass
-class VocabConfig:
-    max_size: int = 50_000
-    min_count: int = 1
-
-
-@dataclass
-class ModelConfig:
-    embedding_dim: int = 128
-    hidden_dim: int = 256
-    pointer: bool = True
-    coverage: bool = True  # run the coverage phase after convergence
-    coverage_loss_weight: float = 1.0
-    dropout: float = 0.0
-    # Initial weights: "authors" (See et al.'s code: LSTMs uniform +-0.02, the rest truncated normal with
-    # std 1e-4) or "pytorch" (the module defaults, as models trained before this option: the bundled one).
-    init: str = "authors"
-
-
-@dataclass
-class OptimConfig:
-    learning_rate: float = 0.15
-    initial_accumulator: float = 0.1
-    max_grad_norm: float = 2.0
-    batch_size: int = 16  # the global batch: shared by all processes of a distributed run
-
-
-@dataclass
-class ScheduleConfig:
-    max_steps: int = 100_000  # cap on the main (no-coverage) phase
-    eval_every: int = 500
-    patience: int = 5  # evaluations without a better validation loss = converged
-    coverage_steps: int = 3_000
-    save_every: int = 500
-    log_every: int = 50
-    max_minutes: float | None = None  # wall-clock budget for the main phase (the coverage phase still runs)
-    # The final model is the mean of the weights of the coverage phase's last K checkpoints (checkpoint
-    # averaging; 1: the last weights, as in the paper). Checkpoints come every save_every steps.
-    average_last: int = 1
-    # Coverage phases trained one after the other from the same best main-phase weights (each on the next
-    # batches of the stream); the final model combines their average_last means (1: the paper's).
-    coverage_runs: int = 1
-    # How: "mean" of their weights (one model), or "ensemble" (the runs decode as one model, their
-    # distributions averaged at every step: coverage_runs times the decoding cost).
-    combine_runs: str = "mean"
-
-
-@dataclass
-class PointerGeneratorTrainConfig:
-    data: DataConfig = field(default_factory=DataConfig)
-    vocab: VocabConfig = field(default_factory=VocabConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
-    optim: OptimConfig = field(default_factory=OptimConfig)
-    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
-    generation: GenerationConfig = field(default_factory=GenerationConfig)  # defaults stored with the model
-    seed: int = 1
-    precision: str | None = None  # fp32 | bf16 | fp16; None: accelerate launch's --mixed_precision
-    # The hardware the config is meant for, for --dry-run's memory plan: devices (processes) and the memory
-    # of one device (GB = 2**30 bytes); None: not stated, the plan then says nothing about fitting.
-    devices: int = 1
-    device_memory_gb: float | None = None
-
-    RANGES: ClassVar[dict[str, Range]] = {
-        "devices": AT_LEAST_ONE,
-        "device_memory_gb": POSITIVE,
-        "data.max_source_tokens": AT_LEAST_ONE,
-        "data.max_target_tokens": AT_LEAST_ONE,
-        "data.max_train_examples": AT_LEAST_ONE,
-        "data.max_dev_examples": AT_LEAST_ONE,
-        "vocab.max_size": AT_LEAST_ONE,
-        "vocab.min_count": AT_LEAST_ONE,
-        "model.embedding_dim": AT_LEAST_ONE,
-        "model.hidden_dim": AT_LEAST_ONE,
-        "model.coverage_loss_weight": NON_NEGATIVE,
-        "model.dropout": DROPOUT,
-        "optim.learning_rate": POSITIVE,
-        "optim.initial_accumulator": NON_NEGATIVE,
-        "optim.max_grad_norm": POSITIVE,
-        "optim.batch_size": AT_LEAST_ONE,
-        "schedule.max_steps": AT_LEAST_ONE,
-        "schedule.eval_every": AT_LEAST_ONE,
-        "schedule.patience": AT_LEAST_ONE,
-        "schedule.coverage_steps": NON_NEGATIVE,
-        "schedule.save_every": AT_LEAST_ONE,
-        "schedule.log_every": AT_LEAST_ONE,
-        "schedule.max_minutes": POSITIVE,
-        "schedule.average_last": AT_LEAST_ONE,
-        "schedule.coverage_runs": AT_LEAST_ONE,
-        "seed": NON_NEGATIVE,
-    }
-
-    def __post_init__(self) -> None:
-        check_ranges(self, self.RANGES)
-        check_precision(self.precision)
-        if self.schedule.eval_every > self.schedule.max_steps:
-            raise ValueError(
-                f"schedule.eval_every ({self.schedule.eval_every}) must be <= schedule.max_steps "
-                f"({self.schedule.max_steps}): the run would never be validated, so no model would be kept"
-            )
-        if self.model.init not in INIT_SCHEMES:
-            raise ValueError(f"model.init must be one of {', '.join(INIT_SCHEMES)}, got {self.model.init!r}")
-        combine = self.schedule.combine_runs
-        if combine not in ("mean", "ensemble"):
-            raise ValueError(f"schedule.combine_runs must be 'mean' or 'ensemble', got {combine!r}")
-        if combine == "ensemble" and self.schedule.coverage_runs < 2:
-            raise ValueError("schedule.combine_runs 'ensemble' needs schedule.coverage_runs >= 2")
-
-
-def memory_plan(config: PointerGeneratorTrainConfig) -> MemoryPlan:
-    """The plan of one training step per device (``train pointer-generator --dry-run``) from the config
-    alone: no data is read, so the vocabulary is taken at its bound ``vocab.max_size`` (plus the special
-    tokens), what a corpus with that many distinct words gives; the model is built on the meta device,
-    with coverage (the second phase: its parameter and the larger step)."""
-    m, d = config.model, config.data
-    vocab = config.vocab.max_size + len(SPECIALS)
-    with torch.device("meta"):
-        model = PointerGenerator(
-            PointerGeneratorConfig(
-                vocab_size=vocab, embedding_dim=m.embedding_dim, hidden_dim=m.hidden_dim, pointer=m.pointer,
-                coverage=True,
-            )
-        )  # fmt: skip
-    batch = micro_batch(config.optim.batch_size, config.devices)
-    precision = resolve_precision(config.precision)
-    activations = pointer_generator_activation_bytes(
-        vocab=vocab, embedding=m.embedding_dim, hidden=m.hidden_dim, source=d.max_source_tokens,
-        target=d.max_target_tokens, batch=batch, precision=precision,
-    )  # fmt: skip
-    parameters = sum(p.numel() for p in model.parameters())
-    return recurrent_plan(
-        model=f"pointer-generator (vocabulary {vocab:,})", parameters=parameters,
-        optimizer="adagrad", activations=activations, source=d.max_source_tokens, target=d.max_target_tokens,
-        batch=batch, devices=config.devices, precision=precision, device_memory_gb=config.device_memory_gb,
-        notes=f"vocabulary at its bound, vocab.max_size + {len(SPECIALS)} special tokens (no data read)",
-    )  # fmt: skip
-
-
-# ---------------------------------------------------------------------- data
-@dataclass
-class Pair:
-    """One tokenised (article, summary) training pair."""
-
-    source: list[str]
-    target: list[str]
-
-
-def read_split(data: DataConfig, split: str | None, path: str | None = None) -> list[Example]:
-    """Examples of one split, through the project's corpus readers (or our JSONL for ``corpus: jsonl``)."""
-    path = path or data.path
-    if data.corpus == "jsonl":
-        from synopsis.data.example import read_examples
-
-        folder = Path(path)
-        return list(read_examples(folder / f"{split}.jsonl" if folder.is_dir() and split else folder))
-    from synopsis.data.readers import read_corpus
-
-    return list(read_corpus(data.corpus, path, split=split, **(data.corpus_options or {})))
-
-
-def document_tokens(example_or_text: Example | str) -> list[str]:
-    """Lowercased word tokens of an article, as the summarizer reads it (:func:`document_words`)."""
-    if isinstance(example_or_text, Example):
-        return document_words(example_or_text.document)
-    return document_words(example_or_text)
-
-
-def make_pairs(examples: Sequence[Example], all_references: bool, limit: int | None = None) -> list[Pair]:
-    pairs = []
-    for example in examples[:limit] if limit else examples:
-        source = document_tokens(example)
-        references = example.references if all_references else example.references[:1]
-        for reference in references:
-            target = summary_words(reference)
-            if source and target:
-                pairs.append(Pair(source, target))
-    return pairs
-
-
-def collate(pairs: Sequence[Pair], vocab: Vocab, max_source: int, max_target: int) -> Batch:
-    """Tensors for a batch of training pairs (:func:`encode_batch`, shared with the summarizer)."""
-    return encode_batch(vocab, [p.source for p in pairs], [p.target for p in pairs], max_source, max_target)
-
-
-def batch_to(batch: Batch, device: torch.device) -> Batch:
-    move = {k: getattr(batch, k) for k in ("input_ids", "extended_ids", "decoder_input_ids", "labels")}
-    return dataclasses.replace(batch, **{k: v.to(device) for k, v in move.items() if v is not None})
-
-
-def epoch_batches(
-    num_pairs: int, lengths: Sequence[int], batch_size: int, seed: int, epoch: int
-) -> list[list[int]]:
-    """The batch order of one epoch, a pure function of (seed, epoch): shuffle, sort by length within
-    chunks of 50 batches (less padding), then shuffle the batches."""
-    rng = random.Random(seed * 1_000_003 + epoch)
-    order = list(range(num_pairs))
-    rng.shuffle(order)
-    chunk = batch_size * 50
-    batches = []
-    for start in range(0, num_pairs, chunk):
-        part = sorted(order[start : start + chunk], key=lambda i: lengths[i])
-        batches += [part[i : i + batch_size] for i in range(0, len(part), batch_size)]
-    rng.shuffle(batches)
-    return batches
 
 
 # ---------------------------------------------------------------------- trainer
@@ -375,7 +145,7 @@ class Trainer:
         elif resume:
             if not config_path.is_file():
                 raise InputError(f"{self.output_dir}: nothing to resume (no {TRAIN_CONFIG_FILE})")
-            saved_data = json.loads(config_path.read_text(encoding="utf-8"))
+            saved_data = read_json(config_path, "a pointer-generator run", ConfigError, dict)
             saved = from_dict(PointerGeneratorTrainConfig, saved_data, str(config_path))
             if to_dict(saved) != to_dict(config):
                 raise ConfigError(
@@ -472,7 +242,7 @@ class Trainer:
     def _load(self, path: Path | None) -> None:
         if path is None:
             raise InputError(f"{self.output_dir}: no checkpoint to resume from")
-        checkpoint = load_checkpoint(path)
+        checkpoint = load_checkpoint(path, checkpoint_type=CHECKPOINT_TYPE)
         self.model.config.coverage = checkpoint.config["coverage"]
         self.model.load_state_dict(checkpoint.model_state)
         if checkpoint.optimizer_state is not None:
@@ -495,6 +265,7 @@ class Trainer:
             config=dataclasses.asdict(self.model.config),
             state={**self.state, **rng, **self.distributed.precision_state()},
             optimizer=self.optimizer,
+            checkpoint_type=CHECKPOINT_TYPE,
         )
         if is_best:
             self._export("model")
@@ -544,7 +315,8 @@ class Trainer:
     ) -> None:
         """A checkpoint of ``weights`` (and ``optimizer``) with the model's config (main process)."""
         if self.distributed.is_main:
-            save_checkpoint(directory, weights, dataclasses.asdict(self.model.config), optimizer=optimizer)
+            config = dataclasses.asdict(self.model.config)
+            save_checkpoint(directory, weights, config, optimizer=optimizer, checkpoint_type=CHECKPOINT_TYPE)
 
     def _export(self, name: str, model: PointerGenerator | PointerGeneratorEnsemble | None = None) -> None:
         """A loadable model directory (``model``, default the trained one): weights, config, vocabulary and
@@ -605,7 +377,9 @@ class Trainer:
         run = self.state["coverage_run"] + 1
         logger.info(f"step {self.state['step']}: coverage run {run} starts from the best main-phase model")
         self.distributed.barrier()  # the main process has finished writing best/ (and coverage_start/)
-        start = load_checkpoint(self.output_dir / ("best" if first else "coverage_start"))
+        start = load_checkpoint(
+            self.output_dir / ("best" if first else "coverage_start"), checkpoint_type=CHECKPOINT_TYPE
+        )
         self.model.load_state_dict(start.model_state)
         if start.optimizer_state is not None:
             self.optimizer.load_state_dict(start.optimizer_state)
@@ -626,25 +400,13 @@ class Trainer:
         """Train to the end of the schedule. ``stop_at_step`` stops abruptly (no final save), like a kill."""
         import time
 
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
         self._prepare()
         cfg, s = self.config, self.config.schedule
         batches = self._batches()
         running: list[float] = []
         started = time.monotonic() - 60.0 * self.state["minutes"]
-        with Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[info]}"),
-            TimeElapsedColumn(),
-            disable=not self.progress,
-            transient=True,
-        ) as bar:
-            task = bar.add_task(
-                self.state["phase"], total=self._phase_limit(), completed=self.state["step"], info=""
-            )
+        phase, limit = self.state["phase"], self._phase_limit()
+        with ProgressReporter(phase, limit, "steps", self.state["step"], self.progress) as bar:
             while True:
                 if stop_at_step is not None and self.state["step"] >= stop_at_step:
                     return self.state
@@ -656,13 +418,13 @@ class Trainer:
                 if phase_over:
                     if self.state["phase"] == "main" and cfg.model.coverage:
                         self._start_coverage_phase()
-                        bar.update(task, description="coverage", total=self._phase_limit())
+                        bar.update("coverage", self._phase_limit(), self.state["step"])
                         continue
                     if self.state["phase"] == "coverage":
                         # The paper keeps the model at the end of its short coverage phase.
                         self._save(is_best=False)
                         if self._finish_coverage_run():
-                            bar.update(task, description="coverage", total=self._phase_limit())
+                            bar.update("coverage", self._phase_limit(), self.state["step"])
                             continue
                         self._export("model", self.final_model)
                     break
@@ -677,7 +439,7 @@ class Trainer:
                     avg = sum(running) / len(running)
                     self.state["curves"]["train"].append((step, avg))
                     running.clear()
-                    bar.update(task, info=f"loss {avg:.3f}")
+                    bar.note = f"loss {avg:.3f}"
                 is_best = False
                 if step % s.eval_every == 0:  # on the main process; every process gets the result
                     metrics = self.distributed.main_computes(
@@ -700,7 +462,7 @@ class Trainer:
                     self._plot()
                 if is_best or step % s.save_every == 0:
                     self._save(is_best)
-                bar.update(task, completed=step)
+                bar.advance(step - bar.completed)
         self._plot()
         best = self.state["best_loss"]
         logger.info(

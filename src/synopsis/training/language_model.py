@@ -19,7 +19,6 @@ processes, so an epoch's losses, and a resume from an epoch's checkpoint, are th
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import itertools
 import math
@@ -30,19 +29,19 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from torch.nn import functional as F
 
 from synopsis.checkpoint import CheckpointManager, load_checkpoint
-from synopsis.config import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Range, check_ranges
+from synopsis.config import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Checked, Range
+from synopsis.data.lm_corpus import TokenStream, batchify, bptt_windows, num_windows
 from synopsis.errors import CheckpointError
-from synopsis.lm.corpus import TokenStream, batchify, bptt_windows, num_windows
-from synopsis.models.domain_lm import DomainLM
+from synopsis.models.domain_lm import CHECKPOINT_TYPE, DomainLM
+from synopsis.progress import ProgressReporter
 from synopsis.training.distributed import Distributed, check_precision
 
 
 @dataclass
-class LMTrainConfig:
+class LMTrainConfig(Checked):
     batch_size: int = 20  # rows of the stream: the global batch, shared by all processes
     bptt: int = 16
     learning_rate: float = 0.1
@@ -56,20 +55,13 @@ class LMTrainConfig:
     precision: str | None = None  # fp32 | bf16 | fp16; None: accelerate launch's --mixed_precision
 
     RANGES: ClassVar[dict[str, Range]] = {
-        "batch_size": AT_LEAST_ONE,
-        "bptt": AT_LEAST_ONE,
-        "learning_rate": POSITIVE,
+        **dict.fromkeys(("batch_size", "bptt", "max_epochs", "eval_batch_size", "eval_bptt"), AT_LEAST_ONE),
+        **dict.fromkeys(("learning_rate", "clip_norm"), POSITIVE),
+        **dict.fromkeys(("weight_decay", "seed"), NON_NEGATIVE),
         "halving_threshold": Range(1.0),
-        "max_epochs": AT_LEAST_ONE,
-        "weight_decay": NON_NEGATIVE,
-        "clip_norm": POSITIVE,
-        "eval_batch_size": AT_LEAST_ONE,
-        "eval_bptt": AT_LEAST_ONE,
-        "seed": NON_NEGATIVE,
     }
 
-    def __post_init__(self) -> None:
-        check_ranges(self, self.RANGES)
+    def validate(self) -> None:
         check_precision(self.precision, "training.precision")
 
 
@@ -142,18 +134,6 @@ def perplexity(
     return math.exp(total / max(count, 1))
 
 
-def progress_bar(disable: bool = False) -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[info]}"),
-        TimeRemainingColumn(),
-        transient=True,
-        disable=disable,
-    )
-
-
 def train_language_model(
     model: DomainLM,
     train: TokenStream,
@@ -161,7 +141,7 @@ def train_language_model(
     config: LMTrainConfig,
     run_dir: str | Path | None = None,
     resume: bool = False,
-    progress: Progress | None = None,
+    show_progress: bool = True,
     description: str = "train",
     on_batch: Callable[[int, int, float], None] | None = None,
     extra_state: dict[str, Any] | None = None,
@@ -192,7 +172,7 @@ def train_language_model(
     manager = CheckpointManager(run_dir) if run_dir is not None else None
 
     if resume and manager is not None and (latest := manager.latest()) is not None:
-        checkpoint = load_checkpoint(latest)
+        checkpoint = load_checkpoint(latest, checkpoint_type=CHECKPOINT_TYPE)
         if checkpoint.optimizer_state is None:
             raise CheckpointError(f"{latest}: no optimizer state; cannot resume")
         try:
@@ -205,7 +185,8 @@ def train_language_model(
         schedule = ScheduleState(**checkpoint.state["schedule"])
         history = checkpoint.state["history"]
         start_epoch = checkpoint.state["epoch"] + 1
-        best_weights = load_checkpoint(Path(run_dir) / "best", with_optimizer=False).model_state
+        best = load_checkpoint(Path(run_dir) / "best", with_optimizer=False, checkpoint_type=CHECKPOINT_TYPE)
+        best_weights = best.model_state
         dist.restore_rng(checkpoint.state, config.seed, checkpoint.state["epoch"])
         dist.restore_precision_state(checkpoint.state)
     else:
@@ -216,18 +197,15 @@ def train_language_model(
     steps = num_windows(ids, config.bptt)
     (rows,) = dist.shard(range(config.batch_size))  # this process's rows of the global batch
     ids, groups = ids[rows.indices].to(dist.device), groups[rows.indices].to(dist.device)
-    own_progress = progress is None
-    progress = progress or progress_bar(disable=not dist.is_main)
     started = time.perf_counter()
     trained_tokens, train_seconds = 0, 0.0
-    with progress if own_progress else contextlib.nullcontext():
-        task = progress.add_task(description, total=steps, info="")
+    with ProgressReporter(description, steps, "batches", enabled=show_progress and dist.is_main) as progress:
         for epoch in itertools.count(start_epoch):
             if schedule.stopped or (config.max_epochs is not None and epoch > config.max_epochs):
                 break
             for group in optimizer.param_groups:
                 group["lr"] = schedule.learning_rate
-            progress.reset(task, total=steps, description=f"{description} epoch {epoch}")
+            progress.update(f"{description} epoch {epoch}", steps, completed=0, note="")
             model.train()
             state = None
             epoch_loss, epoch_tokens, epoch_start = 0.0, 0, time.perf_counter()
@@ -253,7 +231,7 @@ def train_language_model(
                 epoch_tokens += window_tokens
                 if on_batch is not None:
                     on_batch(epoch, batch, loss.total / window_tokens)
-                progress.update(task, advance=1, info=f"ppl {math.exp(epoch_loss / epoch_tokens):8.1f}")
+                progress.advance(note=f"ppl {math.exp(epoch_loss / epoch_tokens):8.1f}")
             train_seconds += time.perf_counter() - epoch_start
             trained_tokens += epoch_tokens
             dev_total, dev_count = dist.main_computes(  # every process applies the same rule
@@ -291,8 +269,8 @@ def train_language_model(
                         **(extra_state or {}),
                     },
                     optimizer=optimizer,
+                    checkpoint_type=CHECKPOINT_TYPE,
                 )
-        progress.remove_task(task)
     model.load_state_dict(best_weights)
     return LMTrainResult(
         best_dev_perplexity=math.exp(schedule.best_dev_nll),

@@ -1,0 +1,105 @@
+"""What the small seq2seq experiments share (the Hie-BART head sweep, the HIBRIDS variants): the trainer's
+config of one run from the experiment's own settings, training a run (resumed when it has checkpoints) into
+one row of scores, writing ``results.json`` and ``table.md``, and the dev ROUGE / dev loss figure."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from synopsis.io import open_for_atomic_write, write_json
+from synopsis.training.seq2seq import METRICS, Seq2SeqTrainConfig, train_seq2seq
+
+#: Fields an experiment's config shares with the trainer's, by the same name.
+_SHARED = (
+    "max_source_length",
+    "max_target_length",
+    "batch_size",
+    "learning_rate",
+    "warmup_steps",
+    "max_steps",
+    "eval_every",
+    "eval_max_length",
+    "seed",
+)
+
+
+def seq2seq_run_config(cfg: Any, **settings: Any) -> Seq2SeqTrainConfig:
+    """The trainer's config of one run: ``cfg``'s training settings (``train_examples`` / ``dev_examples``
+    as the example limits), no early stopping, one checkpoint kept; ``settings`` add to or replace them."""
+    shared = {name: getattr(cfg, name) for name in _SHARED}
+    limits = {"max_train_examples": cfg.train_examples, "max_dev_examples": cfg.dev_examples}
+    return Seq2SeqTrainConfig(**{**shared, **limits, "patience": 0, "keep_checkpoints": 1, **settings})
+
+
+def train_run(run_config: Seq2SeqTrainConfig, show_progress: bool = True) -> dict[str, Any]:
+    """Train one run (resumed if it has a checkpoint, only re-read if finished) and return its row: best dev
+    ROUGE per metric and their average, the lowest and the last dev loss, the best step, the steps trained
+    and the seconds it took."""
+    start = time.perf_counter()
+    resume = (Path(run_config.output_dir) / "checkpoints" / "latest").is_file()
+    result = train_seq2seq(run_config, resume=resume, show_progress=show_progress)
+    dev = result.history["dev"]
+    return {
+        **{m: result.best_metrics[m] for m in METRICS},
+        "average": result.best_score,
+        "dev_loss": min(d["loss"] for _, d in dev),
+        "final_dev_loss": dev[-1][1]["loss"],
+        "best_step": result.best_step,
+        "steps": result.steps,
+        "seconds": round(time.perf_counter() - start, 1),
+    }
+
+
+def write_results(output: Path, results: dict[str, Any], table: str) -> None:
+    """``results.json`` and the Markdown ``table.md``, each written atomically."""
+    write_json(output / "results.json", results)
+    with open_for_atomic_write(output / "table.md") as handle:
+        handle.write(table)
+
+
+def plot_rouge_and_loss(
+    rows: Sequence[dict[str, Any]],
+    label: str,
+    path: Path,
+    title: str,
+    xlabel: str | None = None,
+    loss_as_line: bool = False,
+) -> None:
+    """Two panels: dev ROUGE bars per metric and their average for each row (named by ``row[label]``), and
+    the dev loss (bars, or a line over an ordered setting)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [row[label] for row in rows]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.2), dpi=110)
+    width = 0.2
+    for offset, metric in enumerate((*METRICS, "average")):
+        xs = [i + (offset - 1.5) * width for i in range(len(rows))]
+        left.bar(xs, [row[metric] for row in rows], width, label=metric)
+    left.set_xticks(range(len(rows)), labels)
+    left.set_ylabel("dev ROUGE F1 x 100")
+    left.legend(fontsize=8)
+    left.grid(axis="y", alpha=0.3)
+    losses = [row["dev_loss"] for row in rows]
+    if loss_as_line:
+        right.plot(labels, losses, marker="o")
+        right.grid(alpha=0.3)
+    else:
+        right.bar(labels, losses, color="tab:gray")
+        margin = 0.05 * max(max(losses) - min(losses), 0.1) + 0.05
+        right.set_ylim(min(losses) - margin, max(losses) + margin)
+        right.grid(axis="y", alpha=0.3)
+    if xlabel is not None:
+        left.set_xlabel(xlabel)
+        right.set_xlabel(xlabel)
+    right.set_ylabel("dev loss (cross-entropy per token)")
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
