@@ -212,6 +212,37 @@ def test_concurrent_by_section_requests_share_window_batches() -> None:
     assert any(len({text.split()[0] for text in call}) > 1 for call in shared_calls), shared_calls
 
 
+@pytest.mark.slow
+def test_batched_by_section_pointer_generator_equals_unbatched() -> None:
+    """The bundled model: by-section answers of concurrent requests whose windows share calls equal the
+    answers each request gets alone without batching (sources and attention citations included)."""
+    summarizer = load_summarizer("pointer-generator")
+    counter = CountingWindows(summarizer)
+    registry = ModelRegistry()
+    registry.add(describe("default", summarizer))
+    documents = [DOCUMENT, _report("alpha", 2), _report("beta", 3)]
+    alone = []
+    with TestClient(create_app(registry, ServeSettings())) as client:
+        for document in documents:
+            alone.append(client.post("/v1/summarize", json={"document": document, "by": "section"}).json())
+    counter.calls.clear()
+    results: dict[int, Any] = {}
+    with TestClient(create_app(registry, ServeSettings(batch_window_ms=500, max_batch=16))) as client:
+
+        def post(i: int) -> None:
+            results[i] = client.post("/v1/summarize", json={"document": documents[i], "by": "section"}).json()
+
+        threads = [threading.Thread(target=post, args=(i,)) for i in range(len(documents))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+    assert sum(len(call) for call in counter.calls) == 3 + 2 + 3
+    assert max(len(call) for call in counter.calls) > 3  # a call held windows of several requests
+    for i in range(len(documents)):
+        assert results[i]["summaries"] == alone[i]["summaries"]
+
+
 def test_a_by_section_request_whose_client_left_is_never_computed() -> None:
     from test_serve_traffic import _wait_for, running_server
 
