@@ -133,6 +133,16 @@ def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+def batch_counts(server: Server, model: str) -> tuple[float, float]:
+    """The server's ``synopsis_batch_size`` histogram for ``model``: (calls, summaries in them)."""
+    text = httpx.get(server.url + "/metrics").text
+    found = {}
+    for kind in ("count", "sum"):
+        match = re.search(rf'^synopsis_batch_size_{kind}{{model="{re.escape(model)}"}} (\S+)$', text, re.M)
+        found[kind] = float(match.group(1)) if match else 0.0
+    return found["count"], found["sum"]
+
+
 def run_load(
     server: Server, model: str, clients: int, requests: int, document: str, by: str = "document"
 ) -> dict[str, Any]:
@@ -167,6 +177,7 @@ def run_load(
 
     threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
     load_before = load_average()
+    calls_before, items_before = batch_counts(server, model)
     for thread in threads:
         thread.start()
     rss_before = rss_mb(server.process.pid)
@@ -189,6 +200,8 @@ def run_load(
     rss = [mb for _, mb in samples]
     half = len(rss) // 2
     spent = [t for per_client in timings for t in per_client]
+    calls_after, items_after = batch_counts(server, model)
+    calls, items = calls_after - calls_before, items_after - items_before
 
     def mean_ms(values: list[float]) -> float | None:
         return round(statistics.fmean(values), 1) if values else None
@@ -222,6 +235,9 @@ def run_load(
             "total": mean_ms([t["total"] for t in spent]),
             "client_latency": round(statistics.fmean(all_latencies), 1),
         },
+        # With batching: the batched calls made during the run and the summaries (documents or windows) in
+        # them, from the server's /metrics (none without batching).
+        "batches": {"calls": int(calls), "mean_size": round(items / calls, 2) if calls else None},
         "server_rss_mb": {
             "before": round(rss_before, 1),
             "after": round(rss_after, 1),
@@ -363,7 +379,7 @@ def main() -> None:
 
     table = Table(title="synopsis serve on loopback (latency in ms, RSS in MB; ratio: peer / base req/s)")
     columns = ["server", "model", "by", "clients x req", "errors", "req/s", "ratio", "p50", "p95", "p99"]
-    columns += ["max", "model call", "server total", "RSS max", "load before/after"]
+    columns += ["max", "model call", "server total", "mean batch", "RSS max", "load before/after"]
     for column in columns:
         table.add_column(column, justify="left" if column in ("server", "model", "by") else "right")
     base_rps: dict[tuple[str, str, int, int], float] = {}
@@ -390,6 +406,7 @@ def main() -> None:
             f"{lat['max']:.0f}",
             f"{spent['model_call']}",
             f"{spent['total']}",
+            str(r["batches"]["mean_size"] or ""),
             f"{rss['max']:.1f}",
             f"{load['before'][0]:.2f}/{load['after'][0]:.2f}",
         )
