@@ -17,7 +17,9 @@ one after the other, with the peer/base ratios in the table. Each run records th
 after (the machine may be shared) and the server's own timings (``timing_ms``: waiting for a thread,
 parsing, the model call, the total from arrival), to see where a request's time goes. ``--ceiling N``
 measures, in this process and before the servers start, N documents summarized one call each against one
-call of N (whole documents, and windows by section): what batching can gain at most here.
+call of N (whole documents, windows by section, and by-section requests: each request's windows in one call
+against all requests' windows in calls of N): what batching can gain at most here (``--ceiling-only``: just
+that).
 
 Results go to benchmarks/results/serve_load.json by default. Clients and server share this machine's CPU,
 so the figures are for the pair, not the server alone.
@@ -310,6 +312,18 @@ def ceiling(document: str, section_document: str, n: int) -> dict[str, Any]:
         "batched_s": round(windows_together, 2),
         "speedup": round(windows_alone / windows_together, 2),
     }
+    # By-section requests as the service runs them: unbatched, each request's windows in one call of their
+    # own; batched, the windows of all n requests in calls of n.
+    sectioned_document = parse_document(section_document, "markdown")[0]
+    requests_alone = sum(
+        timed(lambda: summarizer.summarize_by_section([sectioned_document])) for _ in range(n)
+    )
+    requests_together = timed(lambda: summarizer.summarize_by_section([sectioned_document] * n, batch_size=n))
+    out["by_section_requests"] = {
+        "alone_s": round(requests_alone, 2),
+        "batched_s": round(requests_together, 2),
+        "speedup": round(requests_alone / requests_together, 2),
+    }
     out["load_average"] = load_average()
     return out
 
@@ -330,6 +344,7 @@ def main() -> None:
         "--peer-arg", action="append", default=[], help="extra argument of a second server run side by side"
     )
     parser.add_argument("--ceiling", type=int, default=0, help="measure N in one call vs N calls in-process")
+    parser.add_argument("--ceiling-only", action="store_true", help="print the --ceiling figures and stop")
     parser.add_argument("--output", type=Path, default=ROOT / "benchmarks" / "results" / "serve_load.json")
     args = parser.parse_args()
     runs = []
@@ -347,6 +362,8 @@ def main() -> None:
     limits = ceiling(document, section_document, args.ceiling) if args.ceiling else None
     if limits:
         console.print(f"in-process ceiling: {limits}")
+    if args.ceiling_only:
+        return
 
     servers = {"base": Server(args.server_arg)}
     if args.peer_arg:
