@@ -9,6 +9,18 @@ it wrote exactly one line per request.
 
     python benchmarks/serve_load.py [--run lead-3:16x100] [--run default:4x50] [--output OUT.json]
 
+A run ``MODEL:CLIENTSxREQUESTS:section`` asks for summaries by section (``"by": "section"``) of
+``--section-document`` (default: the abstract with a Markdown heading every two sentences, so each
+request has several windows). ``--peer-arg`` (repeatable) starts a second server with those extra
+arguments (e.g. ``--peer-arg=--batch-window-ms=10 --peer-arg=--max-batch=16``) and sends every run to both,
+one after the other, with the peer/base ratios in the table. Each run records the load average before and
+after (the machine may be shared) and the server's own timings (``timing_ms``: waiting for a thread,
+parsing, the model call, the total from arrival), to see where a request's time goes. ``--ceiling N``
+measures, in this process and before the servers start, N documents summarized one call each against one
+call of N (whole documents, windows by section, and by-section requests: each request's windows in one call
+against all requests' windows in calls of N): what batching can gain at most here (``--ceiling-only``: just
+that).
+
 Results go to benchmarks/results/serve_load.json by default. Clients and server share this machine's CPU,
 so the figures are for the pair, not the server alone.
 """
@@ -106,10 +118,40 @@ class Server:
             self.process.wait(5)
 
 
-def run_load(server: Server, model: str, clients: int, requests: int, document: str) -> dict[str, Any]:
-    body = {"document": document, "model": model}
+def sectioned(text: str, every: int = 2) -> str:
+    """``text`` as Markdown, a heading before every ``every`` sentences: a document of several sections."""
+    from synopsis.text import split_sentences
+
+    sentences = split_sentences(" ".join(text.split()))
+    parts = [" ".join(sentences[i : i + every]) for i in range(0, len(sentences), every)]
+    return "# Document\n\n" + "\n\n".join(f"## Part {i + 1}\n\n{part}" for i, part in enumerate(parts))
+
+
+def request_body(model: str, document: str, by: str) -> dict[str, Any]:
+    return {"document": document, "model": model, **({"by": by} if by != "document" else {})}
+
+
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def batch_counts(server: Server, model: str) -> tuple[float, float]:
+    """The server's ``synopsis_batch_size`` histogram for ``model``: (calls, summaries in them)."""
+    text = httpx.get(server.url + "/metrics").text
+    found = {}
+    for kind in ("count", "sum"):
+        match = re.search(rf'^synopsis_batch_size_{kind}{{model="{re.escape(model)}"}} (\S+)$', text, re.M)
+        found[kind] = float(match.group(1)) if match else 0.0
+    return found["count"], found["sum"]
+
+
+def run_load(
+    server: Server, model: str, clients: int, requests: int, document: str, by: str = "document"
+) -> dict[str, Any]:
+    body = request_body(model, document, by)
     latencies: list[list[float]] = [[] for _ in range(clients)]
     statuses: list[dict[str, int]] = [{} for _ in range(clients)]
+    timings: list[list[dict[str, Any]]] = [[] for _ in range(clients)]  # the server's timing_ms of each 200
     barrier = threading.Barrier(clients + 1)
 
     def client(index: int) -> None:
@@ -118,11 +160,14 @@ def run_load(server: Server, model: str, clients: int, requests: int, document: 
             for _ in range(requests):  # bounded: exactly `requests` per client
                 begin = time.perf_counter()
                 try:
-                    status = str(http.post("/v1/summarize", json=body).status_code)
+                    response = http.post("/v1/summarize", json=body)
+                    status = str(response.status_code)
                 except httpx.HTTPError as err:
-                    status = type(err).__name__
+                    status, response = type(err).__name__, None
                 latencies[index].append(1000 * (time.perf_counter() - begin))
                 statuses[index][status] = statuses[index].get(status, 0) + 1
+                if response is not None and response.status_code == 200:
+                    timings[index].append(response.json()["timing_ms"])
 
     samples: list[tuple[float, float]] = []
     done = threading.Event()
@@ -133,6 +178,8 @@ def run_load(server: Server, model: str, clients: int, requests: int, document: 
             done.wait(0.1)
 
     threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    load_before = load_average()
+    calls_before, items_before = batch_counts(server, model)
     for thread in threads:
         thread.start()
     rss_before = rss_mb(server.process.pid)
@@ -154,8 +201,17 @@ def run_load(server: Server, model: str, clients: int, requests: int, document: 
             status_counts[status] = status_counts.get(status, 0) + count
     rss = [mb for _, mb in samples]
     half = len(rss) // 2
+    spent = [t for per_client in timings for t in per_client]
+    calls_after, items_after = batch_counts(server, model)
+    calls, items = calls_after - calls_before, items_after - items_before
+
+    def mean_ms(values: list[float]) -> float | None:
+        return round(statistics.fmean(values), 1) if values else None
+
     return {
         "model": model,
+        "by": by,
+        "load_average": {"before": load_before, "after": load_average()},
         "clients": clients,
         "requests_per_client": requests,
         "requests": len(all_latencies),
@@ -171,6 +227,19 @@ def run_load(server: Server, model: str, clients: int, requests: int, document: 
             "p99": round(percentile(all_latencies, 99), 2),
             "max": round(max(all_latencies), 2),
         },
+        # Where a request's time goes, as the server saw it (means over the 200 answers): waiting for a thread
+        # to parse, parsing, the model call it rode in (batched: the whole batch's call), and the total from
+        # its arrival; the client's latency minus that total is HTTP, JSON and the client's own threads.
+        "server_timing_ms": {
+            "queue": mean_ms([t["queue"] for t in spent]),
+            "parse": mean_ms([t["parse"] for t in spent]),
+            "model_call": mean_ms([sum(t["summaries"]) for t in spent]),
+            "total": mean_ms([t["total"] for t in spent]),
+            "client_latency": round(statistics.fmean(all_latencies), 1),
+        },
+        # With batching: the batched calls made during the run and the summaries (documents or windows) in
+        # them, from the server's /metrics (none without batching).
+        "batches": {"calls": int(calls), "mean_size": round(items / calls, 2) if calls else None},
         "server_rss_mb": {
             "before": round(rss_before, 1),
             "after": round(rss_after, 1),
@@ -196,93 +265,199 @@ def count_access_lines(log: str) -> dict[str, int]:
     return counts
 
 
+def ceiling(document: str, section_document: str, n: int) -> dict[str, Any]:
+    """The bundled model in this process: ``n`` documents one call each against one call of ``n`` (whole
+    documents), and the same for the windows of ``n`` by-section documents (``summarize_windows``), with
+    the torch threads the server gets (its ``OMP_NUM_THREADS``)."""
+    import torch
+
+    from synopsis.serve.documents import parse_document
+    from synopsis.summarizers import load_summarizer
+    from synopsis.summarizers.sections import plan_windows
+
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    summarizer = load_summarizer("pointer-generator")
+    parsed = parse_document(document)[0]
+    summarizer.summarize([parsed])  # warm-up
+    windows, _ = plan_windows(
+        parse_document(section_document, "markdown")[0], summarizer.input_capacity(), summarizer.input_length
+    )
+    out: dict[str, Any] = {
+        "n": n,
+        "torch_threads": torch.get_num_threads(),
+        "windows_per_document": len(windows),
+    }
+
+    def timed(call: Any) -> float:
+        begin = time.perf_counter()
+        call()
+        return time.perf_counter() - begin
+
+    alone = sum(timed(lambda: summarizer.summarize([parsed])) for _ in range(n))
+    together = timed(lambda: summarizer.summarize([parsed] * n))
+    many = windows * n
+    windows_alone = sum(timed(lambda w=w: summarizer.summarize_windows([w], [None])) for w in many)
+    windows_together = sum(
+        timed(lambda i=i: summarizer.summarize_windows(many[i : i + n], [None] * len(many[i : i + n])))
+        for i in range(0, len(many), n)
+    )
+    out["documents"] = {
+        "alone_s": round(alone, 2),
+        "batched_s": round(together, 2),
+        "speedup": round(alone / together, 2),
+    }
+    out["windows"] = {
+        "count": len(many),
+        "alone_s": round(windows_alone, 2),
+        "batched_s": round(windows_together, 2),
+        "speedup": round(windows_alone / windows_together, 2),
+    }
+    # By-section requests as the service runs them: unbatched, each request's windows in one call of their
+    # own; batched, the windows of all n requests in calls of n.
+    sectioned_document = parse_document(section_document, "markdown")[0]
+    requests_alone = sum(
+        timed(lambda: summarizer.summarize_by_section([sectioned_document])) for _ in range(n)
+    )
+    requests_together = timed(lambda: summarizer.summarize_by_section([sectioned_document] * n, batch_size=n))
+    out["by_section_requests"] = {
+        "alone_s": round(requests_alone, 2),
+        "batched_s": round(requests_together, 2),
+        "speedup": round(requests_alone / requests_together, 2),
+    }
+    out["load_average"] = load_average()
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--run",
         action="append",
-        help=f"MODEL:CLIENTSxREQUESTS (repeatable; default: {', '.join(DEFAULT_RUNS)})",
+        help=f"MODEL:CLIENTSxREQUESTS[:section] (repeatable; default: {', '.join(DEFAULT_RUNS)})",
     )
     parser.add_argument("--document", type=Path, default=ROOT / "examples" / "paper_abstract.txt")
+    parser.add_argument(
+        "--section-document", type=Path, help="document of the :section runs (default: see the docstring)"
+    )
     parser.add_argument("--server-arg", action="append", default=[], help="extra argument for synopsis serve")
+    parser.add_argument(
+        "--peer-arg", action="append", default=[], help="extra argument of a second server run side by side"
+    )
+    parser.add_argument("--ceiling", type=int, default=0, help="measure N in one call vs N calls in-process")
+    parser.add_argument("--ceiling-only", action="store_true", help="print the --ceiling figures and stop")
     parser.add_argument("--output", type=Path, default=ROOT / "benchmarks" / "results" / "serve_load.json")
     args = parser.parse_args()
     runs = []
     for spec in args.run or DEFAULT_RUNS:
-        match = re.fullmatch(r"(.+):(\d+)x(\d+)", spec)
+        match = re.fullmatch(r"(.+?):(\d+)x(\d+)(?::(section|document))?", spec)
         if not match:
-            parser.error(f"--run {spec!r}: expected MODEL:CLIENTSxREQUESTS")
-        runs.append((match.group(1), int(match.group(2)), int(match.group(3))))
+            parser.error(f"--run {spec!r}: expected MODEL:CLIENTSxREQUESTS[:section]")
+        runs.append((match.group(1), int(match.group(2)), int(match.group(3)), match.group(4) or "document"))
     document = args.document.read_text(encoding="utf-8")
-    console = Console(width=150)
+    if args.section_document is not None:
+        section_document = args.section_document.read_text(encoding="utf-8")
+    else:
+        section_document = sectioned(document)
+    console = Console(width=170)
+    limits = ceiling(document, section_document, args.ceiling) if args.ceiling else None
+    if limits:
+        console.print(f"in-process ceiling: {limits}")
+    if args.ceiling_only:
+        return
 
-    server = Server(args.server_arg)
+    servers = {"base": Server(args.server_arg)}
+    if args.peer_arg:
+        servers["peer"] = Server(args.server_arg + args.peer_arg)
+    logs: dict[str, str] = {}
+    results = []
+    ready: dict[str, float] = {}
+    health: dict[str, Any] = {}
     try:
-        ready_s = server.wait_ready()
-        health = httpx.get(server.url + "/health").json()
-        console.print(f"server pid {server.process.pid} ready in {ready_s:.1f} s, {server.url}: {health}")
-        results = []
-        for model, clients, requests in runs:
-            warm = httpx.post(
-                server.url + "/v1/summarize", json={"document": document, "model": model}, timeout=300
+        for name, server in servers.items():
+            ready[name] = server.wait_ready()
+            health[name] = httpx.get(server.url + "/health").json()
+            console.print(
+                f"{name} server pid {server.process.pid} ready in {ready[name]:.1f} s: {health[name]}"
             )
-            warm.raise_for_status()
-            console.print(f"run {model}: {clients} clients x {requests} requests ...")
-            results.append(run_load(server, model, clients, requests, document))
+        for model, clients, requests, by in runs:
+            text = section_document if by == "section" else document
+            for name, server in servers.items():
+                warm = httpx.post(
+                    server.url + "/v1/summarize", json=request_body(model, text, by), timeout=300
+                )
+                warm.raise_for_status()
+                console.print(f"run {model} by {by} on {name}: {clients} clients x {requests} requests ...")
+                results.append({"server": name, **run_load(server, model, clients, requests, text, by)})
         time.sleep(0.5)  # let the last log lines reach the file
-        log = server.log_text()
+        logs = {name: server.log_text() for name, server in servers.items()}
     finally:
-        server.stop()
+        for server in servers.values():
+            server.stop()
 
-    access = count_access_lines(log)
-    expected_posts = sum(r["requests"] for r in results) + len(results)  # plus one warm-up per run
-    table = Table(title="synopsis serve on loopback (latency in ms, RSS in MB)")
-    for column in (
-        "model",
-        "clients x req",
-        "errors",
-        "req/s",
-        "p50",
-        "p95",
-        "p99",
-        "max",
-        "RSS before",
-        "RSS max",
-        "RSS after",
-    ):
-        table.add_column(column, justify="left" if column == "model" else "right")
+    table = Table(title="synopsis serve on loopback (latency in ms, RSS in MB; ratio: peer / base req/s)")
+    columns = ["server", "model", "by", "clients x req", "errors", "req/s", "ratio", "p50", "p95", "p99"]
+    columns += ["max", "model call", "server total", "mean batch", "RSS max", "load before/after"]
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("server", "model", "by") else "right")
+    base_rps: dict[tuple[str, str, int, int], float] = {}
     for r in results:
-        lat, rss = r["latency_ms"], r["server_rss_mb"]
+        lat, rss, spent = r["latency_ms"], r["server_rss_mb"], r["server_timing_ms"]
+        key = (r["model"], r["by"], r["clients"], r["requests_per_client"])
+        if r["server"] == "base":
+            base_rps[key] = r["throughput_rps"]
+            r["ratio_to_base"] = None
+        else:
+            r["ratio_to_base"] = round(r["throughput_rps"] / base_rps[key], 2) if base_rps.get(key) else None
+        load = r["load_average"]
         table.add_row(
+            r["server"],
             r["model"],
+            r["by"],
             f"{r['clients']} x {r['requests_per_client']}",
             str(r["errors"]),
-            f"{r['throughput_rps']:.1f}",
-            f"{lat['p50']:.1f}",
-            f"{lat['p95']:.1f}",
-            f"{lat['p99']:.1f}",
-            f"{lat['max']:.1f}",
-            f"{rss['before']:.1f}",
+            f"{r['throughput_rps']:.2f}",
+            "" if r["ratio_to_base"] is None else f"{r['ratio_to_base']:.2f}x",
+            f"{lat['p50']:.0f}",
+            f"{lat['p95']:.0f}",
+            f"{lat['p99']:.0f}",
+            f"{lat['max']:.0f}",
+            f"{spent['model_call']}",
+            f"{spent['total']}",
+            str(r["batches"]["mean_size"] or ""),
             f"{rss['max']:.1f}",
-            f"{rss['after']:.1f}",
+            f"{load['before'][0]:.2f}/{load['after'][0]:.2f}",
         )
     console.print(table)
-    logged = access.get("POST /v1/summarize", 0)
-    console.print(f"server access log: {logged} lines for {expected_posts} summarize requests")
+    access = {name: count_access_lines(log) for name, log in logs.items()}
+    one_line_each = {}
+    for name in servers:
+        expected = sum(r["requests"] for r in results if r["server"] == name) + len(runs)  # + warm-ups
+        logged = access[name].get("POST /v1/summarize", 0)
+        one_line_each[name] = logged == expected
+        console.print(f"{name} server access log: {logged} lines for {expected} summarize requests")
     report = {
         "benchmark": "serve_load",
         "command": "python benchmarks/serve_load.py " + " ".join(sys.argv[1:]),
         "document": {"path": str(args.document.relative_to(ROOT)), "words": len(document.split())},
-        "server": {"startup_s": round(ready_s, 1), "health": health, "extra_args": args.server_arg},
+        "section_document": {
+            "path": str(args.section_document) if args.section_document else "sectioned(document)",
+            "words": len(section_document.split()),
+        },
+        "servers": {
+            name: {"startup_s": round(ready[name], 1), "health": health[name], "extra_args": server_args}
+            for name, server_args in (("base", args.server_arg), ("peer", args.server_arg + args.peer_arg))
+            if name in servers
+        },
         "machine": {
             "python": platform.python_version(),
             "platform": platform.platform(),
             "cpus_available": len(os.sched_getaffinity(0)),
             "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
         },
+        "ceiling": limits,
         "runs": results,
         "access_log_lines": access,
-        "one_log_line_per_request": access.get("POST /v1/summarize", 0) == expected_posts,
+        "one_log_line_per_request": one_line_each,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=2) + "\n")

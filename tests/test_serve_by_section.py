@@ -5,7 +5,9 @@ summaries and source highlights."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -146,6 +148,147 @@ def test_stream_by_section_sends_sections_before_the_rest_is_computed() -> None:
                 kinds.append(event["event"])
     assert calls == finished == [16, 4]
     assert kinds == ["parsed"] + ["section"] * 20 + ["summary", "done"]
+
+
+class CountingWindows:
+    """Wraps a summarizer's ``summarize_windows``: records each call's windows (their first sentence) and,
+    with ``gate``, holds every call until the gate opens."""
+
+    def __init__(self, summarizer: Any, gate: threading.Event | None = None) -> None:
+        self.inner = summarizer.summarize_windows
+        self.calls: list[list[str]] = []
+        self.gate = gate
+        self.lock = threading.Lock()
+        summarizer.summarize_windows = self
+
+    def __call__(self, windows: Any, instructions: Any = None) -> Any:
+        with self.lock:
+            self.calls.append([window.texts[0] for window in windows])
+        if self.gate is not None and not self.gate.wait(20):
+            raise RuntimeError("the test never opened the gate")
+        return self.inner(windows, instructions)
+
+
+def _report(name: str, parts: int) -> str:
+    return f"# Report {name}\n\n" + "\n".join(
+        f"## Part {i}\n\n{name} sentence {i} is about the river. The {name} bridge {i} was closed.\n"
+        for i in range(parts)
+    )
+
+
+def test_concurrent_by_section_requests_share_window_batches() -> None:
+    """Three by-section requests within one window: their windows share model calls (a call holds windows
+    of several requests) and each gets exactly the answer it gets alone."""
+    summarizer = load_summarizer("lead-3")
+    counter = CountingWindows(summarizer)
+    registry = ModelRegistry()
+    registry.add(describe("lead-3", summarizer))
+    documents = {name: _report(name, parts) for name, parts in (("alpha", 3), ("beta", 5), ("gamma", 4))}
+    settings = ServeSettings(batch_window_ms=400, max_batch=16)
+    results: dict[str, Any] = {}
+    with TestClient(create_app(registry, settings)) as client:
+
+        def post(name: str) -> None:
+            body = {"document": documents[name], "model": "lead-3", "by": "section", "max_words": 30}
+            results[name] = client.post("/v1/summarize", json=body)
+
+        threads = [threading.Thread(target=post, args=(name,)) for name in documents]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        shared_calls = list(counter.calls)
+        counter.calls.clear()
+        with TestClient(create_app(registry, ServeSettings())) as alone_client:  # unbatched, one at a time
+            for name, document in documents.items():
+                body = {"document": document, "model": "lead-3", "by": "section", "max_words": 30}
+                alone = alone_client.post("/v1/summarize", json=body)
+                assert results[name].status_code == 200, results[name].text
+                assert results[name].json()["summaries"] == alone.json()["summaries"]
+    windows = sum(len(call) for call in shared_calls)
+    assert windows == 3 + 5 + 4  # one window per section, each computed once
+    assert len(shared_calls) < windows
+    # a call held windows of more than one request (before, each request's windows ran alone)
+    assert any(len({text.split()[0] for text in call}) > 1 for call in shared_calls), shared_calls
+
+
+@pytest.mark.slow
+def test_batched_by_section_pointer_generator_equals_unbatched() -> None:
+    """The bundled model: by-section answers of concurrent requests whose windows share calls equal the
+    answers each request gets alone without batching (sources and attention citations included)."""
+    summarizer = load_summarizer("pointer-generator")
+    counter = CountingWindows(summarizer)
+    registry = ModelRegistry()
+    registry.add(describe("default", summarizer))
+    documents = [DOCUMENT, _report("alpha", 2), _report("beta", 3)]
+    alone = []
+    with TestClient(create_app(registry, ServeSettings())) as client:
+        for document in documents:
+            alone.append(client.post("/v1/summarize", json={"document": document, "by": "section"}).json())
+    counter.calls.clear()
+    results: dict[int, Any] = {}
+    with TestClient(create_app(registry, ServeSettings(batch_window_ms=500, max_batch=16))) as client:
+
+        def post(i: int) -> None:
+            results[i] = client.post("/v1/summarize", json={"document": documents[i], "by": "section"}).json()
+
+        threads = [threading.Thread(target=post, args=(i,)) for i in range(len(documents))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+    assert sum(len(call) for call in counter.calls) == 3 + 2 + 3
+    assert max(len(call) for call in counter.calls) > 3  # a call held windows of several requests
+    for i in range(len(documents)):
+        assert results[i]["summaries"] == alone[i]["summaries"]
+
+
+def test_a_by_section_request_whose_client_left_is_never_computed() -> None:
+    from test_serve_traffic import _wait_for, running_server
+
+    gate = threading.Event()
+    summarizer = load_summarizer("lead-3")
+    counter = CountingWindows(summarizer, gate)
+    registry = ModelRegistry()
+    registry.add(describe("lead-3", summarizer))
+    # two threads: one runs the held batch, the other parses the second request (one batch at a time)
+    settings = ServeSettings(batch_window_ms=10, max_batch=2, inference_threads=2)
+    app = create_app(registry, settings)
+    with running_server(app) as url:
+        first: dict[str, Any] = {}
+
+        def hold() -> None:
+            body = {"document": _report("first", 1), "model": "lead-3", "by": "section"}
+            request = urllib.request.Request(
+                url + "/v1/summarize", json.dumps(body).encode(), {"Content-Type": "application/json"}
+            )
+            with urllib.request.urlopen(request, timeout=30) as response:
+                first["status"] = response.status
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        try:
+            _wait_for(lambda: len(counter.calls) == 1)  # the first request's batch holds the model
+            queue = app.state.batchers["lead-3"]
+            body = {"document": _report("gone", 3), "model": "lead-3", "by": "section"}
+            payload = json.dumps(body).encode()
+            host, port = url.removeprefix("http://").split(":")
+            with socket.create_connection((host, int(port))) as sock:
+                sock.sendall(
+                    b"POST /v1/summarize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    + f"Content-Length: {len(payload)}\r\n\r\n".encode()
+                    + payload
+                )
+                _wait_for(lambda: queue.waiting(windows=True) == 2)  # its first batch of windows waits
+            _wait_for(lambda: queue.waiting(windows=True) == 0)  # hung up: withdrawn
+        finally:
+            gate.set()
+            holder.join(20)
+        assert first == {"status": 200}
+        time.sleep(0.3)
+        assert [call[0].split()[0] for call in counter.calls] == ["first"]  # "gone" was never computed
+        metrics = urllib.request.urlopen(url + "/metrics").read().decode()
+        assert 'status="499"' in metrics
 
 
 def test_page_by_section_outline_and_source_highlights(page: Any) -> None:

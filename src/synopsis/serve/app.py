@@ -28,7 +28,7 @@ from fastapi.staticfiles import StaticFiles
 
 from synopsis import __version__
 from synopsis.errors import InputError, SynopsisError
-from synopsis.serve.batching import Batcher, BatchResult, options_key
+from synopsis.serve.batching import Batcher, BatchResult, SharedWindows, options_key
 from synopsis.serve.documents import document_stats, outline, parse_document
 from synopsis.serve.errors import (
     ApiError,
@@ -80,6 +80,9 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
     """The service around ``registry`` (already loaded) with ``settings`` (default: ``ServeSettings()``)."""
     settings = settings or ServeSettings()
     pool = InferencePool(settings.inference_threads, settings.queue_size)
+    # Batched by-section jobs wait for their windows' batches, which run on ``pool``: they wait on threads
+    # of their own (one per request summarized by section at a time), never on the pool's.
+    sections_pool = InferencePool(settings.max_batch, settings.queue_size)
     batchers: dict[str, Batcher] = {}
 
     def queues() -> dict[str, int]:
@@ -124,6 +127,7 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
             await queue.close()
         batchers.clear()  # their events belong to this event loop
         pool.shutdown()
+        sections_pool.shutdown()
 
     app = FastAPI(
         title="synopsis",
@@ -370,20 +374,25 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
         parsed = await run(request, parse)
         yield parsed
         document, used = parsed["parsed"], parsed["document"]["format"]
+        queue = batcher(entry.name)
         if body.by == "section" or (
             body.by == "auto" and await run(request, lambda: by_section("auto", entry, summarizer, document))
         ):
-            # By section the windows of one request share batches within summarize_by_section, on the pool;
-            # they do not join the batcher's queue (its items are whole documents, one summary each).
-            job = partial(section_summaries, summarizer, document, used, instructions, body)
-            async for event in events_from_thread(request, job):
+            # By section the job walks the document on a thread of its own and hands its windows, a batch at
+            # a time, to the model's batcher, where they share calls with other requests' windows.
+            shared = SharedWindows(queue, summarizer, options_key(options), asyncio.get_running_loop())
+            job = partial(
+                section_summaries, summarizer, document, used, instructions, body,
+                shared=shared, batch_size=settings.max_batch,
+            )  # fmt: skip
+            async for event in events_from_thread(request, job, sections_pool, shared.cancel):
                 yield event
             return
-        queue = batcher(entry.name)
         wanted = instructions or [None]
-        # --queue-size bounds the summaries waiting for a batch too (at least one full batch may wait)
-        if len(queue) + len(wanted) > max(settings.queue_size, settings.max_batch):
-            raise QueueFullError(f"server busy: {len(queue)} summaries waiting for a batch")
+        # --queue-size bounds the summaries waiting for a batch too (at least one full batch may wait);
+        # windows are bounded by the by-section threads (at most one batch of each request's waits)
+        if queue.waiting() + len(wanted) > max(settings.queue_size, settings.max_batch):
+            raise QueueFullError(f"server busy: {queue.waiting()} summaries waiting for a batch")
         futures = [
             queue.submit(parsed["parsed"], instruction, summarizer, options_key(options))
             for instruction in wanted
@@ -408,9 +417,13 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
                 future.cancel()  # client gone or timed out: withdrawn from the batch queue, never computed
 
     async def events_from_thread(
-        request: Request, job: Callable[[Callable[[dict[str, Any]], None]], None]
+        request: Request,
+        job: Callable[[Callable[[dict[str, Any]], None]], None],
+        threads: InferencePool = pool,
+        withdraw: Callable[[], None] = lambda: None,
     ) -> AsyncIterator[dict[str, Any]]:
-        """Run ``job(emit)`` on the pool and yield every event it emits, as it emits it.
+        """Run ``job(emit)`` on ``threads`` and yield every event it emits, as it emits it; ``withdraw()``
+        takes back the job's queued work when the request ends early.
 
         This is the seam for per-section results: a job that summarizes section by section calls ``emit``
         with one event per finished section, and streaming and plain answers both follow.
@@ -421,17 +434,22 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
         def emit(event: dict[str, Any]) -> None:
             loop.call_soon_threadsafe(events.put_nowait, event)
 
-        future = pool.submit(lambda: job(emit))
+        future = threads.submit(lambda: job(emit))
         future.add_done_callback(lambda _: loop.call_soon_threadsafe(events.put_nowait, None))
+
+        def stop() -> None:
+            future.cancel()  # only succeeds while the job still waits for a thread
+            withdraw()
+
         try:
             while True:
-                event = await guarded(request, events.get(), remaining(request), future.cancel)
+                event = await guarded(request, events.get(), remaining(request), stop)
                 if event is None:
                     future.result()  # the job's exception, if it failed
                     return
                 yield event
         finally:
-            future.cancel()  # only succeeds while the job still waits for a thread
+            stop()
 
     @app.post(
         "/v1/outline",

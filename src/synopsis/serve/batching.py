@@ -12,41 +12,53 @@ Bounds: at most ``concurrency`` batches of one model run at a time; an item leav
 window once a slot is free, so with free slots no item waits longer than the window plus one batch. An item
 whose request gave up (client gone, timeout) is cancelled and never computed. If a batched call fails,
 its items are retried alone, so one bad document fails only its own request.
+
+By section, the items are windows (:class:`~synopsis.summarizers.sections.Window`, one part of one
+section each) and a batch is one ``summarize_windows`` call: a request's by-section job runs on a thread of
+its own and hands each batch of its windows to the model's batcher through :class:`SharedWindows`, so the
+windows of several requests share calls within the same window and ``max_batch``. Windows and whole
+documents never share a call (different calls).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
+import threading
 import time
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from synopsis.document import Document
 from synopsis.serve.pool import InferencePool, QueueFullError
 from synopsis.summarizers import Summarizer
+from synopsis.summarizers.sections import SummarySentence, Window
 
 logger = logging.getLogger("synopsis.serve")
 
 
 @dataclass
 class BatchResult:
-    """One item's summary, the wall time of the call that produced it and that call's batch size."""
+    """One item's summary (a string, or a window's summary sentences), the wall time of the call that
+    produced it and that call's batch size."""
 
-    summary: str
+    summary: Any
     ms: float
     batch_size: int
 
 
 @dataclass(eq=False)
 class BatchItem:
-    document: Document
+    document: Document | Window  # a window by section (``windows``)
     instruction: str | None
     summarizer: Summarizer  # the request's copy (options applied); items of one batch share ``key``
-    key: Hashable  # the request's options: only equal keys share a call
+    key: Hashable  # the request's options and ``windows``: only equal keys share a call
     future: asyncio.Future[BatchResult]
+    windows: bool = False
     arrived: float = field(default_factory=time.monotonic)
 
 
@@ -76,12 +88,22 @@ class Batcher:
     def __len__(self) -> int:
         return sum(not item.future.done() for item in self._queue)
 
+    def waiting(self, windows: bool = False) -> int:
+        """The whole documents (or, with ``windows``, the windows) waiting for a batch."""
+        return sum(item.windows == windows and not item.future.done() for item in self._queue)
+
     def submit(
-        self, document: Document, instruction: str | None, summarizer: Summarizer, key: Hashable
+        self,
+        document: Document | Window,
+        instruction: str | None,
+        summarizer: Summarizer,
+        key: Hashable,
+        windows: bool = False,
     ) -> asyncio.Future[BatchResult]:
-        """Queue one summary; await the future (cancel it to withdraw the item if it has not run yet)."""
+        """Queue one summary (of a window with ``windows``); await the future (cancel it to withdraw the item
+        if it has not run yet)."""
         loop = asyncio.get_running_loop()
-        item = BatchItem(document, instruction, summarizer, key, loop.create_future())
+        item = BatchItem(document, instruction, summarizer, (windows, key), loop.create_future(), windows)
         self._queue.append(item)
         if self._task is None or self._task.done():
             self._task = loop.create_task(self._run(), name=f"batcher-{self.name}")
@@ -184,16 +206,22 @@ class Batcher:
             self._slots.release()
             self._wake.set()
 
-    async def _call(self, batch: list[BatchItem]) -> tuple[list[str], float]:
-        documents = [item.document for item in batch]
+    async def _call(self, batch: list[BatchItem]) -> tuple[list[Any], float]:
+        documents: list[Any] = [item.document for item in batch]
         instructions: list[str | None] | None = [item.instruction for item in batch]
-        if all(instruction is None for instruction in instructions):
-            instructions = None  # as the CLI passes plain summaries
         summarizer = batch[0].summarizer
+        if batch[0].windows:  # as summarize_by_section calls it: one instruction (or None) per window
+            summarize: Callable[[], list[Any]] = partial(
+                summarizer.summarize_windows, documents, instructions
+            )
+        else:
+            if all(instruction is None for instruction in instructions):
+                instructions = None  # as the CLI passes plain summaries
+            summarize = partial(summarizer.summarize, documents, instructions)
 
-        def job() -> tuple[list[str], float]:
+        def job() -> tuple[list[Any], float]:
             begin = time.perf_counter()
-            out = summarizer.summarize(documents, instructions)
+            out = summarize()
             return out, round(1000 * (time.perf_counter() - begin), 2)
 
         # Not bounded by a request's timeout: each waiting request has its own, and a started call cannot
@@ -203,3 +231,60 @@ class Batcher:
 
 def options_key(options: dict[str, Any]) -> Hashable:
     return tuple(sorted(options.items()))
+
+
+class SharedWindows:
+    """``summarize_windows`` for one by-section request whose job runs on a thread off the event loop: each
+    call queues its windows in the model's :class:`Batcher` (where they may share calls with other requests'
+    windows) and blocks until their summaries are back. :meth:`cancel` (client gone, timeout) withdraws the
+    windows still waiting, and every later call fails, so the job ends without computing them.
+
+    The job must not run on the inference pool: it waits for batches that run there."""
+
+    def __init__(
+        self, batcher: Batcher, summarizer: Summarizer, key: Hashable, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        self._batcher = batcher
+        self._summarizer = summarizer
+        self._key = key
+        self._loop = loop
+        self._lock = threading.Lock()
+        self._waiting: set[concurrent.futures.Future[list[BatchResult]]] = set()
+        self._cancelled = False
+        self.largest = 0  # the largest call this request's windows were part of
+
+    def __call__(
+        self, windows: Sequence[Window], instructions: Sequence[str | None]
+    ) -> list[list[SummarySentence]]:
+        with self._lock:
+            if self._cancelled:
+                raise concurrent.futures.CancelledError()
+            waiting = asyncio.run_coroutine_threadsafe(self._gather(windows, instructions), self._loop)
+            self._waiting.add(waiting)
+        try:
+            results = waiting.result()
+        finally:
+            with self._lock:
+                self._waiting.discard(waiting)
+        self.largest = max([self.largest, *(result.batch_size for result in results)])
+        return [result.summary for result in results]
+
+    async def _gather(
+        self, windows: Sequence[Window], instructions: Sequence[str | None]
+    ) -> list[BatchResult]:
+        futures = [
+            self._batcher.submit(window, instruction, self._summarizer, self._key, windows=True)
+            for window, instruction in zip(windows, instructions, strict=True)
+        ]
+        try:
+            return list(await asyncio.gather(*futures))
+        finally:
+            for future in futures:
+                future.cancel()  # a failure or a cancel: the request's other windows leave the queue
+
+    def cancel(self) -> None:
+        """Withdraw the windows still waiting for a batch; later calls fail."""
+        with self._lock:
+            self._cancelled = True
+            for waiting in self._waiting:
+                waiting.cancel()

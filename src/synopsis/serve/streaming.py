@@ -19,6 +19,7 @@ from fastapi import Request
 from starlette.types import Receive
 
 from synopsis.errors import SynopsisError
+from synopsis.serve.batching import SharedWindows
 from synopsis.serve.documents import document_stats, outline
 from synopsis.serve.errors import ClientGone
 from synopsis.serve.registry import ModelEntry
@@ -152,10 +153,13 @@ def section_summaries(
     instructions: list[str],
     body: Any,
     emit: Callable[[dict[str, Any]], None],
+    shared: SharedWindows | None = None,
+    batch_size: int = 16,
 ) -> None:
     """By section, one ``summarize_by_section`` call per instruction: a ``section`` event per section
     summary as it is done (its ``on_section`` callback), then the instruction's ``summary`` event with
-    the whole structured summary."""
+    the whole structured summary. With ``shared`` the windows go, ``batch_size`` at a time, to the model's
+    batcher, where they share calls with other requests' windows."""
     offsets = None
     if used in ("text", "markdown"):  # sources get character offsets into the submitted text
         offsets = locate_sentences(body.document, [s.text for s in document.sentences])
@@ -168,7 +172,9 @@ def section_summaries(
             max_words=body.max_words,
             offsets=[offsets],
             on_section=lambda _, section, event_of=event_of: emit(event_of(section)),
+            batch_size=batch_size,
+            summarize_windows=shared,
         )
         ms = round(1000 * (time.perf_counter() - begin), 2)
-        event = summary_event(index, instruction, result.prediction, ms, 1)
+        event = summary_event(index, instruction, result.prediction, ms, shared.largest if shared else 1)
         emit({**event, "by": "section", "structured": result.to_dict()})

@@ -436,13 +436,15 @@ def summarize_by_section(
     offsets: Sequence[Sequence[tuple[int, int] | None] | None] | None = None,
     on_section: Callable[[int, SectionSummary], None] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    summarize_windows: Callable[[list[Window], list[str | None]], list[list[SummarySentence]]] | None = None,
 ) -> list[DocumentSummary]:
     """Summaries by section of ``documents`` (see the module docstring), one :class:`DocumentSummary` each.
 
     ``offsets[d]`` (one ``(start, end)`` per sentence of document ``d``, or ``None``) fills the sources'
     character offsets. ``on_section(d, section)`` is called as each section's summary is done (in document
     order within a document), so a caller can show it at once; ``progress(done, total)`` after every batch
-    of windows. Windows of all documents share batches of ``batch_size``."""
+    of windows. Windows of all documents share batches of ``batch_size``; ``summarize_windows`` (default:
+    the summarizer's) summarizes one batch, e.g. through a queue shared with other callers (the service)."""
     if getattr(summarizer, "needs_references", False):
         raise InputError(
             f"{type(summarizer).__name__} needs reference summaries and cannot summarize by section; "
@@ -453,6 +455,7 @@ def summarize_by_section(
     if composer not in COMPOSERS:
         raise InputError(f"unknown composition '{composer}'; choose one of: {', '.join(COMPOSERS)}")
     instructions = summarizer._check_batch(documents, instructions)
+    summarize_windows = summarize_windows or summarizer.summarize_windows
     capacity = summarizer.input_capacity()
     windows: list[Window] = []
     split = 0
@@ -482,7 +485,7 @@ def summarize_by_section(
 
     for start in range(0, len(windows), batch_size):
         batch = windows[start : start + batch_size]
-        results = summarizer.summarize_windows(batch, [instructions[w.document] for w in batch])
+        results = summarize_windows(batch, [instructions[w.document] for w in batch])
         for window, sentences in zip(batch, results, strict=True):
             _, nodes, _ = trees[window.document]
             if window.pseudo:
