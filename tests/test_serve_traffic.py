@@ -284,6 +284,15 @@ def test_metrics_count_requests_batches_queues_and_cache_hits() -> None:
 
 
 # ----------------------------------------------------------------------------- batching
+def test_extractive_methods_never_wait_for_a_batch_window() -> None:
+    settings = ServeSettings(batch_window_ms=2000, max_batch=8)
+    with TestClient(create_app(_registry(), settings)) as client:
+        answer = client.post("/v1/summarize", json={"document": TEXT, "model": "lead-3"})
+        text = client.get("/metrics").text
+    assert answer.status_code == 200
+    assert 'synopsis_batch_size_count{model="lead-3"}' not in text  # answered by the pool, not a batcher
+
+
 def test_requests_within_the_window_share_one_call() -> None:
     recorder = RecordingSummarizer()
     settings = ServeSettings(batch_window_ms=300, max_batch=4, inference_threads=1)

@@ -273,7 +273,8 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
         if instructions and not entry.instructions:
             warnings.append(f"model '{entry.name}' ignores instructions: each summary is the plain summary")
 
-        if settings.batching:
+        # An extractive method picks sentences in microseconds: a batch window would only delay it.
+        if settings.batching and not entry.extractive:
             events = batched_events(request, entry, summarizer, options, instructions, body, submitted)
         else:
             events = pooled_events(request, entry, summarizer, instructions, body, submitted)

@@ -46,6 +46,7 @@ class ModelEntry:
     options: tuple[str, ...] = ()  # per-request options it accepts
     source: str = "builtin"  # "builtin" or "user" (--model NAME=DIR); never the path
     by_section: bool = False  # can it summarize by section (``by: section``)?
+    extractive: bool = False  # picks sentences: cheap, so never waits for a batch
     configure: Configure | None = field(default=None, repr=False)
 
     def with_options(self, options: Mapping[str, Any]) -> Summarizer:
@@ -166,6 +167,7 @@ def describe(name: str, summarizer: Summarizer, description: str = "", source: s
         options=info.options,
         source=source,
         by_section=info.by_section,
+        extractive=info.extractive,
         configure=_with_options,
     )
 
