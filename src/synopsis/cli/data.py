@@ -12,9 +12,10 @@ from typing import Any
 import typer
 
 from synopsis.cli.options import ranged
-from synopsis.cli.runtime import refuse_to_overwrite_inputs, stdout_console, track
+from synopsis.cli.runtime import refuse_to_overwrite_inputs, stdout_console
 from synopsis.config import AT_LEAST_ONE, POSITIVE, Range
 from synopsis.errors import InputError
+from synopsis.progress import track
 
 logger = logging.getLogger(__name__)
 

@@ -108,7 +108,7 @@ def _dry_run(cfg: Seq2SeqTrainConfig, plan_json: Path | None) -> None:
 def _run_training(cfg: Seq2SeqTrainConfig, resume: bool, threads: int | None) -> None:
     import logging
 
-    from synopsis.cli.runtime import progress_enabled
+    from synopsis.progress import progress_enabled
     from synopsis.training.seq2seq import Seq2SeqTrainer
 
     set_torch_threads(threads)
