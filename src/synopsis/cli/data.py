@@ -59,47 +59,66 @@ _SPLIT = typer.Option(None, "--split", help="Split inside a corpus folder (train
 _SKIP_BAD_LINES = typer.Option(
     False, "--skip-bad-lines", help="Skip malformed lines or records and report how many."
 )
-_TEXT_COLUMN = typer.Option(None, "--text-column", help="jsonl/csv: column with the document text.")
-_SUMMARY_COLUMN = typer.Option(
-    None, "--summary-column", help="jsonl/csv: column with the reference(s); repeat for several columns."
-)
-_ID_COLUMN = typer.Option(
-    None,
-    "--id-column",
-    help="jsonl/csv: column with the example id (default: an 'id' field if the record has one).",
-)
-_INSTRUCTION_COLUMN = typer.Option(
-    None, "--instruction-column", help="jsonl/csv: column with the instruction."
-)
-_TITLE_COLUMN = typer.Option(None, "--title-column", help="jsonl/csv: column with the document title.")
-_ATTRIBUTE_COLUMN = typer.Option(
-    None, "--attribute-column", help="jsonl/csv: column kept as an attribute (e.g. style, topic); repeatable."
-)
-_QUERIES = typer.Option(None, "--queries", help="qmsum: general, specific or all (default) queries.")
-_SPAN_ONLY = typer.Option(
-    False, "--relevant-span-only", help="qmsum: a specific query's document is only its relevant turns."
-)
-_FORMAT = typer.Option(
-    None, "--format", help="documents: text, markdown, json, scisummnet, story, arxiv, qmsum (default: auto)."
-)
+#: The reader options of ``convert`` and ``stats``: parameter -> (the readers' keyword, type, flag, help);
+#: each is off (``None``, ``False``) unless given.
+_READER_FLAGS: dict[str, tuple[str, Any, str, str]] = {
+    "text_column": ("text_column", str | None, "--text-column", "jsonl/csv: column with the document text."),
+    "summary_column": (
+        "summary_column",
+        list[str] | None,
+        "--summary-column",
+        "jsonl/csv: column with the reference(s); repeat for several columns.",
+    ),
+    "id_column": (
+        "id_column",
+        str | None,
+        "--id-column",
+        "jsonl/csv: column with the example id (default: an 'id' field if the record has one).",
+    ),
+    "instruction_column": (
+        "instruction_column",
+        str | None,
+        "--instruction-column",
+        "jsonl/csv: column with the instruction.",
+    ),
+    "title_column": (
+        "title_column",
+        str | None,
+        "--title-column",
+        "jsonl/csv: column with the document title.",
+    ),
+    "attribute_column": (
+        "attribute_columns",
+        list[str] | None,
+        "--attribute-column",
+        "jsonl/csv: column kept as an attribute (e.g. style, topic); repeatable.",
+    ),
+    "queries": ("queries", str | None, "--queries", "qmsum: general, specific or all (default) queries."),
+    "relevant_span_only": (
+        "relevant_span_only",
+        bool,
+        "--relevant-span-only",
+        "qmsum: a specific query's document is only its relevant turns.",
+    ),
+    "document_format": (
+        "format",
+        str | None,
+        "--format",
+        "documents: text, markdown, json, scisummnet, story, arxiv, qmsum (default: auto).",
+    ),
+}
 _MAX_INPUT_MB = ranged(
     None, "--max-input-mb", allowed=POSITIVE, help="documents: refuse files larger than this (default 20)."
 )
-
-
-#: The reader options of ``convert`` and ``stats``: parameter -> (the readers' keyword, type, option).
+#: parameter -> (the readers' keyword, type, typer option).
 _READER_OPTIONS: dict[str, tuple[str, Any, Any]] = {
-    "text_column": ("text_column", str | None, _TEXT_COLUMN),
-    "summary_column": ("summary_column", list[str] | None, _SUMMARY_COLUMN),
-    "id_column": ("id_column", str | None, _ID_COLUMN),
-    "instruction_column": ("instruction_column", str | None, _INSTRUCTION_COLUMN),
-    "title_column": ("title_column", str | None, _TITLE_COLUMN),
-    "attribute_column": ("attribute_columns", list[str] | None, _ATTRIBUTE_COLUMN),
-    "queries": ("queries", str | None, _QUERIES),
-    "relevant_span_only": ("relevant_span_only", bool, _SPAN_ONLY),
-    "document_format": ("format", str | None, _FORMAT),
+    **{
+        name: (keyword, kind, typer.Option(False if kind is bool else None, flag, help=text))
+        for name, (keyword, kind, flag, text) in _READER_FLAGS.items()
+    },
     "max_input_mb": ("max_mb", float | None, _MAX_INPUT_MB),
 }
+_SPAN_ONLY = _READER_OPTIONS["relevant_span_only"][2]  # also an option of ``instructsum``
 
 
 def _with_reader_options(command: Callable[..., None]) -> Callable[..., None]:
