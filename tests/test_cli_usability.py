@@ -298,14 +298,16 @@ def test_bad_config_value_fails_before_any_work(tmp_path: Path, capsys: pytest.C
 
 def _config_classes() -> list[type]:
     from synopsis.experiments.domain_lm import ExperimentConfig, ModelSizes
+    from synopsis.experiments.hibrids_scisummnet import HibridsExperimentConfig
     from synopsis.experiments.hie_bart_heads import HeadSweepConfig
+    from synopsis.experiments.instructsum_qmsum import InstructSumExperimentConfig
     from synopsis.generation.config import GenerationConfig
     from synopsis.training.language_model import LMTrainConfig
     from synopsis.training.pointer_generator import PointerGeneratorTrainConfig
     from synopsis.training.seq2seq import Seq2SeqTrainConfig
 
     return [PointerGeneratorTrainConfig, Seq2SeqTrainConfig, LMTrainConfig, ExperimentConfig, ModelSizes,
-            HeadSweepConfig,
+            HeadSweepConfig, HibridsExperimentConfig, InstructSumExperimentConfig,
             GenerationConfig]  # fmt: skip
 
 

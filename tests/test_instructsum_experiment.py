@@ -33,6 +33,17 @@ def test_shipped_instructsum_config_is_valid() -> None:
     assert no_instruction_lead() == "Summarize the following article. Article: "
 
 
+def test_variants_option_chooses_the_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The InstructSum experiment takes --variants like the HIBRIDS one (one command builder for both)."""
+    code = main(["experiment", "instructsum", "--variants", "full,cached", "--data", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "variants must be a non-empty subset" in err and "'cached'" in err
+    code = main(
+        ["experiment", "instructsum", "--variants", "full", "--data", str(tmp_path), "-o", str(tmp_path)]
+    )
+    assert code != 0 and "QMSum train/ and val/ not found" in capsys.readouterr().err  # the config was valid
+
+
 @pytest.mark.slow
 def test_instructsum_experiment_writes_table_json_and_png(shared_data: Path, tmp_path: Path) -> None:
     out = tmp_path / "instructsum"

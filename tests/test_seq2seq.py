@@ -129,6 +129,23 @@ def test_corrupt_files_and_other_architectures_are_refused(tmp_path: Path, bart_
         load_seq2seq(broken)
 
 
+def test_nan_or_inf_weights_are_refused_on_every_load(tmp_path: Path, bart_dir: Path) -> None:
+    """load_seq2seq (the one loader of trainers, summarizers and experiments) checks the weights it read."""
+    from safetensors.torch import save_file
+
+    for bad in (float("nan"), float("inf")):
+        corrupt = tmp_path / f"corrupt-{bad}"
+        shutil.copytree(bart_dir, corrupt)
+        weights = load_file(corrupt / "model.safetensors")
+        name = next(n for n, t in weights.items() if t.is_floating_point())
+        weights[name].view(-1)[0] = bad
+        save_file(weights, corrupt / "model.safetensors", metadata={"format": "pt"})
+        with pytest.raises(CheckpointError, match=f"'{name}' holds NaN or infinite values"):
+            load_seq2seq(corrupt)
+    model, _ = load_seq2seq(corrupt, random_init=True)  # the stored weights are not read
+    assert all(bool(torch.isfinite(t).all()) for t in model.state_dict().values())
+
+
 def test_no_tokenizer_is_a_clear_error(tmp_path: Path, bart_dir: Path) -> None:
     bare = tmp_path / "bare"
     bare.mkdir()

@@ -5,16 +5,20 @@ from __future__ import annotations
 import inspect
 import itertools
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from synopsis.cli.options import ranged
-from synopsis.cli.runtime import refuse_to_overwrite_inputs, stdout_console, track
+from synopsis.cli.runtime import refuse_to_overwrite_inputs, stdout_console
 from synopsis.config import AT_LEAST_ONE, POSITIVE, Range
 from synopsis.errors import InputError
+from synopsis.progress import track
+
+if TYPE_CHECKING:
+    from synopsis.data.example import Example
 
 logger = logging.getLogger(__name__)
 
@@ -32,53 +36,89 @@ def _given(**options: Any) -> dict[str, Any]:
     return {key: value for key, value in options.items() if value not in (None, False, [])}
 
 
-def _with_progress(examples: Iterable[Any], description: str) -> Iterator[Any]:
-    """A live count on stderr while examples stream through (the total is not known in advance)."""
-    return track(examples, description, None, "examples")
+def _read_corpus(
+    corpus: str,
+    path: Path,
+    split: str | None,
+    skip_bad_lines: bool,
+    reader_options: dict[str, Any] | None,
+    counts: dict[str, int],
+) -> Iterator[Example]:
+    """The examples of ``convert`` and ``stats``, with a live count on stderr while they stream through
+    (the total is not known in advance); ``counts`` receives the reader's counts (skipped lines, ...)."""
+    from synopsis.data.readers import read_corpus
+
+    options = reader_options or {}
+    examples = read_corpus(corpus, path, split=split, skip_bad_lines=skip_bad_lines, stats=counts, **options)
+    return track(examples, f"reading {path}", None, "examples")
 
 
 # Options shared by both commands (typer needs them spelled out per command).
-_TEXT_COLUMN = typer.Option(None, "--text-column", help="jsonl/csv: column with the document text.")
-_SUMMARY_COLUMN = typer.Option(
-    None, "--summary-column", help="jsonl/csv: column with the reference(s); repeat for several columns."
+_CORPUS = typer.Option("auto", "--corpus", help=_CORPUS_HELP)
+_SPLIT = typer.Option(None, "--split", help="Split inside a corpus folder (train, dev/val).")
+_SKIP_BAD_LINES = typer.Option(
+    False, "--skip-bad-lines", help="Skip malformed lines or records and report how many."
 )
-_ID_COLUMN = typer.Option(
-    None,
-    "--id-column",
-    help="jsonl/csv: column with the example id (default: an 'id' field if the record has one).",
-)
-_INSTRUCTION_COLUMN = typer.Option(
-    None, "--instruction-column", help="jsonl/csv: column with the instruction."
-)
-_TITLE_COLUMN = typer.Option(None, "--title-column", help="jsonl/csv: column with the document title.")
-_ATTRIBUTE_COLUMN = typer.Option(
-    None, "--attribute-column", help="jsonl/csv: column kept as an attribute (e.g. style, topic); repeatable."
-)
-_QUERIES = typer.Option(None, "--queries", help="qmsum: general, specific or all (default) queries.")
-_SPAN_ONLY = typer.Option(
-    False, "--relevant-span-only", help="qmsum: a specific query's document is only its relevant turns."
-)
-_FORMAT = typer.Option(
-    None, "--format", help="documents: text, markdown, json, scisummnet, story, arxiv, qmsum (default: auto)."
-)
+#: The reader options of ``convert`` and ``stats``: parameter -> (the readers' keyword, type, flag, help);
+#: each is off (``None``, ``False``) unless given.
+_READER_FLAGS: dict[str, tuple[str, Any, str, str]] = {
+    "text_column": ("text_column", str | None, "--text-column", "jsonl/csv: column with the document text."),
+    "summary_column": (
+        "summary_column",
+        list[str] | None,
+        "--summary-column",
+        "jsonl/csv: column with the reference(s); repeat for several columns.",
+    ),
+    "id_column": (
+        "id_column",
+        str | None,
+        "--id-column",
+        "jsonl/csv: column with the example id (default: an 'id' field if the record has one).",
+    ),
+    "instruction_column": (
+        "instruction_column",
+        str | None,
+        "--instruction-column",
+        "jsonl/csv: column with the instruction.",
+    ),
+    "title_column": (
+        "title_column",
+        str | None,
+        "--title-column",
+        "jsonl/csv: column with the document title.",
+    ),
+    "attribute_column": (
+        "attribute_columns",
+        list[str] | None,
+        "--attribute-column",
+        "jsonl/csv: column kept as an attribute (e.g. style, topic); repeatable.",
+    ),
+    "queries": ("queries", str | None, "--queries", "qmsum: general, specific or all (default) queries."),
+    "relevant_span_only": (
+        "relevant_span_only",
+        bool,
+        "--relevant-span-only",
+        "qmsum: a specific query's document is only its relevant turns.",
+    ),
+    "document_format": (
+        "format",
+        str | None,
+        "--format",
+        "documents: text, markdown, json, scisummnet, story, arxiv, qmsum (default: auto).",
+    ),
+}
 _MAX_INPUT_MB = ranged(
     None, "--max-input-mb", allowed=POSITIVE, help="documents: refuse files larger than this (default 20)."
 )
-
-
-#: The reader options of ``convert`` and ``stats``: parameter -> (the readers' keyword, type, option).
+#: parameter -> (the readers' keyword, type, typer option).
 _READER_OPTIONS: dict[str, tuple[str, Any, Any]] = {
-    "text_column": ("text_column", str | None, _TEXT_COLUMN),
-    "summary_column": ("summary_column", list[str] | None, _SUMMARY_COLUMN),
-    "id_column": ("id_column", str | None, _ID_COLUMN),
-    "instruction_column": ("instruction_column", str | None, _INSTRUCTION_COLUMN),
-    "title_column": ("title_column", str | None, _TITLE_COLUMN),
-    "attribute_column": ("attribute_columns", list[str] | None, _ATTRIBUTE_COLUMN),
-    "queries": ("queries", str | None, _QUERIES),
-    "relevant_span_only": ("relevant_span_only", bool, _SPAN_ONLY),
-    "document_format": ("format", str | None, _FORMAT),
+    **{
+        name: (keyword, kind, typer.Option(False if kind is bool else None, flag, help=text))
+        for name, (keyword, kind, flag, text) in _READER_FLAGS.items()
+    },
     "max_input_mb": ("max_mb", float | None, _MAX_INPUT_MB),
 }
+_SPAN_ONLY = _READER_OPTIONS["relevant_span_only"][2]  # also an option of ``instructsum``
 
 
 def _with_reader_options(command: Callable[..., None]) -> Callable[..., None]:
@@ -101,31 +141,23 @@ def _with_reader_options(command: Callable[..., None]) -> Callable[..., None]:
 
 
 def convert(
-    corpus: str = typer.Option("auto", "--corpus", help=_CORPUS_HELP),
+    corpus: str = _CORPUS,
     input_path: Path = typer.Option(..., "--input", help="Corpus file or folder."),
     output: Path = typer.Option(..., "--output", "-o", help="Our JSONL file to write (written atomically)."),
-    split: str | None = typer.Option(None, "--split", help="Split inside a corpus folder (train, dev/val)."),
-    skip_bad_lines: bool = typer.Option(
-        False, "--skip-bad-lines", help="Skip malformed lines or records and report how many."
-    ),
+    split: str | None = _SPLIT,
+    skip_bad_lines: bool = _SKIP_BAD_LINES,
     reader_options: dict[str, Any] | None = None,
 ) -> None:
     """Read a corpus and write it as synopsis JSONL (one Example per line)."""
     from synopsis.data.example import write_examples
-    from synopsis.data.readers import read_corpus
 
     refuse_to_overwrite_inputs(output, [input_path], "--output")
-    options = reader_options or {}
     counts: dict[str, int] = {}
-    examples = iter(
-        read_corpus(corpus, input_path, split=split, skip_bad_lines=skip_bad_lines, stats=counts, **options)
-    )
+    examples = _read_corpus(corpus, input_path, split, skip_bad_lines, reader_options, counts)
     first = next(examples, None)  # an empty corpus must not replace an existing output with nothing
     if first is None:
         raise InputError(f"{input_path}: no examples found (nothing written)")
-    count = write_examples(
-        _with_progress(itertools.chain([first], examples), f"reading {input_path}"), output
-    )
+    count = write_examples(itertools.chain([first], examples), output)
     typer.echo(
         f"wrote {count:,} examples to {output}; skipped {counts.get('skipped', 0):,} bad lines"
         + _extra(counts)
@@ -139,24 +171,19 @@ def _extra(stats: dict[str, int]) -> str:
 
 def stats(
     path: Path = typer.Argument(..., help="Our JSONL file, or any corpus file/folder with --corpus."),
-    corpus: str = typer.Option("auto", "--corpus", help=_CORPUS_HELP),
-    split: str | None = typer.Option(None, "--split", help="Split inside a corpus folder (train, dev/val)."),
-    skip_bad_lines: bool = typer.Option(False, "--skip-bad-lines", help="Skip malformed lines or records."),
+    corpus: str = _CORPUS,
+    split: str | None = _SPLIT,
+    skip_bad_lines: bool = _SKIP_BAD_LINES,
     json_output: Path | None = typer.Option(None, "--json", help="Also write the numbers to this JSON file."),
     reader_options: dict[str, Any] | None = None,
 ) -> None:
     """Print counts, lengths (words, sentences), section depth and references per example."""
-    from synopsis.data.readers import read_corpus
     from synopsis.data.stats import corpus_stats, stats_table
     from synopsis.io import write_json
 
     refuse_to_overwrite_inputs(json_output, [path], "--json")
-    options = reader_options or {}
     read_stats: dict[str, int] = {}
-    examples = read_corpus(
-        corpus, path, split=split, skip_bad_lines=skip_bad_lines, stats=read_stats, **options
-    )
-    numbers = corpus_stats(_with_progress(examples, f"reading {path}"))
+    numbers = corpus_stats(_read_corpus(corpus, path, split, skip_bad_lines, reader_options, read_stats))
     if numbers["examples"] == 0:
         raise InputError(f"{path}: no examples found")
     numbers["skipped"] = read_stats.get("skipped", 0)
@@ -229,6 +256,12 @@ def instructsum(
         raise InputError("--annotations needs --articles (the clusters are rebuilt from the articles)")
     stats = build.BuildStats()
     written: list[str] = []
+
+    def write(chosen: list[Example], name: str) -> int:
+        path = output_dir / name
+        written.append(str(path))
+        return write_examples(chosen, path)
+
     if articles is not None:
         read_stats: dict[str, int] = {}
         usable = list(build.read_articles(articles, skip_bad_lines=skip_bad_lines, stats=read_stats))
@@ -253,15 +286,11 @@ def instructsum(
         written.append(str(path))
         if annotations is not None:
             if test_category_absent is None:
-                path = output_dir / "examples.jsonl"
-                write_examples(examples, path)
-                written.append(str(path))
+                write(examples, "examples.jsonl")
             else:
                 for name in ("train", "dev", "test"):
-                    path = output_dir / f"examples_{name}.jsonl"
                     chosen = [e for e in examples if e.metadata["split"] == name]
-                    stats.add(f"examples_{name}", write_examples(chosen, path))
-                    written.append(str(path))
+                    stats.add(f"examples_{name}", write(chosen, f"examples_{name}.jsonl"))
                     if not chosen and not (name == "dev" and dev_clusters == 0):
                         logger.warning(
                             "InstructSum split %s has no annotated examples (%s)", name,
@@ -272,9 +301,7 @@ def instructsum(
         examples = build.qmsum_instruction_examples(qmsum, split, queries, relevant_span_only, stats)
         if not examples:
             raise InputError(f"{qmsum}: no QMSum queries found")
-        path = output_dir / f"qmsum{'_' + split if split else ''}.jsonl"
-        write_examples(examples, path)
-        written.append(str(path))
+        write(examples, f"qmsum{'_' + split if split else ''}.jsonl")
     write_json(output_dir / "stats.json", stats.counts)
     for line in stats.lines():
         typer.echo(line)

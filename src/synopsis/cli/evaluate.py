@@ -17,9 +17,10 @@ from typing import Any
 import typer
 
 from synopsis.cli.options import default_threads, ranged, threads_option
-from synopsis.cli.runtime import refuse_to_overwrite_inputs, stdout_console, track
+from synopsis.cli.runtime import refuse_to_overwrite_inputs, stdout_console
 from synopsis.config import NON_NEGATIVE
 from synopsis.errors import ConfigError, InputError
+from synopsis.progress import track
 from synopsis.sharding import Shard
 
 log = logging.getLogger("synopsis.cli")

@@ -10,12 +10,12 @@ import typer
 from synopsis.cli.options import set_torch_threads, threads_option
 from synopsis.cli.runtime import (
     print_plan,
-    progress_enabled,
     refuse_to_overwrite_inputs,
     reporting_interrupts,
     training_account,
 )
 from synopsis.errors import ConfigError
+from synopsis.progress import progress_enabled
 
 log = logging.getLogger("synopsis.cli")
 

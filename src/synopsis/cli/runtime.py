@@ -1,11 +1,10 @@
-"""What every command shares at run time: signals, progress, consoles, output safety, the command line.
+"""What every command shares at run time: signals, consoles, output safety, the command line.
 
 * **Signals.** :func:`signals_as_interrupts` (installed by :func:`synopsis.cli.main`) turns SIGTERM into a
   :class:`Terminated` (a ``KeyboardInterrupt``), so a kill runs the same clean-up as Ctrl-C: atomic writes
   drop their temporary files, streamed outputs keep whole lines. A command that saved something says what
   with :func:`reporting_interrupts`; ``main`` then prints that one line and exits 130 (SIGINT) or 143
   (SIGTERM). :func:`deferred_signals` holds a signal back until a write of whole lines is complete.
-* **Progress.** :class:`~synopsis.progress.ProgressReporter` (re-exported from :mod:`synopsis.progress`).
 * **Consoles.** :func:`stdout_console`: tables and text for stdout, never wrapped when stdout is not a
   terminal. Messages go through :mod:`logging` (``synopsis.cli``), which the one handler prints without
   markup, so a path such as ``a[/]b`` is printed as it is.
@@ -28,11 +27,6 @@ from typing import Any, TypeVar
 from rich.console import Console
 
 from synopsis.errors import OutputError
-from synopsis.progress import ProgressReporter, plain_interval, progress_enabled, stderr_is_terminal, track
-
-# The progress reporter lives in synopsis.progress (trainers and experiments use it too); the CLI's
-# modules keep importing it from here.
-__all__ = ["ProgressReporter", "plain_interval", "progress_enabled", "stderr_is_terminal", "track"]
 
 T = TypeVar("T")
 log = logging.getLogger("synopsis.cli")

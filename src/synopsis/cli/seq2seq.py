@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -108,7 +109,7 @@ def _dry_run(cfg: Seq2SeqTrainConfig, plan_json: Path | None) -> None:
 def _run_training(cfg: Seq2SeqTrainConfig, resume: bool, threads: int | None) -> None:
     import logging
 
-    from synopsis.cli.runtime import progress_enabled
+    from synopsis.progress import progress_enabled
     from synopsis.training.seq2seq import Seq2SeqTrainer
 
     set_torch_threads(threads)
@@ -128,23 +129,9 @@ def _run_training(cfg: Seq2SeqTrainConfig, resume: bool, threads: int | None) ->
     )
 
 
-# The experiments' shared options and how their config is put together.
+# The small seq2seq experiments: one command each, built alike.
 def _output_option(default: str) -> Path:
     return typer.Option(Path(default), "--output-dir", "--output", "-o", help="Output directory.")
-
-
-def _config_option(example: str) -> Path | None:
-    return typer.Option(None, "--config", "-c", help=f"Experiment YAML ({example}).")
-
-
-def _data_option(holds: str) -> Path:
-    return typer.Option(DEFAULT_SHARED, "--data", help=f"Shared data folder ({holds}).")
-
-
-def _sets_option(example: str) -> list[str] | None:
-    return typer.Option(
-        None, "--set", help=f"Any experiment config key, value as YAML: --set {example} (repeatable)."
-    )
 
 
 _MAX_STEPS = ranged(None, "--max-steps", allowed=AT_LEAST_ONE, help="Optimizer steps per model.")
@@ -166,66 +153,70 @@ def _experiment_config(
     return load_config(cls, config, merge(values, parse_overrides(sets)))
 
 
-def hie_bart_heads_experiment(
-    output: Path = _output_option("runs/hie_bart_heads"),
-    config: Path | None = _config_option("configs/hie_bart_heads.yaml"),
-    data_dir: Path = _data_option("scitldr/, tokenizers/"),
-    ratios: str | None = typer.Option(
-        None, "--ratios", help="Word:sentence head splits, e.g. '8:0,6:2,4:4'."
-    ),
-    max_steps: int | None = _MAX_STEPS,
-    sets: list[str] | None = _sets_option("d_model=128"),
-    threads: int | None = threads_option(),
-) -> None:
-    """Hie-BART word:sentence head ratios (the paper's Table 2) with small models on SciTLDR, on CPU."""
-    from synopsis.experiments.hie_bart_heads import HeadSweepConfig, run_head_sweep
+def _experiment_command(
+    module: str, config_class: str, runner: str, *, data: str, runs: tuple[str, str], doc: str
+) -> Callable[..., None]:
+    """The command of the experiment in ``synopsis.experiments.<module>`` (imported when it runs):
+    ``config_class`` from ``--config`` (e.g. ``configs/<module>.yaml``), the options and ``--set``, then
+    ``runner(cfg, output, data_dir)``'s table on stdout. ``runs``: the config's list of runs (field, help),
+    its ``--<field>`` a comma-separated subset; ``data``: what the shared data folder must hold."""
+    field, runs_help = runs
 
-    cfg = _experiment_config(HeadSweepConfig, config, sets, threads, ratios=ratios, max_steps=max_steps)
-    account = f"the ratios finished so far are kept in {output}"
-    with reporting_interrupts(lambda: account):
-        table = run_head_sweep(cfg, output, data_dir)
-    stdout_console().print(table)
+    def command(
+        output: Path = _output_option(f"runs/{module}"),
+        config: Path | None = typer.Option(
+            None, "--config", "-c", help=f"Experiment YAML (configs/{module}.yaml)."
+        ),
+        data_dir: Path = typer.Option(DEFAULT_SHARED, "--data", help=f"Shared data folder ({data})."),
+        chosen: str | None = typer.Option(None, f"--{field}", help=runs_help),
+        max_steps: int | None = _MAX_STEPS,
+        sets: list[str] | None = typer.Option(
+            None, "--set", help="Any experiment config key, value as YAML: --set d_model=128 (repeatable)."
+        ),
+        threads: int | None = threads_option(),
+    ) -> None:
+        import importlib
+
+        experiment = importlib.import_module(f"synopsis.experiments.{module}")
+        given = {field: chosen, "max_steps": max_steps}
+        cfg = _experiment_config(getattr(experiment, config_class), config, sets, threads, **given)
+        account = f"the {field} finished so far are kept in {output}"
+        with reporting_interrupts(lambda: account):
+            table = getattr(experiment, runner)(cfg, output, data_dir)
+        stdout_console().print(table)
+
+    command.__doc__ = doc
+    return command
 
 
-def instructsum_experiment(
-    output: Path = _output_option("runs/instructsum_qmsum"),
-    config: Path | None = _config_option("configs/instructsum_qmsum.yaml"),
-    data_dir: Path = _data_option("qmsum/train, qmsum/val, tokenizers/t5"),
-    max_steps: int | None = _MAX_STEPS,
-    sets: list[str] | None = _sets_option("d_model=64"),
-    threads: int | None = threads_option(),
-) -> None:
-    """InstructSum on QMSum with small T5s on CPU: no instruction vs full attention vs the cached model."""
-    from synopsis.experiments.instructsum_qmsum import InstructSumExperimentConfig, run_instructsum_experiment
-
-    cfg = _experiment_config(InstructSumExperimentConfig, config, sets, threads, max_steps=max_steps)
-    stdout_console().print(run_instructsum_experiment(cfg, output, data_dir))
-
-
-def hibrids_experiment(
-    output: Path = _output_option("runs/hibrids_scisummnet"),
-    config: Path | None = _config_option("configs/hibrids_scisummnet.yaml"),
-    data_dir: Path = _data_option("scisummnet/, tokenizers/"),
-    variants: str | None = typer.Option(
-        None, "--variants", help="Comma-separated subset of base,sectok,hibrids-enc,hibrids-dec."
-    ),
-    max_steps: int | None = _MAX_STEPS,
-    sets: list[str] | None = _sets_option("d_model=128"),
-    threads: int | None = threads_option(),
-) -> None:
-    """HIBRIDS (Cao & Wang, 2022): base, SECTOK, HIBRIDS-ENC and -DEC as small models on SciSummNet."""
-    from synopsis.experiments.hibrids_scisummnet import HibridsExperimentConfig, run_hibrids_experiment
-
-    cfg = _experiment_config(
-        HibridsExperimentConfig, config, sets, threads, variants=variants, max_steps=max_steps
-    )
-    stdout_console().print(run_hibrids_experiment(cfg, output, data_dir))
+hie_bart_heads_experiment = _experiment_command(
+    "hie_bart_heads",
+    "HeadSweepConfig",
+    "run_head_sweep",
+    data="scitldr/, tokenizers/",
+    runs=("ratios", "Word:sentence head splits, e.g. '8:0,6:2,4:4'."),
+    doc="Hie-BART word:sentence head ratios (the paper's Table 2) with small models on SciTLDR, on CPU.",
+)
+instructsum_experiment = _experiment_command(
+    "instructsum_qmsum",
+    "InstructSumExperimentConfig",
+    "run_instructsum_experiment",
+    data="qmsum/train, qmsum/val, tokenizers/t5",
+    runs=("variants", "Comma-separated subset of no-instruction,full,instructsum."),
+    doc="InstructSum on QMSum with small T5s on CPU: no instruction vs full attention vs the cached model.",
+)
+hibrids_experiment = _experiment_command(
+    "hibrids_scisummnet",
+    "HibridsExperimentConfig",
+    "run_hibrids_experiment",
+    data="scisummnet/, tokenizers/",
+    runs=("variants", "Comma-separated subset of base,sectok,hibrids-enc,hibrids-dec."),
+    doc="HIBRIDS (Cao & Wang, 2022): base, SECTOK, HIBRIDS-ENC and -DEC as small models on SciSummNet.",
+)
 
 
 def hibrids_probe_experiment(
-    output: Path = typer.Option(
-        Path("runs/hibrids_probe"), "--output-dir", "--output", "-o", help="Output directory."
-    ),
+    output: Path = _output_option("runs/hibrids_probe"),
     steps: int | None = ranged(None, "--steps", allowed=AT_LEAST_ONE, help="Optimizer steps per run."),
     seeds: str = typer.Option("0,1,2", "--seeds", help="Comma-separated seeds."),
     sets: list[str] | None = typer.Option(

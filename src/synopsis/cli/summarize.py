@@ -17,10 +17,11 @@ from typing import Any
 import typer
 
 from synopsis.cli.options import decoding_option, ranged, set_torch_threads, switch, threads_option
-from synopsis.cli.runtime import ProgressReporter, refuse_to_overwrite_inputs, track
+from synopsis.cli.runtime import refuse_to_overwrite_inputs
 from synopsis.cli.summarize_corpus import Job, in_batches, run_sharded
 from synopsis.config import AT_LEAST_ONE, POSITIVE, DecodingOptions
 from synopsis.errors import InputError
+from synopsis.progress import ProgressReporter, track
 from synopsis.sharding import Shard, part_files, remove_parts
 from synopsis.summarizers.base import Summarizer
 

@@ -17,8 +17,9 @@ from typing import Any
 
 import typer
 
-from synopsis.cli.runtime import ProgressReporter, progress_enabled, reporting_interrupts, resume_command
+from synopsis.cli.runtime import reporting_interrupts, resume_command
 from synopsis.errors import CheckpointError, SynopsisError
+from synopsis.progress import ProgressReporter, progress_enabled
 from synopsis.sharding import Shard, part_files
 
 log = logging.getLogger("synopsis.cli")

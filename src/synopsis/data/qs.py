@@ -287,18 +287,14 @@ def _read(
     min_overlap: float,
     min_topic_jaccard: float,
 ) -> Iterator[Example]:
-    from synopsis.data.readers.base import guarded, read_input
-    from synopsis.data.readers.qmsum import meeting_files
-    from synopsis.io import parse_json
+    from synopsis.data.readers.qmsum import read_meetings
 
     if levels not in LEVELS:
         raise InputError(f"qmsum-qs: levels must be one of {', '.join(LEVELS)}, got '{levels}'")
 
-    def parse(file: Path) -> list[Example]:
-        where = str(file)
-        record = parse_json(read_input(file), file)
+    def meeting_examples(record: Any, where: str, meeting: str) -> list[Example]:
         hierarchy = qmsum_hierarchy(
-            record, where, file.stem, min_overlap=min_overlap, min_topic_jaccard=min_topic_jaccard
+            record, where, meeting, min_overlap=min_overlap, min_topic_jaccard=min_topic_jaccard
         )
         if task == "hier":
             examples = hier_examples(hierarchy, record, where, levels)
@@ -310,7 +306,7 @@ def _read(
             logger.info("%s: the hierarchy has no pair with children; no example", where)
         return examples
 
-    yield from guarded(meeting_files(path, split), parse, skip_bad_lines, stats)
+    yield from read_meetings(path, split, meeting_examples, skip_bad_lines, stats)
 
 
 def read_qmsum_qs(

@@ -1,18 +1,54 @@
-"""What the small seq2seq experiments share (the Hie-BART head sweep, the HIBRIDS variants): the trainer's
-config of one run from the experiment's own settings, training a run (resumed when it has checkpoints) into
+"""What the small seq2seq experiments share (the Hie-BART head sweep, the HIBRIDS variants, InstructSum on
+QMSum): the fields of their configs that size the model and one training run, the trainer's config of one run
+from them, training a run (resumed when it has checkpoints) into
 one row of scores, writing ``results.json`` and ``table.md``, and the dev ROUGE / dev loss figure."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from synopsis.config import AT_LEAST_ONE, DROPOUT, NON_NEGATIVE, POSITIVE, Checked, Range
 from synopsis.io import open_for_atomic_write, write_json
 from synopsis.training.seq2seq import METRICS, Seq2SeqTrainConfig, train_seq2seq
 
-#: Fields an experiment's config shares with the trainer's, by the same name.
+
+@dataclass(kw_only=True)
+class Seq2SeqExperimentConfig(Checked):
+    """The settings every small seq2seq experiment has: the model's width, depth and dropout (trained from
+    random init) and one training run's, each named as the trainer's field it sets
+    (:func:`seq2seq_run_config`); an experiment adds its own fields and may give these other defaults.
+    ``train_examples`` / ``dev_examples``: the examples trained on / scored (``None``: all)."""
+
+    d_model: int = 64
+    layers: int = 2  # encoder and decoder layers each
+    dropout: float = 0.1
+    train_examples: int | None = None
+    dev_examples: int | None = 100
+    max_source_length: int = 256
+    max_target_length: int = 48
+    batch_size: int = 16
+    learning_rate: float = 3e-3
+    warmup_steps: int = 50
+    max_steps: int = 200
+    eval_max_length: int = 48
+    seed: int = 0
+
+    RANGES: ClassVar[dict[str, Range]] = {
+        **dict.fromkeys(("d_model", "layers", "train_examples", "dev_examples"), AT_LEAST_ONE),
+        **dict.fromkeys(("max_source_length", "max_target_length", "batch_size"), AT_LEAST_ONE),
+        **dict.fromkeys(("max_steps", "eval_max_length"), AT_LEAST_ONE),
+        "dropout": DROPOUT,
+        "learning_rate": POSITIVE,
+        "warmup_steps": NON_NEGATIVE,
+        "seed": NON_NEGATIVE,
+    }
+
+
+#: Fields of :class:`Seq2SeqExperimentConfig` that the trainer's config has by the same name.
 _SHARED = (
     "max_source_length",
     "max_target_length",
@@ -20,17 +56,18 @@ _SHARED = (
     "learning_rate",
     "warmup_steps",
     "max_steps",
-    "eval_every",
     "eval_max_length",
     "seed",
 )
 
 
-def seq2seq_run_config(cfg: Any, **settings: Any) -> Seq2SeqTrainConfig:
+def seq2seq_run_config(cfg: Seq2SeqExperimentConfig, **settings: Any) -> Seq2SeqTrainConfig:
     """The trainer's config of one run: ``cfg``'s training settings (``train_examples`` / ``dev_examples``
-    as the example limits), no early stopping, one checkpoint kept; ``settings`` add to or replace them."""
+    as the example limits), dev scores every ``cfg.eval_every`` steps (an experiment without that field: once,
+    at the end), no early stopping, one checkpoint kept; ``settings`` add to or replace them."""
     shared = {name: getattr(cfg, name) for name in _SHARED}
     limits = {"max_train_examples": cfg.train_examples, "max_dev_examples": cfg.dev_examples}
+    shared["eval_every"] = getattr(cfg, "eval_every", cfg.max_steps)
     return Seq2SeqTrainConfig(**{**shared, **limits, "patience": 0, "keep_checkpoints": 1, **settings})
 
 

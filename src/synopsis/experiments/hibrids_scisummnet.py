@@ -24,12 +24,12 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from synopsis.config import to_dict
+from synopsis.config import AT_LEAST_ONE, Range, to_dict
 from synopsis.errors import CheckpointError, InputError
 from synopsis.experiments.common import plot_rouge_and_loss, seq2seq_run_config, train_run, write_results
-from synopsis.experiments.small_bart import experiment_tokenizer, small_bart_config
+from synopsis.experiments.small_bart import SmallBartExperimentConfig, experiment_tokenizer, small_bart_config
 from synopsis.training.seq2seq import load_examples
 
 logger = logging.getLogger(__name__)
@@ -53,33 +53,32 @@ NAMED_RELATIONS = {
 }
 
 
-@dataclass
-class HibridsExperimentConfig:
-    """Small BARTs from random init on SciSummNet (paper -> human summary), one per HIBRIDS variant."""
+@dataclass(kw_only=True)
+class HibridsExperimentConfig(SmallBartExperimentConfig):
+    """Small BARTs from random init on SciSummNet (paper -> human summary), one per HIBRIDS variant.
+    ``layers``: HIBRIDS-DEC needs >= 2 decoder layers."""
 
     variants: list[str] = field(default_factory=lambda: list(VARIANTS))
-    tokenizer: str = "corpus-bpe"  # "corpus-bpe": byte-level BPE trained on the train papers; "gpt2": 50k
-    vocab_size: int = 8000  # corpus-bpe only
-    d_model: int = 64
-    ffn_dim: int = 256
-    layers: int = 2  # encoder and decoder layers each (HIBRIDS-DEC needs >= 2 decoder layers)
     heads: int = 4
-    dropout: float = 0.1
     dev_fraction: float = 0.1  # the last 10% of papers by id are dev
-    train_examples: int | None = None  # None: every train paper
-    dev_examples: int = 50  # dev papers scored (the first of the dev split)
     tokenizer_examples: int = 300  # train papers the corpus BPE is trained on
+    # SciSummNet's papers and summaries are long
     max_source_length: int = 1024
     max_target_length: int = 160
-    batch_size: int = 8
-    learning_rate: float = 3e-3
-    warmup_steps: int = 30
-    max_steps: int = 200
-    eval_every: int = 100
     eval_max_length: int = 128
-    seed: int = 0
+    dev_examples: int = 50  # dev papers scored (the first of the dev split)
+    batch_size: int = 8
+    warmup_steps: int = 30
 
-    def __post_init__(self) -> None:
+    RANGES: ClassVar[dict[str, Range]] = {
+        **SmallBartExperimentConfig.RANGES,
+        "heads": AT_LEAST_ONE,
+        "tokenizer_examples": AT_LEAST_ONE,
+        "dev_fraction": Range(0, 1, low_open=True, high_open=True),
+    }
+
+    def validate(self) -> None:
+        super().validate()
         if not self.variants:
             raise ValueError("variants: give at least one of " + ", ".join(VARIANTS))
         unknown = [v for v in self.variants if v not in VARIANTS]
@@ -89,13 +88,6 @@ class HibridsExperimentConfig:
             raise ValueError(f"d_model {self.d_model} is not divisible by heads {self.heads}")
         if self.layers < 2:
             raise ValueError("layers must be >= 2 (HIBRIDS-DEC weights the last layer by the one before)")
-        if not 0 < self.dev_fraction < 1:
-            raise ValueError(f"dev_fraction must be in (0, 1), got {self.dev_fraction}")
-        if self.tokenizer not in ("corpus-bpe", "gpt2"):
-            raise ValueError(f"tokenizer must be corpus-bpe or gpt2, got {self.tokenizer!r}")
-        for name in ("max_steps", "eval_every", "batch_size", "dev_examples", "max_source_length"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
 
 
 def split_papers(corpus: Path, out_dir: Path, dev_fraction: float) -> tuple[Path, Path, dict[str, Any]]:

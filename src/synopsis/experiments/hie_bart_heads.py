@@ -9,12 +9,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-from synopsis.config import AT_LEAST_ONE, DROPOUT, NON_NEGATIVE, POSITIVE, Checked, Range, to_dict
+from synopsis.config import to_dict
 from synopsis.errors import InputError
 from synopsis.experiments.common import plot_rouge_and_loss, seq2seq_run_config, train_run, write_results
-from synopsis.experiments.small_bart import experiment_tokenizer, small_bart_config
+from synopsis.experiments.small_bart import SmallBartExperimentConfig, experiment_tokenizer, small_bart_config
 from synopsis.training.seq2seq import load_examples
 
 logger = logging.getLogger(__name__)
@@ -33,51 +33,16 @@ PAPER_TABLE_2 = {
 }
 
 
-@dataclass
-class HeadSweepConfig(Checked):
+@dataclass(kw_only=True)
+class HeadSweepConfig(SmallBartExperimentConfig):
     """Small BARTs trained from scratch on SciTLDR (abstract -> TLDR), one per word:sentence head split."""
 
     ratios: list[str] = field(default_factory=lambda: ["8:0", "6:2", "4:4"])
-    tokenizer: str = "corpus-bpe"  # "corpus-bpe": byte-level BPE trained on the train split; "gpt2": 50k
-    vocab_size: int = 8000  # corpus-bpe only
-    d_model: int = 64
-    ffn_dim: int = 256
-    layers: int = 2  # encoder and decoder layers each
-    dropout: float = 0.1
-    train_examples: int | None = None  # None: all 1,992 SciTLDR train papers
-    dev_examples: int = 100
-    max_source_length: int = 256
-    max_target_length: int = 48
-    batch_size: int = 16
-    learning_rate: float = 3e-3
-    warmup_steps: int = 50
-    max_steps: int = 200
-    eval_every: int = 100
-    eval_max_length: int = 48
     # the token that starts every sentence: BART's own <s> (the paper's) or a new token such as <sent>
     sentence_marker: str = "<s>"
-    seed: int = 0
-
-    RANGES: ClassVar[dict[str, Range]] = {
-        "vocab_size": AT_LEAST_ONE,
-        "d_model": AT_LEAST_ONE,
-        "ffn_dim": AT_LEAST_ONE,
-        "layers": AT_LEAST_ONE,
-        "dropout": DROPOUT,
-        "train_examples": AT_LEAST_ONE,
-        "dev_examples": AT_LEAST_ONE,
-        "max_source_length": AT_LEAST_ONE,
-        "max_target_length": AT_LEAST_ONE,
-        "batch_size": AT_LEAST_ONE,
-        "learning_rate": POSITIVE,
-        "warmup_steps": NON_NEGATIVE,
-        "max_steps": AT_LEAST_ONE,
-        "eval_every": AT_LEAST_ONE,
-        "eval_max_length": AT_LEAST_ONE,
-        "seed": NON_NEGATIVE,
-    }
 
     def validate(self) -> None:
+        super().validate()
         if not self.ratios:
             raise ValueError("ratios: give at least one word:sentence split")
         totals = set()
@@ -92,8 +57,6 @@ class HeadSweepConfig(Checked):
             raise ValueError(f"ratios {self.ratios}: every split must have the same number of heads")
         if self.d_model % totals.pop():
             raise ValueError(f"d_model {self.d_model} is not divisible by the number of heads")
-        if self.tokenizer not in ("corpus-bpe", "gpt2"):
-            raise ValueError(f"tokenizer must be corpus-bpe or gpt2, got {self.tokenizer!r}")
 
     @property
     def heads(self) -> int:

@@ -27,21 +27,16 @@ import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
-from synopsis.config import AT_LEAST_ONE, check_ranges, to_dict
+from synopsis.config import AT_LEAST_ONE, NON_NEGATIVE, Range, to_dict
 from synopsis.data.example import Example, write_examples
 from synopsis.errors import InputError
+from synopsis.experiments.common import Seq2SeqExperimentConfig, seq2seq_run_config
 from synopsis.io import open_for_atomic_write, write_json
-from synopsis.training.seq2seq import (
-    METRICS,
-    Seq2SeqTrainConfig,
-    load_examples,
-    score_summaries,
-    train_seq2seq,
-)
+from synopsis.training.seq2seq import METRICS, load_examples, score_summaries, train_seq2seq
 
 logger = logging.getLogger(__name__)
 
@@ -51,32 +46,37 @@ SOURCES = ("relevant-span", "meeting")
 PAPER_ROUGE_L = (45.56, 44.93)
 
 
-@dataclass
-class InstructSumExperimentConfig:
-    """Small T5s from random init on QMSum queries; every variant: the same shape, data order and steps."""
+@dataclass(kw_only=True)
+class InstructSumExperimentConfig(Seq2SeqExperimentConfig):
+    """Small T5s from random init on QMSum queries; every variant: the same shape, data order and steps.
+    ``train_examples`` / ``dev_examples`` default to all 1,257 train / 272 val queries; ``max_source_length``
+    is the whole input (with an instruction, its part takes up to 128 of it); ``max_target_length``: the
+    answer tokens trained on (QMSum answers: median 82)."""
 
     variants: list[str] = field(default_factory=lambda: list(VARIANTS))
     source: str = "relevant-span"  # "relevant-span": a specific query's annotated turns; "meeting": all turns
     queries: str = "all"  # QMSum query lists: general, specific or all
-    train_examples: int | None = None  # None: all 1,257 train queries
-    dev_examples: int | None = None  # None: all 272 val queries
-    max_source_length: int = 256  # the whole input; with an instruction its part takes up to 128 of it
-    max_target_length: int = 64  # answer tokens trained on (QMSum answers: median 82)
+    dev_examples: int | None = None
     d_model: int = 128
     d_ff: int = 512
     heads: int = 4
-    layers: int = 2  # encoder and decoder layers each
     dropout: float = 0.0
     batch_size: int = 8
     learning_rate: float = 2e-3
     warmup_steps: int = 20
     max_steps: int = 120
-    eval_batch_size: int = 16
+    max_target_length: int = 64
     eval_max_length: int = 64
+    eval_batch_size: int = 16
     no_repeat_ngram_size: int = 3
-    seed: int = 0
 
-    def __post_init__(self) -> None:
+    RANGES: ClassVar[dict[str, Range]] = {
+        **Seq2SeqExperimentConfig.RANGES,
+        **dict.fromkeys(("d_ff", "heads", "eval_batch_size"), AT_LEAST_ONE),
+        "no_repeat_ngram_size": NON_NEGATIVE,
+    }
+
+    def validate(self) -> None:
         if not self.variants or any(v not in VARIANTS for v in self.variants):
             raise ValueError(
                 f"variants must be a non-empty subset of {', '.join(VARIANTS)}, got {self.variants}"
@@ -87,8 +87,6 @@ class InstructSumExperimentConfig:
             raise ValueError(f"queries must be general, specific or all, got {self.queries!r}")
         if self.d_model % self.heads:
             raise ValueError(f"d_model {self.d_model} is not divisible by heads {self.heads}")
-        counts = ("max_source_length", "max_target_length", "max_steps", "batch_size", "eval_max_length")
-        check_ranges(self, dict.fromkeys(counts, AT_LEAST_ONE))
 
 
 def no_instruction_lead() -> str:
@@ -329,7 +327,9 @@ def run_instructsum_experiment(
     rows, extra = [], {}
     for variant in cfg.variants:
         suffix = "-no-instruction" if variant == "no-instruction" else ""
-        run_config = Seq2SeqTrainConfig(
+        # one evaluation, at the end (the config has no eval_every): no model selection on dev
+        run_config = seq2seq_run_config(
+            cfg,
             model=str(base),
             output_dir=str(output / variant),
             train_path=str(paths["train" + suffix]),
@@ -340,19 +340,8 @@ def run_instructsum_experiment(
             random_init=True,
             convert={"method": "instructsum"} if variant == "instructsum" else None,
             source_prefix=lead,
-            max_source_length=cfg.max_source_length,
-            max_target_length=cfg.max_target_length,
-            batch_size=cfg.batch_size,
-            learning_rate=cfg.learning_rate,
-            warmup_steps=cfg.warmup_steps,
-            max_steps=cfg.max_steps,
-            eval_every=cfg.max_steps,  # one evaluation, at the end: no model selection on dev
-            patience=0,
             eval_batch_size=cfg.eval_batch_size,
-            eval_max_length=cfg.eval_max_length,
             eval_no_repeat_ngram_size=cfg.no_repeat_ngram_size,
-            keep_checkpoints=1,
-            seed=cfg.seed,
         )
         logger.warning("instructsum experiment: training %s", variant)
         start = time.perf_counter()

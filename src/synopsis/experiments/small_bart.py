@@ -1,10 +1,37 @@
-"""Small BARTs trained from scratch, shared by the CPU-scale experiments: a tokenizer and a config."""
+"""Small BARTs trained from scratch, shared by the CPU-scale experiments (the Hie-BART head sweep, the
+HIBRIDS variants): their config's BART settings, a tokenizer and a BART config."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+
+from synopsis.config import AT_LEAST_ONE, Range
+from synopsis.experiments.common import Seq2SeqExperimentConfig
+
+TOKENIZERS = ("corpus-bpe", "gpt2")
+
+
+@dataclass(kw_only=True)
+class SmallBartExperimentConfig(Seq2SeqExperimentConfig):
+    """An experiment on small BARTs: :class:`Seq2SeqExperimentConfig`, the tokenizer and the feed-forward
+    width, and dev scores every ``eval_every`` steps."""
+
+    tokenizer: str = "corpus-bpe"  # "corpus-bpe": byte-level BPE trained on the train split; "gpt2": 50k
+    vocab_size: int = 8000  # corpus-bpe only
+    ffn_dim: int = 256
+    eval_every: int = 100
+
+    RANGES: ClassVar[dict[str, Range]] = {
+        **Seq2SeqExperimentConfig.RANGES,
+        **dict.fromkeys(("vocab_size", "ffn_dim", "eval_every"), AT_LEAST_ONE),
+    }
+
+    def validate(self) -> None:
+        if self.tokenizer not in TOKENIZERS:
+            raise ValueError(f"tokenizer must be {' or '.join(TOKENIZERS)}, got {self.tokenizer!r}")
 
 
 def experiment_tokenizer(

@@ -13,7 +13,6 @@ Model inputs are built by :class:`synopsis.models.inputs.Seq2SeqInputs`.
 from __future__ import annotations
 
 import copy
-import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +28,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from synopsis.checkpoint import CONFIG_FILE, check_finite_tensors, read_config
 from synopsis.config import DECODING_OPTIONS, DecodingOptions
 from synopsis.errors import CheckpointError, ConfigError, InputError
 from synopsis.models.adaptation import convert_from_base
@@ -72,16 +72,11 @@ def check_generation_options(options: dict[str, Any]) -> None:
 def read_model_config(model_dir: str | Path) -> dict[str, Any]:
     """The checkpoint's ``config.json`` as a dict, checking that it is a supported seq2seq model."""
     model_dir = Path(model_dir)
-    if not model_dir.is_dir():
-        raise CheckpointError(f"{model_dir}: no such model directory")
-    path = model_dir / "config.json"
-    if not path.is_file():
+    path = model_dir / CONFIG_FILE
+    if model_dir.is_dir() and not path.is_file():
         raise CheckpointError(f"{model_dir}: no config.json; not a Hugging Face model directory")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise CheckpointError(f"{path}: corrupt JSON ({err})") from None
-    model_type = data.get("model_type") if isinstance(data, dict) else None
+    data = read_config(model_dir, kind="model")
+    model_type = data.get("model_type")
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise CheckpointError(
             f"{path}: model_type {model_type!r} is not a supported seq2seq model "
@@ -113,12 +108,9 @@ def bart_tokenizer_from_files(vocab_file: str | Path, merges_file: str | Path) -
     """
     from transformers import BartTokenizer
 
-    from synopsis.io import read_text
+    from synopsis.io import read_json, read_text
 
-    try:
-        vocab = json.loads(read_text(vocab_file))
-    except json.JSONDecodeError as err:
-        raise InputError(f"{vocab_file}: not valid JSON ({err})") from None
+    vocab = read_json(vocab_file, "a BPE vocabulary")
     lines = read_text(merges_file).splitlines()
     merges = [tuple(line.split()) for line in lines if line.strip() and not line.startswith("#version")]
     if not isinstance(vocab, dict) or not vocab or any(len(m) != 2 for m in merges):
@@ -177,6 +169,8 @@ def load_seq2seq(
         raise CheckpointError(
             f"{model_dir}: cannot load the model weights: {str(err).splitlines()[0]}"
         ) from None
+    if not random_init:  # from_pretrained loads NaN/inf weights without complaint
+        check_finite_tensors(model.state_dict(), model_dir)
     if isinstance(model.config, HieBartConfig) and model.config.sentence_heads > 0:
         add_sentence_start_token(model, tokenizer)
     vocab = model.get_input_embeddings().num_embeddings

@@ -7,12 +7,12 @@ lazily so that choosing LEAD-3 never imports transformers.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 from synopsis.errors import SynopsisError
+from synopsis.io import read_json
 from synopsis.summarizers.base import Summarizer
 
 #: Methods ``synopsis summarize --method`` accepts (``lead-K`` takes any K >= 1).
@@ -25,10 +25,7 @@ def _model_family(model_dir: Path) -> str:
     config = model_dir / "config.json"
     if not config.is_file():
         raise SynopsisError(f"{model_dir}: no config.json; not a model directory")
-    try:
-        data = json.loads(config.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise SynopsisError(f"{config}: corrupt JSON ({err})") from None
+    data = read_json(config, "a model directory", SynopsisError)
     return "seq2seq" if isinstance(data, dict) and "model_type" in data else "pointer-generator"
 
 

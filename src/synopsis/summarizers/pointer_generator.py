@@ -7,7 +7,6 @@ Without a path, the model bundled in ``synopsis/resources/pointer_generator/`` i
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Sequence
@@ -20,6 +19,7 @@ from synopsis.config import DECODING_OPTIONS, DecodingOptions
 from synopsis.document import Document
 from synopsis.errors import CheckpointError, ConfigError, InputError
 from synopsis.generation.config import GENERATION_CONFIG_FILE, GenerationConfig
+from synopsis.io import read_json
 from synopsis.summarizers.base import Summarizer, SummarizerInfo
 
 logger = logging.getLogger(__name__)
@@ -97,10 +97,7 @@ class PointerGeneratorSummarizer(Summarizer):
         defaults: dict[str, Any] = {}
         generation_file = directory / GENERATION_CONFIG_FILE
         if generation_file.is_file():
-            try:
-                defaults = json.loads(generation_file.read_text(encoding="utf-8"))
-            except (json.JSONDecodeError, UnicodeDecodeError) as err:
-                raise CheckpointError(f"{generation_file}: corrupt JSON ({err})") from None
+            defaults = read_json(generation_file, "a generation config", CheckpointError, dict)
         given = {**{name: value for name, value in own.items() if value is not None}, **decoding.given()}
         generation = from_dict(GenerationConfig, {**defaults, **given}, "generation options")
         return cls(model, vocab, generation)

@@ -17,7 +17,6 @@ from typing import Any
 
 import torch
 
-from synopsis.checkpoint import check_finite_tensors
 from synopsis.config import DECODING_OPTIONS, DecodingOptions
 from synopsis.document import Document
 from synopsis.errors import ConfigError
@@ -65,8 +64,7 @@ class Seq2SeqSummarizer(Summarizer):
 
         if dtype is not None and dtype not in PRECISIONS:
             raise ConfigError(f"--dtype must be one of {', '.join(PRECISIONS)}, got {dtype!r}")
-        model, tokenizer = load_seq2seq(model_dir)
-        check_finite_tensors(model.state_dict(), model_dir)
+        model, tokenizer = load_seq2seq(model_dir)  # refuses NaN/inf weights
         if dtype is not None:
             model = model.to(PRECISIONS[dtype])
         inputs = Seq2SeqInputs(model.config, tokenizer, max_source_length=max_source_length)

@@ -39,7 +39,6 @@ import yaml
 
 from synopsis.checkpoint import (
     CheckpointManager,
-    check_finite_tensors,
     read_training_state,
     write_training_state,
 )
@@ -291,9 +290,8 @@ class Seq2SeqTrainer:
 
     def load_model(self, directory: Path, random_init: bool) -> tuple[Any, Any]:
         """(model, tokenizer) from the starting model (converted if asked) or a run's checkpoint."""
+        # stored weights (a starting model or a run's checkpoint) are checked for NaN/inf by load_seq2seq
         model, tokenizer = load_seq2seq(directory, random_init=random_init and self.config.random_init)
-        if not random_init:  # a run's checkpoint goes through the checkpoint store's finite check too
-            check_finite_tensors(model.state_dict(), directory)
         if random_init and self.config.convert is not None:  # a checkpoint is already converted
             options = dict(self.config.convert)
             model = convert_seq2seq(options.pop("method"), model, tokenizer, **options)

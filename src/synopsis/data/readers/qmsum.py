@@ -15,7 +15,7 @@ section, because root text after a child section would change the document order
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +113,22 @@ def meeting_files(path: Path, split: str | None) -> list[Path]:
     return files
 
 
+def read_meetings(
+    path: Path,
+    split: str | None,
+    examples: Callable[[Any, str, str], list[Example]],
+    skip_bad_lines: bool,
+    stats: dict[str, int],
+) -> Iterator[Example]:
+    """``examples(record, where, meeting)`` of each meeting file of ``path`` (:func:`meeting_files`), its
+    JSON parsed; a bad file is an error or, with ``skip_bad_lines``, skipped and counted in ``stats``."""
+
+    def parse(file: Path) -> list[Example]:
+        return examples(parse_json(read_input(file), file), str(file), file.stem)
+
+    yield from guarded(meeting_files(path, split), parse, skip_bad_lines, stats)
+
+
 def read_qmsum(
     path: Path,
     *,
@@ -131,12 +147,8 @@ def read_qmsum(
     """
     if queries not in QUERY_KINDS:
         raise InputError(f"qmsum: queries must be one of {', '.join(QUERY_KINDS)}, got '{queries}'")
-    files = meeting_files(path, split)
 
-    def parse(file: Path) -> list[Example]:
-        where = str(file)
-        record = parse_json(read_input(file), file)
-        meeting = file.stem
+    def meeting_examples(record: Any, where: str, meeting: str) -> list[Example]:
         selected = _queries(record, where, queries)
         document = meeting_document(record, where, meeting, strip_markers=strip_markers)
         examples = []
@@ -158,4 +170,4 @@ def read_qmsum(
             )
         return examples
 
-    yield from guarded(files, parse, skip_bad_lines, stats)
+    yield from read_meetings(path, split, meeting_examples, skip_bad_lines, stats)
