@@ -32,7 +32,6 @@ uses both. Config, init and registration come from :mod:`synopsis.models.adaptat
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -42,18 +41,10 @@ from torch.nn import functional as F
 from transformers import BartConfig
 from transformers.modeling_outputs import BaseModelOutput
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-from transformers.models.bart.modeling_bart import (
-    BartAttention,
-    BartDecoder,
-    BartEncoder,
-    BartForConditionalGeneration,
-    BartModel,
-    BartPreTrainedModel,
-    BartScaledWordEmbedding,
-    eager_attention_forward,
-)
+from transformers.models.bart.modeling_bart import BartAttention, BartEncoder, eager_attention_forward
 
 from synopsis.models.adaptation import AdaptedModel, DerivedConfig, register
+from synopsis.models.bases import AdaptedBartForConditionalGeneration, AdaptedBartModel
 
 #: The paper's marker: every sentence starts with BART's own [BOS] ``<s>``, with its pretrained embedding.
 DEFAULT_SENTENCE_START_TOKEN = "<s>"
@@ -264,30 +255,14 @@ class HieBartEncoder(AdaptedModel, BartEncoder):
         )
 
 
-class HieBartModel(AdaptedModel, BartModel):
+class HieBartModel(AdaptedBartModel):
     config_class = HieBartConfig
-
-    def __init__(self, config: HieBartConfig) -> None:
-        # BartModel.__init__ with the Hie-BART encoder (calling it would build and discard a stock encoder).
-        BartPreTrainedModel.__init__(self, config)
-        embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
-        self.shared = BartScaledWordEmbedding(
-            config.vocab_size, config.d_model, config.pad_token_id, embed_scale=embed_scale
-        )
-        self.encoder = HieBartEncoder(config)
-        self.decoder = BartDecoder(config)
-        self.post_init()
+    encoder_class = HieBartEncoder
 
 
-class HieBartForConditionalGeneration(AdaptedModel, BartForConditionalGeneration):
+class HieBartForConditionalGeneration(AdaptedBartForConditionalGeneration):
     config_class = HieBartConfig
-
-    def __init__(self, config: HieBartConfig) -> None:
-        BartPreTrainedModel.__init__(self, config)
-        self.model = HieBartModel(config)
-        self.final_logits_bias = nn.Buffer(torch.zeros((1, self.model.shared.num_embeddings)))
-        self.lm_head = nn.Linear(config.d_model, self.model.shared.num_embeddings, bias=False)
-        self.post_init()
+    model_class = HieBartModel
 
 
 register(HieBartConfig, HieBartModel, HieBartForConditionalGeneration)

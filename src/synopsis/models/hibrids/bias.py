@@ -274,6 +274,63 @@ def layout_for(
     )
 
 
+def encoder_layout(
+    config: PreTrainedConfig,
+    section_ids: torch.Tensor | None,
+    section_relations: torch.Tensor | None,
+    input_ids: torch.Tensor | None,
+    inputs_embeds: torch.Tensor | None,
+) -> SectionLayout | None:
+    """The layout an encoder's biased self-attention reads (None: no HIBRIDS-ENC, or no section inputs)."""
+    if not config.hibrids_encoder:
+        return None
+    source = input_ids if input_ids is not None else inputs_embeds
+    return layout_for(config, section_ids, section_relations, source)
+
+
+def cross_link(
+    config: PreTrainedConfig,
+    section_ids: torch.Tensor | None,
+    section_relations: torch.Tensor | None,
+    encoder_hidden_states: torch.Tensor | None,
+) -> _CrossAttentionLink | None:
+    """A fresh per-call link for the last two cross-attentions (None: no HIBRIDS-DEC, no encoder states,
+    or no section inputs)."""
+    if not config.hibrids_decoder or encoder_hidden_states is None:
+        return None
+    layout = layout_for(config, section_ids, section_relations, encoder_hidden_states)
+    return None if layout is None else _CrossAttentionLink(layout)
+
+
+class HibridsStackMixin:
+    """Mixin for a BART or T5 encoder/decoder stack (put it before the base class): ``forward`` also takes
+    ``section_ids`` and ``section_relations`` and hands the stack's layers what the HIBRIDS attention reads,
+    ``hibrids_layout`` (encoder, :func:`encoder_layout`) or ``hibrids_cross`` (decoder, :func:`cross_link`).
+    The base's own arguments pass through unchanged, by keyword (as the base models call their stacks)."""
+
+    #: Whether this stack is a decoder (BART's config does not say; T5's stacks set it from their config).
+    hibrids_decoder_stack = False
+
+    def forward(
+        self,
+        *,
+        section_ids: torch.LongTensor | None = None,
+        section_relations: torch.LongTensor | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        config = self.config  # type: ignore[attr-defined]
+        if self.hibrids_decoder_stack:
+            link = cross_link(config, section_ids, section_relations, kwargs.get("encoder_hidden_states"))
+            if link is not None:
+                kwargs["hibrids_cross"] = link
+        else:
+            source = kwargs.get("input_ids"), kwargs.get("inputs_embeds")
+            layout = encoder_layout(config, section_ids, section_relations, *source)
+            if layout is not None:
+                kwargs["hibrids_layout"] = layout
+        return super().forward(**kwargs)  # type: ignore[misc]
+
+
 class HibridsCrossAttentionMixin:
     """The HIBRIDS part of the last two decoder layers' cross-attention, for BART's and LED's attention
     classes (``q_proj``/``k_proj``/``v_proj``/``out_proj``, ``head_dim``, ``scaling``, ``dropout``).

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from huggingface_hub.dataclasses import strict
 
 from synopsis.models.adaptation import register
@@ -47,16 +46,11 @@ class HibridsHieBartAttention(HieBartAttention):
         if config.hibrids_encoder:
             self.hibrids_bias = HibridsBias(num_buckets(config.hibrids_selected), self.num_heads)
 
-    def forward(
-        self,
-        hidden_states: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        hibrids_layout: SectionLayout | None = None,
-        **kwargs: Any,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(self, *args: Any, hibrids_layout: SectionLayout | None = None, **kwargs: Any) -> Any:
+        """Hie-BART's forward; the section layout becomes its ``attention_bias``."""
         if hibrids_layout is not None and hasattr(self, "hibrids_bias"):
             kwargs["attention_bias"] = token_pair_bias(self.hibrids_bias.weight, hibrids_layout)
-        return super().forward(hidden_states, attention_mask=attention_mask, **kwargs)
+        return super().forward(*args, **kwargs)
 
 
 class HibridsHieBartEncoder(HibridsBartEncoder, HieBartEncoder):
@@ -67,14 +61,14 @@ class HibridsHieBartEncoder(HibridsBartEncoder, HieBartEncoder):
 
 class HibridsHieBartModel(HibridsBartModel):
     config_class = HibridsHieBartConfig
-    hibrids_encoder_class = HibridsHieBartEncoder
+    encoder_class = HibridsHieBartEncoder
 
 
 class HibridsHieBartForConditionalGeneration(HibridsBartForConditionalGeneration):
     """Hie-BART with HIBRIDS biases; pass ``section_ids`` and ``section_relations`` to forward/generate."""
 
     config_class = HibridsHieBartConfig
-    hibrids_model_class = HibridsHieBartModel
+    model_class = HibridsHieBartModel
 
 
 register(HibridsHieBartConfig, HibridsHieBartModel, HibridsHieBartForConditionalGeneration)
