@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import copy
 import math
+from typing import Any
 
 import torch
 from torch import nn
 from transformers import BartConfig, T5Config
 from transformers.models.bart.modeling_bart import (
+    BartAttention,
     BartDecoder,
     BartEncoder,
     BartForConditionalGeneration,
@@ -32,7 +34,21 @@ from transformers.models.t5.modeling_t5 import (
     T5Stack,
 )
 
-from synopsis.models.adaptation import AdaptedModel
+from synopsis.models.adaptation import AdaptedModel, register
+
+
+class BartEncoderAttention(BartAttention):
+    """BART's attention as its encoder layers build it (self-attention, the encoder's heads), for a method's
+    subclass that replaces the encoder layers' ``self_attn``."""
+
+    def __init__(self, config: BartConfig, layer_idx: int | None = None) -> None:
+        super().__init__(
+            embed_dim=config.d_model,
+            num_heads=config.encoder_attention_heads,
+            dropout=config.attention_dropout,
+            config=config,
+            layer_idx=layer_idx,
+        )
 
 
 class AdaptedBartModel(AdaptedModel, BartModel):
@@ -102,3 +118,31 @@ class AdaptedT5ForConditionalGeneration(_T5Stacks, AdaptedModel, T5ForConditiona
         self._build_stacks(config)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.post_init()
+
+
+def method_classes(
+    module: str,
+    name: str,
+    config_class: type,
+    bases: tuple[type, type],
+    doc: str,
+    **stacks: type,
+) -> tuple[type, type]:
+    """A method's ``<name>Model`` and ``<name>ForConditionalGeneration`` on ``bases`` (this module's model
+    and generation classes of one base), with the method's config and stacks (``encoder_class``,
+    ``decoder_class``), registered with the Auto classes (:func:`~synopsis.models.adaptation.register`).
+
+    ``module`` is the defining module's ``__name__`` (the classes' home for repr and pickling of configs);
+    ``doc`` says what the generation class is. The classes differ from their bases only in these
+    attributes, so they are made here rather than written out per method.
+    """
+    model_base, generation_base = bases
+
+    def subclass(class_name: str, base: type, text: str, **attributes: Any) -> type:
+        namespace = {"__module__": module, "__qualname__": class_name, "__doc__": text}
+        return type(class_name, (base,), {**namespace, "config_class": config_class, **stacks, **attributes})
+
+    model = subclass(f"{name}Model", model_base, f"The bare {doc}")
+    generation = subclass(f"{name}ForConditionalGeneration", generation_base, doc, model_class=model)
+    register(config_class, model, generation)
+    return model, generation

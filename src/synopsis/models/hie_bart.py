@@ -41,10 +41,15 @@ from torch.nn import functional as F
 from transformers import BartConfig
 from transformers.modeling_outputs import BaseModelOutput
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-from transformers.models.bart.modeling_bart import BartAttention, BartEncoder, eager_attention_forward
+from transformers.models.bart.modeling_bart import BartEncoder, eager_attention_forward
 
-from synopsis.models.adaptation import AdaptedModel, DerivedConfig, register
-from synopsis.models.bases import AdaptedBartForConditionalGeneration, AdaptedBartModel
+from synopsis.models.adaptation import AdaptedModel, DerivedConfig
+from synopsis.models.bases import (
+    AdaptedBartForConditionalGeneration,
+    AdaptedBartModel,
+    BartEncoderAttention,
+    method_classes,
+)
 
 #: The paper's marker: every sentence starts with BART's own [BOS] ``<s>``, with its pretrained embedding.
 DEFAULT_SENTENCE_START_TOKEN = "<s>"
@@ -107,7 +112,7 @@ def sentence_membership(
     return weights, counts > 0
 
 
-class HieBartAttention(BartAttention):
+class HieBartAttention(BartEncoderAttention):
     """Encoder self-attention with ``word_heads`` token heads followed by sentence-level heads.
 
     Same parameters as :class:`BartAttention`. Sentence heads need ``sentence_weights`` and
@@ -115,13 +120,7 @@ class HieBartAttention(BartAttention):
     """
 
     def __init__(self, config: HieBartConfig, layer_idx: int | None = None) -> None:
-        super().__init__(
-            embed_dim=config.d_model,
-            num_heads=config.encoder_attention_heads,
-            dropout=config.attention_dropout,
-            config=config,
-            layer_idx=layer_idx,
-        )
+        super().__init__(config, layer_idx=layer_idx)
         self.word_heads = config.word_heads
 
     def forward(
@@ -255,14 +254,11 @@ class HieBartEncoder(AdaptedModel, BartEncoder):
         )
 
 
-class HieBartModel(AdaptedBartModel):
-    config_class = HieBartConfig
-    encoder_class = HieBartEncoder
-
-
-class HieBartForConditionalGeneration(AdaptedBartForConditionalGeneration):
-    config_class = HieBartConfig
-    model_class = HieBartModel
-
-
-register(HieBartConfig, HieBartModel, HieBartForConditionalGeneration)
+HieBartModel, HieBartForConditionalGeneration = method_classes(
+    __name__,
+    "HieBart",
+    HieBartConfig,
+    (AdaptedBartModel, AdaptedBartForConditionalGeneration),
+    "BART with Hie-BART's sentence-level heads in the encoder self-attention.",
+    encoder_class=HieBartEncoder,
+)

@@ -10,8 +10,13 @@ from huggingface_hub.dataclasses import strict
 from transformers import BartConfig
 from transformers.models.bart.modeling_bart import BartAttention, BartDecoder, BartEncoder
 
-from synopsis.models.adaptation import AdaptedModel, register
-from synopsis.models.bases import AdaptedBartForConditionalGeneration, AdaptedBartModel
+from synopsis.models.adaptation import AdaptedModel
+from synopsis.models.bases import (
+    AdaptedBartForConditionalGeneration,
+    AdaptedBartModel,
+    BartEncoderAttention,
+    method_classes,
+)
 from synopsis.models.hibrids.bias import (
     HibridsBias,
     HibridsConfigMixin,
@@ -31,17 +36,11 @@ class HibridsBartConfig(HibridsConfigMixin, BartConfig):
     model_type = "hibrids_bart"
 
 
-class HibridsBartEncoderAttention(BartAttention):
+class HibridsBartEncoderAttention(BartEncoderAttention):
     """BART encoder self-attention with a per-head HIBRIDS table (``hibrids_bias``)."""
 
     def __init__(self, config: HibridsBartConfig, layer_idx: int) -> None:
-        super().__init__(
-            embed_dim=config.d_model,
-            num_heads=config.encoder_attention_heads,
-            dropout=config.attention_dropout,
-            config=config,
-            layer_idx=layer_idx,
-        )
+        super().__init__(config, layer_idx=layer_idx)
         self.hibrids_bias = HibridsBias(num_buckets(config.hibrids_selected), self.num_heads)
 
     def forward(
@@ -110,17 +109,12 @@ class HibridsBartDecoder(HibridsStackMixin, AdaptedModel, BartDecoder):
             self.post_init()
 
 
-class HibridsBartModel(AdaptedBartModel):
-    config_class = HibridsBartConfig
-    encoder_class = HibridsBartEncoder
-    decoder_class = HibridsBartDecoder
-
-
-class HibridsBartForConditionalGeneration(AdaptedBartForConditionalGeneration):
-    """BART with HIBRIDS biases; pass ``section_ids`` and ``section_relations`` to forward/generate."""
-
-    config_class = HibridsBartConfig
-    model_class = HibridsBartModel
-
-
-register(HibridsBartConfig, HibridsBartModel, HibridsBartForConditionalGeneration)
+HibridsBartModel, HibridsBartForConditionalGeneration = method_classes(
+    __name__,
+    "HibridsBart",
+    HibridsBartConfig,
+    (AdaptedBartModel, AdaptedBartForConditionalGeneration),
+    "BART with HIBRIDS biases; pass ``section_ids`` and ``section_relations`` to forward/generate.",
+    encoder_class=HibridsBartEncoder,
+    decoder_class=HibridsBartDecoder,
+)

@@ -9,6 +9,7 @@ No (L, L) index and no T x L x L tensor is ever built.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -303,10 +304,10 @@ def cross_link(
 
 
 class HibridsStackMixin:
-    """Mixin for a BART or T5 encoder/decoder stack (put it before the base class): ``forward`` also takes
-    ``section_ids`` and ``section_relations`` and hands the stack's layers what the HIBRIDS attention reads,
-    ``hibrids_layout`` (encoder, :func:`encoder_layout`) or ``hibrids_cross`` (decoder, :func:`cross_link`).
-    The base's own arguments pass through unchanged, by keyword (as the base models call their stacks)."""
+    """Mixin for a BART, T5 or LED encoder/decoder stack (put it before the base class): ``forward`` also
+    takes ``section_ids`` and ``section_relations`` and hands the stack's layers, for this call, what the
+    HIBRIDS attention reads (:meth:`hibrids_value`). The base's own arguments pass through unchanged, by
+    keyword (as the base models call their stacks)."""
 
     #: Whether this stack is a decoder (BART's config does not say; T5's stacks set it from their config).
     hibrids_decoder_stack = False
@@ -318,17 +319,28 @@ class HibridsStackMixin:
         section_relations: torch.LongTensor | None = None,
         **kwargs: Any,
     ) -> Any:
+        value = self.hibrids_value(section_ids, section_relations, kwargs)
+        with self.hibrids_passing(value, kwargs):
+            return super().forward(**kwargs)  # type: ignore[misc]
+
+    def hibrids_value(
+        self, section_ids: torch.Tensor | None, section_relations: torch.Tensor | None, kwargs: dict[str, Any]
+    ) -> Any:
+        """The per-call input of the HIBRIDS layers: the encoder's :func:`encoder_layout` or the decoder's
+        :func:`cross_link` (None: no bias in this call)."""
         config = self.config  # type: ignore[attr-defined]
         if self.hibrids_decoder_stack:
-            link = cross_link(config, section_ids, section_relations, kwargs.get("encoder_hidden_states"))
-            if link is not None:
-                kwargs["hibrids_cross"] = link
-        else:
-            source = kwargs.get("input_ids"), kwargs.get("inputs_embeds")
-            layout = encoder_layout(config, section_ids, section_relations, *source)
-            if layout is not None:
-                kwargs["hibrids_layout"] = layout
-        return super().forward(**kwargs)  # type: ignore[misc]
+            return cross_link(config, section_ids, section_relations, kwargs.get("encoder_hidden_states"))
+        source = kwargs.get("input_ids"), kwargs.get("inputs_embeds")
+        return encoder_layout(config, section_ids, section_relations, *source)
+
+    def hibrids_passing(self, value: Any, kwargs: dict[str, Any]) -> AbstractContextManager[None]:
+        """How the layers get ``value`` during the base's forward: BART's and T5's layers pass keyword
+        arguments on to their attention (``hibrids_cross`` in the decoder, ``hibrids_layout`` in the
+        encoder); LED's stacks override this (their layers pass nothing on)."""
+        if value is not None:
+            kwargs["hibrids_cross" if self.hibrids_decoder_stack else "hibrids_layout"] = value
+        return nullcontext()
 
 
 class HibridsCrossAttentionMixin:

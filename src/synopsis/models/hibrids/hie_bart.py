@@ -19,12 +19,8 @@ from typing import Any
 
 from huggingface_hub.dataclasses import strict
 
-from synopsis.models.adaptation import register
-from synopsis.models.hibrids.bart import (
-    HibridsBartEncoder,
-    HibridsBartForConditionalGeneration,
-    HibridsBartModel,
-)
+from synopsis.models.bases import AdaptedBartForConditionalGeneration, AdaptedBartModel, method_classes
+from synopsis.models.hibrids.bart import HibridsBartDecoder, HibridsBartEncoder
 from synopsis.models.hibrids.bias import HibridsBias, HibridsConfigMixin, token_pair_bias
 from synopsis.models.hibrids.relations import SectionLayout, num_buckets
 from synopsis.models.hie_bart import HieBartAttention, HieBartConfig, HieBartEncoder
@@ -59,16 +55,12 @@ class HibridsHieBartEncoder(HibridsBartEncoder, HieBartEncoder):
     self_attention_class = HibridsHieBartAttention
 
 
-class HibridsHieBartModel(HibridsBartModel):
-    config_class = HibridsHieBartConfig
-    encoder_class = HibridsHieBartEncoder
-
-
-class HibridsHieBartForConditionalGeneration(HibridsBartForConditionalGeneration):
-    """Hie-BART with HIBRIDS biases; pass ``section_ids`` and ``section_relations`` to forward/generate."""
-
-    config_class = HibridsHieBartConfig
-    model_class = HibridsHieBartModel
-
-
-register(HibridsHieBartConfig, HibridsHieBartModel, HibridsHieBartForConditionalGeneration)
+HibridsHieBartModel, HibridsHieBartForConditionalGeneration = method_classes(
+    __name__,
+    "HibridsHieBart",
+    HibridsHieBartConfig,
+    (AdaptedBartModel, AdaptedBartForConditionalGeneration),
+    "Hie-BART with HIBRIDS biases; pass ``section_ids`` and ``section_relations`` to forward/generate.",
+    encoder_class=HibridsHieBartEncoder,
+    decoder_class=HibridsBartDecoder,
+)

@@ -15,8 +15,8 @@ from huggingface_hub.dataclasses import strict
 from transformers import T5Config
 from transformers.models.t5.modeling_t5 import T5Attention, T5Stack
 
-from synopsis.models.adaptation import AdaptedModel, register
-from synopsis.models.bases import AdaptedT5ForConditionalGeneration, AdaptedT5Model
+from synopsis.models.adaptation import AdaptedModel
+from synopsis.models.bases import AdaptedT5ForConditionalGeneration, AdaptedT5Model, method_classes
 from synopsis.models.hibrids.bias import (
     HibridsBias,
     HibridsConfigMixin,
@@ -102,17 +102,17 @@ class HibridsT5AlignmentAttention(T5Attention):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        mask: torch.Tensor | None = None,
-        key_value_states: torch.Tensor | None = None,
-        position_bias: torch.Tensor | None = None,
-        past_key_values: Any = None,
+        *args: Any,
         hibrids_cross: _CrossAttentionLink | None = None,
         **kwargs: Any,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """T5's forward; with a link, the eager form whose probabilities are pooled into it. T5's
+        cross-attention layers pass everything after the hidden states by keyword."""
+        key_value_states = kwargs.get("key_value_states")
         if hibrids_cross is None or key_value_states is None:
-            return super().forward(
-                hidden_states, mask, key_value_states, position_bias, past_key_values, **kwargs
-            )
+            return super().forward(hidden_states, *args, **kwargs)
+        mask, position_bias = kwargs.get("mask"), kwargs.get("position_bias")
+        past_key_values = kwargs.get("past_key_values")
         batch, steps, _ = hidden_states.shape
         dim = self.key_value_proj_dim
         query = self.q(hidden_states).view(batch, steps, -1, dim).transpose(1, 2)
@@ -174,16 +174,12 @@ class HibridsT5Stack(HibridsStackMixin, AdaptedModel, T5Stack):
         self.gradient_checkpointing = False
 
 
-class HibridsT5Model(AdaptedT5Model):
-    config_class = HibridsT5Config
-    encoder_class = decoder_class = HibridsT5Stack
-
-
-class HibridsT5ForConditionalGeneration(AdaptedT5ForConditionalGeneration):
-    """T5 with HIBRIDS biases; pass ``section_ids`` and ``section_relations`` to forward/generate."""
-
-    config_class = HibridsT5Config
-    encoder_class = decoder_class = HibridsT5Stack
-
-
-register(HibridsT5Config, HibridsT5Model, HibridsT5ForConditionalGeneration)
+HibridsT5Model, HibridsT5ForConditionalGeneration = method_classes(
+    __name__,
+    "HibridsT5",
+    HibridsT5Config,
+    (AdaptedT5Model, AdaptedT5ForConditionalGeneration),
+    "T5 with HIBRIDS biases; pass ``section_ids`` and ``section_relations`` to forward/generate.",
+    encoder_class=HibridsT5Stack,
+    decoder_class=HibridsT5Stack,
+)
