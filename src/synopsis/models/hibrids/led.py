@@ -168,7 +168,6 @@ class HibridsLEDEncoderSelfAttention(LEDEncoderSelfAttention):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Global queries on every key with the bias added: the stock computation (same operations in the
         same order), which has no hook for it."""
-        # The stock computation (same operations in the same order) with the bias added to the scores.
         seq_len, batch_size = hidden_states.shape[:2]
         num_global = int(max_num_global_attn_indices)
         heads, dim = self.num_heads, self.head_dim
