@@ -61,3 +61,42 @@ def test_conversion_keeps_device_dtype_and_mode_and_zeroes_only_new_tables() -> 
             p.fill_(0.5)
     again = convert_from_base(converted, HibridsBartForConditionalGeneration, converted.config)
     assert all((p == 0.5).all() for n, p in again.named_parameters() if "hibrids" in n)  # kept, not zeroed
+
+
+def test_method_classes_are_named_registered_and_laid_out_as_their_base(tmp_path) -> None:
+    from transformers import AutoModel, AutoModelForSeq2SeqLM
+
+    from synopsis.models.hibrids import HibridsT5Config, HibridsT5ForConditionalGeneration, HibridsT5Model
+    from synopsis.models.hibrids.bart import HibridsBartModel
+
+    cases = (
+        (
+            HibridsBartModel,
+            HibridsBartForConditionalGeneration,
+            HibridsBartConfig,
+            bart_config(),
+            BartForConditionalGeneration,
+        ),
+        (
+            HibridsT5Model,
+            HibridsT5ForConditionalGeneration,
+            HibridsT5Config,
+            t5_config(),
+            T5ForConditionalGeneration,
+        ),
+    )
+    for model_class, generation_class, config_class, base_config, stock_class in cases:
+        config = config_class.from_base(base_config)
+        assert model_class.__module__ == generation_class.__module__ and "hibrids" in model_class.__module__
+        assert generation_class.__name__.endswith("ForConditionalGeneration") and generation_class.__doc__
+        assert AutoModel._model_mapping[type(config)] is model_class
+        assert AutoModelForSeq2SeqLM._model_mapping[type(config)] is generation_class
+        # the same parameter names as the stock model (a stock checkpoint loads unchanged), tables aside
+        stock = stock_class(base_config)
+        model = generation_class(config)
+        names = {n for n in model.state_dict() if "hibrids_bias" not in n}
+        assert names == set(stock.state_dict())
+        model.save_pretrained(tmp_path / config.model_type)
+        loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / config.model_type)
+        assert type(loaded) is generation_class
+        assert loaded.config.architectures == [generation_class.__name__]

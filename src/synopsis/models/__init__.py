@@ -1,7 +1,8 @@
 """Models: one package or module per method, built on Hugging Face base models.
 
 :mod:`synopsis.models.adaptation` holds what every method shares (derived configs, the base class's weight
-init, registration with the Auto classes, conversion from a stock checkpoint); :mod:`synopsis.models.registry`
+init, registration with the Auto classes, conversion from a stock checkpoint), :mod:`synopsis.models.bases`
+the base models' outer classes with a method's stacks plugged in; :mod:`synopsis.models.registry`
 says what every checkpoint type needs. Each method module registers its classes with ``AutoConfig`` /
 ``AutoModel`` / ``AutoModelForSeq2SeqLM`` when it is imported; :func:`register_methods` imports them all
 (:mod:`synopsis.models.seq2seq`, the loading path, does so). This package itself imports nothing heavy:

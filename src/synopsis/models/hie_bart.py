@@ -32,7 +32,6 @@ uses both. Config, init and registration come from :mod:`synopsis.models.adaptat
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -42,18 +41,15 @@ from torch.nn import functional as F
 from transformers import BartConfig
 from transformers.modeling_outputs import BaseModelOutput
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-from transformers.models.bart.modeling_bart import (
-    BartAttention,
-    BartDecoder,
-    BartEncoder,
-    BartForConditionalGeneration,
-    BartModel,
-    BartPreTrainedModel,
-    BartScaledWordEmbedding,
-    eager_attention_forward,
-)
+from transformers.models.bart.modeling_bart import BartEncoder, eager_attention_forward
 
-from synopsis.models.adaptation import AdaptedModel, DerivedConfig, register
+from synopsis.models.adaptation import AdaptedModel, DerivedConfig
+from synopsis.models.bases import (
+    AdaptedBartForConditionalGeneration,
+    AdaptedBartModel,
+    BartEncoderAttention,
+    method_classes,
+)
 
 #: The paper's marker: every sentence starts with BART's own [BOS] ``<s>``, with its pretrained embedding.
 DEFAULT_SENTENCE_START_TOKEN = "<s>"
@@ -116,7 +112,7 @@ def sentence_membership(
     return weights, counts > 0
 
 
-class HieBartAttention(BartAttention):
+class HieBartAttention(BartEncoderAttention):
     """Encoder self-attention with ``word_heads`` token heads followed by sentence-level heads.
 
     Same parameters as :class:`BartAttention`. Sentence heads need ``sentence_weights`` and
@@ -124,13 +120,7 @@ class HieBartAttention(BartAttention):
     """
 
     def __init__(self, config: HieBartConfig, layer_idx: int | None = None) -> None:
-        super().__init__(
-            embed_dim=config.d_model,
-            num_heads=config.encoder_attention_heads,
-            dropout=config.attention_dropout,
-            config=config,
-            layer_idx=layer_idx,
-        )
+        super().__init__(config, layer_idx=layer_idx)
         self.word_heads = config.word_heads
 
     def forward(
@@ -264,30 +254,11 @@ class HieBartEncoder(AdaptedModel, BartEncoder):
         )
 
 
-class HieBartModel(AdaptedModel, BartModel):
-    config_class = HieBartConfig
-
-    def __init__(self, config: HieBartConfig) -> None:
-        # BartModel.__init__ with the Hie-BART encoder (calling it would build and discard a stock encoder).
-        BartPreTrainedModel.__init__(self, config)
-        embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
-        self.shared = BartScaledWordEmbedding(
-            config.vocab_size, config.d_model, config.pad_token_id, embed_scale=embed_scale
-        )
-        self.encoder = HieBartEncoder(config)
-        self.decoder = BartDecoder(config)
-        self.post_init()
-
-
-class HieBartForConditionalGeneration(AdaptedModel, BartForConditionalGeneration):
-    config_class = HieBartConfig
-
-    def __init__(self, config: HieBartConfig) -> None:
-        BartPreTrainedModel.__init__(self, config)
-        self.model = HieBartModel(config)
-        self.final_logits_bias = nn.Buffer(torch.zeros((1, self.model.shared.num_embeddings)))
-        self.lm_head = nn.Linear(config.d_model, self.model.shared.num_embeddings, bias=False)
-        self.post_init()
-
-
-register(HieBartConfig, HieBartModel, HieBartForConditionalGeneration)
+HieBartModel, HieBartForConditionalGeneration = method_classes(
+    __name__,
+    "HieBart",
+    HieBartConfig,
+    (AdaptedBartModel, AdaptedBartForConditionalGeneration),
+    "BART with Hie-BART's sentence-level heads in the encoder self-attention.",
+    encoder_class=HieBartEncoder,
+)

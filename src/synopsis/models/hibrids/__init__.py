@@ -55,7 +55,9 @@ The package: :mod:`.relations` (buckets, section layouts, marker tokens), :mod:`
 and the attention helpers shared by the bases), one module per base (:mod:`.bart`, :mod:`.t5`,
 :mod:`.led`), HIBRIDS stacked on Hie-BART (:mod:`.hie_bart`) and on InstructSum's T5
 (:mod:`.instructsum`), and :mod:`.conversion`. Config, init,
-registration and conversion come from :mod:`synopsis.models.adaptation`.
+registration and conversion come from :mod:`synopsis.models.adaptation`; the outer BART/T5 classes from
+:mod:`synopsis.models.bases`. The encoder and decoder stacks take their arguments by keyword and pass the
+base's through (:class:`~synopsis.models.hibrids.bias.HibridsStackMixin`).
 
 Checkpoints: :func:`convert_to_hibrids` turns a loaded stock BART/T5/LED model into its HIBRIDS
 counterpart with zero tables (so it computes exactly the base model until trained); the configs record

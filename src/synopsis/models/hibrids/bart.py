@@ -7,27 +7,23 @@ from typing import Any
 
 import torch
 from huggingface_hub.dataclasses import strict
-from torch import nn
 from transformers import BartConfig
-from transformers.models.bart.modeling_bart import (
-    BartAttention,
-    BartDecoder,
-    BartEncoder,
-    BartForConditionalGeneration,
-    BartModel,
-    BartPreTrainedModel,
-    BartScaledWordEmbedding,
-)
+from transformers.models.bart.modeling_bart import BartAttention, BartDecoder, BartEncoder
 
-from synopsis.models.adaptation import AdaptedModel, register
+from synopsis.models.adaptation import AdaptedModel
+from synopsis.models.bases import (
+    AdaptedBartForConditionalGeneration,
+    AdaptedBartModel,
+    BartEncoderAttention,
+    method_classes,
+)
 from synopsis.models.hibrids.bias import (
     HibridsBias,
     HibridsConfigMixin,
     HibridsCrossAttentionMixin,
+    HibridsStackMixin,
     _biased_attention,
     _check_backend,
-    _CrossAttentionLink,
-    layout_for,
     token_pair_bias,
 )
 from synopsis.models.hibrids.relations import SectionLayout, num_buckets
@@ -40,17 +36,11 @@ class HibridsBartConfig(HibridsConfigMixin, BartConfig):
     model_type = "hibrids_bart"
 
 
-class HibridsBartEncoderAttention(BartAttention):
+class HibridsBartEncoderAttention(BartEncoderAttention):
     """BART encoder self-attention with a per-head HIBRIDS table (``hibrids_bias``)."""
 
     def __init__(self, config: HibridsBartConfig, layer_idx: int) -> None:
-        super().__init__(
-            embed_dim=config.d_model,
-            num_heads=config.encoder_attention_heads,
-            dropout=config.attention_dropout,
-            config=config,
-            layer_idx=layer_idx,
-        )
+        super().__init__(config, layer_idx=layer_idx)
         self.hibrids_bias = HibridsBias(num_buckets(config.hibrids_selected), self.num_heads)
 
     def forward(
@@ -90,7 +80,7 @@ class HibridsBartCrossAttention(_BartCrossAttention):
     biased = True
 
 
-class HibridsBartEncoder(AdaptedModel, BartEncoder):
+class HibridsBartEncoder(HibridsStackMixin, AdaptedModel, BartEncoder):
     """BART's encoder with HIBRIDS self-attention; checks the section inputs once per forward pass."""
 
     #: The biased self-attention; HIBRIDS stacked on Hie-BART swaps in its own (:mod:`.hie_bart`).
@@ -104,27 +94,11 @@ class HibridsBartEncoder(AdaptedModel, BartEncoder):
                     layer.self_attn = self.self_attention_class(config, layer_idx=idx)
             self.post_init()  # initialises only the new modules
 
-    def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        section_ids: torch.LongTensor | None = None,
-        section_relations: torch.LongTensor | None = None,
-        **kwargs: Any,
-    ) -> Any:
-        if self.config.hibrids_encoder:
-            source = input_ids if input_ids is not None else inputs_embeds
-            layout = layout_for(self.config, section_ids, section_relations, source)
-            if layout is not None:
-                kwargs["hibrids_layout"] = layout
-        return super().forward(
-            input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, **kwargs
-        )
 
-
-class HibridsBartDecoder(AdaptedModel, BartDecoder):
+class HibridsBartDecoder(HibridsStackMixin, AdaptedModel, BartDecoder):
     """BART's decoder whose last layer's cross-attention gets the HIBRIDS-DEC bias."""
+
+    hibrids_decoder_stack = True
 
     def __init__(self, config: HibridsBartConfig) -> None:
         super().__init__(config)
@@ -134,65 +108,13 @@ class HibridsBartDecoder(AdaptedModel, BartDecoder):
             self.layers[last].encoder_attn = HibridsBartCrossAttention(config, layer_idx=last)
             self.post_init()
 
-    def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        encoder_hidden_states: torch.Tensor | None = None,
-        encoder_attention_mask: torch.Tensor | None = None,
-        past_key_values: Any = None,
-        inputs_embeds: torch.Tensor | None = None,
-        use_cache: bool | None = None,
-        section_ids: torch.LongTensor | None = None,
-        section_relations: torch.LongTensor | None = None,
-        **kwargs: Any,
-    ) -> Any:
-        if self.config.hibrids_decoder and encoder_hidden_states is not None:
-            layout = layout_for(self.config, section_ids, section_relations, encoder_hidden_states)
-            if layout is not None:
-                kwargs["hibrids_cross"] = _CrossAttentionLink(layout)  # a fresh link per call
-        return super().forward(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            encoder_hidden_states=encoder_hidden_states,
-            encoder_attention_mask=encoder_attention_mask,
-            past_key_values=past_key_values,
-            inputs_embeds=inputs_embeds,
-            use_cache=use_cache,
-            **kwargs,
-        )
 
-
-class HibridsBartModel(AdaptedModel, BartModel):
-    config_class = HibridsBartConfig
-    hibrids_encoder_class: type = (
-        HibridsBartEncoder  # HIBRIDS on Hie-BART: the Hie-BART encoder with the biases
-    )
-
-    def __init__(self, config: HibridsBartConfig) -> None:
-        # BartModel.__init__ with the HIBRIDS encoder/decoder (calling it would build and discard stock ones).
-        BartPreTrainedModel.__init__(self, config)
-        embed_scale = config.d_model**0.5 if config.scale_embedding else 1.0
-        self.shared = BartScaledWordEmbedding(
-            config.vocab_size, config.d_model, config.pad_token_id, embed_scale=embed_scale
-        )
-        self.encoder = self.hibrids_encoder_class(config)
-        self.decoder = HibridsBartDecoder(config)
-        self.post_init()
-
-
-class HibridsBartForConditionalGeneration(AdaptedModel, BartForConditionalGeneration):
-    """BART with HIBRIDS biases; pass ``section_ids`` and ``section_relations`` to forward/generate."""
-
-    config_class = HibridsBartConfig
-    hibrids_model_class: type = HibridsBartModel
-
-    def __init__(self, config: HibridsBartConfig) -> None:
-        BartPreTrainedModel.__init__(self, config)
-        self.model = self.hibrids_model_class(config)
-        self.final_logits_bias = nn.Buffer(torch.zeros((1, self.model.shared.num_embeddings)))
-        self.lm_head = nn.Linear(config.d_model, self.model.shared.num_embeddings, bias=False)
-        self.post_init()
-
-
-register(HibridsBartConfig, HibridsBartModel, HibridsBartForConditionalGeneration)
+HibridsBartModel, HibridsBartForConditionalGeneration = method_classes(
+    __name__,
+    "HibridsBart",
+    HibridsBartConfig,
+    (AdaptedBartModel, AdaptedBartForConditionalGeneration),
+    "BART with HIBRIDS biases; pass ``section_ids`` and ``section_relations`` to forward/generate.",
+    encoder_class=HibridsBartEncoder,
+    decoder_class=HibridsBartDecoder,
+)

@@ -9,6 +9,7 @@ No (L, L) index and no T x L x L tensor is ever built.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -272,6 +273,74 @@ def layout_for(
         buckets=num_buckets(config.hibrids_selected),
         device=source.device,
     )
+
+
+def encoder_layout(
+    config: PreTrainedConfig,
+    section_ids: torch.Tensor | None,
+    section_relations: torch.Tensor | None,
+    input_ids: torch.Tensor | None,
+    inputs_embeds: torch.Tensor | None,
+) -> SectionLayout | None:
+    """The layout an encoder's biased self-attention reads (None: no HIBRIDS-ENC, or no section inputs)."""
+    if not config.hibrids_encoder:
+        return None
+    source = input_ids if input_ids is not None else inputs_embeds
+    return layout_for(config, section_ids, section_relations, source)
+
+
+def cross_link(
+    config: PreTrainedConfig,
+    section_ids: torch.Tensor | None,
+    section_relations: torch.Tensor | None,
+    encoder_hidden_states: torch.Tensor | None,
+) -> _CrossAttentionLink | None:
+    """A fresh per-call link for the last two cross-attentions (None: no HIBRIDS-DEC, no encoder states,
+    or no section inputs)."""
+    if not config.hibrids_decoder or encoder_hidden_states is None:
+        return None
+    layout = layout_for(config, section_ids, section_relations, encoder_hidden_states)
+    return None if layout is None else _CrossAttentionLink(layout)
+
+
+class HibridsStackMixin:
+    """Mixin for a BART, T5 or LED encoder/decoder stack (put it before the base class): ``forward`` also
+    takes ``section_ids`` and ``section_relations`` and hands the stack's layers, for this call, what the
+    HIBRIDS attention reads (:meth:`hibrids_value`). The base's own arguments pass through unchanged, by
+    keyword (as the base models call their stacks)."""
+
+    #: Whether this stack is a decoder (BART's config does not say; T5's stacks set it from their config).
+    hibrids_decoder_stack = False
+
+    def forward(
+        self,
+        *,
+        section_ids: torch.LongTensor | None = None,
+        section_relations: torch.LongTensor | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        value = self.hibrids_value(section_ids, section_relations, kwargs)
+        with self.hibrids_passing(value, kwargs):
+            return super().forward(**kwargs)  # type: ignore[misc]
+
+    def hibrids_value(
+        self, section_ids: torch.Tensor | None, section_relations: torch.Tensor | None, kwargs: dict[str, Any]
+    ) -> Any:
+        """The per-call input of the HIBRIDS layers: the encoder's :func:`encoder_layout` or the decoder's
+        :func:`cross_link` (None: no bias in this call)."""
+        config = self.config  # type: ignore[attr-defined]
+        if self.hibrids_decoder_stack:
+            return cross_link(config, section_ids, section_relations, kwargs.get("encoder_hidden_states"))
+        source = kwargs.get("input_ids"), kwargs.get("inputs_embeds")
+        return encoder_layout(config, section_ids, section_relations, *source)
+
+    def hibrids_passing(self, value: Any, kwargs: dict[str, Any]) -> AbstractContextManager[None]:
+        """How the layers get ``value`` during the base's forward: BART's and T5's layers pass keyword
+        arguments on to their attention (``hibrids_cross`` in the decoder, ``hibrids_layout`` in the
+        encoder); LED's stacks override this (their layers pass nothing on)."""
+        if value is not None:
+            kwargs["hibrids_cross" if self.hibrids_decoder_stack else "hibrids_layout"] = value
+        return nullcontext()
 
 
 class HibridsCrossAttentionMixin:

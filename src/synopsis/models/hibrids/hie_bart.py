@@ -17,15 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from huggingface_hub.dataclasses import strict
 
-from synopsis.models.adaptation import register
-from synopsis.models.hibrids.bart import (
-    HibridsBartEncoder,
-    HibridsBartForConditionalGeneration,
-    HibridsBartModel,
-)
+from synopsis.models.bases import AdaptedBartForConditionalGeneration, AdaptedBartModel, method_classes
+from synopsis.models.hibrids.bart import HibridsBartDecoder, HibridsBartEncoder
 from synopsis.models.hibrids.bias import HibridsBias, HibridsConfigMixin, token_pair_bias
 from synopsis.models.hibrids.relations import SectionLayout, num_buckets
 from synopsis.models.hie_bart import HieBartAttention, HieBartConfig, HieBartEncoder
@@ -47,16 +42,11 @@ class HibridsHieBartAttention(HieBartAttention):
         if config.hibrids_encoder:
             self.hibrids_bias = HibridsBias(num_buckets(config.hibrids_selected), self.num_heads)
 
-    def forward(
-        self,
-        hidden_states: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        hibrids_layout: SectionLayout | None = None,
-        **kwargs: Any,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(self, *args: Any, hibrids_layout: SectionLayout | None = None, **kwargs: Any) -> Any:
+        """Hie-BART's forward; the section layout becomes its ``attention_bias``."""
         if hibrids_layout is not None and hasattr(self, "hibrids_bias"):
             kwargs["attention_bias"] = token_pair_bias(self.hibrids_bias.weight, hibrids_layout)
-        return super().forward(hidden_states, attention_mask=attention_mask, **kwargs)
+        return super().forward(*args, **kwargs)
 
 
 class HibridsHieBartEncoder(HibridsBartEncoder, HieBartEncoder):
@@ -65,16 +55,12 @@ class HibridsHieBartEncoder(HibridsBartEncoder, HieBartEncoder):
     self_attention_class = HibridsHieBartAttention
 
 
-class HibridsHieBartModel(HibridsBartModel):
-    config_class = HibridsHieBartConfig
-    hibrids_encoder_class = HibridsHieBartEncoder
-
-
-class HibridsHieBartForConditionalGeneration(HibridsBartForConditionalGeneration):
-    """Hie-BART with HIBRIDS biases; pass ``section_ids`` and ``section_relations`` to forward/generate."""
-
-    config_class = HibridsHieBartConfig
-    hibrids_model_class = HibridsHieBartModel
-
-
-register(HibridsHieBartConfig, HibridsHieBartModel, HibridsHieBartForConditionalGeneration)
+HibridsHieBartModel, HibridsHieBartForConditionalGeneration = method_classes(
+    __name__,
+    "HibridsHieBart",
+    HibridsHieBartConfig,
+    (AdaptedBartModel, AdaptedBartForConditionalGeneration),
+    "Hie-BART with HIBRIDS biases; pass ``section_ids`` and ``section_relations`` to forward/generate.",
+    encoder_class=HibridsHieBartEncoder,
+    decoder_class=HibridsBartDecoder,
+)

@@ -26,6 +26,7 @@ tables, or no section inputs, give InstructSum alone; ``convert hibrids`` on an 
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import torch
@@ -33,7 +34,7 @@ from huggingface_hub.dataclasses import strict
 from transformers import AutoConfig, AutoModelForSeq2SeqLM
 
 from synopsis.models.adaptation import forward_signature
-from synopsis.models.hibrids.bias import HibridsConfigMixin, layout_for, pair_bias
+from synopsis.models.hibrids.bias import HibridsConfigMixin, HibridsStackMixin, encoder_layout, pair_bias
 from synopsis.models.hibrids.relations import ROOT_SECTION, SectionLayout
 from synopsis.models.hibrids.t5 import HibridsT5EncoderAttention, HibridsT5Stack
 from synopsis.models.instructsum.model import (
@@ -64,9 +65,10 @@ class InstructSumHibridsT5Attention(HibridsT5EncoderAttention, InstructSumT5Atte
         return pair_bias(self.hibrids_bias.weight, state.relations, state.query_sections, state.key_sections)
 
 
-class InstructSumHibridsT5Stack(InstructSumT5Stack):
+class InstructSumHibridsT5Stack(HibridsStackMixin, InstructSumT5Stack):
     """InstructSum's encoder whose self-attention also gets the HIBRIDS bias: ``section_ids`` (B, L) and
-    ``section_relations`` (B, S, S) of the prompt (uncached pass) or of the source part (cache passes)."""
+    ``section_relations`` (B, S, S) of the prompt (uncached pass) or of the source part (cache passes).
+    Arguments by keyword (:class:`~synopsis.models.hibrids.bias.HibridsStackMixin`)."""
 
     reads_sections = True
 
@@ -76,26 +78,36 @@ class InstructSumHibridsT5Stack(InstructSumT5Stack):
         super().__init__(config)
 
     @forward_signature(InstructSumT5Stack.forward, "section_ids", "section_relations")
-    def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        *args: Any,
-        section_ids: torch.LongTensor | None = None,
-        section_relations: torch.LongTensor | None = None,
-        **kwargs: Any,
-    ) -> Any:
-        """InstructSum's encoder (see :class:`InstructSumT5Stack`) with the section inputs."""
-        if self.config.hibrids_encoder and (section_ids is not None or section_relations is not None):
-            source = input_ids if input_ids is not None else kwargs["inputs_embeds"]
-            state = kwargs.get("instructsum_cache")
-            # a cache pass reads the source part's sections, whatever its own input (instruction tokens)
-            tokens = source if state is None or section_ids is None else section_ids
-            layout = layout_for(self.config, section_ids, section_relations, tokens.to(source.device))
-            if state is None:
-                kwargs["hibrids_layout"] = layout
-            else:
-                _cache_pass_sections(state, layout, source.shape[1])
-        return super().forward(input_ids, *args, **kwargs)
+    def forward(self, **kwargs: Any) -> Any:
+        """:meth:`HibridsStackMixin.forward`, advertising InstructSum's inputs too (generate() checks the
+        model inputs against the encoder's signature)."""
+        return super().forward(**kwargs)
+
+    def hibrids_value(
+        self, section_ids: torch.Tensor | None, section_relations: torch.Tensor | None, kwargs: dict[str, Any]
+    ) -> SectionLayout | None:
+        """The layout of the prompt's tokens, or in a cache pass of the source part's (whatever the pass's
+        own input: the instruction tokens)."""
+        if kwargs.get("instructsum_cache") is None or section_ids is None:
+            return super().hibrids_value(section_ids, section_relations, kwargs)
+        source = _source(kwargs)
+        return encoder_layout(
+            self.config, section_ids, section_relations, section_ids.to(source.device), None
+        )
+
+    def hibrids_passing(self, value: Any, kwargs: dict[str, Any]) -> AbstractContextManager[None]:
+        state = kwargs.get("instructsum_cache")
+        if state is None:
+            return super().hibrids_passing(value, kwargs)
+        if value is not None:
+            _cache_pass_sections(state, value, _source(kwargs).shape[1])
+        return nullcontext()
+
+
+def _source(kwargs: dict[str, Any]) -> torch.Tensor:
+    """The encoder input of a call: ``input_ids``, else ``inputs_embeds``."""
+    input_ids = kwargs.get("input_ids")
+    return input_ids if input_ids is not None else kwargs["inputs_embeds"]
 
 
 def _cache_pass_sections(state: _CachePass, layout: SectionLayout, queries: int) -> None:

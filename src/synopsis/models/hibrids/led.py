@@ -10,7 +10,7 @@ sets for the duration of one call; each layer copies the slot's value into its o
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,8 +36,8 @@ from synopsis.models.hibrids.bias import (
     HibridsBias,
     HibridsConfigMixin,
     HibridsCrossAttentionMixin,
+    HibridsStackMixin,
     _CrossAttentionLink,
-    layout_for,
     pair_bias,
     window_bias,
     window_index,
@@ -99,15 +99,8 @@ class HibridsLEDEncoderSelfAttention(LEDEncoderSelfAttention):
         self.hibrids_state: _LEDEncoderState | None = None
         self._band_bias: torch.Tensor | None = None
 
-    def forward(
-        self,
-        hidden_states: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        is_index_masked: torch.Tensor | None = None,
-        is_index_global_attn: torch.Tensor | None = None,
-        is_global_attn: bool | None = None,
-        output_attentions: bool = False,
-    ) -> tuple[torch.Tensor, ...]:
+    def forward(self, hidden_states: torch.Tensor, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, ...]:
+        """Longformer's forward; with a section state, the band's bias for its query-key scores."""
         state = self.hibrids_state
         if state is not None:
             one_sided = self.one_sided_attn_window_size
@@ -119,14 +112,7 @@ class HibridsLEDEncoderSelfAttention(LEDEncoderSelfAttention):
             )
             self._band_bias = band.transpose(1, 2)  # (B, L, H, 2w+1), the layout of the band scores
         try:
-            return super().forward(
-                hidden_states,
-                attention_mask=attention_mask,
-                is_index_masked=is_index_masked,
-                is_index_global_attn=is_index_global_attn,
-                is_global_attn=is_global_attn,
-                output_attentions=output_attentions,
-            )
+            return super().forward(hidden_states, *args, **kwargs)
         finally:
             self._band_bias = None
 
@@ -151,33 +137,27 @@ class HibridsLEDEncoderSelfAttention(LEDEncoderSelfAttention):
         ids[is_local_index_global_attn_nonzero] = layout.ids[is_index_global_attn_nonzero]
         return ids
 
-    def _concat_with_global_key_attn_probs(
-        self,
-        key_vectors: torch.Tensor,
-        query_vectors: torch.Tensor,
-        max_num_global_attn_indices: int,
-        is_index_global_attn_nonzero: tuple,
-        is_local_index_global_attn_nonzero: tuple,
-        is_local_index_no_global_attn_nonzero: tuple,
-    ) -> torch.Tensor:
-        scores = super()._concat_with_global_key_attn_probs(
-            key_vectors=key_vectors,
-            query_vectors=query_vectors,
-            max_num_global_attn_indices=max_num_global_attn_indices,
-            is_index_global_attn_nonzero=is_index_global_attn_nonzero,
-            is_local_index_global_attn_nonzero=is_local_index_global_attn_nonzero,
-            is_local_index_no_global_attn_nonzero=is_local_index_no_global_attn_nonzero,
-        )  # (B, L, H, G)
+    def _concat_with_global_key_attn_probs(self, **kwargs: Any) -> torch.Tensor:
+        """Stock local-query x global-key scores (B, L, H, G) plus the bias (LED passes them by keyword)."""
+        scores = super()._concat_with_global_key_attn_probs(**kwargs)
         if self.hibrids_state is None:
             return scores
         layout = self.hibrids_state.layout
         global_ids = self._global_section_ids(
-            max_num_global_attn_indices, is_index_global_attn_nonzero, is_local_index_global_attn_nonzero
+            kwargs["max_num_global_attn_indices"],
+            kwargs["is_index_global_attn_nonzero"],
+            kwargs["is_local_index_global_attn_nonzero"],
         )
         bias = pair_bias(self.hibrids_bias.weight, layout.relations, layout.ids, global_ids)  # (B, H, L, G)
         return scores + bias.transpose(1, 2)
 
-    def _compute_global_attn_output_from_hidden(
+    def _compute_global_attn_output_from_hidden(self, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """The stock global-query attention, or with a section state :meth:`_biased_global_attention`."""
+        if self.hibrids_state is None:
+            return super()._compute_global_attn_output_from_hidden(**kwargs)
+        return self._biased_global_attention(**kwargs)
+
+    def _biased_global_attention(
         self,
         hidden_states: torch.Tensor,
         max_num_global_attn_indices: int,
@@ -186,16 +166,8 @@ class HibridsLEDEncoderSelfAttention(LEDEncoderSelfAttention):
         is_local_index_no_global_attn_nonzero: tuple,
         is_index_masked: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.hibrids_state is None:
-            return super()._compute_global_attn_output_from_hidden(
-                hidden_states=hidden_states,
-                max_num_global_attn_indices=max_num_global_attn_indices,
-                is_local_index_global_attn_nonzero=is_local_index_global_attn_nonzero,
-                is_index_global_attn_nonzero=is_index_global_attn_nonzero,
-                is_local_index_no_global_attn_nonzero=is_local_index_no_global_attn_nonzero,
-                is_index_masked=is_index_masked,
-            )
-        # The stock computation (same operations in the same order) with the bias added to the scores.
+        """Global queries on every key with the bias added: the stock computation (same operations in the
+        same order), which has no hook for it."""
         seq_len, batch_size = hidden_states.shape[:2]
         num_global = int(max_num_global_attn_indices)
         heads, dim = self.num_heads, self.head_dim
@@ -307,22 +279,37 @@ class HibridsLEDDecoderLayer(LEDDecoderLayer):
             self.encoder_attn.hibrids_cross = None
 
 
-def _section_args(
-    slot: _Slot | None, section_ids: torch.Tensor | None, section_relations: torch.Tensor | None
-) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-    """Explicit section arguments, else the ones the model set for this call."""
-    if section_ids is None and section_relations is None and slot is not None and slot.value is not None:
-        return slot.value
-    return section_ids, section_relations
+class _LEDStackMixin(HibridsStackMixin):
+    """A HIBRIDS stack of LED: its layers read the per-call value from a slot (LED's layers pass no extra
+    arguments), and without explicit section inputs it takes the ones the model set for this call."""
+
+    def _slots(self, inputs: _Slot | None) -> None:
+        self._hibrids_inputs = inputs  # set by HibridsLEDModel for the duration of a call
+        self._hibrids_layers = _Slot()
+
+    def hibrids_value(
+        self, section_ids: torch.Tensor | None, section_relations: torch.Tensor | None, kwargs: dict[str, Any]
+    ) -> Any:
+        inputs = self._hibrids_inputs
+        if (
+            section_ids is None
+            and section_relations is None
+            and inputs is not None
+            and inputs.value is not None
+        ):
+            section_ids, section_relations = inputs.value
+        return super().hibrids_value(section_ids, section_relations, kwargs)
+
+    def hibrids_passing(self, value: Any, kwargs: dict[str, Any]) -> AbstractContextManager[None]:
+        return self._hibrids_layers.holding(value)
 
 
-class HibridsLEDEncoder(AdaptedModel, LEDEncoder):
+class HibridsLEDEncoder(_LEDStackMixin, AdaptedModel, LEDEncoder):
     """LED's encoder with HIBRIDS self-attention; pads section ids to the window multiple like the input."""
 
     def __init__(self, config: HibridsLEDConfig, inputs: _Slot | None = None) -> None:
         super().__init__(config)
-        self._hibrids_inputs = inputs  # set by HibridsLEDModel for the duration of a call
-        self._hibrids_layers = _Slot()
+        self._slots(inputs)
         if config.hibrids_encoder:
             self.layers = nn.ModuleList(
                 [
@@ -332,38 +319,26 @@ class HibridsLEDEncoder(AdaptedModel, LEDEncoder):
             )
             self.post_init()
 
-    @forward_signature(LEDEncoder.forward, "section_ids", "section_relations")
-    def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        section_ids: torch.LongTensor | None = None,
-        section_relations: torch.LongTensor | None = None,
-        **kwargs: Any,
-    ) -> Any:
-        state = None
-        if self.config.hibrids_encoder:
-            section_ids, section_relations = _section_args(
-                self._hibrids_inputs, section_ids, section_relations
-            )
-            source = input_ids if input_ids is not None else inputs_embeds
-            layout = layout_for(self.config, section_ids, section_relations, source)
-            if layout is not None:
-                window = max(self.config.attention_window)  # LEDEncoder pads the input to this multiple
-                padding = (window - source.shape[1] % window) % window
-                ids = F.pad(layout.ids, (0, padding), value=layout.num_sections)
-                state = _LEDEncoderState(SectionLayout(ids=ids, relations=layout.relations))
-        with self._hibrids_layers.holding(state):
-            return super().forward(input_ids=input_ids, inputs_embeds=inputs_embeds, **kwargs)
+    def hibrids_value(
+        self, section_ids: torch.Tensor | None, section_relations: torch.Tensor | None, kwargs: dict[str, Any]
+    ) -> _LEDEncoderState | None:
+        layout = super().hibrids_value(section_ids, section_relations, kwargs)
+        if layout is None:
+            return None
+        window = max(self.config.attention_window)  # LEDEncoder pads the input to this multiple
+        padding = (window - layout.ids.shape[1] % window) % window
+        ids = F.pad(layout.ids, (0, padding), value=layout.num_sections)
+        return _LEDEncoderState(SectionLayout(ids=ids, relations=layout.relations))
 
 
-class HibridsLEDDecoder(AdaptedModel, LEDDecoder):
+class HibridsLEDDecoder(_LEDStackMixin, AdaptedModel, LEDDecoder):
     """LED's decoder whose last layer's cross-attention gets the HIBRIDS-DEC bias."""
+
+    hibrids_decoder_stack = True
 
     def __init__(self, config: HibridsLEDConfig, inputs: _Slot | None = None) -> None:
         super().__init__(config)
-        self._hibrids_inputs = inputs
-        self._hibrids_layers = _Slot()
+        self._slots(inputs)
         if config.hibrids_decoder:
             last = config.decoder_layers - 1
             slot = self._hibrids_layers
@@ -373,47 +348,17 @@ class HibridsLEDDecoder(AdaptedModel, LEDDecoder):
             self.layers[last] = HibridsLEDDecoderLayer(config, last, slot, HibridsLEDCrossAttention)
             self.post_init()
 
-    @forward_signature(LEDDecoder.forward, "section_ids", "section_relations")
-    def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        encoder_hidden_states: torch.Tensor | None = None,
-        section_ids: torch.LongTensor | None = None,
-        section_relations: torch.LongTensor | None = None,
-        **kwargs: Any,
-    ) -> Any:
-        link = None
-        if self.config.hibrids_decoder and encoder_hidden_states is not None:
-            section_ids, section_relations = _section_args(
-                self._hibrids_inputs, section_ids, section_relations
-            )
-            layout = layout_for(self.config, section_ids, section_relations, encoder_hidden_states)
-            link = None if layout is None else _CrossAttentionLink(layout)
-        with self._hibrids_layers.holding(link):
-            return super().forward(input_ids=input_ids, encoder_hidden_states=encoder_hidden_states, **kwargs)
 
-
-class HibridsLEDModel(AdaptedModel, LEDModel):
-    """LED with HIBRIDS encoder/decoder. LEDModel passes no extra arguments down, so the section inputs
-    given here are put in a slot that the encoder and decoder read during this call."""
-
-    config_class = HibridsLEDConfig
-
-    def __init__(self, config: HibridsLEDConfig) -> None:
-        LEDPreTrainedModel.__init__(self, config)
-        self.shared = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
-        self._hibrids_inputs = _Slot()
-        self.encoder = HibridsLEDEncoder(config, self._hibrids_inputs)
-        self.decoder = HibridsLEDDecoder(config, self._hibrids_inputs)
-        self.post_init()
+class _SectionInputs:
+    """Mixin for LED's model classes: ``forward`` puts ``section_ids`` and ``section_relations`` in the slot
+    that the encoder and decoder read during this call (LEDModel passes no extra arguments down)."""
 
     def hibrids_inputs(self, section_ids: torch.Tensor | None, section_relations: torch.Tensor | None) -> Any:
         """Context in which the encoder and decoder see these section inputs (no-op when both are None)."""
         if section_ids is None and section_relations is None:
             return nullcontext()
-        return self._hibrids_inputs.holding((section_ids, section_relations))
+        return self.get_encoder()._hibrids_inputs.holding((section_ids, section_relations))
 
-    @forward_signature(LEDModel.forward, "section_ids", "section_relations")
     def forward(
         self,
         *args: Any,
@@ -422,10 +367,24 @@ class HibridsLEDModel(AdaptedModel, LEDModel):
         **kwargs: Any,
     ) -> Any:
         with self.hibrids_inputs(section_ids, section_relations):
-            return super().forward(*args, **kwargs)
+            return super().forward(*args, **kwargs)  # type: ignore[misc]
 
 
-class HibridsLEDForConditionalGeneration(AdaptedModel, LEDForConditionalGeneration):
+class HibridsLEDModel(_SectionInputs, AdaptedModel, LEDModel):
+    """LED with HIBRIDS encoder/decoder; the section inputs go through the slot (:class:`_SectionInputs`)."""
+
+    config_class = HibridsLEDConfig
+
+    def __init__(self, config: HibridsLEDConfig) -> None:
+        LEDPreTrainedModel.__init__(self, config)
+        self.shared = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
+        inputs = _Slot()
+        self.encoder = HibridsLEDEncoder(config, inputs)
+        self.decoder = HibridsLEDDecoder(config, inputs)
+        self.post_init()
+
+
+class HibridsLEDForConditionalGeneration(_SectionInputs, AdaptedModel, LEDForConditionalGeneration):
     """LED with HIBRIDS biases; pass ``section_ids`` and ``section_relations`` to forward/generate."""
 
     config_class = HibridsLEDConfig
@@ -438,15 +397,10 @@ class HibridsLEDForConditionalGeneration(AdaptedModel, LEDForConditionalGenerati
         self.post_init()
 
     @forward_signature(LEDForConditionalGeneration.forward, "section_ids", "section_relations")
-    def forward(
-        self,
-        *args: Any,
-        section_ids: torch.LongTensor | None = None,
-        section_relations: torch.LongTensor | None = None,
-        **kwargs: Any,
-    ) -> Any:
-        with self.led.hibrids_inputs(section_ids, section_relations):
-            return super().forward(*args, **kwargs)
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`_SectionInputs.forward`, advertising LED's parameters (generate() checks its inputs
+        against them)."""
+        return super().forward(*args, **kwargs)
 
 
 register(HibridsLEDConfig, HibridsLEDModel, HibridsLEDForConditionalGeneration)

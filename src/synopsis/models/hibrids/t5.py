@@ -8,32 +8,25 @@ bias unchanged.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import torch
 from huggingface_hub.dataclasses import strict
-from torch import nn
 from transformers import T5Config
-from transformers.models.t5.modeling_t5 import (
-    T5Attention,
-    T5ForConditionalGeneration,
-    T5Model,
-    T5PreTrainedModel,
-    T5Stack,
-)
+from transformers.models.t5.modeling_t5 import T5Attention, T5Stack
 
-from synopsis.models.adaptation import AdaptedModel, register
+from synopsis.models.adaptation import AdaptedModel
+from synopsis.models.bases import AdaptedT5ForConditionalGeneration, AdaptedT5Model, method_classes
 from synopsis.models.hibrids.bias import (
     HibridsBias,
     HibridsConfigMixin,
+    HibridsStackMixin,
     _attend_and_pool,
     _check_backend,
     _cross_keys_values,
     _CrossAttentionLink,
     _decoder_table_heads,
     cross_attention_bias,
-    layout_for,
     token_pair_bias,
 )
 from synopsis.models.hibrids.relations import SectionLayout, num_buckets
@@ -89,19 +82,15 @@ class HibridsT5EncoderAttention(T5AttentionBias, T5Attention):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        mask: torch.Tensor | None = None,
-        key_value_states: torch.Tensor | None = None,
-        position_bias: torch.Tensor | None = None,
-        past_key_values: Any = None,
+        *args: Any,
         hibrids_layout: SectionLayout | None = None,
         **kwargs: Any,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        args = (hidden_states, mask, key_value_states, position_bias, past_key_values)
+    ) -> Any:
+        """T5's forward; with a section layout, the token-pair bias on this layer's scores."""
         if hibrids_layout is None:
-            return super().forward(*args, **kwargs)
-        return self.forward_with_bias(
-            token_pair_bias(self.hibrids_bias.weight, hibrids_layout), *args, **kwargs
-        )
+            return super().forward(hidden_states, *args, **kwargs)
+        bias = token_pair_bias(self.hibrids_bias.weight, hibrids_layout)
+        return self.forward_with_bias(bias, hidden_states, *args, **kwargs)
 
 
 class HibridsT5AlignmentAttention(T5Attention):
@@ -113,17 +102,17 @@ class HibridsT5AlignmentAttention(T5Attention):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        mask: torch.Tensor | None = None,
-        key_value_states: torch.Tensor | None = None,
-        position_bias: torch.Tensor | None = None,
-        past_key_values: Any = None,
+        *args: Any,
         hibrids_cross: _CrossAttentionLink | None = None,
         **kwargs: Any,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """T5's forward; with a link, the eager form whose probabilities are pooled into it. T5's
+        cross-attention layers pass everything after the hidden states by keyword."""
+        key_value_states = kwargs.get("key_value_states")
         if hibrids_cross is None or key_value_states is None:
-            return super().forward(
-                hidden_states, mask, key_value_states, position_bias, past_key_values, **kwargs
-            )
+            return super().forward(hidden_states, *args, **kwargs)
+        mask, position_bias = kwargs.get("mask"), kwargs.get("position_bias")
+        past_key_values = kwargs.get("past_key_values")
         batch, steps, _ = hidden_states.shape
         dim = self.key_value_proj_dim
         query = self.q(hidden_states).view(batch, steps, -1, dim).transpose(1, 2)
@@ -154,25 +143,24 @@ class HibridsT5CrossAttention(T5AttentionBias, T5Attention):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        mask: torch.Tensor | None = None,
-        key_value_states: torch.Tensor | None = None,
-        position_bias: torch.Tensor | None = None,
-        past_key_values: Any = None,
+        *args: Any,
         hibrids_cross: _CrossAttentionLink | None = None,
         **kwargs: Any,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        args = (hidden_states, mask, key_value_states, position_bias, past_key_values)
-        if hibrids_cross is None or hibrids_cross.pooled is None or key_value_states is None:
-            return super().forward(*args, **kwargs)
+    ) -> Any:
+        """T5's forward; after the second-to-last layer has pooled its attention, the HIBRIDS-DEC bias."""
+        # T5's cross-attention layers pass everything after the hidden states by keyword
+        if hibrids_cross is None or hibrids_cross.pooled is None or kwargs.get("key_value_states") is None:
+            return super().forward(hidden_states, *args, **kwargs)
         bias = cross_attention_bias(hibrids_cross.pooled, self.hibrids_bias.weight, hibrids_cross.layout)
-        return self.forward_with_bias(bias, *args, **kwargs)
+        return self.forward_with_bias(bias, hidden_states, *args, **kwargs)
 
 
-class HibridsT5Stack(AdaptedModel, T5Stack):
+class HibridsT5Stack(HibridsStackMixin, AdaptedModel, T5Stack):
     """T5's encoder or decoder stack with HIBRIDS attention; checks the section inputs once per call."""
 
     def __init__(self, config: HibridsT5Config) -> None:
         super().__init__(config)
+        self.hibrids_decoder_stack = config.is_decoder
         if not config.is_decoder and config.hibrids_encoder:
             for idx, block in enumerate(self.block):
                 block.layer[0].SelfAttention = HibridsT5EncoderAttention(
@@ -185,73 +173,13 @@ class HibridsT5Stack(AdaptedModel, T5Stack):
         self.post_init()
         self.gradient_checkpointing = False
 
-    def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        encoder_hidden_states: torch.Tensor | None = None,
-        encoder_attention_mask: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        past_key_values: Any = None,
-        use_cache: bool | None = None,
-        section_ids: torch.LongTensor | None = None,
-        section_relations: torch.LongTensor | None = None,
-        **kwargs: Any,
-    ) -> Any:
-        if not self.config.is_decoder and self.config.hibrids_encoder:
-            source = input_ids if input_ids is not None else inputs_embeds
-            layout = layout_for(self.config, section_ids, section_relations, source)
-            if layout is not None:
-                kwargs["hibrids_layout"] = layout
-        if self.config.is_decoder and self.config.hibrids_decoder and encoder_hidden_states is not None:
-            layout = layout_for(self.config, section_ids, section_relations, encoder_hidden_states)
-            if layout is not None:
-                kwargs["hibrids_cross"] = _CrossAttentionLink(layout)
-        return super().forward(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            encoder_hidden_states=encoder_hidden_states,
-            encoder_attention_mask=encoder_attention_mask,
-            inputs_embeds=inputs_embeds,
-            past_key_values=past_key_values,
-            use_cache=use_cache,
-            **kwargs,
-        )
 
-
-def _t5_stacks(config: HibridsT5Config) -> tuple[HibridsT5Stack, HibridsT5Stack]:
-    """Encoder and decoder stacks configured as T5Model/T5ForConditionalGeneration do."""
-    encoder_config = copy.deepcopy(config)
-    encoder_config.is_decoder = False
-    encoder_config.use_cache = False
-    decoder_config = copy.deepcopy(config)
-    decoder_config.is_decoder = True
-    decoder_config.num_layers = config.num_decoder_layers
-    return HibridsT5Stack(encoder_config), HibridsT5Stack(decoder_config)
-
-
-class HibridsT5Model(AdaptedModel, T5Model):
-    config_class = HibridsT5Config
-
-    def __init__(self, config: HibridsT5Config) -> None:
-        T5PreTrainedModel.__init__(self, config)
-        self.shared = nn.Embedding(config.vocab_size, config.d_model)
-        self.encoder, self.decoder = _t5_stacks(config)
-        self.post_init()
-
-
-class HibridsT5ForConditionalGeneration(AdaptedModel, T5ForConditionalGeneration):
-    """T5 with HIBRIDS biases; pass ``section_ids`` and ``section_relations`` to forward/generate."""
-
-    config_class = HibridsT5Config
-
-    def __init__(self, config: HibridsT5Config) -> None:
-        T5PreTrainedModel.__init__(self, config)
-        self.model_dim = config.d_model
-        self.shared = nn.Embedding(config.vocab_size, config.d_model)
-        self.encoder, self.decoder = _t5_stacks(config)
-        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
-        self.post_init()
-
-
-register(HibridsT5Config, HibridsT5Model, HibridsT5ForConditionalGeneration)
+HibridsT5Model, HibridsT5ForConditionalGeneration = method_classes(
+    __name__,
+    "HibridsT5",
+    HibridsT5Config,
+    (AdaptedT5Model, AdaptedT5ForConditionalGeneration),
+    "T5 with HIBRIDS biases; pass ``section_ids`` and ``section_relations`` to forward/generate.",
+    encoder_class=HibridsT5Stack,
+    decoder_class=HibridsT5Stack,
+)

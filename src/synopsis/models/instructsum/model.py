@@ -7,24 +7,18 @@ record the source keys and values or reuse them; :mod:`synopsis.models.instructs
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import torch
 from huggingface_hub.dataclasses import strict
-from torch import nn
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, T5Config, T5ForConditionalGeneration
 from transformers.modeling_outputs import BaseModelOutput
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-from transformers.models.t5.modeling_t5 import (
-    T5Attention,
-    T5PreTrainedModel,
-    T5Stack,
-    eager_attention_forward,
-)
+from transformers.models.t5.modeling_t5 import T5Attention, T5Stack, eager_attention_forward
 
 from synopsis.models.adaptation import AdaptedModel, DerivedConfig, convert_from_base
+from synopsis.models.bases import AdaptedT5ForConditionalGeneration
 from synopsis.models.instructsum.prompts import INSTRUCTION_SEGMENT, SOURCE_SEGMENT
 
 _SUPPORTED_ATTENTION = ("eager", "sdpa")
@@ -260,30 +254,13 @@ class InstructSumT5Stack(AdaptedModel, T5Stack):
             )
 
 
-class InstructSumT5ForConditionalGeneration(AdaptedModel, T5ForConditionalGeneration):
+class InstructSumT5ForConditionalGeneration(AdaptedT5ForConditionalGeneration):
     """T5 with the InstructSum encoder; exactly T5's parameters (a T5 checkpoint loads unchanged)."""
 
     config_class = InstructSumT5Config
     #: The encoder and decoder stacks (a method stacked on InstructSum swaps them).
     encoder_class: type[InstructSumT5Stack] = InstructSumT5Stack
     decoder_class: type[T5Stack] = T5Stack
-
-    def __init__(self, config: InstructSumT5Config) -> None:
-        # T5ForConditionalGeneration.__init__ with the InstructSum encoder (calling it would build and
-        # discard a stock encoder).
-        T5PreTrainedModel.__init__(self, config)
-        self.model_dim = config.d_model
-        self.shared = nn.Embedding(config.vocab_size, config.d_model)
-        encoder_config = copy.deepcopy(config)
-        encoder_config.is_decoder = False
-        encoder_config.use_cache = False
-        self.encoder = self.encoder_class(encoder_config)
-        decoder_config = copy.deepcopy(config)
-        decoder_config.is_decoder = True
-        decoder_config.num_layers = config.num_decoder_layers
-        self.decoder = self.decoder_class(decoder_config)
-        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
-        self.post_init()
 
     def forward(
         self,
