@@ -10,6 +10,7 @@ prints.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,18 @@ def test_library_code_never_prints() -> None:
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
                 offenders.append(f"{owner}:{node.lineno}")
     assert not offenders
+
+
+def test_the_architecture_page_names_modules_that_exist() -> None:
+    """docs/architecture.md is the map of the code: every module or package it names must be there."""
+    root = PACKAGE.parents[1]
+    page = (root / "docs" / "architecture.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"`((?:[a-z_]+/)*[a-z_]+(?:\.py|/))`", page))
+    missing = [
+        name
+        for name in sorted(named)
+        if not (root / name).exists()
+        and not (PACKAGE / name).exists()
+        and not any((PACKAGE / package / name).exists() for package in ("models",))
+    ]
+    assert named and not missing, f"docs/architecture.md names {missing}, which do not exist"
