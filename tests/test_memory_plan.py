@@ -1,5 +1,5 @@
-"""``train seq2seq --dry-run``: the memory plan from config.json alone, and the estimator against the peak
-memory measured on CPU.
+"""``train seq2seq --dry-run``: the memory plan from config.json alone (``train pointer-generator`` and ``lm
+train --dry-run``: from their configs), and the estimator against the peak memory measured on CPU.
 
 Measurement (:func:`_measure`, one process per configuration): one warm-up step of a tiny model of the same
 family first (so that the lazily loaded kernels and the allocator's own pools are already counted in the
@@ -51,6 +51,20 @@ def _config(family: str, settings: dict):  # noqa: ANN202
     from transformers import BartConfig, LEDConfig, T5Config
 
     return {"bart": BartConfig, "led": LEDConfig, "t5": T5Config}[family](**settings)
+
+
+def _measured_in_a_new_process(spec: dict) -> int:
+    """The measured bytes of ``spec`` (:func:`_measure` or :func:`_measure_recurrent`) in a fresh process,
+    one thread, so that nothing this process allocated counts."""
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")]),
+    }
+    done = subprocess.run(
+        [sys.executable, __file__, json.dumps(spec)], capture_output=True, text=True, env=env, check=True
+    )
+    return int(done.stdout.strip().splitlines()[-1])
 
 
 def _peak_rss_kib() -> int:
@@ -107,15 +121,7 @@ def test_plan_is_within_25_percent_of_the_measured_peak(case: tuple) -> None:
     family, source, target, batch, precision, checkpointing = case
     spec = dict(family=family, source=source, target=target, batch=batch, precision=precision,
                 checkpointing=checkpointing)  # fmt: skip
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")]),
-    }
-    done = subprocess.run(
-        [sys.executable, __file__, json.dumps(spec)], capture_output=True, text=True, env=env, check=True
-    )
-    measured = int(done.stdout.strip().splitlines()[-1])
+    measured = _measured_in_a_new_process(spec)
     plan = seq2seq_plan(
         _config(family, SMALL[family]), model=family, source=source, target=target, global_batch=batch,
         largest_pass=batch, devices=1, precision=precision, checkpointing=checkpointing,
@@ -243,15 +249,7 @@ def test_recurrent_plans_are_within_25_percent_of_the_measured_peak(case: tuple)
     family, vocab, embedding, hidden, source, target, batch, precision = case
     spec = dict(family=family, vocab=vocab, embedding=embedding, hidden=hidden, source=source, target=target,
                 batch=batch, precision=precision)  # fmt: skip
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")]),
-    }
-    done = subprocess.run(
-        [sys.executable, __file__, json.dumps(spec)], capture_output=True, text=True, env=env, check=True
-    )
-    measured = int(done.stdout.strip().splitlines()[-1])
+    measured = _measured_in_a_new_process(spec)
     with torch.device("meta"):
         parameters = sum(
             p.numel() for p in _recurrent_model(family, vocab, embedding, hidden)[0].parameters()
@@ -361,6 +359,9 @@ def test_lm_dry_run_plans_the_model_the_trainer_builds(tmp_path: Path, capsys) -
                          "devices=2")  # fmt: skip
     assert halved["micro_batch"] == 4 and halved["activations_bytes"] < plan["activations_bytes"]
     assert halved["fits"] is None
+    capsys.readouterr()
+    assert main(["lm", "train", "--corpus", str(corpus)]) == 2  # training (no --dry-run) needs a run directory
+    assert "--output-dir is required (except with --dry-run)" in capsys.readouterr().err
 
 
 LM_DRY_RUN_CASES = [  # (vocabulary, embedding, hidden, BPTT, batch)
@@ -375,25 +376,17 @@ LM_DRY_RUN_CASES = [  # (vocabulary, embedding, hidden, BPTT, batch)
 def test_lm_dry_run_is_within_25_percent_of_the_measured_peak(case: tuple, tmp_path: Path) -> None:
     """The plan ``lm train --dry-run`` prints against one process's peak RSS over two SGD steps of the same
     model (:func:`_measure_recurrent`, as for the other trainers)."""
+    import re
+
     vocab, embedding, hidden, bptt, batch = case
     corpus = _lm_corpus(tmp_path / "lm.jsonl", vocab - 4)
     plan = _lm_dry_run(corpus, tmp_path / "plan.json", f"model.embedding_dim={embedding}",
                        f"model.hidden_dim={hidden}", f"training.bptt={bptt}", f"training.batch_size={batch}",
                        "training.precision=fp32")  # fmt: skip
-    import re
-
     planned_vocab = int(re.search(r"vocabulary ([\d,]+)", plan["model"]).group(1).replace(",", ""))
     spec = dict(family="lm", vocab=planned_vocab, embedding=embedding, hidden=hidden, source=0, target=bptt,
                 batch=batch, precision="fp32")  # fmt: skip
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")]),
-    }
-    done = subprocess.run(
-        [sys.executable, __file__, json.dumps(spec)], capture_output=True, text=True, env=env, check=True
-    )
-    measured = int(done.stdout.strip().splitlines()[-1])
+    measured = _measured_in_a_new_process(spec)
     print(f"\nlm dry-run {case}: planned {plan['memory_per_device_bytes']} measured {measured}")
     assert 0.75 <= plan["memory_per_device_bytes"] / measured <= 1.25, (case, measured, plan)
 
