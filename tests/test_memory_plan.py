@@ -360,7 +360,7 @@ def test_lm_dry_run_plans_the_model_the_trainer_builds(tmp_path: Path, capsys) -
     assert halved["micro_batch"] == 4 and halved["activations_bytes"] < plan["activations_bytes"]
     assert halved["fits"] is None
     capsys.readouterr()
-    assert main(["lm", "train", "--corpus", str(corpus)]) == 2  # training (no --dry-run) needs a run directory
+    assert main(["lm", "train", "--corpus", str(corpus)]) == 2  # a training run needs its directory
     assert "--output-dir is required (except with --dry-run)" in capsys.readouterr().err
 
 
