@@ -114,6 +114,21 @@ def ranks(world_size: int) -> list[Distributed]:
     return out
 
 
+@pytest.mark.parametrize(
+    ("variable", "flag"),
+    [("ACCELERATE_USE_FSDP", "--use_fsdp"), ("ACCELERATE_USE_DEEPSPEED", "--use_deepspeed")],
+)
+def test_fsdp_and_deepspeed_are_refused_with_the_reason(variable: str, flag: str, monkeypatch) -> None:
+    """Not built: Accelerate runs FSDP and DeepSpeed on GPUs only (on CPU: DDP, or every process alone), so
+    neither could be tested here; the one-line error says so and what to use instead."""
+    monkeypatch.setenv(variable, "true")
+    with pytest.raises(ConfigError) as error:
+        Distributed.launch()
+    message = str(error.value)
+    assert "\n" not in message and f"accelerate launch {flag} is not supported" in message
+    assert "Accelerate runs it on GPUs only" in message and "gradient_checkpointing: true" in message
+
+
 def test_every_rank_gets_its_share_of_every_global_batch() -> None:
     batch = list(range(100, 107))  # 7 examples: not divisible by 2 or 3
     for world in (1, 2, 3):

@@ -1,5 +1,5 @@
-"""``train seq2seq --dry-run``: the memory plan from config.json alone, and the estimator against the peak
-memory measured on CPU.
+"""``train seq2seq --dry-run``: the memory plan from config.json alone (``train pointer-generator`` and ``lm
+train --dry-run``: from their configs), and the estimator against the peak memory measured on CPU.
 
 Measurement (:func:`_measure`, one process per configuration): one warm-up step of a tiny model of the same
 family first (so that the lazily loaded kernels and the allocator's own pools are already counted in the
@@ -51,6 +51,20 @@ def _config(family: str, settings: dict):  # noqa: ANN202
     from transformers import BartConfig, LEDConfig, T5Config
 
     return {"bart": BartConfig, "led": LEDConfig, "t5": T5Config}[family](**settings)
+
+
+def _measured_in_a_new_process(spec: dict) -> int:
+    """The measured bytes of ``spec`` (:func:`_measure` or :func:`_measure_recurrent`) in a fresh process,
+    one thread, so that nothing this process allocated counts."""
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")]),
+    }
+    done = subprocess.run(
+        [sys.executable, __file__, json.dumps(spec)], capture_output=True, text=True, env=env, check=True
+    )
+    return int(done.stdout.strip().splitlines()[-1])
 
 
 def _peak_rss_kib() -> int:
@@ -107,15 +121,7 @@ def test_plan_is_within_25_percent_of_the_measured_peak(case: tuple) -> None:
     family, source, target, batch, precision, checkpointing = case
     spec = dict(family=family, source=source, target=target, batch=batch, precision=precision,
                 checkpointing=checkpointing)  # fmt: skip
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")]),
-    }
-    done = subprocess.run(
-        [sys.executable, __file__, json.dumps(spec)], capture_output=True, text=True, env=env, check=True
-    )
-    measured = int(done.stdout.strip().splitlines()[-1])
+    measured = _measured_in_a_new_process(spec)
     plan = seq2seq_plan(
         _config(family, SMALL[family]), model=family, source=source, target=target, global_batch=batch,
         largest_pass=batch, devices=1, precision=precision, checkpointing=checkpointing,
@@ -243,15 +249,7 @@ def test_recurrent_plans_are_within_25_percent_of_the_measured_peak(case: tuple)
     family, vocab, embedding, hidden, source, target, batch, precision = case
     spec = dict(family=family, vocab=vocab, embedding=embedding, hidden=hidden, source=source, target=target,
                 batch=batch, precision=precision)  # fmt: skip
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")]),
-    }
-    done = subprocess.run(
-        [sys.executable, __file__, json.dumps(spec)], capture_output=True, text=True, env=env, check=True
-    )
-    measured = int(done.stdout.strip().splitlines()[-1])
+    measured = _measured_in_a_new_process(spec)
     with torch.device("meta"):
         parameters = sum(
             p.numel() for p in _recurrent_model(family, vocab, embedding, hidden)[0].parameters()
@@ -299,6 +297,98 @@ def test_pointer_generator_dry_run_plans_from_the_config_alone(tmp_path: Path, c
     assert plan["activations_bytes"] < activations("vocab.max_size=60000")
     assert main(["train", "pointer-generator", "--dry-run"]) == 2  # no --config: a one-line error
     assert "--dry-run needs --config" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------------- lm train --dry-run
+LM_COMBINATIONS = [("spoken", "public"), ("written", "everyday"), ("spoken", "everyday")]
+
+
+def _lm_corpus(path: Path, vocab: int) -> Path:
+    """3 domains (attribute combinations over the 4 values of :data:`_SLOTS`), 10 documents each, every
+    document holding all ``vocab`` words: the training part's vocabulary is all of them."""
+    import random
+
+    rng = random.Random(0)
+    words = [f"w{i}" for i in range(vocab)]
+    with open(path, "w", encoding="utf-8") as handle:
+        for style, topic in LM_COMBINATIONS:
+            for d in range(10):
+                rng.shuffle(words)
+                text = "\n".join(" ".join(words[i : i + 20]) for i in range(0, vocab, 20))
+                record = {
+                    "id": f"{style}-{topic}-{d}",
+                    "text": text,
+                    "attributes": {"style": style, "topic": topic},
+                }
+                handle.write(json.dumps(record) + "\n")
+    return path
+
+
+def _lm_dry_run(corpus: Path, out: Path, *sets: str) -> dict:
+    args = ["lm", "train", "--corpus", str(corpus), "--variant", "in_out", "--dry-run", "--json", str(out),
+            "--set", "min_count=1", *[x for s in sets for x in ("--set", s)]]  # fmt: skip
+    assert main(args) == 0
+    return json.loads(out.read_text())
+
+
+def test_lm_dry_run_plans_the_model_the_trainer_builds(tmp_path: Path, capsys) -> None:
+    """``lm train --dry-run``: no run directory needed or written; the parameters of the in_out model over
+    the corpus's vocabulary, SGD (no optimizer state), the configured batch shared by the devices."""
+    import re
+
+    import torch
+
+    from synopsis.models.domain_lm import DomainLM, DomainLMConfig
+
+    corpus = _lm_corpus(tmp_path / "lm.jsonl", 500)
+    plan = _lm_dry_run(corpus, tmp_path / "plan.json", "training.batch_size=8", "training.bptt=12",
+                       "device_memory_gb=1")  # fmt: skip
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lm.jsonl", "plan.json"]
+    vocab = int(re.search(r"vocabulary ([\d,]+)", plan["model"]).group(1).replace(",", ""))
+    assert 500 < vocab < 510  # the corpus's words and the vocabulary's specials
+    config = DomainLMConfig(vocab_size=vocab, variant="in_out", attribute_slots=_SLOTS)
+    with torch.device("meta"):
+        expected = sum(p.numel() for p in DomainLM(config).parameters())
+    assert plan["parameters"] == expected and isinstance(plan["memory_per_device_bytes"], int)
+    parts = ("weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes")
+    assert plan["memory_per_device_bytes"] == sum(plan[k] for k in parts)
+    assert plan["optimizer_bytes"] == 0 and plan["weights_bytes"] == 4 * expected
+    assert (plan["micro_batch"], plan["target_tokens"], plan["fits"]) == (8, 12, True)
+    assert "fits in 1 GiB per device" in capsys.readouterr().out
+    halved = _lm_dry_run(corpus, tmp_path / "plan.json", "training.batch_size=8", "training.bptt=12",
+                         "devices=2")  # fmt: skip
+    assert halved["micro_batch"] == 4 and halved["activations_bytes"] < plan["activations_bytes"]
+    assert halved["fits"] is None
+    capsys.readouterr()
+    assert main(["lm", "train", "--corpus", str(corpus)]) == 2  # a training run needs its directory
+    assert "--output-dir is required (except with --dry-run)" in capsys.readouterr().err
+
+
+LM_DRY_RUN_CASES = [  # (vocabulary, embedding, hidden, BPTT, batch)
+    (8000, 200, 200, 35, 64),
+    (5000, 100, 300, 16, 32),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="peak RSS is read from /proc (Linux)")
+@pytest.mark.parametrize("case", LM_DRY_RUN_CASES, ids=lambda c: f"V{c[0]}-E{c[1]}-H{c[2]}-t{c[3]}-b{c[4]}")
+def test_lm_dry_run_is_within_25_percent_of_the_measured_peak(case: tuple, tmp_path: Path) -> None:
+    """The plan ``lm train --dry-run`` prints against one process's peak RSS over two SGD steps of the same
+    model (:func:`_measure_recurrent`, as for the other trainers)."""
+    import re
+
+    vocab, embedding, hidden, bptt, batch = case
+    corpus = _lm_corpus(tmp_path / "lm.jsonl", vocab - 4)
+    plan = _lm_dry_run(corpus, tmp_path / "plan.json", f"model.embedding_dim={embedding}",
+                       f"model.hidden_dim={hidden}", f"training.bptt={bptt}", f"training.batch_size={batch}",
+                       "training.precision=fp32")  # fmt: skip
+    planned_vocab = int(re.search(r"vocabulary ([\d,]+)", plan["model"]).group(1).replace(",", ""))
+    spec = dict(family="lm", vocab=planned_vocab, embedding=embedding, hidden=hidden, source=0, target=bptt,
+                batch=batch, precision="fp32")  # fmt: skip
+    measured = _measured_in_a_new_process(spec)
+    print(f"\nlm dry-run {case}: planned {plan['memory_per_device_bytes']} measured {measured}")
+    assert 0.75 <= plan["memory_per_device_bytes"] / measured <= 1.25, (case, measured, plan)
 
 
 if __name__ == "__main__":

@@ -61,51 +61,13 @@ def _parse_attributes(pairs: list[str] | None) -> dict[str, str] | None:
     return out
 
 
-@app.command("train")
-def train(
-    output_dir: Path = typer.Option(..., "--output-dir", "-o", help="Run directory (checkpoints, model/)."),
-    config: Path | None = typer.Option(None, "--config", "-c", help=CONFIG_HELP),
-    corpus: str | None = typer.Option(None, "--corpus", help=CORPUS_HELP),
-    variant: str = typer.Option("in", "--variant", help="baseline, in, out or in_out."),
-    attributes: str | None = typer.Option(
-        None, "--attributes", help="Comma-separated attribute names to use (default: all of the grid's)."
-    ),
-    held_out: str | None = typer.Option(
-        None, "--held-out", help="Leave this domain out of training, e.g. 'style=spoken, topic=everyday'."
-    ),
-    max_epochs: int | None = ranged(
-        None, "--max-epochs", allowed=AT_LEAST_ONE, help="Override training.max_epochs."
-    ),
-    sets: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
-    resume: bool = typer.Option(False, "--resume", help="Continue from the run's latest checkpoint."),
-    threads: int | None = threads_option(),
-) -> None:
-    """Train one language model on the corpus's domains (90% train / 10% dev per domain)."""
+def _training_data(cfg, variant: str, attributes: str | None, held_out: str | None):  # noqa: ANN202
+    """(vocabulary, train stream, dev stream, model config) of ``lm train``, shared by its run and plan."""
     from dataclasses import asdict
 
-    import torch
-
-    from synopsis.checkpoint import CheckpointManager
     from synopsis.experiments.domain_lm import build_training_data, load_domains, relabel
-    from synopsis.io import write_json
-    from synopsis.models.domain_lm import DomainLM, DomainLMConfig, attribute_slots_from
-    from synopsis.training.distributed import Distributed
-    from synopsis.training.language_model import train_language_model
-    from synopsis.training.plots import plot_curves
+    from synopsis.models.domain_lm import DomainLMConfig, attribute_slots_from
 
-    set_torch_threads(threads)
-    cfg = _load_config(config, corpus, max_epochs, sets)
-    out = Path(output_dir)
-    distributed = Distributed.launch()  # one process, or one of several (torchrun / accelerate launch)
-    latest = CheckpointManager(out).latest()
-    if latest is not None and not resume:
-        raise InputError(
-            f"{out}: already holds a run; pass --resume to continue it or pick a new --output-dir"
-        )
-    if resume and latest is None:
-        log.warning("%s: no checkpoint yet (nothing to resume); starting from the first epoch", out)
-    elif latest is None and out.is_dir() and any(out.iterdir()):
-        log.info("%s: the earlier run stopped before its first checkpoint; starting afresh", out)
     domains = load_domains(cfg, require_grid=False)
     if held_out is not None and held_out not in domains:
         raise InputError(f"--held-out: unknown domain {held_out!r}; domains: {'; '.join(domains)}")
@@ -125,6 +87,76 @@ def train(
         )
     except ValueError as err:
         raise ConfigError(str(err)) from None
+    return vocab, train_stream, dev_stream, model_config
+
+
+@app.command("train")
+def train(
+    output_dir: Path | None = typer.Option(
+        None, "--output-dir", "-o", help="Run directory (checkpoints, model/); required unless --dry-run."
+    ),
+    config: Path | None = typer.Option(None, "--config", "-c", help=CONFIG_HELP),
+    corpus: str | None = typer.Option(None, "--corpus", help=CORPUS_HELP),
+    variant: str = typer.Option("in", "--variant", help="baseline, in, out or in_out."),
+    attributes: str | None = typer.Option(
+        None, "--attributes", help="Comma-separated attribute names to use (default: all of the grid's)."
+    ),
+    held_out: str | None = typer.Option(
+        None, "--held-out", help="Leave this domain out of training, e.g. 'style=spoken, topic=everyday'."
+    ),
+    max_epochs: int | None = ranged(
+        None, "--max-epochs", allowed=AT_LEAST_ONE, help="Override training.max_epochs."
+    ),
+    sets: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
+    resume: bool = typer.Option(False, "--resume", help="Continue from the run's latest checkpoint."),
+    threads: int | None = threads_option(),
+    dry_run: bool = typer.Option(
+        False,
+        "--dry-run",
+        help="Print the memory plan per device and exit; reads the corpus for the vocabulary size only.",
+    ),
+    plan_json: Path | None = typer.Option(None, "--json", help="With --dry-run: write the plan as JSON."),
+) -> None:
+    """Train one language model on the corpus's domains (90% train / 10% dev per domain)."""
+    from dataclasses import asdict
+
+    import torch
+
+    from synopsis.checkpoint import CheckpointManager
+    from synopsis.io import write_json
+    from synopsis.models.domain_lm import DomainLM
+    from synopsis.training.distributed import Distributed
+    from synopsis.training.language_model import memory_plan, train_language_model
+    from synopsis.training.plots import plot_curves
+
+    set_torch_threads(threads)
+    cfg = _load_config(config, corpus, max_epochs, sets)
+    if dry_run:  # writes no run directory
+        vocab, train_stream, _, model_config = _training_data(cfg, variant, attributes, held_out)
+        notes = (
+            f"vocabulary of {len(vocab):,} words built from the training part of the corpus (min_count "
+            f"{cfg.min_count}); target tokens = the BPTT window"
+        )
+        plan = memory_plan(
+            model_config, cfg.training, devices=cfg.devices, device_memory_gb=cfg.device_memory_gb,
+            groups=len(train_stream.attribute_sets), notes=notes,
+        )  # fmt: skip
+        print_plan(plan, plan_json)
+        return
+    if output_dir is None:
+        raise ConfigError("--output-dir is required (except with --dry-run)")
+    out = Path(output_dir)
+    distributed = Distributed.launch()  # one process, or one of several (torchrun / accelerate launch)
+    latest = CheckpointManager(out).latest()
+    if latest is not None and not resume:
+        raise InputError(
+            f"{out}: already holds a run; pass --resume to continue it or pick a new --output-dir"
+        )
+    if resume and latest is None:
+        log.warning("%s: no checkpoint yet (nothing to resume); starting from the first epoch", out)
+    elif latest is None and out.is_dir() and any(out.iterdir()):
+        log.info("%s: the earlier run stopped before its first checkpoint; starting afresh", out)
+    vocab, train_stream, dev_stream, model_config = _training_data(cfg, variant, attributes, held_out)
     torch.manual_seed(cfg.training.seed)
     model = DomainLM(model_config)
     log.info(

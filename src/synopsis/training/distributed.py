@@ -101,6 +101,7 @@ def check_precision(value: str | None, field: str = "precision") -> None:
     if value is not None and value not in PRECISIONS:
         raise ValueError(f"{field} must be one of {', '.join(PRECISIONS)}, got {value!r}")
 
+
 @dataclass
 class Part:
     """One micro-batch of a rank: example indices, or a filler (a stand-in whose loss counts 0)."""
@@ -434,9 +435,23 @@ class Distributed:
 
 def _refuse_unsupported_launcher_flags() -> None:
     """``accelerate launch`` flags that would change training behind our back, refused in one line."""
+    # FSDP and DeepSpeed: Accelerate (1.15) applies them on GPUs and other accelerators only; on CPU it
+    # trains with DDP under --use_fsdp and leaves every process alone under --use_deepspeed, so neither could
+    # be built and tested here (docs/distributed.md), although torch's FSDP2 and DeepSpeed ZeRO-3 themselves
+    # run on CPU/gloo.
     for variable, flag, why in (
-        ("ACCELERATE_USE_FSDP", "--use_fsdp", "checkpoints hold whole weights and optimizer state"),
-        ("ACCELERATE_USE_DEEPSPEED", "--use_deepspeed", "DeepSpeed owns the optimizer and its checkpoints"),
+        (
+            "ACCELERATE_USE_FSDP",
+            "--use_fsdp",
+            "FSDP shards the weights and optimizer state that checkpoints hold whole, and Accelerate runs it "
+            "on GPUs only, so it is untested",
+        ),
+        (
+            "ACCELERATE_USE_DEEPSPEED",
+            "--use_deepspeed",
+            "DeepSpeed owns the optimizer and its checkpoints, and Accelerate runs it on GPUs only, so it is "
+            "untested",
+        ),
         ("ACCELERATE_USE_MEGATRON_LM", "--use_megatron_lm", "not supported"),
     ):
         if os.environ.get(variable, "false").lower() == "true":

@@ -35,9 +35,10 @@ from synopsis.checkpoint import CheckpointManager, load_checkpoint
 from synopsis.config import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Checked, Range
 from synopsis.data.lm_corpus import TokenStream, batchify, bptt_windows, num_windows
 from synopsis.errors import CheckpointError
-from synopsis.models.domain_lm import CHECKPOINT_TYPE, DomainLM
+from synopsis.models.domain_lm import CHECKPOINT_TYPE, DomainLM, DomainLMConfig
 from synopsis.progress import ProgressReporter
-from synopsis.training.distributed import Distributed, check_precision
+from synopsis.training.distributed import Distributed, check_precision, resolve_precision
+from synopsis.training.memory import MemoryPlan, lstm_lm_activation_bytes, micro_batch, recurrent_plan
 
 
 @dataclass
@@ -63,6 +64,36 @@ class LMTrainConfig(Checked):
 
     def validate(self) -> None:
         check_precision(self.precision, "training.precision")
+
+
+def memory_plan(
+    model_config: DomainLMConfig,
+    training: LMTrainConfig,
+    *,
+    devices: int,
+    device_memory_gb: float | None,
+    groups: int,
+    notes: str | None = None,
+) -> MemoryPlan:
+    """The plan of one truncated-BPTT step per device (``lm train --dry-run``): the model built on the meta
+    device from ``model_config`` (shapes only), plain SGD (no optimizer state), one window of
+    ``training.bptt`` tokens over this device's share of the ``training.batch_size`` rows; ``groups`` is the
+    number of distinct attribute combinations a batch can hold (the input the fused LSTM reads per row)."""
+    with torch.device("meta"):
+        parameters = sum(p.numel() for p in DomainLM(model_config).parameters())
+    batch = micro_batch(training.batch_size, devices)
+    precision = resolve_precision(training.precision, "training.precision")
+    activations = lstm_lm_activation_bytes(
+        vocab=model_config.vocab_size, embedding=model_config.embedding_dim, hidden=model_config.hidden_dim,
+        layers=model_config.num_layers, bptt=training.bptt, batch=batch, precision=precision,
+        groups=max(1, min(batch, groups)), augment_input=model_config.augment_input,
+        augment_output=model_config.augment_output,
+    )  # fmt: skip
+    return recurrent_plan(
+        model=f"domain LM {model_config.variant} (vocabulary {model_config.vocab_size:,})",
+        parameters=parameters, optimizer="sgd", activations=activations, source=0, target=training.bptt,
+        batch=batch, devices=devices, precision=precision, device_memory_gb=device_memory_gb, notes=notes,
+    )  # fmt: skip
 
 
 @dataclass

@@ -337,17 +337,24 @@ def lstm_lm_activation_bytes(
     batch: int,
     precision: str,
     groups: int,
+    augment_input: bool = True,
+    augment_output: bool = True,
 ) -> int:
     """One truncated-BPTT window of the domain-attribute LSTM LM: per token the embedding, its dropout mask
     and output (3E), the input as the fused LSTM reads it (``groups`` x E for ``groups`` attribute
     combinations in the batch), the LSTM's gates, states and outputs (8H a layer), the output dropout (2H),
-    the logits and cross-entropy's fp32 log-softmax (``b t V``); the backward's temporaries are
-    ``LM_BACKWARD`` times the logits' bytes, measured on CPU (tests/test_memory_plan.py)."""
+    the logits and cross-entropy's fp32 log-softmax (``b t V``); an augmented layer's effective weights,
+    one block per combination (``groups`` x V x H on the output side, ``groups`` x 4H x E on the input
+    side), kept for the backward, and the output blocks' gradient, a backward temporary of the same size;
+    the other backward temporaries are ``LM_BACKWARD`` times the logits' bytes, measured on CPU
+    (tests/test_memory_plan.py)."""
     e = 4 if precision == "fp32" else 2
     tokens = bptt * batch
     per_token = (3 * embedding + groups * embedding + 8 * hidden * layers + 2 * hidden) * 4
     logits = tokens * vocab * (e + 4)
-    return int(tokens * per_token + logits + LM_BACKWARD * tokens * vocab * 4)
+    effective = groups * vocab * hidden * (e + 4) if augment_output else 0
+    effective += groups * 4 * hidden * embedding * e if augment_input else 0
+    return int(tokens * per_token + logits + effective + LM_BACKWARD * tokens * vocab * 4)
 
 
 # Fitted on CPU (tests/test_memory_plan.py): the backward's temporaries in units of one fp32 b x t x V tensor.
