@@ -47,9 +47,9 @@ from synopsis.models.domain_lm import (
     attribute_slots_from,
 )
 from synopsis.progress import ProgressReporter
-from synopsis.training.distributed import resolve_precision
 from synopsis.training.language_model import LMTrainConfig, perplexity, train_language_model
-from synopsis.training.memory import MemoryPlan, lstm_lm_activation_bytes, micro_batch, recurrent_plan
+from synopsis.training.language_model import memory_plan as lm_memory_plan
+from synopsis.training.memory import MemoryPlan
 from synopsis.vocab import Vocab
 
 MASC_ZIP = "../shared/data/masc/masc_tagged.zip"
@@ -161,19 +161,10 @@ def memory_plan(config: ExperimentConfig, variant: str = "in_out") -> MemoryPlan
         vocab_size=len(vocab), variant=variant,
         attribute_slots=attribute_slots_from(train.attribute_sets, names), **sizes,
     )  # fmt: skip
-    with torch.device("meta"):
-        parameters = sum(p.numel() for p in DomainLM(model_config).parameters())
-    batch = micro_batch(config.training.batch_size, config.devices)
-    precision = resolve_precision(config.training.precision, "training.precision")
-    activations = lstm_lm_activation_bytes(
-        vocab=len(vocab), embedding=model_config.embedding_dim, hidden=model_config.hidden_dim,
-        layers=model_config.num_layers, bptt=bptt, batch=batch, precision=precision,
-        groups=min(batch, len(domains)),  # distinct attribute combinations in a batch: at most the domains
-    )  # fmt: skip
-    return recurrent_plan(
-        model=f"domain LM {variant} (vocabulary {len(vocab):,})", parameters=parameters, optimizer="sgd",
-        activations=activations, source=0, target=bptt, batch=batch, devices=config.devices,
-        precision=precision, device_memory_gb=config.device_memory_gb,
+    return lm_memory_plan(
+        model_config, replace(config.training, bptt=bptt), devices=config.devices,
+        device_memory_gb=config.device_memory_gb,
+        groups=len(domains),  # distinct attribute combinations in a batch: at most the domains
         notes=f"vocabulary of {len(vocab):,} words built from the corpus (every domain, min_count "
         f"{config.min_count}); target tokens = the BPTT window",
     )  # fmt: skip

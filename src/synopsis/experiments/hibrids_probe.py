@@ -165,8 +165,9 @@ def _run(cfg: ProbeConfig, variant: str, seed: int, tokenizer: Any, data: dict[s
             out = model.generate(**fields, num_beams=1, do_sample=False, max_new_tokens=cfg.max_target_length)
             predictions += [" ".join(t.split()) for t in tok.batch_decode(out, skip_special_tokens=True)]
     scores = path_scores(predictions, [p for _, p in data["test"]])
-    logger.warning("probe %s seed %d: %s (final loss %.3f)", variant, seed, scores, float(loss))
-    return {"variant": variant, "seed": seed, **scores, "final_loss": float(loss), "cpu_seconds": seconds,
+    final_loss = loss.item()  # once, after training: the only host sync of the loss
+    logger.warning("probe %s seed %d: %s (final loss %.3f)", variant, seed, scores, final_loss)
+    return {"variant": variant, "seed": seed, **scores, "final_loss": final_loss, "cpu_seconds": seconds,
             "examples": predictions[:3]}  # fmt: skip
 
 
