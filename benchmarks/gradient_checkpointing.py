@@ -33,18 +33,25 @@ HERE = Path(__file__).resolve().parent
 MODELS = ("led", "hibrids_led", "hie_bart", "instructsum")
 
 
+def _bart_sizes(args: argparse.Namespace) -> dict[str, int]:
+    """The widths BART and LED share (LED is BART with banded encoder attention)."""
+    return {
+        "vocab_size": 1000,
+        "d_model": args.d_model,
+        "encoder_layers": args.layers,
+        "decoder_layers": args.layers,
+        "encoder_attention_heads": args.heads,
+        "decoder_attention_heads": args.heads,
+        "encoder_ffn_dim": 4 * args.d_model,
+        "decoder_ffn_dim": 4 * args.d_model,
+    }
+
+
 def _led_config(args: argparse.Namespace):  # noqa: ANN202 - transformers is imported lazily
     from transformers import LEDConfig
 
     config = LEDConfig(
-        vocab_size=1000,
-        d_model=args.d_model,
-        encoder_layers=args.layers,
-        decoder_layers=args.layers,
-        encoder_attention_heads=args.heads,
-        decoder_attention_heads=args.heads,
-        encoder_ffn_dim=4 * args.d_model,
-        decoder_ffn_dim=4 * args.d_model,
+        **_bart_sizes(args),
         attention_window=[args.window] * args.layers,
         max_encoder_position_embeddings=args.tokens,
         max_decoder_position_embeddings=max(args.target, 256),
@@ -88,14 +95,7 @@ def build(kind: str, args: argparse.Namespace):  # noqa: ANN201
 
         sentence = 5
         base = BartConfig(
-            vocab_size=1000,
-            d_model=args.d_model,
-            encoder_layers=args.layers,
-            decoder_layers=args.layers,
-            encoder_attention_heads=args.heads,
-            decoder_attention_heads=args.heads,
-            encoder_ffn_dim=4 * args.d_model,
-            decoder_ffn_dim=4 * args.d_model,
+            **_bart_sizes(args),
             max_position_embeddings=length,
         )
         config = HieBartConfig.from_bart_config(

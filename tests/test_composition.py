@@ -15,7 +15,7 @@ import pytest
 import torch
 from test_hibrids_init import _spread
 from test_instructsum import ARTICLE, INSTRUCTIONS, TITLE, real_rows, sharp_t5
-from test_instructsum_path import DOCUMENT
+from test_instructsum_path import DOCUMENT, instruction_run
 from tiny_models import t5_config, t5_tokenizer
 from transformers import AutoModelForSeq2SeqLM
 
@@ -286,30 +286,13 @@ def test_cli_convert_then_train_reads_segments_and_sections(tokenizer, tmp_path:
     from test_instructsum_path import INSTRUCTIONS as QUESTIONS
 
     from synopsis.cli import main
-    from synopsis.data.example import Example, write_examples
-    from synopsis.training.seq2seq import Seq2SeqTrainConfig, train_seq2seq
+    from synopsis.training.seq2seq import train_seq2seq
 
     sharp_t5(tokenizer).save_pretrained(tmp_path / "t5")
     tokenizer.save_pretrained(tmp_path / "t5")
     assert main(["convert", "instructsum", str(tmp_path / "t5"), str(tmp_path / "is")]) == 0
     assert main(["convert", "hibrids", str(tmp_path / "is"), str(tmp_path / "c")]) == 0
-    examples = [
-        Example(f"e{i}", DOCUMENT, [f"the {word} of the study"], instruction=question)
-        for i, (word, question) in enumerate(zip(["method", "results"] * 2, QUESTIONS * 2, strict=True))
-    ]
-    write_examples(examples, tmp_path / "train.jsonl")
-    config = Seq2SeqTrainConfig(
-        model=str(tmp_path / "c"),
-        output_dir=str(tmp_path / "run"),
-        train_path=str(tmp_path / "train.jsonl"),
-        max_dev_examples=2,
-        batch_size=2,
-        max_steps=2,
-        eval_every=2,
-        eval_max_length=6,
-        patience=0,
-        learning_rate=1e-2,
-    )
+    config = instruction_run(tmp_path / "c", tmp_path, QUESTIONS, learning_rate=1e-2)
     seen: list[set[str]] = []
     original = InstructSumHibridsT5ForConditionalGeneration.forward
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -28,6 +29,29 @@ DOCUMENT = Document(
     title="A study of   meetings",
 )
 INSTRUCTIONS = ["What is the method?", "Summarize the results in one sentence, mentioning the speed."]
+
+
+def instruction_run(model: Path, tmp_path: Path, instructions: list[str], **settings: Any) -> Any:
+    """A two-step training config over four instruction examples of :data:`DOCUMENT` (written to tmp_path)."""
+    from synopsis.training.seq2seq import Seq2SeqTrainConfig
+
+    examples = [
+        Example(f"e{i}", DOCUMENT, [f"the {word} of the study"], instruction=instruction)
+        for i, (word, instruction) in enumerate(zip(["method", "results"] * 2, instructions * 2, strict=True))
+    ]
+    write_examples(examples, tmp_path / "train.jsonl")
+    return Seq2SeqTrainConfig(
+        model=str(model),
+        output_dir=str(tmp_path / "run"),
+        train_path=str(tmp_path / "train.jsonl"),
+        max_dev_examples=2,
+        batch_size=2,
+        max_steps=2,
+        eval_every=2,
+        eval_max_length=6,
+        patience=0,
+        **settings,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -165,24 +189,9 @@ def test_convert_refuses_what_is_not_t5(tmp_path: Path, shared_data: Path, capsy
 
 @pytest.mark.slow
 def test_train_seq2seq_trains_instructsum_with_the_block_mask(instructsum_dir: Path, tmp_path: Path) -> None:
-    from synopsis.training.seq2seq import Seq2SeqTrainConfig, train_seq2seq
+    from synopsis.training.seq2seq import train_seq2seq
 
-    examples = [
-        Example(f"e{i}", DOCUMENT, [f"the {word} of the study"], instruction=instruction)
-        for i, (word, instruction) in enumerate(zip(["method", "results"] * 2, INSTRUCTIONS * 2, strict=True))
-    ]
-    write_examples(examples, tmp_path / "train.jsonl")
-    config = Seq2SeqTrainConfig(
-        model=str(instructsum_dir),
-        output_dir=str(tmp_path / "run"),
-        train_path=str(tmp_path / "train.jsonl"),
-        max_dev_examples=2,
-        batch_size=2,
-        max_steps=2,
-        eval_every=2,
-        eval_max_length=6,
-        patience=0,
-    )
+    config = instruction_run(instructsum_dir, tmp_path, INSTRUCTIONS)
     seen = []
     from synopsis.models.instructsum import InstructSumT5ForConditionalGeneration
 

@@ -7,15 +7,13 @@ test exercises the page, the API and the server, not model quality.
 from __future__ import annotations
 
 import json
-import socket
 import threading
-import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from test_serve_traffic import running_server
 
 from synopsis.document import Document
 from synopsis.serve import ModelEntry, ModelRegistry, ServeSettings, create_app, describe
@@ -73,32 +71,9 @@ def _registry() -> ModelRegistry:
     return registry
 
 
-@contextmanager
-def _serve(app: Any) -> Iterator[str]:
-    import uvicorn
-
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))  # the OS picks a free port; the server takes over this very socket
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_config=None, access_log=False)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
-
-
 @pytest.fixture(scope="module")
 def server_url() -> Iterator[str]:
-    with _serve(create_app(_registry(), ServeSettings())) as url:
+    with running_server(create_app(_registry(), ServeSettings())) as url:
         yield url
 
 
@@ -234,7 +209,7 @@ def test_the_page_shows_the_outline_before_the_summary_arrives(browser: Any) -> 
     gated = GatedSummarizer()
     registry = ModelRegistry()
     registry.add(ModelEntry("gated", gated, "fake", "waits for the test", instructions=True))
-    with _serve(create_app(registry, ServeSettings())) as url:
+    with running_server(create_app(registry, ServeSettings())) as url:
         context = browser.new_context()
         page = context.new_page()
         page.set_default_timeout(15_000)
@@ -257,7 +232,7 @@ def test_the_page_shows_the_outline_before_the_summary_arrives(browser: Any) -> 
 def test_the_page_asks_for_the_token_once_per_tab(browser: Any) -> None:
     expect = sync_api.expect
     token = "page-token"
-    with _serve(create_app(_registry(), ServeSettings(auth_token=token))) as url:
+    with running_server(create_app(_registry(), ServeSettings(auth_token=token))) as url:
         context = browser.new_context()
         page = context.new_page()
         page.set_default_timeout(15_000)

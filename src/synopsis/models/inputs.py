@@ -399,6 +399,15 @@ class Seq2SeqInputs:
         return ids
 
     # ------------------------------------------------------------------ batches
+    def section_relations(self, source: SourceEncoding) -> torch.Tensor:
+        """The (S, S) bucket ids of one source's section tree as this HIBRIDS model reads them (unpadded)."""
+        from synopsis.models.hibrids import relation_buckets
+
+        selected = bool(getattr(self.config, "hibrids_selected", False))
+        return relation_buckets(
+            source.path_lengths, source.level_diffs, source.section_depths, selected=selected
+        )
+
     def collate(
         self, sources: Sequence[SourceEncoding], targets: Sequence[Sequence[int]] | None = None
     ) -> dict[str, torch.Tensor]:
@@ -432,15 +441,9 @@ class Seq2SeqInputs:
             section_mask[i, : len(s.section_depths)] = True
         batch["section_depths"], batch["section_mask"] = depths, section_mask
         if is_hibrids(self.config):  # the tree's relations as the model's bucket ids
-            from synopsis.models.hibrids import pad_section_relations, relation_buckets
+            from synopsis.models.hibrids import pad_section_relations
 
-            selected = bool(getattr(self.config, "hibrids_selected", False))
-            batch["section_relations"] = pad_section_relations(
-                [
-                    relation_buckets(s.path_lengths, s.level_diffs, s.section_depths, selected=selected)
-                    for s in sources
-                ]
-            )
+            batch["section_relations"] = pad_section_relations([self.section_relations(s) for s in sources])
         if is_family(self.config, "led"):
             global_mask = torch.zeros_like(batch["input_ids"])
             global_mask[:, 0] = 1

@@ -123,13 +123,9 @@ class Seq2SeqSummarizer(Summarizer):
         if "section_relations" not in checkpoint_type(self.model.config).inputs:
             prompts = [PromptIds.from_segments(e.input_ids, e.segment_ids) for e in encodings]
         else:  # each row's own (S, S) relations, unpadded, so that a source's cache entry fits any batch
-            relations = self.inputs.collate(encodings)["section_relations"]
-            prompts = []
-            for encoding, table in zip(encodings, relations, strict=True):
-                n = len(encoding.section_depths)
-                prompts.append(
-                    PromptIds.from_segments(
-                        encoding.input_ids, encoding.segment_ids, encoding.section_ids, table[:n, :n]
-                    )
-                )
+            relations = [self.inputs.section_relations(e) for e in encodings]
+            prompts = [
+                PromptIds.from_segments(e.input_ids, e.segment_ids, e.section_ids, table)
+                for e, table in zip(encodings, relations, strict=True)
+            ]
         return self._decode(self.cache.generate(self.model, prompts, **self.generation))
