@@ -47,6 +47,7 @@ from synopsis.models.hibrids import (
     window_bias,
     window_index,
 )
+from synopsis.models.hibrids.bias import fused_pair_bias_fits
 
 
 # ----------------------------------------------------------------------------- documents and inputs
@@ -577,15 +578,65 @@ def test_tokens_outside_any_section_are_the_root(family: str) -> None:
 
 @pytest.mark.parametrize("family", ["bart", "t5"])
 def test_eager_and_sdpa_agree_with_nonzero_tables(family: str) -> None:
+    """In float64, so that only a different computation (not float32 rounding through the layers: BART's
+    fused path differs from eager by up to 2e-5 in float32 logits of size 7) can fail it."""
     inputs = family_inputs(family)
     decoder_ids = torch.tensor([[3, 5, 7, 9]] * 2)
     logits = []
     for attn in ("eager", "sdpa"):
-        hibrids = convert_to_hibrids(stock_model(family, attn))
+        hibrids = convert_to_hibrids(stock_model(family, attn)).double()
         randomize_tables(hibrids)
         with torch.no_grad():
             logits.append(hibrids(**inputs, decoder_input_ids=decoder_ids).logits)
-    torch.testing.assert_close(logits[0], logits[1], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(logits[0], logits[1], atol=1e-10, rtol=1e-10)
+
+
+def test_fused_bart_encoder_attention_has_the_eager_gradients() -> None:
+    """Issue 27 item 7: under sdpa the BART encoder's bias is folded into SDPA's product (the query's row
+    of section values against the key's section one-hot); the table's gradient then comes out of the
+    widened query. Every parameter's gradient equals the eager computation's, in float64."""
+    inputs = family_inputs("bart")
+    labels = torch.tensor([[5, 7, 9, 11]] * 2)
+    grads = []
+    for attn in ("eager", "sdpa"):
+        hibrids = convert_to_hibrids(stock_model("bart", attn)).double().train()
+        randomize_tables(hibrids)
+        hibrids.config.dropout = hibrids.config.attention_dropout = 0.0
+        for module in hibrids.modules():
+            if hasattr(module, "dropout") and isinstance(module.dropout, float):
+                module.dropout = 0.0
+        hibrids(**inputs, labels=labels).loss.backward()
+        grads.append({n: p.grad for n, p in hibrids.named_parameters() if p.grad is not None})
+    assert grads[0].keys() == grads[1].keys()
+    assert any("encoder" in n and "hibrids_bias" in n for n in grads[1])
+    for name, grad in grads[0].items():
+        torch.testing.assert_close(grads[1][name], grad, atol=1e-10, rtol=1e-8, msg=name)
+
+
+@pytest.mark.parametrize(("sections", "fused"), [(3, True), (40, False)])
+def test_fused_bart_encoder_attention_only_while_the_widening_pays(sections: int, fused: bool) -> None:
+    """The fused path widens each head by the section slots (rounded up to 8); past ``head_dim`` slots
+    the direct product is cheaper, and is used. Both give the naive reference."""
+    config = HibridsBartConfig.from_base(bart_config("sdpa"))
+    config._attn_implementation = "sdpa"
+    module = HibridsBartEncoderAttention(config, layer_idx=0).eval()
+    random_attention(module)
+    length = 2 * sections
+    generator = torch.Generator().manual_seed(3)
+    section_ids = torch.arange(sections).repeat_interleave(2)[None]
+    relations = torch.randint(0, 420, (1, sections, sections), generator=generator)
+    layout = section_layout(section_ids, relations, length=length, buckets=420)
+    assert fused_pair_bias_fits(layout, module.head_dim) is fused
+    hidden = torch.randn(1, length, 32, generator=generator)
+    with torch.no_grad():
+        got, weights = module(hidden, hibrids_layout=layout)
+        q, k, v = (proj(hidden[0]).view(length, 4, 8).transpose(0, 1)
+                   for proj in (module.q_proj, module.k_proj, module.v_proj))  # fmt: skip
+        bias = naive_pair_bias(module.hibrids_bias.weight, section_ids[0].tolist(), relations[0])
+        probs = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(8) + bias, dim=-1)
+        expected = module.out_proj((probs @ v).transpose(0, 1).reshape(length, 32))
+    torch.testing.assert_close(got[0], expected, atol=1e-5, rtol=1e-5)
+    assert (weights is None) is fused  # SDPA, as stock, returns no probabilities
 
 
 @pytest.mark.parametrize("family", ["bart", "led"])

@@ -81,7 +81,9 @@ def test_all_heads_word_level_is_hibrids_alone(attn: str) -> None:
     if attn == "eager":
         assert torch.equal(got, expected)
     else:
-        torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+        # different kernels (HIBRIDS folds its bias into SDPA; Hie-BART adds it to the scores): equal up
+        # to rounding, which float64 shrinks below anything a different computation would give
+        torch.testing.assert_close(logits(composed.double()), logits(hibrids.double()), atol=1e-10, rtol=0)
 
 
 def test_the_composed_model_round_trips_through_the_auto_classes(tmp_path) -> None:
