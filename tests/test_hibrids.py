@@ -437,7 +437,21 @@ def dense_longformer_reference(
     return out
 
 
-def test_led_encoder_attention_equals_a_dense_reference_on_window_and_global_tokens() -> None:
+@pytest.mark.parametrize("fused", [True, False])
+def test_led_encoder_attention_equals_a_dense_reference_on_window_and_global_tokens(
+    fused: bool, monkeypatch
+) -> None:
+    """Both ways the band gets its bias: folded into the band's product (few sections; issue 27 item 7)
+    and gathered per band position (more section slots than ``head_dim``)."""
+    import synopsis.models.hibrids.led as led_module
+
+    chosen = []
+
+    def choose(layout, head_dim: int) -> bool:
+        chosen.append(fused_pair_bias_fits(layout, head_dim))
+        return fused
+
+    monkeypatch.setattr(led_module, "fused_pair_bias_fits", choose)
     torch.manual_seed(0)
     model = HibridsLEDForConditionalGeneration(HibridsLEDConfig.from_base(led_config())).eval()
     for layer in model.led.encoder.layers:
@@ -472,6 +486,7 @@ def test_led_encoder_attention_equals_a_dense_reference_on_window_and_global_tok
                 bias = naive_pair_bias(module.hibrids_bias.weight, sections, inputs["section_relations"][b])
                 expected = dense_longformer_reference(module, hidden[b, :n], global_tokens, bias)
                 torch.testing.assert_close(output[b, :n], expected, atol=1e-5, rtol=1e-5)
+    assert chosen and all(chosen)  # these inputs take the fused path by default
 
 
 def test_decoder_bias_reaches_the_last_cross_attention_as_the_naive_sum() -> None:
@@ -924,8 +939,8 @@ def test_section_inputs_are_checked_without_reading_device_values() -> None:
 
 def test_biased_bart_layers_do_not_fall_back_to_sdpa_with_a_float_mask(monkeypatch) -> None:
     """Issue 27 item 7: a float bias that needs a gradient sent SDPA to its math path (plus a "safe softmax"
-    over every score matrix); the biased BART layers now compute their attention directly. Only the
-    unbiased layers (decoder self-attention, the first decoder layer's cross-attention) still call SDPA."""
+    over every score matrix). The biased encoder layers now fold the bias into SDPA's product (a widened
+    query and key, no float mask); the last cross-attention computes its attention directly."""
     hibrids = convert_to_hibrids(stock_model("bart", "sdpa"))
     randomize_tables(hibrids)
     calls = []

@@ -164,6 +164,29 @@ def fused_pair_bias_fits(layout: SectionLayout, head_dim: int) -> bool:
     return layout.num_sections + 1 <= head_dim
 
 
+def section_width(num_sections: int) -> int:
+    """Columns the fused paths append to a head: the S+1 section slots, rounded up to a multiple of 8."""
+    return -(-(num_sections + 1) // 8) * 8
+
+
+def section_terms(
+    section_values: torch.Tensor, query_ids: torch.Tensor | None, key_ids: torch.Tensor, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two factors of a section-pair bias, ``bias[i, j] = rows[i] . one_hot[j]``.
+
+    ``section_values`` is (B, H, S+1, S+1) per query section (rows gathered by ``query_ids`` (B, Q)) or
+    (B, H, Q, S+1) per query token (``query_ids`` None). Returns the (B, H, Q, W) query rows and the
+    (B, K, W) key one-hots, W = :func:`section_width`; the padding columns are zero.
+    """
+    batch, heads = section_values.shape[:2]
+    slots = section_values.shape[-1]
+    width = section_width(slots - 1)
+    rows = F.pad(section_values.to(dtype), (0, width - slots))
+    if query_ids is not None:  # one row per query token: its section's row
+        rows = rows.gather(2, query_ids[:, None, :, None].expand(batch, heads, query_ids.shape[1], width))
+    return rows, F.one_hot(key_ids, width).to(dtype)
+
+
 def fused_section_attention(
     module: nn.Module,
     query: torch.Tensor,
@@ -171,41 +194,28 @@ def fused_section_attention(
     values: torch.Tensor,
     attention_mask: torch.Tensor | None,
     section_values: torch.Tensor,
-    query_ids: torch.Tensor,
+    query_ids: torch.Tensor | None,
     key_ids: torch.Tensor,
     *,
     scaling: float,
 ) -> torch.Tensor:
     """``softmax(q k^T * scaling + bias + mask) v`` with a section-pair bias, in one fused SDPA call.
 
-    ``bias[i, j] = section_values[b, h, i or sec(i), sec(j)]`` is a dot product: the query's row of
-    section values against the one-hot of the key's section. Appending that row to the scaled query and
-    the one-hot to the key gives the biased scores inside SDPA's own product, so forward and backward run
-    in the fused kernel and the table's gradient (summed per key section) comes out of the query's extra
-    columns; no (B, H, Q, K) tensor is built here. ``section_values`` is (B, H, S+1, S+1) per query
-    section (the encoder; ``query_ids`` (B, Q)) or (B, H, Q, S+1) per query token (the decoder's
-    pooled bias; ``query_ids`` None). The values are padded with zeros to the widened width, as the
-    fused CPU kernel needs equal widths; the extra width is rounded up to a multiple of 8. Equal to the
-    direct computation up to rounding. Returns the (B, Q, H, D) output, as the attention functions do.
+    ``bias[i, j]`` is a dot product (:func:`section_terms`): the query's row of section values against the
+    one-hot of the key's section. Appending that row to the scaled query and the one-hot to the key gives
+    the biased scores inside SDPA's own product, so forward and backward run in the fused kernel and the
+    table's gradient (summed per key section) comes out of the query's extra columns; no (B, H, Q, K)
+    tensor is built here. The values are padded with zeros to the widened width, as the fused CPU kernel
+    needs equal widths. Equal to the direct computation up to rounding. Returns the (B, Q, H, D) output,
+    as the attention functions do.
     """
-    batch, heads, steps, dim = query.shape
-    slots = section_values.shape[-1]
-    width = -(-slots // 8) * 8
-    dtype = query.dtype
-    section_values = F.pad(section_values.to(dtype), (0, width - slots))
-    if query_ids is not None:  # one row per query token: its section's row
-        index = query_ids[:, None, :, None].expand(batch, heads, steps, width)
-        rows = section_values.gather(2, index)
-    else:
-        rows = section_values
-    one_hot = F.one_hot(key_ids, width).to(dtype)[:, None].expand(batch, heads, -1, width)
-    widened = torch.cat([query * scaling, rows], dim=-1)
-    widened_keys = torch.cat([keys, one_hot], dim=-1)
-    padded_values = F.pad(values, (0, width))
+    batch, heads, _, dim = query.shape
+    rows, one_hot = section_terms(section_values, query_ids, key_ids, query.dtype)
+    width = rows.shape[-1]
     output = F.scaled_dot_product_attention(
-        widened,
-        widened_keys,
-        padded_values,
+        torch.cat([query * scaling, rows], dim=-1),
+        torch.cat([keys, one_hot[:, None].expand(batch, heads, -1, width)], dim=-1),
+        F.pad(values, (0, width)),
         attn_mask=attention_mask,
         dropout_p=module.dropout if module.training else 0.0,
         scale=1.0,

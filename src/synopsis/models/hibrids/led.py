@@ -38,7 +38,10 @@ from synopsis.models.hibrids.bias import (
     HibridsCrossAttentionMixin,
     HibridsStackMixin,
     _CrossAttentionLink,
+    fused_pair_bias_fits,
     pair_bias,
+    relation_values,
+    section_terms,
     window_bias,
     window_index,
 )
@@ -97,31 +100,45 @@ class HibridsLEDEncoderSelfAttention(LEDEncoderSelfAttention):
         super().__init__(config, layer_id)
         self.hibrids_bias = HibridsBias(num_buckets(config.hibrids_selected), self.num_heads)
         self.hibrids_state: _LEDEncoderState | None = None
-        self._band_bias: torch.Tensor | None = None
+        self._band_bias: torch.Tensor | None = None  # the gathered band bias (many sections)
+        self._band_terms: tuple[torch.Tensor, torch.Tensor] | None = None  # its factors (few sections)
 
     def forward(self, hidden_states: torch.Tensor, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, ...]:
         """Longformer's forward; with a section state, the band's bias for its query-key scores."""
         state = self.hibrids_state
         if state is not None:
-            one_sided = self.one_sided_attn_window_size
-            band = window_bias(
-                self.hibrids_bias.weight,
-                state.layout.relations,
-                state.window_index(one_sided),
-                hidden_states.shape[1],
-            )
-            self._band_bias = band.transpose(1, 2)  # (B, L, H, 2w+1), the layout of the band scores
+            layout = state.layout
+            if fused_pair_bias_fits(layout, self.head_dim):
+                values = relation_values(self.hibrids_bias.weight, layout.relations)
+                rows, one_hot = section_terms(values, layout.ids, layout.ids, hidden_states.dtype)
+                self._band_terms = rows.transpose(1, 2), one_hot[:, :, None]  # (B, L, H, W), (B, L, 1, W)
+            else:
+                one_sided = self.one_sided_attn_window_size
+                band = window_bias(
+                    self.hibrids_bias.weight, layout.relations, state.window_index(one_sided),
+                    hidden_states.shape[1],
+                )  # fmt: skip
+                self._band_bias = band.transpose(1, 2)  # (B, L, H, 2w+1), the layout of the band scores
         try:
             return super().forward(hidden_states, *args, **kwargs)
         finally:
-            self._band_bias = None
+            self._band_bias = self._band_terms = None
 
     def _sliding_chunks_query_key_matmul(
         self, query: torch.Tensor, key: torch.Tensor, window_overlap: int
     ) -> torch.Tensor:
+        """The band's scores. Only the first call in a pass gets the bias (the query-key scores; the second
+        builds the padding mask). With few sections the bias is folded into the band's own product
+        (:func:`~synopsis.models.hibrids.bias.section_terms`: query rows of section values against key
+        one-hots, appended to the scaled query and the key), so no (B, L, H, 2w+1) bias is gathered, and its
+        gradient is the product's, not a scatter into the table from every band position."""
+        if self._band_terms is not None:
+            (rows, one_hot), self._band_terms = self._band_terms, None
+            query = torch.cat([query, rows.to(query.dtype)], dim=-1)
+            key = torch.cat([key, one_hot.to(key.dtype).expand(-1, -1, key.shape[2], -1)], dim=-1)
         scores = super()._sliding_chunks_query_key_matmul(query, key, window_overlap)
         if self._band_bias is not None:
-            bias, self._band_bias = self._band_bias, None  # only the first call: the query-key scores
+            bias, self._band_bias = self._band_bias, None
             scores = scores + bias
         return scores
 
