@@ -258,8 +258,9 @@ def test_a_by_section_request_whose_client_left_is_never_computed() -> None:
     counter = CountingWindows(summarizer, gate)
     registry = ModelRegistry()
     registry.add(_batched_like_a_neural_model(describe("lead-3", summarizer)))
-    # two threads: one runs the held batch, the other parses the second request (one batch at a time)
-    settings = ServeSettings(batch_window_ms=10, max_batch=2, inference_threads=2)
+    # one batch at a time: the second request's windows wait behind the held batch (with two workers they
+    # would run beside it and be computed before the client leaves)
+    settings = ServeSettings(batch_window_ms=10, max_batch=2, inference_threads=2, batch_workers=1)
     app = create_app(registry, settings)
     with running_server(app) as url:
         first: dict[str, Any] = {}

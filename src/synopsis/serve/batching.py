@@ -5,11 +5,14 @@ pointer-generator decodes a batch in one beam search and a seq2seq model in one 
 of B costs far less than B calls. A :class:`Batcher` per model collects items (one document and one
 instruction each) on the event loop: the first item of a batch opens a window of ``window_s``; the batch
 leaves when the window closes or ``max_batch`` items with the same options are waiting, and runs on the
-inference pool (one thread per batch). Items with other options wait for a batch of their own (options
+batch pool (one thread per batch). Items with other options wait for a batch of their own (options
 decide the decoding, so they cannot share a call).
 
-Bounds: at most ``concurrency`` batches of one model run at a time; an item leaves the queue within its
-window once a slot is free, so with free slots no item waits longer than the window plus one batch. An item
+Bounds: at most ``concurrency`` batches of one model run at a time (``--batch-workers``), each on a
+thread of its own (torch releases the GIL in its ops, so batches of one torch thread each run on cores of
+their own); an item leaves the queue within its window once a slot is free, so with a free slot no item
+waits longer than the window plus the batch it rides in (and with every slot busy, plus the first of the
+running batches to end). An item
 whose request gave up (client gone, timeout) is cancelled and never computed. If a batched call fails,
 its items are retried alone, so one bad document fails only its own request.
 
@@ -84,6 +87,7 @@ class Batcher:
         self._task: asyncio.Task[None] | None = None
         self._observe = observe  # (model, batch size) for the metrics
         self.calls = 0  # batched calls made (for tests and logs)
+        self.running = 0  # batches running now (at most ``concurrency``; a /metrics gauge)
 
     def __len__(self) -> int:
         return sum(not item.future.done() for item in self._queue)
@@ -169,6 +173,7 @@ class Batcher:
             asyncio.get_running_loop().create_task(self._execute(batch))
 
     async def _execute(self, batch: list[BatchItem]) -> None:
+        self.running += 1
         try:
             self.calls += 1
             if self._observe is not None:
@@ -203,6 +208,7 @@ class Batcher:
                 if not item.future.done():
                     item.future.set_result(BatchResult(summary, ms, len(batch)))
         finally:
+            self.running -= 1
             self._slots.release()
             self._wake.set()
 
