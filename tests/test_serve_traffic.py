@@ -263,7 +263,7 @@ def test_serve_command_warns_about_an_open_public_port(
 def test_metrics_count_requests_batches_queues_and_cache_hits() -> None:
     recorder = RecordingSummarizer()
     recorder.cache = FakeCache()  # type: ignore[attr-defined]
-    settings = ServeSettings(batch_window_ms=20, max_batch=8)
+    settings = ServeSettings(batch_window_ms=20, max_batch=8, batch_workers=1)  # one worker: one call
     with TestClient(create_app(_registry(recorder), settings)) as client:
         assert client.post("/v1/summarize", json={"document": TEXT, "model": "lead-3"}).status_code == 200
         two = client.post(
@@ -326,7 +326,7 @@ def test_requests_with_other_options_do_not_share_a_call() -> None:
             "rec", recorder, "fake", options=("k",), configure=lambda s, o: s
         )  # same object, other key
     )
-    settings = ServeSettings(batch_window_ms=300, max_batch=8)
+    settings = ServeSettings(batch_window_ms=300, max_batch=8, batch_workers=1)  # one call per key
     with TestClient(create_app(registry, settings)) as client:
         threads = [
             threading.Thread(
@@ -441,6 +441,36 @@ def test_batches_run_concurrently_up_to_batch_workers() -> None:
     assert model.most == 2 and sorted(model.sizes) == [1, 1, 1]
     assert [results[i].json()["summaries"][0]["summary"] for i in range(3)] == [
         f"q{i}: Rivers flooded the valley." for i in range(3)
+    ]
+
+
+@pytest.mark.parametrize("workers,sizes", [(1, [4]), (2, [2, 2]), (3, [1, 1, 2])])
+def test_what_is_ready_is_split_over_the_free_workers(workers: int, sizes: list[int]) -> None:
+    """Four summaries in one window: one call with one worker, two calls of two at once with two (both
+    cores busy instead of one), and with three, a third of what is ready each, rounded up."""
+    gate = threading.Event()
+    recorder = RecordingSummarizer(gate)
+    settings = ServeSettings(batch_window_ms=300, max_batch=8, batch_workers=workers)
+    results: dict[int, Any] = {}
+    with TestClient(create_app(_registry(recorder), settings)) as client:
+
+        def post(i: int) -> None:
+            body = {"document": TEXT, "model": "rec", "instructions": [f"q{i}"]}
+            results[i] = client.post("/v1/summarize", json=body)
+
+        threads = [threading.Thread(target=post, args=(i,)) for i in range(4)]
+        try:
+            for thread in threads:
+                thread.start()
+            _wait_for(lambda: len(recorder.sizes) == len(sizes))  # these calls run at once (held)
+            assert sorted(recorder.sizes) == sizes
+        finally:
+            gate.set()
+            for thread in threads:
+                thread.join(20)
+    assert sorted(recorder.sizes) == sizes
+    assert [results[i].json()["summaries"][0]["summary"] for i in range(4)] == [
+        f"q{i}: Rivers flooded the valley." for i in range(4)
     ]
 
 
