@@ -12,9 +12,9 @@ Bounds: at most ``concurrency`` batches of one model run at a time (``--batch-wo
 thread of its own (torch releases the GIL in its ops, so batches of one torch thread each run on cores of
 their own); an item leaves the queue within its window once a slot is free, so with a free slot no item
 waits longer than the window plus the batch it rides in (and with every slot busy, plus the first of the
-running batches to end). An item
-whose request gave up (client gone, timeout) is cancelled and never computed. If a batched call fails,
-its items are retried alone, so one bad document fails only its own request.
+running batches to end). An item whose request gave up (client gone, timeout) is cancelled and never
+computed. If a batched call fails, its items are retried alone, so one bad document fails only its own
+request.
 
 By section, the items are windows (:class:`~synopsis.summarizers.sections.Window`, one part of one
 section each) and a batch is one ``summarize_windows`` call: a request's by-section job runs on a thread of
