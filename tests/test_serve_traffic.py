@@ -450,7 +450,7 @@ def test_what_is_ready_is_split_over_the_free_workers(workers: int, sizes: list[
     cores busy instead of one), and with three, a third of what is ready each, rounded up."""
     gate = threading.Event()
     recorder = RecordingSummarizer(gate)
-    settings = ServeSettings(batch_window_ms=300, max_batch=8, batch_workers=workers)
+    settings = ServeSettings(batch_window_ms=1000, max_batch=8, batch_workers=workers)  # all four in it
     results: dict[int, Any] = {}
     with TestClient(create_app(_registry(recorder), settings)) as client:
 
