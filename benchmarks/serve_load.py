@@ -13,13 +13,16 @@ A run ``MODEL:CLIENTSxREQUESTS:section`` asks for summaries by section (``"by": 
 ``--section-document`` (default: the abstract with a Markdown heading every two sentences, so each
 request has several windows). ``--peer-arg`` (repeatable) starts a second server with those extra
 arguments (e.g. ``--peer-arg=--batch-window-ms=10 --peer-arg=--max-batch=16``) and sends every run to both,
-one after the other, with the peer/base ratios in the table. Each run records the load average before and
+one after the other, with the peer/base ratios in the table; ``--peer2-arg`` starts a third server the same
+way (e.g. the peer with ``--batch-workers=1``), so two batching settings are compared in one run. Each
+run records the load average before and
 after (the machine may be shared) and the server's own timings (``timing_ms``: waiting for a thread,
 parsing, the model call, the total from arrival), to see where a request's time goes. ``--ceiling N``
 measures, in this process and before the servers start, N documents summarized one call each against one
 call of N (whole documents, windows by section, and by-section requests: each request's windows in one call
 against all requests' windows in calls of N): what batching can gain at most here (``--ceiling-only``: just
-that).
+that). The ceiling also takes N different abstracts of SciTLDR's dev set (``../shared/data``, when present),
+whose summaries end at different steps: one call each against one call of N.
 
 Results go to benchmarks/results/serve_load.json by default. Clients and server share this machine's CPU,
 so the figures are for the pair, not the server alone.
@@ -47,6 +50,7 @@ from rich.console import Console
 from rich.table import Table
 
 ROOT = Path(__file__).resolve().parents[1]
+SCITLDR_DEV = ROOT.parent / "shared" / "data" / "scitldr" / "dev.jsonl"
 DEFAULT_RUNS = ("lead-3:16x100", "default:4x50")
 ACCESS_LINE = re.compile(r'synopsis\.serve\.access: \S+ "(GET|POST) (\S+)" (\d{3}) ')
 
@@ -324,6 +328,18 @@ def ceiling(document: str, section_document: str, n: int) -> dict[str, Any]:
         "batched_s": round(requests_together, 2),
         "speedup": round(requests_alone / requests_together, 2),
     }
+    if SCITLDR_DEV.exists():  # different documents: their summaries end at different steps
+        with SCITLDR_DEV.open(encoding="utf-8") as lines:
+            sources = [" ".join(json.loads(line)["source"]) for line, _ in zip(lines, range(n), strict=False)]
+        varied = [parse_document(source)[0] for source in sources]
+        varied_alone = sum(timed(lambda d=d: summarizer.summarize([d])) for d in varied)
+        varied_together = timed(lambda: summarizer.summarize(varied))
+        out["scitldr_dev_documents"] = {
+            "count": len(varied),
+            "alone_s": round(varied_alone, 2),
+            "batched_s": round(varied_together, 2),
+            "speedup": round(varied_alone / varied_together, 2),
+        }
     out["load_average"] = load_average()
     return out
 
@@ -342,6 +358,9 @@ def main() -> None:
     parser.add_argument("--server-arg", action="append", default=[], help="extra argument for synopsis serve")
     parser.add_argument(
         "--peer-arg", action="append", default=[], help="extra argument of a second server run side by side"
+    )
+    parser.add_argument(
+        "--peer2-arg", action="append", default=[], help="extra argument of a third server run side by side"
     )
     parser.add_argument("--ceiling", type=int, default=0, help="measure N in one call vs N calls in-process")
     parser.add_argument("--ceiling-only", action="store_true", help="print the --ceiling figures and stop")
@@ -368,6 +387,8 @@ def main() -> None:
     servers = {"base": Server(args.server_arg)}
     if args.peer_arg:
         servers["peer"] = Server(args.server_arg + args.peer_arg)
+    if args.peer2_arg:
+        servers["peer2"] = Server(args.server_arg + args.peer2_arg)
     logs: dict[str, str] = {}
     results = []
     ready: dict[str, float] = {}
@@ -394,7 +415,7 @@ def main() -> None:
         for server in servers.values():
             server.stop()
 
-    table = Table(title="synopsis serve on loopback (latency in ms, RSS in MB; ratio: peer / base req/s)")
+    table = Table(title="synopsis serve on loopback (latency in ms, RSS in MB; ratio: peer(s) / base req/s)")
     columns = ["server", "model", "by", "clients x req", "errors", "req/s", "ratio", "p50", "p95", "p99"]
     columns += ["max", "model call", "server total", "mean batch", "RSS max", "load before/after"]
     for column in columns:
@@ -445,7 +466,11 @@ def main() -> None:
         },
         "servers": {
             name: {"startup_s": round(ready[name], 1), "health": health[name], "extra_args": server_args}
-            for name, server_args in (("base", args.server_arg), ("peer", args.server_arg + args.peer_arg))
+            for name, server_args in (
+                ("base", args.server_arg),
+                ("peer", args.server_arg + args.peer_arg),
+                ("peer2", args.server_arg + args.peer2_arg),
+            )
             if name in servers
         },
         "machine": {

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from synopsis.generation import (
+    AllowedTokensProcessor,
     LogitsProcessorList,
     MinLengthProcessor,
     NoImmediateRepeatProcessor,
@@ -109,6 +110,45 @@ def test_batched_beam_search_equals_one_document_at_a_time() -> None:
         )
         assert batched[b].tokens == single[0].tokens
         assert batched[b].score == pytest.approx(single[0].score, abs=1e-5)
+
+
+def test_finished_documents_leave_the_batch() -> None:
+    """A document with K finished hypotheses stops being computed (the step sees fewer rows), and the others
+    still get what they get alone: with traces, the n-gram ban and a per-document token mask (whose rows
+    must follow the documents that stay)."""
+    torch.manual_seed(4)
+    tables = torch.randn(3, 9, 9) * 3
+    tables[0, :, EOS] += 6.0  # document 0 ends at once, document 2 much later than document 1
+    tables[1, :, EOS] += 1.0
+    tables[2, :, EOS] -= 4.0
+    allowed = torch.ones(3, 9, dtype=torch.bool)
+    allowed[1, 4] = allowed[2, 5] = allowed[2, 6] = False
+    rows: list[int] = []
+
+    def search(docs: slice, record: bool = False):
+        step = make_step(tables[docs])
+
+        def counted(tokens: torch.Tensor, state: ToyState, memory: torch.Tensor):
+            if record:
+                rows.append(tokens.size(0))
+            return step(tokens, state, memory)
+
+        processors = _processors(2, 2)
+        processors.append(AllowedTokensProcessor(allowed[docs]))
+        batch = tables[docs].size(0)
+        return _beam_search(
+            counted, initial_state(batch), tables[docs], batch_size=batch, bos_id=BOS, eos_id=EOS,
+            num_beams=3, max_length=14, processors=processors, trace=lambda state, row: int(state.total[row]),
+        )  # fmt: skip
+
+    batched = search(slice(0, 3), record=True)
+    for b in range(3):
+        (single,) = search(slice(b, b + 1))
+        assert batched[b].tokens == single.tokens and batched[b].trace == single.trace
+        assert batched[b].score == pytest.approx(single.score, abs=1e-5)
+    assert not {4} & set(batched[1].tokens) and not {5, 6} & set(batched[2].tokens)
+    assert rows[0] == 9 and rows[-1] == 3, rows  # 3 documents x 3 beams, at the end only document 2's
+    assert sorted(rows, reverse=True) == rows
 
 
 def test_single_beam_equals_greedy() -> None:

@@ -468,6 +468,23 @@ def test_settings_are_checked() -> None:
         ServeSettings(inference_threads=0)
     with pytest.raises(ConfigError, match="queue_size"):
         ServeSettings(queue_size=-1)
+    with pytest.raises(ConfigError, match="batch_workers"):
+        ServeSettings(batch_workers=0)
+
+
+def test_batch_workers_default_to_the_cores_over_torch_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from synopsis.serve import settings as settings_module
+
+    monkeypatch.setattr(settings_module, "_cores", lambda: 2)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+    assert ServeSettings().batches_at_once == 2  # one torch thread: a batch per core
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    assert ServeSettings().batches_at_once == 1  # two: one batch fills both cores
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 4)
+    assert ServeSettings().batches_at_once == 1
+    assert ServeSettings(batch_workers=3).batches_at_once == 3
 
 
 # ----------------------------------------------------------------------------- evaluate

@@ -185,7 +185,7 @@ def test_concurrent_by_section_requests_share_window_batches() -> None:
     registry = ModelRegistry()
     registry.add(_batched_like_a_neural_model(describe("lead-3", summarizer)))
     documents = {name: _report(name, parts) for name, parts in (("alpha", 3), ("beta", 5), ("gamma", 4))}
-    settings = ServeSettings(batch_window_ms=400, max_batch=16)
+    settings = ServeSettings(batch_window_ms=400, max_batch=16, batch_workers=1)  # not split over workers
     results: dict[str, Any] = {}
     with TestClient(create_app(registry, settings)) as client:
 
@@ -228,7 +228,8 @@ def test_batched_by_section_pointer_generator_equals_unbatched() -> None:
             alone.append(client.post("/v1/summarize", json={"document": document, "by": "section"}).json())
     counter.calls.clear()
     results: dict[int, Any] = {}
-    with TestClient(create_app(registry, ServeSettings(batch_window_ms=500, max_batch=16))) as client:
+    batched = ServeSettings(batch_window_ms=500, max_batch=16, batch_workers=1)  # not split over workers
+    with TestClient(create_app(registry, batched)) as client:
 
         def post(i: int) -> None:
             results[i] = client.post("/v1/summarize", json={"document": documents[i], "by": "section"}).json()
@@ -258,8 +259,9 @@ def test_a_by_section_request_whose_client_left_is_never_computed() -> None:
     counter = CountingWindows(summarizer, gate)
     registry = ModelRegistry()
     registry.add(_batched_like_a_neural_model(describe("lead-3", summarizer)))
-    # two threads: one runs the held batch, the other parses the second request (one batch at a time)
-    settings = ServeSettings(batch_window_ms=10, max_batch=2, inference_threads=2)
+    # one batch at a time: the second request's windows wait behind the held batch (with two workers they
+    # would run beside it and be computed before the client leaves)
+    settings = ServeSettings(batch_window_ms=10, max_batch=2, inference_threads=2, batch_workers=1)
     app = create_app(registry, settings)
     with running_server(app) as url:
         first: dict[str, Any] = {}

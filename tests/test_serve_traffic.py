@@ -246,11 +246,13 @@ def test_serve_command_warns_about_an_open_public_port(
     monkeypatch.setattr(synopsis.serve, "build_registry", lambda *a, **k: _registry())
     monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: served.update(app=app, **kwargs))
     monkeypatch.delenv("SYNOPSIS_API_TOKEN", raising=False)
-    assert main(["serve", "--host", host, "--batch-window-ms", "5", "--max-batch", "8"]) == 0
+    command = ["serve", "--host", host, "--batch-window-ms", "5", "--max-batch", "8", "--batch-workers", "3"]
+    assert main(command) == 0
     assert any("without a token" in line for line in warned_lines) is warned
     warned_lines.clear()
     settings = served["app"].state.settings
     assert (settings.batch_window_ms, settings.max_batch, settings.auth_token) == (5, 8, None)
+    assert settings.batch_workers == 3
     monkeypatch.setenv("SYNOPSIS_API_TOKEN", TOKEN)
     assert main(["serve", "--host", host]) == 0
     assert not any("without a token" in line for line in warned_lines)
@@ -261,7 +263,7 @@ def test_serve_command_warns_about_an_open_public_port(
 def test_metrics_count_requests_batches_queues_and_cache_hits() -> None:
     recorder = RecordingSummarizer()
     recorder.cache = FakeCache()  # type: ignore[attr-defined]
-    settings = ServeSettings(batch_window_ms=20, max_batch=8)
+    settings = ServeSettings(batch_window_ms=20, max_batch=8, batch_workers=1)  # one worker: one call
     with TestClient(create_app(_registry(recorder), settings)) as client:
         assert client.post("/v1/summarize", json={"document": TEXT, "model": "lead-3"}).status_code == 200
         two = client.post(
@@ -324,7 +326,7 @@ def test_requests_with_other_options_do_not_share_a_call() -> None:
             "rec", recorder, "fake", options=("k",), configure=lambda s, o: s
         )  # same object, other key
     )
-    settings = ServeSettings(batch_window_ms=300, max_batch=8)
+    settings = ServeSettings(batch_window_ms=300, max_batch=8, batch_workers=1)  # one call per key
     with TestClient(create_app(registry, settings)) as client:
         threads = [
             threading.Thread(
@@ -353,14 +355,18 @@ def test_no_request_waits_longer_than_the_window_plus_one_batch() -> None:
     assert body["timing_ms"]["total"] < 1500
 
 
-def test_a_request_arriving_during_a_batch_waits_at_most_the_window_plus_that_batch() -> None:
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_request_arriving_during_a_batch_waits_at_most_the_window_plus_that_batch(workers: int) -> None:
+    """The bound holds with one batch at a time and with two; with one, the request waits for the running
+    batch, with two it runs beside it (a worker is free) and waits for its window only."""
+    window, batch = 0.1, 1.0  # a long batch: the two cases differ by far more than a loaded machine's jitter
+
     class Slow(RecordingSummarizer):
         def summarize(self, documents: Sequence[Document], instructions: Any = None) -> list[str]:
-            time.sleep(0.6)
+            time.sleep(batch)
             return super().summarize(documents, instructions)
 
-    window, batch = 0.1, 0.6
-    settings = ServeSettings(batch_window_ms=1000 * window, max_batch=8)
+    settings = ServeSettings(batch_window_ms=1000 * window, max_batch=8, batch_workers=workers)
     results: dict[str, dict[str, Any]] = {}
     with TestClient(create_app(_registry(Slow()), settings)) as client:
 
@@ -378,7 +384,94 @@ def test_a_request_arriving_during_a_batch_waits_at_most_the_window_plus_that_ba
     own_call = second["body"]["timing_ms"]["summaries"][0] / 1000
     waited = second["seconds"] - own_call
     assert waited <= window + batch + 0.5, waited  # slack for a loaded machine
-    assert waited >= batch - (window + 0.2) - 0.05  # it did wait for the running batch (one at a time)
+    if workers == 1:
+        assert waited >= batch - (window + 0.2) - 0.05  # it did wait for the running batch (one at a time)
+    else:
+        assert waited < batch - (window + 0.2) - 0.05, waited  # it did not: a worker was free
+
+
+def test_batches_run_concurrently_up_to_batch_workers() -> None:
+    """Two workers: a batch whose window closes while another batch runs starts at once beside it (the two
+    calls overlap in time), a third waits until one of them ends, and /metrics shows the batches running."""
+
+    class Overlapping(RecordingSummarizer):
+        def __init__(self) -> None:
+            super().__init__(threading.Event())
+            self.active = 0
+            self.most = 0
+
+        def summarize(self, documents: Sequence[Document], instructions: Any = None) -> list[str]:
+            with self.lock:
+                self.active += 1
+                self.most = max(self.most, self.active)
+            try:
+                return super().summarize(documents, instructions)  # held by the gate
+            finally:
+                with self.lock:
+                    self.active -= 1
+
+    model = Overlapping()
+    assert model.gate is not None
+    settings = ServeSettings(batch_window_ms=20, max_batch=8, batch_workers=2)
+    results: dict[int, Any] = {}
+    with TestClient(create_app(_registry(model), settings)) as client:
+
+        def post(i: int) -> None:
+            body = {"document": TEXT, "model": "rec", "instructions": [f"q{i}"]}
+            results[i] = client.post("/v1/summarize", json=body)
+
+        threads = [threading.Thread(target=post, args=(i,)) for i in range(3)]
+        try:
+            threads[0].start()
+            _wait_for(lambda: model.active == 1)  # the first batch runs (held)
+            threads[1].start()
+            _wait_for(lambda: model.active == 2)  # the second window closed: its batch runs beside it
+            metrics = client.get("/metrics").text
+            assert 'synopsis_batches_running{model="rec"} 2.0' in metrics
+            threads[2].start()
+            _wait_for(lambda: client.app.state.batchers["rec"].waiting() == 1)
+            time.sleep(0.3)  # its window (20 ms) is long closed: it waits for a worker, not for the window
+            assert model.active == 2 and len(model.calls) == 2
+        finally:
+            model.gate.set()
+            for thread in threads:
+                thread.join(20)
+        assert 'synopsis_batches_running{model="rec"} 0.0' in client.get("/metrics").text
+    assert [results[i].status_code for i in range(3)] == [200, 200, 200]
+    assert model.most == 2 and sorted(model.sizes) == [1, 1, 1]
+    assert [results[i].json()["summaries"][0]["summary"] for i in range(3)] == [
+        f"q{i}: Rivers flooded the valley." for i in range(3)
+    ]
+
+
+@pytest.mark.parametrize("workers,sizes", [(1, [4]), (2, [2, 2]), (3, [1, 1, 2])])
+def test_what_is_ready_is_split_over_the_free_workers(workers: int, sizes: list[int]) -> None:
+    """Four summaries in one window: one call with one worker, two calls of two at once with two (both
+    cores busy instead of one), and with three, a third of what is ready each, rounded up."""
+    gate = threading.Event()
+    recorder = RecordingSummarizer(gate)
+    settings = ServeSettings(batch_window_ms=1000, max_batch=8, batch_workers=workers)  # all four in it
+    results: dict[int, Any] = {}
+    with TestClient(create_app(_registry(recorder), settings)) as client:
+
+        def post(i: int) -> None:
+            body = {"document": TEXT, "model": "rec", "instructions": [f"q{i}"]}
+            results[i] = client.post("/v1/summarize", json=body)
+
+        threads = [threading.Thread(target=post, args=(i,)) for i in range(4)]
+        try:
+            for thread in threads:
+                thread.start()
+            _wait_for(lambda: len(recorder.sizes) == len(sizes))  # these calls run at once (held)
+            assert sorted(recorder.sizes) == sizes
+        finally:
+            gate.set()
+            for thread in threads:
+                thread.join(20)
+    assert sorted(recorder.sizes) == sizes
+    assert [results[i].json()["summaries"][0]["summary"] for i in range(4)] == [
+        f"q{i}: Rivers flooded the valley." for i in range(4)
+    ]
 
 
 def test_a_failing_batch_is_retried_item_by_item() -> None:
@@ -472,7 +565,10 @@ def _send_and_hang_up(url: str, body: dict[str, Any]) -> None:
 def test_a_request_whose_client_left_is_never_computed(batching: bool) -> None:
     gate = threading.Event()
     recorder = RecordingSummarizer(gate)
-    settings = ServeSettings(inference_threads=1, batch_window_ms=10 if batching else 0, max_batch=1)
+    # one batch at a time: the second request waits behind the held one (two workers would compute it)
+    settings = ServeSettings(
+        inference_threads=1, batch_window_ms=10 if batching else 0, max_batch=1, batch_workers=1
+    )
     app = create_app(_registry(recorder), settings)
     with running_server(app) as url:
         first: dict[str, int] = {}

@@ -96,6 +96,13 @@ def serve(
         help="Batch summaries for one model arriving within this window into one call (0: off).",
     ),
     max_batch: int = ranged(16, "--max-batch", allowed=AT_LEAST_ONE, help="Summaries per batched call."),
+    batch_workers: int | None = ranged(
+        None,
+        "--batch-workers",
+        allowed=AT_LEAST_ONE,
+        help="Batches of one model running at once, each on a thread of its own "
+        "(default: cores // torch threads, at least 1).",
+    ),
     auth_token_file: Path | None = typer.Option(
         None,
         "--auth-token-file",
@@ -132,6 +139,7 @@ def serve(
         "max_instructions": max_instructions,
         "batch_window_ms": batch_window_ms,
         "max_batch": max_batch,
+        "batch_workers": batch_workers,
         "auth_token": auth_token(auth_token_file, os.environ),
     }
     if threads is not None:

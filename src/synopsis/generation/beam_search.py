@@ -3,7 +3,8 @@
 Follows See et al.'s decoder: at every step the 2K best extensions of the K live hypotheses are scanned in
 order; those that end with EOS (and are at least ``min_length`` long) become finished hypotheses, the first
 K others stay live. A document is done when it has K finished hypotheses (or at ``max_length``; if nothing
-finished, its live hypotheses are used). Hypotheses are ranked by length-normalised log-probability,
+finished, its live hypotheses are used); a done document's rows leave the batch, so the documents still
+searching no longer pay for them. Hypotheses are ranked by length-normalised log-probability,
 ``sum / length ** length_penalty``: the paper's average log-probability with the default 1.0.
 Score adjustments (minimum length, n-gram and repeat bans) are logits processors applied at every step;
 every buffer is created on the device of the model's memory.
@@ -65,49 +66,62 @@ def beam_search(
     beam_scores = torch.full((batch_size, k), float("-inf"), device=device)
     beam_scores[:, 0] = 0.0
     finished: list[list[Hypothesis]] = [[] for _ in range(batch_size)]
-    done = torch.zeros(batch_size, dtype=torch.bool, device=device)
-    batch_offset = torch.arange(batch_size, device=device).unsqueeze(1) * k
+    searching = list(range(batch_size))  # the documents still in the batch, in row order (K rows each)
+    beam = torch.arange(k, device=device)
 
     def normalize(total: float, length: int) -> float:
         return length_normalize(total, length, length_penalty, length_penalty_kind)
 
     for t in range(max_length):
         length = t + 1
+        live, n = len(searching), len(searching) * k
         log_probs, state = step(tokens[:, -1], state, memory)
         log_probs = processors(tokens[:, 1:], log_probs.float())
         vocab = log_probs.size(-1)
-        candidates = (beam_scores.view(n, 1) + log_probs).view(batch_size, k * vocab)
+        candidates = (beam_scores.view(n, 1) + log_probs).view(live, k * vocab)
         top_scores, top_index = candidates.topk(2 * k, dim=-1)  # sorted, best first
         top_beam, top_token = top_index // vocab, top_index % vocab
         is_eos = top_token.eq(eos_id)
 
         # Scan in order: an EOS candidate counts only while fewer than K live candidates precede it.
         live_before = torch.cumsum(~is_eos, dim=-1) - (~is_eos).long()
-        ends = is_eos & live_before.lt(k) & torch.isfinite(top_scores) & ~done.unsqueeze(1)
+        ends = is_eos & live_before.lt(k) & torch.isfinite(top_scores)
         for b, j in ends.nonzero().tolist():
             source = b * k + int(top_beam[b, j])
             total = float(top_scores[b, j])
             kept = trace(state, source) if trace is not None else None
-            finished[b].append(
+            finished[searching[b]].append(
                 Hypothesis(tokens[source, 1:].tolist(), normalize(total, length), total, True, kept)
             )
 
         # The first K non-EOS candidates stay live (a stable sort keeps the score order).
         keep = torch.sort(is_eos.int(), dim=-1, stable=True).indices[:, :k]
         beam_scores = top_scores.gather(1, keep)
-        source_rows = (batch_offset + top_beam.gather(1, keep)).view(-1)
+        first_rows = torch.arange(0, n, k, device=device).unsqueeze(1)
+        source_rows = (first_rows + top_beam.gather(1, keep)).view(-1)
         tokens = torch.cat([tokens[source_rows], top_token.gather(1, keep).view(n, 1)], dim=1)
+
+        # A document with K finished hypotheses is done: its rows leave the batch (state, memory, tokens,
+        # scores and the processors' per-document data), in the same selection as the beam reordering.
+        going_on = [b for b, document in enumerate(searching) if len(finished[document]) < k]
+        if not going_on:
+            break
+        if len(going_on) < live:
+            kept_documents = beam.new_tensor(going_on)
+            source_rows = source_rows.view(live, k)[kept_documents].view(-1)
+            rows = (kept_documents.unsqueeze(1) * k + beam).view(-1)
+            tokens, beam_scores = tokens[rows], beam_scores[kept_documents]
+            memory = map_tensors(lambda x, rows=rows: x.index_select(0, rows), memory)
+            processors = processors.select_documents(kept_documents)
+            searching = [searching[b] for b in going_on]
         state = map_tensors(lambda x, rows=source_rows: x.index_select(0, rows), state)
 
-        done |= torch.tensor([len(f) >= k for f in finished], device=device)
-        beam_scores[done] = float("-inf")  # finished documents stop proposing candidates
-        if bool(done.all()):
-            break
-
     best: list[Hypothesis] = []
-    for b in range(batch_size):
-        pool = finished[b]
+    position = {document: b for b, document in enumerate(searching)}  # rows of the documents left
+    for document in range(batch_size):
+        pool = finished[document]
         if not pool:  # nothing ended with EOS within max_length: fall back to the live hypotheses
+            b = position[document]
             length = tokens.size(1) - 1
             pool = [
                 Hypothesis(

@@ -83,6 +83,10 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
     # Batched by-section jobs wait for their windows' batches, which run on ``pool``: they wait on threads
     # of their own (one per request summarized by section at a time), never on the pool's.
     sections_pool = InferencePool(settings.max_batch, settings.queue_size)
+    # Batches run on threads of their own, up to ``batch_workers`` at once: never behind a batch, the
+    # inference threads stay free to parse the requests that fill the next batch.
+    batch_workers = settings.batches_at_once
+    batch_pool = InferencePool(batch_workers, settings.queue_size)
     batchers: dict[str, Batcher] = {}
 
     def queues() -> dict[str, int]:
@@ -92,18 +96,21 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
         found = [(entry.name, getattr(entry.summarizer, "cache", None)) for entry in registry]
         return [(name, cache) for name, cache in found if cache is not None]
 
-    metrics = ServiceMetrics(registry.names(), queues, caches)
+    def running() -> dict[str, int]:
+        return {name: queue.running for name, queue in batchers.items()}
+
+    metrics = ServiceMetrics(registry.names(), queues, caches, running)
 
     def batcher(name: str) -> Batcher:
         if name not in batchers:  # made on the event loop, on first use
             batchers[name] = Batcher(
                 name,
-                pool,
+                batch_pool,
                 settings.batch_window_ms / 1000,
                 settings.max_batch,
-                # One batch of a model at a time: a batch already keeps every core busy (torch's intra-op
-                # threads); two at once only contend. The other threads parse and serve other models.
-                concurrency=1,
+                # With one torch thread a batch uses one core: two at once use two (torch releases the GIL
+                # in its ops). With as many torch threads as cores one batch fills them: the default is 1.
+                concurrency=batch_workers,
                 observe=metrics.observe_batch,
             )
         return batchers[name]
@@ -119,7 +126,9 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
             settings.queue_size,
             settings.request_timeout_s,
             settings.max_body_bytes,
-            f"{settings.batch_window_ms:g} ms x {settings.max_batch}" if settings.batching else "off",
+            f"{settings.batch_window_ms:g} ms x {settings.max_batch}, {batch_workers} at once"
+            if settings.batching
+            else "off",
             "on" if settings.auth_token else "off",
         )
         yield
@@ -128,6 +137,7 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
         batchers.clear()  # their events belong to this event loop
         pool.shutdown()
         sections_pool.shutdown()
+        batch_pool.shutdown()
 
     app = FastAPI(
         title="synopsis",

@@ -5,13 +5,16 @@ pointer-generator decodes a batch in one beam search and a seq2seq model in one 
 of B costs far less than B calls. A :class:`Batcher` per model collects items (one document and one
 instruction each) on the event loop: the first item of a batch opens a window of ``window_s``; the batch
 leaves when the window closes or ``max_batch`` items with the same options are waiting, and runs on the
-inference pool (one thread per batch). Items with other options wait for a batch of their own (options
-decide the decoding, so they cannot share a call).
+batch pool (one thread per batch); what is ready is split evenly over the free workers. Items with other
+options wait for a batch of their own (options decide the decoding, so they cannot share a call).
 
-Bounds: at most ``concurrency`` batches of one model run at a time; an item leaves the queue within its
-window once a slot is free, so with free slots no item waits longer than the window plus one batch. An item
-whose request gave up (client gone, timeout) is cancelled and never computed. If a batched call fails,
-its items are retried alone, so one bad document fails only its own request.
+Bounds: at most ``concurrency`` batches of one model run at a time (``--batch-workers``), each on a
+thread of its own (torch releases the GIL in its ops, so batches of one torch thread each run on cores of
+their own); an item leaves the queue within its window once a slot is free, so with a free slot no item
+waits longer than the window plus the batch it rides in (and with every slot busy, plus the first of the
+running batches to end). An item whose request gave up (client gone, timeout) is cancelled and never
+computed. If a batched call fails, its items are retried alone, so one bad document fails only its own
+request.
 
 By section, the items are windows (:class:`~synopsis.summarizers.sections.Window`, one part of one
 section each) and a batch is one ``summarize_windows`` call: a request's by-section job runs on a thread of
@@ -78,12 +81,14 @@ class Batcher:
         self.pool = pool
         self.window_s = window_s
         self.max_batch = max_batch
+        self.concurrency = concurrency
         self._slots = asyncio.Semaphore(concurrency)
         self._queue: deque[BatchItem] = deque()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._observe = observe  # (model, batch size) for the metrics
         self.calls = 0  # batched calls made (for tests and logs)
+        self.running = 0  # batches running now (at most ``concurrency``; a /metrics gauge)
 
     def __len__(self) -> int:
         return sum(not item.future.done() for item in self._queue)
@@ -155,9 +160,12 @@ class Batcher:
                     if left <= 0:
                         break
                     await self._wait(left)
-                batch = [item for item in self._queue if item.key == first.key and not item.future.done()][
-                    : self.max_batch
-                ]
+                ready = [item for item in self._queue if item.key == first.key and not item.future.done()]
+                # Split what is ready over this worker and the other free ones: 16 summaries and two free
+                # workers make two batches of 8 on two cores, not one of 16 on one core and an idle one.
+                # The rest stays queued with its window closed, so the next free worker takes it at once.
+                parts = 1 + max(0, self.concurrency - self.running - 1)
+                batch = ready[: min(self.max_batch, -(-len(ready) // parts))]
                 taken = set(map(id, batch))
                 self._queue = deque(item for item in self._queue if id(item) not in taken)
             except BaseException:
@@ -166,6 +174,7 @@ class Batcher:
             if not batch:
                 self._slots.release()
                 continue
+            self.running += 1  # now, not when the task starts: the next batch's split counts this one
             asyncio.get_running_loop().create_task(self._execute(batch))
 
     async def _execute(self, batch: list[BatchItem]) -> None:
@@ -203,6 +212,7 @@ class Batcher:
                 if not item.future.done():
                     item.future.set_result(BatchResult(summary, ms, len(batch)))
         finally:
+            self.running -= 1
             self._slots.release()
             self._wake.set()
 

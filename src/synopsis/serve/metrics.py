@@ -24,10 +24,14 @@ class _LiveState(Collector):
     """Values read when scraped: queue depth, running jobs, and each InstructSum source cache's counters."""
 
     def __init__(
-        self, queues: Callable[[], dict[str, int]], caches: Callable[[], Iterable[tuple[str, Any]]]
+        self,
+        queues: Callable[[], dict[str, int]],
+        caches: Callable[[], Iterable[tuple[str, Any]]],
+        running: Callable[[], dict[str, int]] | None = None,
     ) -> None:
         self._queues = queues
         self._caches = caches
+        self._running = running
 
     def collect(self) -> Iterator[Any]:
         depth = GaugeMetricFamily(
@@ -38,6 +42,12 @@ class _LiveState(Collector):
         for queue, value in self._queues().items():
             depth.add_metric([queue], value)
         yield depth
+        if self._running is not None:
+            help_text = "Batched calls running now (at most --batch-workers)"
+            running = GaugeMetricFamily("synopsis_batches_running", help_text, labels=["model"])
+            for model, value in self._running().items():
+                running.add_metric([model], value)
+            yield running
         hits = CounterMetricFamily(
             "synopsis_instructsum_cache_hits", "InstructSum source cache hits", labels=["model"]
         )
@@ -59,6 +69,7 @@ class ServiceMetrics:
         models: Iterable[str],
         queues: Callable[[], dict[str, int]],
         caches: Callable[[], Iterable[tuple[str, Any]]],
+        running: Callable[[], dict[str, int]] | None = None,
     ) -> None:
         self.models = frozenset(models)
         self.registry = CollectorRegistry()
@@ -73,7 +84,7 @@ class ServiceMetrics:
         latency = "synopsis_request_duration_seconds"
         self.latency = self._histogram(latency, latency_help, "endpoint", LATENCY_BUCKETS)
         self.batch_size = self._histogram("synopsis_batch_size", batch_help, "model", BATCH_BUCKETS)
-        self.registry.register(_LiveState(queues, caches))
+        self.registry.register(_LiveState(queues, caches, running))
 
     def _histogram(self, name: str, description: str, label: str, buckets: tuple[float, ...]) -> Histogram:
         """A histogram with one label in this app's own registry."""

@@ -14,6 +14,22 @@ def _default_threads() -> int:
     return max(1, min(2, os.cpu_count() or 1))
 
 
+def _cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def default_batch_workers() -> int:
+    """Batches of one model that may run at once when ``batch_workers`` is not given: the cores over torch's
+    intra-op threads (2 on two cores with one torch thread, 1 with two), so concurrent batches fill the
+    cores without oversubscribing them."""
+    import torch
+
+    return max(1, _cores() // max(1, torch.get_num_threads()))
+
+
 @dataclass(frozen=True)
 class ServeSettings:
     """Every limit the service enforces (see ``docs/serve.md``).
@@ -22,7 +38,9 @@ class ServeSettings:
     waiting for one of them (beyond that: 503). ``request_timeout_s`` counts from the request's arrival,
     queueing included (504 when exceeded). ``batch_window_ms`` > 0 turns dynamic batching on: summaries
     for the same model and options that arrive within the window (up to ``max_batch``) run as one batched
-    call. ``auth_token``: when set, ``/v1`` and ``/metrics`` need ``Authorization: Bearer <token>``.
+    call; up to ``batch_workers`` batches of a model run at once, each on a thread of its own (None: see
+    :func:`default_batch_workers`). ``auth_token``: when set, ``/v1`` and ``/metrics`` need
+    ``Authorization: Bearer <token>``.
     """
 
     max_body_bytes: int = 10 * 1024 * 1024
@@ -34,6 +52,7 @@ class ServeSettings:
     max_evaluate_examples: int = 10_000
     batch_window_ms: float = 0.0
     max_batch: int = 16
+    batch_workers: int | None = None
     auth_token: str | None = field(default=None, repr=False)  # never in a log line or a repr
 
     def __post_init__(self) -> None:
@@ -46,6 +65,8 @@ class ServeSettings:
             "max_evaluate_examples": self.max_evaluate_examples,
             "max_batch": self.max_batch,
         }
+        if self.batch_workers is not None:
+            positive["batch_workers"] = self.batch_workers
         for name, value in positive.items():
             if not value > 0:
                 raise ConfigError(f"serve setting {name} must be > 0, got {value}")
@@ -59,6 +80,11 @@ class ServeSettings:
     @property
     def batching(self) -> bool:
         return self.batch_window_ms > 0
+
+    @property
+    def batches_at_once(self) -> int:
+        """``batch_workers``, or its default on this machine when not given."""
+        return self.batch_workers if self.batch_workers is not None else default_batch_workers()
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
