@@ -9,7 +9,8 @@ import pytest
 
 from synopsis.cli import main
 from synopsis.config import load_config
-from synopsis.experiments.hibrids_scisummnet import HibridsExperimentConfig, split_papers
+from synopsis.document import Document, Section
+from synopsis.experiments.hibrids_scisummnet import HibridsExperimentConfig, drop_abstract, split_papers
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -34,6 +35,48 @@ def test_shipped_config_is_valid() -> None:
 def test_config_rejects_bad_values(options: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         HibridsExperimentConfig(**options)
+
+
+def test_shipped_1024_config_is_issue_27_11b() -> None:
+    """1,024 source tokens, at least 1,500 steps, the abstract out of the source; the 512 config unchanged."""
+    config = load_config(HibridsExperimentConfig, CONFIGS / "hibrids_scisummnet_1024.yaml")
+    assert (config.max_source_length, config.drop_abstract, config.train_examples) == (1024, True, None)
+    assert config.max_steps >= 1500 and config.variants == ["base", "sectok", "hibrids-enc", "hibrids-dec"]
+    assert not load_config(HibridsExperimentConfig, CONFIGS / "hibrids_scisummnet.yaml").drop_abstract
+
+
+def test_drop_abstract_removes_only_a_top_level_abstract_section() -> None:
+    abstract = Section(heading="Abstract", paragraphs=[["We copy this."]])
+    nested = Section(heading="Abstract", paragraphs=[["A subsection named Abstract stays."]])
+    body = Section(heading="Introduction", paragraphs=[["Body text."]], children=[nested])
+    joined = Section(heading="Abstract 1 Method", paragraphs=[["OCR joined two sections."]])
+    document = Document(Section(children=[abstract, body, joined]))
+    assert drop_abstract(document)
+    assert [s.heading for s in document.root.children] == ["Introduction", "Abstract 1 Method"]
+    assert [s.text for s in document.sentences] == [
+        "Body text.", "A subsection named Abstract stays.", "OCR joined two sections."
+    ]  # fmt: skip
+    assert document.sentences[0].section.index == 1  # reindexed: the tree lost a node
+    assert not drop_abstract(document)  # nothing left to drop
+    starred = Document(Section(children=[Section(heading=" abstract* ", paragraphs=[["x"]]), body]))
+    assert drop_abstract(starred) and [s.heading for s in starred.root.children] == ["Introduction"]
+
+
+def test_drop_abstract_on_a_real_paper(shared_data: Path) -> None:
+    from synopsis.training.seq2seq import load_examples
+
+    paper = shared_data / "scisummnet" / "A00-1031"
+    if not paper.is_dir():
+        pytest.skip(f"SciSummNet paper A00-1031 not found under {shared_data}")
+    document = load_examples("scisummnet", paper, None, None)[0].document
+    first = document.root.children[0]
+    assert first.heading == "Abstract" and first.paragraphs
+    abstract = {s.text for s in document.sentences if s.section is first}
+    total = len(document.sentences)
+    assert drop_abstract(document)
+    assert document.root.children[0].heading == "Introduction"
+    assert len(document.sentences) == total - len(abstract)
+    assert not abstract & {s.text for s in document.sentences}
 
 
 def test_split_is_deterministic_by_paper_id(tmp_path: Path) -> None:
@@ -76,6 +119,39 @@ def test_tiny_run_writes_table_json_and_pngs(shared_data: Path, tmp_path: Path) 
     assert "do NOT reproduce" in table and "dev loss" in table
     assert (out / "scores.png").stat().st_size > 1000 and (out / "bias_heatmap.png").stat().st_size > 1000
     assert results["run"]["wall_seconds"] > 0 and len(results["run"]["loadavg_before"]) == 3
+
+
+@pytest.mark.slow
+def test_tiny_run_without_abstract_reads_the_written_split(shared_data: Path, tmp_path: Path) -> None:
+    """Three real papers (two with an <ABSTRACT>, one without): the runs read JSONL without abstracts."""
+    from synopsis.data.example import read_examples
+
+    papers = ("A00-1031", "A00-1043", "C00-1007")  # C00-1007 has no <ABSTRACT> element
+    if not all((shared_data / "scisummnet" / p).is_dir() for p in papers):
+        pytest.skip(f"SciSummNet papers {papers} not found under {shared_data}")
+    data = tmp_path / "data"
+    for paper in papers:
+        (data / "scisummnet").mkdir(parents=True, exist_ok=True)
+        (data / "scisummnet" / paper).symlink_to(shared_data / "scisummnet" / paper)
+    out = tmp_path / "hibrids"
+    code = main(
+        [
+            "experiment", "hibrids", "--data", str(data), "-o", str(out), "--max-steps", "1",
+            "--threads", "1", "--set", "eval_every=1", "--set", "dev_fraction=0.3",
+            "--set", "d_model=16", "--set", "ffn_dim=32",
+            "--set", "vocab_size=300", "--set", "max_source_length=64", "--set", "eval_max_length=4",
+            "--set", "variants=[base]", "--set", "drop_abstract=true",
+        ]
+    )  # fmt: skip
+    assert code == 0
+    split = json.loads((out / "results.json").read_text())["split"]
+    assert (split["train_abstracts_dropped"], split["train_without_abstract_section"]) == (2, 0)
+    assert (split["dev_abstracts_dropped"], split["dev_without_abstract_section"]) == (0, 1)
+    examples = {name: list(read_examples(out / "split" / f"{name}.jsonl")) for name in ("train", "dev")}
+    assert [e.id for e in examples["train"]] == ["A00-1031", "A00-1043"]
+    for example in examples["train"]:
+        assert example.document.root.children[0].heading != "Abstract"
+    assert "without the abstract (dropped from 2 train and 0 dev papers" in (out / "table.md").read_text()
 
 
 def test_tree_probe_documents_scores_and_a_tiny_run(tmp_path) -> None:

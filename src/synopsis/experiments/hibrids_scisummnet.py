@@ -11,9 +11,12 @@ pair ever reached is still exactly zero after training (Adam moves nothing witho
 of zero is zero) -- the heatmap greys those cells out.
 
 SciSummNet has no splits: papers sorted by id, the last ``dev_fraction`` of them are dev, the rest train
-(symlinked into ``output/split/{train,dev}``). Writes ``table.md``, ``results.json``, ``scores.png`` (dev
-ROUGE and dev loss per variant) and ``bias_heatmap.png`` (learned biases indexed by PathLen x LvlDiff, the
-shape of the paper's Table 5).
+(symlinked into ``output/split/{train,dev}``). With ``drop_abstract`` the paper's abstract is removed from
+the source (:func:`drop_abstract`): the human summary overlaps it heavily, so a model could copy from it
+without reading the rest of the tree; the split is then written once as our JSONL
+(``output/split/{train,dev}.jsonl``) and every run reads that. Writes ``table.md``, ``results.json``,
+``scores.png`` (dev ROUGE and dev loss per variant) and ``bias_heatmap.png`` (learned biases indexed by
+PathLen x LvlDiff, the shape of the paper's Table 5).
 """
 
 from __future__ import annotations
@@ -21,12 +24,15 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 from synopsis.config import AT_LEAST_ONE, Range, to_dict
+from synopsis.data.example import write_examples
+from synopsis.document import Document
 from synopsis.errors import CheckpointError, InputError
 from synopsis.experiments.common import plot_rouge_and_loss, seq2seq_run_config, train_run, write_results
 from synopsis.experiments.small_bart import SmallBartExperimentConfig, experiment_tokenizer, small_bart_config
@@ -69,6 +75,7 @@ class HibridsExperimentConfig(SmallBartExperimentConfig):
     dev_examples: int = 50  # dev papers scored (the first of the dev split)
     batch_size: int = 8
     warmup_steps: int = 30
+    drop_abstract: bool = False  # remove the paper's abstract from the source (see drop_abstract())
 
     RANGES: ClassVar[dict[str, Range]] = {
         **SmallBartExperimentConfig.RANGES,
@@ -116,13 +123,56 @@ def split_papers(corpus: Path, out_dir: Path, dev_fraction: float) -> tuple[Path
     return dirs["train"], dirs["dev"], info
 
 
-def _tokenizer(cfg: HibridsExperimentConfig, data_dir: Path, train_dir: Path, out_dir: Path) -> Any:
+def drop_abstract(document: Document) -> bool:
+    """Remove the paper's abstract from ``document`` (in place); return whether there was one.
+
+    The abstract is a top-level section whose heading, without surrounding punctuation, is "Abstract" in
+    any case: the SciSummNet reader heads the XML's ``<ABSTRACT>`` element so, and a few OCR-damaged papers
+    have a ``<SECTION title="Abstract*">``. Sections whose title merely starts with "Abstract" ("Abstract 1
+    Introduction": OCR joined the abstract to the next section) are kept, since dropping them would also
+    drop the section they were joined to; papers without sections keep their abstract inside the loose text.
+    """
+    root = document.root
+    kept = [c for c in root.children if not _is_abstract(c.heading)]
+    if len(kept) == len(root.children):
+        return False
+    root.children = kept
+    document.reindex()
+    return True
+
+
+def _is_abstract(heading: str | None) -> bool:
+    return heading is not None and re.sub(r"^\W+|\W+$", "", heading).casefold() == "abstract"
+
+
+def _source_split(
+    cfg: HibridsExperimentConfig, train_dir: Path, dev_dir: Path, out_dir: Path, split: dict[str, Any]
+) -> tuple[Path, Path, str]:
+    """(train path, dev path, corpus name) the runs read: the SciSummNet folders, or with ``drop_abstract``
+    our JSONL of the same papers without their abstracts (written once; ``split`` gets the counts)."""
+    if not cfg.drop_abstract:
+        return train_dir, dev_dir, "scisummnet"
+    paths = {"train": out_dir / "train.jsonl", "dev": out_dir / "dev.jsonl"}
+    for name, directory in (("train", train_dir), ("dev", dev_dir)):
+        examples = load_examples("scisummnet", directory, None, None)
+        dropped = sum(drop_abstract(e.document) for e in examples)
+        split[f"{name}_abstracts_dropped"] = dropped
+        split[f"{name}_without_abstract_section"] = len(examples) - dropped
+        if not paths[name].is_file():
+            write_examples(examples, paths[name])
+    split["source"] = "the paper without its abstract (a top-level section headed Abstract)"
+    return paths["train"], paths["dev"], "synopsis"
+
+
+def _tokenizer(
+    cfg: HibridsExperimentConfig, data_dir: Path, train_path: Path, corpus: str, out_dir: Path
+) -> Any:
     def texts() -> list[str]:
         limit = cfg.tokenizer_examples
         if cfg.train_examples is not None:
             limit = min(limit, cfg.train_examples)
         out: list[str] = []
-        for example in load_examples("scisummnet", train_dir, None, limit):
+        for example in load_examples(corpus, train_path, None, limit):
             out += [s.text for s in example.document.sentences] + example.references
             out += [s.heading for s in example.document.sections if s.heading]
         return out
@@ -172,7 +222,8 @@ def run_hibrids_experiment(cfg: HibridsExperimentConfig, output: str | Path, dat
         raise InputError(f"{corpus}: SciSummNet not found (pass --data ../shared/data)")
     started, load_before = time.perf_counter(), os.getloadavg()
     train_dir, dev_dir, split = split_papers(corpus, output / "split", cfg.dev_fraction)
-    tokenizer = _tokenizer(cfg, data_dir, train_dir, output / "tokenizer")
+    train_path, dev_path, source_corpus = _source_split(cfg, train_dir, dev_dir, output / "split", split)
+    tokenizer = _tokenizer(cfg, data_dir, train_path, source_corpus, output / "tokenizer")
     base = _base_model(cfg, tokenizer, output / "models" / "base")
     rows, biases = [], {}
     for variant in cfg.variants:
@@ -181,9 +232,9 @@ def run_hibrids_experiment(cfg: HibridsExperimentConfig, output: str | Path, dat
             cfg,
             model=str(model_dir),
             output_dir=str(output / "runs" / variant),
-            train_path=str(train_dir),
-            train_corpus="scisummnet",
-            dev_path=str(dev_dir),
+            train_path=str(train_path),
+            train_corpus=source_corpus,
+            dev_path=str(dev_path),
         )
         logger.warning("hibrids experiment: training %s", variant)
         rows.append({"variant": variant, **train_run(run_config, show_progress=False)})
@@ -278,7 +329,8 @@ def _table(
         "",
         f"Split: {split['rule']} ({split['train']} train / {split['dev']} dev papers; dev starts at "
         f"{split['first_dev_id']}); the first {cfg.train_examples or split['train']} train papers are used. "
-        f"Source: the paper's sections, first {cfg.max_source_length} tokens; target: the human summary, "
+        f"Source: the paper's sections{_abstract_note(split)}, first {cfg.max_source_length} tokens; target: "
+        "the human summary, "
         f"first {cfg.max_target_length} tokens. Dev ROUGE F1 x 100 on the first {cfg.dev_examples} dev "
         "papers (rouge-score, Porter stemming; rougeL = sentence-level LCS), best evaluation of each run; "
         f"greedy decoding, no repeated trigrams, at most {cfg.eval_max_length} tokens. Dev loss: "
@@ -326,6 +378,16 @@ def _table(
         "is the more telling column.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _abstract_note(split: dict[str, Any]) -> str:
+    if "train_abstracts_dropped" not in split:
+        return " (the abstract included)"
+    kept = split["train_without_abstract_section"] + split["dev_without_abstract_section"]
+    return (
+        f" without the abstract (dropped from {split['train_abstracts_dropped']} train and "
+        f"{split['dev_abstracts_dropped']} dev papers; {kept} papers have no section headed Abstract)"
+    )
 
 
 def _plot_biases(biases: dict[str, Any], path: Path) -> None:
