@@ -477,7 +477,7 @@ def test_batch_workers_default_to_the_cores_over_torch_threads(monkeypatch: pyte
 
     from synopsis.serve import settings as settings_module
 
-    monkeypatch.setattr(settings_module, "_cores", lambda: 2)
+    monkeypatch.setattr(settings_module, "usable_cores", lambda: 2)
     monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
     assert ServeSettings().batches_at_once == 2  # one torch thread: a batch per core
     monkeypatch.setattr(torch, "get_num_threads", lambda: 2)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import os
 import types
 import typing
 from collections.abc import Mapping
@@ -28,6 +29,14 @@ from synopsis.errors import ConfigError, InputError
 from synopsis.io import parse_json, read_text
 
 T = TypeVar("T")
+
+
+def usable_cores() -> int:
+    """The CPUs this process may run on (its affinity on Linux, else every CPU), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def _number(value: float) -> str:

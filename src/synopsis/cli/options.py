@@ -13,7 +13,7 @@ from typing import Any
 
 import typer
 
-from synopsis.config import AT_LEAST_ONE, DECODING_OPTIONS, Range
+from synopsis.config import AT_LEAST_ONE, DECODING_OPTIONS, Range, usable_cores
 
 #: What the help of a decoding flag adds: which methods take it and what it defaults to.
 NEURAL_DEFAULT = "Neural models; default: the model's."
@@ -62,10 +62,7 @@ def default_threads() -> int:
     try:
         return max(1, int(os.environ["OMP_NUM_THREADS"]))
     except (KeyError, ValueError):
-        try:
-            return max(1, len(os.sched_getaffinity(0)))
-        except AttributeError:  # not on Linux
-            return os.cpu_count() or 1
+        return usable_cores()
 
 
 def set_torch_threads(threads: int | None) -> None:

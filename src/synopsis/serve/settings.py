@@ -6,6 +6,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from synopsis.config import usable_cores
 from synopsis.errors import ConfigError
 
 
@@ -14,20 +15,13 @@ def _default_threads() -> int:
     return max(1, min(2, os.cpu_count() or 1))
 
 
-def _cores() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
 def default_batch_workers() -> int:
     """Batches of one model that may run at once when ``batch_workers`` is not given: the cores over torch's
     intra-op threads (2 on two cores with one torch thread, 1 with two), so concurrent batches fill the
     cores without oversubscribing them."""
     import torch
 
-    return max(1, _cores() // max(1, torch.get_num_threads()))
+    return max(1, usable_cores() // max(1, torch.get_num_threads()))
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,6 @@ from synopsis.models.hibrids.bias import (
     _check_backend,
     fused_pair_bias_fits,
     fused_section_attention,
-    relation_values,
     token_pair_bias,
 )
 from synopsis.models.hibrids.relations import SectionLayout, num_buckets
@@ -62,10 +61,9 @@ class HibridsBartEncoderAttention(BartEncoderAttention):
         keys = self.k_proj(hidden_states).view(shape).transpose(1, 2)
         values = self.v_proj(hidden_states).view(shape).transpose(1, 2)
         if self.config._attn_implementation == "sdpa" and fused_pair_bias_fits(hibrids_layout, self.head_dim):
-            section_values = relation_values(self.hibrids_bias.weight, hibrids_layout.relations)
             output = fused_section_attention(
-                self, query, keys, values, attention_mask, section_values,
-                hibrids_layout.ids, hibrids_layout.ids, scaling=self.scaling,
+                self, query, keys, values, attention_mask, self.hibrids_bias.weight, hibrids_layout,
+                scaling=self.scaling,
             )  # fmt: skip
             return self.out_proj(output.reshape(batch, length, -1)), None
         bias = token_pair_bias(self.hibrids_bias.weight, hibrids_layout)

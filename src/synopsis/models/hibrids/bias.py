@@ -23,7 +23,7 @@ from synopsis.models.adaptation import DerivedConfig, MethodTable
 from synopsis.models.hibrids.relations import SectionLayout, num_buckets, section_layout
 
 
-def relation_values(weight: torch.Tensor, relations: torch.Tensor) -> torch.Tensor:
+def _relation_values(weight: torch.Tensor, relations: torch.Tensor) -> torch.Tensor:
     """(B, H, S+1, S+1) bias values of every section pair; the last row and column (no section) are 0."""
     values = F.embedding(relations, weight).permute(0, 3, 1, 2)
     return F.pad(values, (0, 1, 0, 1))
@@ -39,7 +39,7 @@ def pair_bias(
     """
     batch, heads = relations.shape[0], weight.shape[1]
     slots = relations.shape[-1] + 1
-    columns = relation_values(weight, relations).gather(
+    columns = _relation_values(weight, relations).gather(
         3, key_ids[:, None, None, :].expand(batch, heads, slots, key_ids.shape[1])
     )  # (B, H, S+1, K)
     offsets = torch.arange(batch * heads, device=query_ids.device).view(batch, heads, 1) * slots
@@ -72,7 +72,7 @@ def window_bias(
 ) -> torch.Tensor:
     """(B, H, L, 2w+1) bias on LED's band, from :func:`window_index`."""
     batch, heads = relations.shape[0], weight.shape[1]
-    values = relation_values(weight, relations).reshape(batch, heads, -1)
+    values = _relation_values(weight, relations).reshape(batch, heads, -1)
     return values.gather(2, index.expand(batch, heads, -1)).view(batch, heads, length, -1)
 
 
@@ -164,27 +164,20 @@ def fused_pair_bias_fits(layout: SectionLayout, head_dim: int) -> bool:
     return layout.num_sections + 1 <= head_dim
 
 
-def section_width(num_sections: int) -> int:
-    """Columns the fused paths append to a head: the S+1 section slots, rounded up to a multiple of 8."""
-    return -(-(num_sections + 1) // 8) * 8
-
-
 def section_terms(
-    section_values: torch.Tensor, query_ids: torch.Tensor | None, key_ids: torch.Tensor, dtype: torch.dtype
+    weight: torch.Tensor, layout: SectionLayout, dtype: torch.dtype
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The two factors of a section-pair bias, ``bias[i, j] = rows[i] . one_hot[j]``.
+    """The two factors of the self-attention bias, ``bias[i, j] = rows[i] . one_hot[j]``: (B, H, L, W) rows,
+    each token's section's row of :func:`_relation_values`, and (B, L, W) one-hots of each token's section.
 
-    ``section_values`` is (B, H, S+1, S+1) per query section (rows gathered by ``query_ids`` (B, Q)) or
-    (B, H, Q, S+1) per query token (``query_ids`` None). Returns the (B, H, Q, W) query rows and the
-    (B, K, W) key one-hots, W = :func:`section_width`; the padding columns are zero.
+    W is the S+1 section slots rounded up to a multiple of 8 (for GPU kernels); the padding columns are 0.
     """
-    batch, heads = section_values.shape[:2]
-    slots = section_values.shape[-1]
-    width = section_width(slots - 1)
-    rows = F.pad(section_values.to(dtype), (0, width - slots))
-    if query_ids is not None:  # one row per query token: its section's row
-        rows = rows.gather(2, query_ids[:, None, :, None].expand(batch, heads, query_ids.shape[1], width))
-    return rows, F.one_hot(key_ids, width).to(dtype)
+    values = _relation_values(weight, layout.relations).to(dtype)  # (B, H, S+1, S+1)
+    batch, heads, slots = values.shape[:3]
+    width = -(-slots // 8) * 8
+    values = F.pad(values, (0, width - slots))
+    rows = values.gather(2, layout.ids[:, None, :, None].expand(batch, heads, layout.ids.shape[1], width))
+    return rows, F.one_hot(layout.ids, width).to(dtype)
 
 
 def fused_section_attention(
@@ -193,24 +186,23 @@ def fused_section_attention(
     keys: torch.Tensor,
     values: torch.Tensor,
     attention_mask: torch.Tensor | None,
-    section_values: torch.Tensor,
-    query_ids: torch.Tensor | None,
-    key_ids: torch.Tensor,
+    weight: torch.Tensor,
+    layout: SectionLayout,
     *,
     scaling: float,
 ) -> torch.Tensor:
-    """``softmax(q k^T * scaling + bias + mask) v`` with a section-pair bias, in one fused SDPA call.
+    """``softmax(q k^T * scaling + bias + mask) v`` with the section-pair bias, in one fused SDPA call.
 
     ``bias[i, j]`` is a dot product (:func:`section_terms`): the query's row of section values against the
     one-hot of the key's section. Appending that row to the scaled query and the one-hot to the key gives
     the biased scores inside SDPA's own product, so forward and backward run in the fused kernel and the
-    table's gradient (summed per key section) comes out of the query's extra columns; no (B, H, Q, K)
+    table's gradient (summed per key section) comes out of the query's extra columns; no (B, H, L, L)
     tensor is built here. The values are padded with zeros to the widened width, as the fused CPU kernel
-    needs equal widths. Equal to the direct computation up to rounding. Returns the (B, Q, H, D) output,
+    needs equal widths. Equal to the direct computation up to rounding. Returns the (B, L, H, D) output,
     as the attention functions do.
     """
     batch, heads, _, dim = query.shape
-    rows, one_hot = section_terms(section_values, query_ids, key_ids, query.dtype)
+    rows, one_hot = section_terms(weight, layout, query.dtype)
     width = rows.shape[-1]
     output = F.scaled_dot_product_attention(
         torch.cat([query * scaling, rows], dim=-1),

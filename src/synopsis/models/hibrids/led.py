@@ -40,7 +40,6 @@ from synopsis.models.hibrids.bias import (
     _CrossAttentionLink,
     fused_pair_bias_fits,
     pair_bias,
-    relation_values,
     section_terms,
     window_bias,
     window_index,
@@ -109,8 +108,7 @@ class HibridsLEDEncoderSelfAttention(LEDEncoderSelfAttention):
         if state is not None:
             layout = state.layout
             if fused_pair_bias_fits(layout, self.head_dim):
-                values = relation_values(self.hibrids_bias.weight, layout.relations)
-                rows, one_hot = section_terms(values, layout.ids, layout.ids, hidden_states.dtype)
+                rows, one_hot = section_terms(self.hibrids_bias.weight, layout, hidden_states.dtype)
                 self._band_terms = rows.transpose(1, 2), one_hot[:, :, None]  # (B, L, H, W), (B, L, 1, W)
             else:
                 one_sided = self.one_sided_attn_window_size
