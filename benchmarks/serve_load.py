@@ -78,11 +78,16 @@ def percentile(values: list[float], q: float) -> float:
 class Server:
     """``synopsis serve`` in a subprocess; its log goes to a temporary file read after the runs."""
 
-    def __init__(self, extra_args: list[str]) -> None:
+    def __init__(self, extra_args: list[str], source: Path | None = None, threads: int | None = None) -> None:
+        """``source``: a checkout whose ``src`` the server imports instead of this one's (an earlier commit's
+        worktree); ``threads``: its ``OMP_NUM_THREADS`` instead of this process's (default 1)."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)  # noqa: SIM115
-        env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "HF_HUB_OFFLINE": "1"}
+        omp = str(threads) if threads else os.environ.get("OMP_NUM_THREADS", "1")
+        env = {**os.environ, "OMP_NUM_THREADS": omp, "HF_HUB_OFFLINE": "1"}
+        if source is not None:
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source / "src"), env.get("PYTHONPATH")]))
         command = [
             sys.executable,
             "-c",
@@ -170,7 +175,7 @@ def run_load(
                     status, response = type(err).__name__, None
                 latencies[index].append(1000 * (time.perf_counter() - begin))
                 statuses[index][status] = statuses[index].get(status, 0) + 1
-                if response is not None and response.status_code == 200:
+                if response is not None and response.status_code == 200 and "timing_ms" in response.json():
                     timings[index].append(response.json()["timing_ms"])
 
     samples: list[tuple[float, float]] = []
@@ -362,6 +367,12 @@ def main() -> None:
     parser.add_argument(
         "--peer2-arg", action="append", default=[], help="extra argument of a third server run side by side"
     )
+    parser.add_argument(
+        "--base-source",
+        type=Path,
+        help="checkout (a worktree of an earlier commit) whose src/ the base server runs instead of this one",
+    )
+    parser.add_argument("--base-threads", type=int, help="OMP_NUM_THREADS of the base server only")
     parser.add_argument("--ceiling", type=int, default=0, help="measure N in one call vs N calls in-process")
     parser.add_argument("--ceiling-only", action="store_true", help="print the --ceiling figures and stop")
     parser.add_argument("--output", type=Path, default=ROOT / "benchmarks" / "results" / "serve_load.json")
@@ -384,7 +395,7 @@ def main() -> None:
     if args.ceiling_only:
         return
 
-    servers = {"base": Server(args.server_arg)}
+    servers = {"base": Server(args.server_arg, args.base_source, args.base_threads)}
     if args.peer_arg:
         servers["peer"] = Server(args.server_arg + args.peer_arg)
     if args.peer2_arg:
@@ -478,6 +489,15 @@ def main() -> None:
             "platform": platform.platform(),
             "cpus_available": len(os.sched_getaffinity(0)),
             "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+        },
+        "base_source": None
+        if args.base_source is None
+        else {
+            "path": str(args.base_source),
+            "commit": subprocess.run(
+                ["git", "-C", str(args.base_source), "rev-parse", "HEAD"], capture_output=True, text=True
+            ).stdout.strip(),
+            "omp_num_threads": args.base_threads,
         },
         "ceiling": limits,
         "runs": results,

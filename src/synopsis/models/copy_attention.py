@@ -103,9 +103,10 @@ class CopyMixture(nn.Module):
             return vocab_probs
         probs = p_gen.unsqueeze(-1) * vocab_probs
         if num_oovs:
-            probs = torch.cat([probs, probs.new_zeros(probs.size(0), num_oovs)], dim=-1)
-        # scatter_add (not scatter): a word that occurs k times in the article gets all k weights.
-        return probs.scatter_add(1, extended_ids, (1.0 - p_gen).unsqueeze(-1) * attention)
+            probs = nn.functional.pad(probs, (0, num_oovs))
+        # scatter_add (not scatter): a word that occurs k times in the article gets all k weights. In place on
+        # the fresh product (no backward reads it): a step's largest tensor is not copied once more.
+        return probs.scatter_add_(1, extended_ids, (1.0 - p_gen).unsqueeze(-1) * attention)
 
     def token_nll(
         self,

@@ -457,8 +457,14 @@ class PointerGeneratorEnsemble(nn.Module):
         def mean(name: str) -> torch.Tensor:
             return torch.stack([getattr(step, name) for step in steps]).mean(0)
 
+        # The (N, V + OOVs) distributions, a step's largest tensors, are summed into one new tensor instead
+        # of being stacked into a copy first.
+        probs = steps[0].probs + steps[1].probs
+        for step in steps[2:]:
+            probs.add_(step.probs)
+        probs.div_(len(steps))
         states = tuple(step.state for step in steps)
-        return StepOutput(mean("probs"), mean("attention"), mean("coverage"), mean("p_gen"), states)
+        return StepOutput(probs, mean("attention"), mean("coverage"), mean("p_gen"), states)
 
     def save_pretrained(self, directory: str | Path, vocab: Any | None = None) -> Path:
         """One checkpoint: ``members.K.*`` weights and the shared config with ``ensemble_size``."""
