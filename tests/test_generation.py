@@ -44,6 +44,11 @@ class ToyState:
     )  # (N,) sum of tokens so far: the distribution depends on history, so reordering matters
 
 
+def per_hypothesis(memory: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """The memory's rows (one per document) repeated for the K consecutive hypotheses of each document."""
+    return memory.repeat_interleave(tokens.size(0) // memory.size(0), dim=0)
+
+
 def make_step(tables: torch.Tensor):
     """``tables[b]`` (V, V) of logits: row = previous token. The running token sum shifts the logits, so a
     decoder that forgets to reorder its state gets different scores than brute force."""
@@ -51,7 +56,7 @@ def make_step(tables: torch.Tensor):
     def step(tokens: torch.Tensor, state: ToyState, memory: torch.Tensor):
         total = state.total + tokens
         vocab = torch.arange(memory.size(-1), dtype=torch.float)
-        logits = memory[torch.arange(tokens.size(0)), tokens] + 0.3 * torch.cos(
+        logits = per_hypothesis(memory, tokens)[torch.arange(tokens.size(0)), tokens] + 0.3 * torch.cos(
             total.float().unsqueeze(-1) * vocab
         )
         return torch.log_softmax(logits, dim=-1), ToyState(tokens, total)
@@ -233,7 +238,9 @@ def test_average_log_probability_ranking() -> None:
     tables = table.unsqueeze(0)
 
     def no_state(tokens, state, memory):
-        return torch.log_softmax(memory[torch.arange(tokens.size(0)), tokens], dim=-1), state
+        return torch.log_softmax(
+            per_hypothesis(memory, tokens)[torch.arange(tokens.size(0)), tokens], dim=-1
+        ), state
 
     kwargs = dict(batch_size=1, bos_id=BOS, eos_id=EOS, num_beams=3, max_length=6)
     average = beam_search(no_state, initial_state(1), tables, length_penalty=1.0, **kwargs)[0]

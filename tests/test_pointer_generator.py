@@ -93,6 +93,59 @@ def test_final_distribution_scatter_adds_duplicate_source_tokens() -> None:
     assert out.probs[1, len(vocab) + 1] == 0
 
 
+def test_hypotheses_share_their_source_as_if_it_were_copied() -> None:
+    """K decoder rows per source (a beam search's hypotheses) read one encoder output per source: every step's
+    distribution, attention, coverage and state equal those of the same rows over an encoder output copied K
+    times, and so do the gradients of every parameter through AttentionEnergy's backward."""
+    model, vocab = tiny_model(coverage=True)
+    model = model.double()
+    ids, ext, dec_in, _, num_oovs, _ = batch(vocab, ARTICLES, SUMMARIES)
+    k = 3
+    torch.manual_seed(1)
+    # Different tokens per hypothesis, so the K rows of a source really differ.
+    tokens = torch.randint(4, len(vocab), (dec_in.size(0) * k, 4))
+
+    def run(shared: bool) -> tuple[list, dict[str, torch.Tensor]]:
+        model.zero_grad()
+        encoder, state = model.encode(ids, ext, num_oovs)
+        state = dataclasses.replace(
+            state, **{f: getattr(state, f).repeat_interleave(k, 0) for f in ("h", "c", "context", "coverage")}
+        )
+        if not shared:
+            encoder = dataclasses.replace(
+                encoder,
+                **{
+                    f: getattr(encoder, f).repeat_interleave(k, 0)
+                    for f in ("states", "features", "mask", "extended_ids")
+                },
+            )
+        outputs, loss = [], 0.0
+        for t in range(tokens.size(1)):
+            out = model.decode_step(tokens[:, t], state, encoder)
+            outputs.append(
+                (out.probs, out.attention, out.coverage, out.p_gen, out.state.h, out.state.context)
+            )
+            loss = loss + out.probs.clamp_min(1e-12).log()[:, :5].sum() + (out.attention * out.coverage).sum()
+            state = out.state
+        loss.backward()
+        return outputs, {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+
+    shared_out, shared_grads = run(shared=True)
+    copied_out, copied_grads = run(shared=False)
+    for shared_step, copied_step in zip(shared_out, copied_out, strict=True):
+        for mine, theirs in zip(shared_step, copied_step, strict=True):
+            torch.testing.assert_close(mine, theirs, rtol=1e-12, atol=1e-12)
+    assert shared_grads.keys() == copied_grads.keys() and "attn_encoder.weight" in shared_grads
+    for name, grad in shared_grads.items():
+        torch.testing.assert_close(grad, copied_grads[name], rtol=1e-10, atol=1e-12, msg=name)
+    encoder, state = model.encode(ids, ext, num_oovs)
+    five = dataclasses.replace(
+        state, **{f: getattr(state, f)[:1].expand(5, -1) for f in ("h", "c", "context", "coverage")}
+    )
+    with pytest.raises(ValueError, match="5 decoder rows for 2 sources"):
+        model.decode_step(tokens[:5, 0], five, encoder)
+
+
 def test_teacher_forced_loss_equals_step_by_step_distribution() -> None:
     model, vocab = tiny_model(coverage=True)
     ids, ext, dec_in, labels, num_oovs, _ = batch(vocab, ARTICLES, SUMMARIES)

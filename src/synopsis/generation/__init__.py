@@ -2,7 +2,8 @@
 
 A model exposes a *step function* ``step(tokens, state, memory) -> (log_probs, state)``: ``tokens`` (N,) are
 the previous tokens of N hypotheses, ``state`` is whatever the model carries between steps (reordered when
-beams are reordered), ``memory`` is read-only per-document data (encoder outputs; expanded once per beam).
+beams are reordered), ``memory`` is read-only per-document data (encoder outputs), one row per document still
+searching: a beam search's N = B K hypotheses are K consecutive rows per document, which share that row.
 ``state`` and ``memory`` may be tensors or dataclasses / tuples / dicts of tensors with the batch first;
 anything that is not a tensor is passed through unchanged. Score adjustments are logits processors
 (:mod:`synopsis.generation.processors`), chosen by name from a generation config.

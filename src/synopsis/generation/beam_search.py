@@ -8,6 +8,10 @@ searching no longer pay for them. Hypotheses are ranked by length-normalised log
 ``sum / length ** length_penalty``: the paper's average log-probability with the default 1.0.
 Score adjustments (minimum length, n-gram and repeat bans) are logits processors applied at every step;
 every buffer is created on the device of the model's memory.
+
+The step function gets the tokens and decoder state of the K hypotheses of every document still searching
+(K consecutive rows per document) and the memory (e.g. the encoder's output) with one row per document:
+the K hypotheses of a document read one copy of its source, not K.
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ def beam_search(
     processors: LogitsProcessorList | None = None,
     trace: Callable[[Any, int], Any] | None = None,
 ) -> list[Hypothesis]:
-    """Best hypothesis per document. ``state``/``memory`` have ``batch_size`` rows (see the package doc).
+    """Best hypothesis per document. ``state``/``memory`` have ``batch_size`` rows (see the module doc).
 
     ``max_length`` counts generated tokens, EOS included. ``trace(state, row)``, if given, is kept with each
     finished hypothesis: what the decoder state of its row holds after its last step (e.g. the attention
@@ -60,7 +64,6 @@ def beam_search(
     k = num_beams
     n = batch_size * k
     state = map_tensors(lambda t: t.repeat_interleave(k, dim=0), state)
-    memory = map_tensors(lambda t: t.repeat_interleave(k, dim=0), memory)
     tokens = torch.full((n, 1), bos_id, dtype=torch.long, device=device)
     # Only the first beam is live at the start, so the K beams do not all pick the same first word.
     beam_scores = torch.full((batch_size, k), float("-inf"), device=device)
@@ -111,7 +114,7 @@ def beam_search(
             source_rows = source_rows.view(live, k)[kept_documents].view(-1)
             rows = (kept_documents.unsqueeze(1) * k + beam).view(-1)
             tokens, beam_scores = tokens[rows], beam_scores[kept_documents]
-            memory = map_tensors(lambda x, rows=rows: x.index_select(0, rows), memory)
+            memory = map_tensors(lambda x, kept=kept_documents: x.index_select(0, kept), memory)
             processors = processors.select_documents(kept_documents)
             searching = [searching[b] for b in going_on]
         state = map_tensors(lambda x, rows=source_rows: x.index_select(0, rows), state)

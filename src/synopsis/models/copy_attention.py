@@ -19,14 +19,17 @@ _EPS = 1e-12
 
 
 class AttentionEnergy(torch.autograd.Function):
-    """Attention energies of one decoder step, ``e'_i = v2 . sigmoid(F2_i + q2 + c_i w2)`` (B, L).
+    """Attention energies of one decoder step, ``e'_i = v2 . sigmoid(F2_i + q2 + c_i w2)`` (N, L).
 
     With ``F2 = 2 W_h h_i``, ``q2 = 2 (W_s s_t + b_attn)``, ``w2 = 2 w_c`` and ``v2 = 2 v`` this is
     ``v . tanh(W_h h_i + W_s s_t + w_c c_i + b_attn) + sum(v)`` (See et al. 2017, eq. 1 and 11): the paper's
     energy up to a per-row constant, so the same attention after the softmax.
 
-    The (B, L, 2H) pre-activation is written into ``workspace`` (one buffer per source, reused by every step)
-    and recomputed in the backward pass: autograd would otherwise keep one such tensor per target step.
+    The features ``F2`` have one row per source (B, L, 2H); the queries and coverage have K rows per source
+    (N = B K, source-major: the K hypotheses of a beam search), which read their source's features by
+    broadcasting instead of from K copies. The (B, K, L, 2H) pre-activation is written into ``workspace`` (one
+    buffer per source batch, reused by every step) and recomputed in the backward pass: autograd would
+    otherwise keep one such tensor per target step.
     """
 
     @staticmethod
@@ -42,7 +45,7 @@ class AttentionEnergy(torch.autograd.Function):
         activation = pre_activation(features2, query2, coverage, coverage_weight2, workspace).sigmoid_()
         ctx.save_for_backward(features2, query2, coverage, coverage_weight2, v2)
         ctx.workspace = workspace
-        return activation @ v2
+        return (activation @ v2).view(query2.size(0), -1)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -50,15 +53,23 @@ class AttentionEnergy(torch.autograd.Function):
         features2, query2, coverage, coverage_weight2, v2 = ctx.saved_tensors
         need_f, need_q, need_c, need_w, need_v, _ = ctx.needs_input_grad
         s = pre_activation(features2, query2, coverage, coverage_weight2, ctx.workspace).sigmoid_()
-        grad_v = torch.einsum("bl,blk->k", grad, s) if need_v else None
+        batch, k, length, _ = s.shape
+        grad = grad.view(batch, k, length)
+        grad_v = torch.einsum("bkl,bkld->d", grad, s) if need_v else None
         # d e' / d z = v2 * s (1 - s), times the incoming gradient; the last multiply allocates the result
         # (autograd accumulates it into the gradient of F2, so it cannot live in the reused buffer).
         s.addcmul_(s, s, value=-1.0).mul_(grad.unsqueeze(-1))
         grad_z = s * v2
-        grad_q = grad_z.sum(1) if need_q else None
-        grad_c = grad_z @ coverage_weight2 if need_c and coverage is not None else None
-        grad_w = torch.einsum("blk,bl->k", grad_z, coverage) if need_w and coverage is not None else None
-        return grad_z if need_f else None, grad_q, grad_c, grad_w, grad_v, None
+        grad_f = (grad_z[:, 0] if k == 1 else grad_z.sum(1)) if need_f else None
+        grad_q = grad_z.sum(2).view_as(query2) if need_q else None
+        has_coverage = coverage is not None
+        grad_c = (grad_z @ coverage_weight2).view_as(coverage) if need_c and has_coverage else None
+        grad_w = (
+            torch.einsum("bkld,bkl->d", grad_z, coverage.view(batch, k, length))
+            if need_w and has_coverage
+            else None
+        )
+        return grad_f, grad_q, grad_c, grad_w, grad_v, None
 
 
 def pre_activation(
@@ -68,10 +79,12 @@ def pre_activation(
     coverage_weight2: torch.Tensor,
     out: torch.Tensor,
 ) -> torch.Tensor:
-    torch.add(features2, query2.unsqueeze(1), out=out)
+    """``F2 + q2 + c w2`` into ``out`` (B, K, L, 2H), for features (B, L, 2H) and K query rows per source."""
+    batch, k, length, dim = out.shape
+    torch.add(features2.unsqueeze(1), query2.view(batch, k, 1, dim), out=out)
     if coverage is not None:
         # w_c c_i is an outer product: one fused multiply-add, not a Linear with one input feature.
-        out.addcmul_(coverage.unsqueeze(-1), coverage_weight2)
+        out.addcmul_(coverage.view(batch, k, length, 1), coverage_weight2)
     return out
 
 

@@ -35,6 +35,9 @@ Where the time goes on CPU, and what is done about it (the functions are unchang
 * ``W_h h_i`` is computed once per source; the rest of the attention energy is per step and is one custom
   autograd function (:class:`AttentionEnergy`) that writes the (B, L, 2H) pre-activation into one reused
   buffer and recomputes it in the backward pass instead of keeping one such tensor per target step;
+* in a beam search the K hypotheses of a source read its one encoder output (states, features, mask) by
+  broadcasting, not K copies of it: the per-step attention reads a K-th of the memory it did, and the search
+  copies nothing per beam;
 * ``tanh(x) = 2 sigmoid(2x) - 1``: PyTorch's CPU ``tanh`` is ~3x slower than its ``sigmoid``, and the constant
   ``-1`` only shifts every energy of a row by ``sum(v)``, which the softmax ignores.
 """
@@ -129,7 +132,7 @@ class PointerGeneratorConfig:
 
 @dataclass
 class EncoderOutput:
-    """What every decoder step reads; all tensors have the batch first (so beams can be expanded)."""
+    """What every decoder step reads, one row per source (the decoder's K hypotheses of a source share it)."""
 
     states: torch.Tensor  # (B, L, 2H) h_i
     features: torch.Tensor  # (B, L, 2H) 2 W_h h_i, precomputed once (doubled: see the module docstring)
@@ -282,9 +285,16 @@ class PointerGenerator(nn.Module):
     def _attention(
         self, s_t: torch.Tensor, encoder: EncoderOutput, coverage: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Attention (N, L) and context (N, 2H) of N decoder rows over ``encoder``'s B sources, N = B K: the K
+        hypotheses of a source are consecutive rows and read its one copy of the encoder states."""
         features = encoder.features
-        if encoder.workspace is None or encoder.workspace.shape != features.shape:
-            encoder.workspace = torch.empty_like(features, memory_format=torch.contiguous_format)
+        batch, length, dim = features.shape
+        k = s_t.size(0) // batch
+        if k * batch != s_t.size(0):
+            raise ValueError(f"{s_t.size(0)} decoder rows for {batch} sources: expected a multiple")
+        shape = (batch, k, length, dim)
+        if encoder.workspace is None or encoder.workspace.shape != shape:
+            encoder.workspace = features.new_empty(shape)
         # One dtype for the custom function, whose backward runs outside autocast: the features' (bf16 under
         # autocast, as the workspace). A no-op in fp32; coverage itself stays accumulated in fp32.
         dtype = features.dtype
@@ -298,10 +308,11 @@ class PointerGenerator(nn.Module):
         )
         # Masked softmax with a finite fill (exp underflows to exactly 0) and a final multiply by the mask:
         # an all-pad row (empty article) gets all-zero attention instead of the NaN of softmax(-inf, ...).
-        scores = scores.masked_fill(~encoder.mask, torch.finfo(scores.dtype).min)
-        attention = torch.softmax(scores, dim=-1) * encoder.mask
-        context = torch.bmm(attention.unsqueeze(1), encoder.states).squeeze(1)
-        return attention, context
+        mask = encoder.mask.unsqueeze(1)
+        scores = scores.view(batch, k, length).masked_fill(~mask, torch.finfo(scores.dtype).min)
+        attention = torch.softmax(scores, dim=-1) * mask
+        context = torch.bmm(attention, encoder.states)  # (B, K, 2H): one product per source
+        return attention.view(-1, length), context.view(batch * k, -1)
 
     def _recurrent_step(
         self, prev_ids: torch.Tensor, state: DecoderState, encoder: EncoderOutput
@@ -328,10 +339,15 @@ class PointerGenerator(nn.Module):
         return self.out_vocab(self.out_hidden(self.dropout(features)))
 
     def decode_step(self, prev_ids: torch.Tensor, state: DecoderState, encoder: EncoderOutput) -> StepOutput:
-        """One decoder step. ``prev_ids`` (B,) may hold extended ids (copied OOVs): those are read as UNK."""
+        """One decoder step of N rows (``prev_ids`` (N,), ``state``) over ``encoder``'s B sources, N = B K:
+        K hypotheses per source in consecutive rows, which share its one encoder output (a beam search's).
+        ``prev_ids`` may hold extended ids (copied OOVs): those are read as UNK."""
         features, attention, p_gen, new_state = self._recurrent_step(prev_ids, state, encoder)
         logits = self._vocab_logits(features)
-        probs = self.copy(logits, attention, p_gen, encoder.extended_ids, encoder.num_oovs)
+        extended_ids = encoder.extended_ids
+        if extended_ids.size(0) != prev_ids.size(0):  # K hypotheses per source (see _attention)
+            extended_ids = extended_ids.repeat_interleave(prev_ids.size(0) // extended_ids.size(0), dim=0)
+        probs = self.copy(logits, attention, p_gen, extended_ids, encoder.num_oovs)
         return StepOutput(probs, attention, state.coverage, p_gen, new_state)
 
     # ------------------------------------------------------------------ teacher-forced loss
