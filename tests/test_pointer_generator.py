@@ -146,6 +146,32 @@ def test_hypotheses_share_their_source_as_if_it_were_copied() -> None:
         model.decode_step(tokens[:5, 0], five, encoder)
 
 
+@pytest.mark.parametrize("pointer", [True, False])
+def test_copy_mixture_paths_agree(pointer: bool) -> None:
+    """The decoding path (one buffer written in place), the autograd path (out of place) and the ensemble's
+    scaled, added-in-place form give the same distribution."""
+    from synopsis.models.copy_attention import CopyMixture
+
+    model, vocab = tiny_model(pointer=pointer)
+    mixture = CopyMixture(model.config)
+    torch.manual_seed(0)
+    rows, length, num_oovs = 6, 5, 3
+    logits = torch.randn(rows, len(vocab), dtype=torch.float64)
+    attention = torch.softmax(torch.randn(rows, length, dtype=torch.float64), -1)
+    p_gen = torch.rand(rows, dtype=torch.float64)
+    ids = torch.randint(0, len(vocab) + num_oovs, (rows, length))
+    with torch.enable_grad():
+        taped = mixture(logits.requires_grad_(), attention, p_gen, ids, num_oovs)
+    with torch.no_grad():
+        decoded = mixture(logits, attention, p_gen, ids, num_oovs)
+        base = torch.rand_like(decoded)
+        added = mixture(logits, attention, p_gen, ids, num_oovs, scale=0.25, add_to=base.clone())
+    assert taped.requires_grad and decoded.shape == (rows, len(vocab) + (num_oovs if pointer else 0))
+    torch.testing.assert_close(decoded, taped.detach(), rtol=0, atol=1e-15)
+    torch.testing.assert_close(added, base + 0.25 * decoded, rtol=0, atol=1e-15)
+    torch.testing.assert_close(decoded.sum(-1), torch.ones(rows, dtype=torch.float64))
+
+
 def test_teacher_forced_loss_equals_step_by_step_distribution() -> None:
     model, vocab = tiny_model(coverage=True)
     ids, ext, dec_in, labels, num_oovs, _ = batch(vocab, ARTICLES, SUMMARIES)

@@ -109,17 +109,38 @@ class CopyMixture(nn.Module):
         p_gen: torch.Tensor,
         extended_ids: torch.Tensor,
         num_oovs: int,
+        *,
+        scale: float = 1.0,
+        add_to: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """(N, V + num_oovs) probabilities for N rows (one decoder step); (N, V) with the pointer off."""
+        """(N, V + num_oovs) probabilities for N rows (one decoder step); (N, V) with the pointer off.
+
+        ``scale`` multiplies the distribution, and ``add_to`` (of its shape, without autograd) receives it
+        added in place and is returned: an ensemble's mean, summed member by member (see
+        :class:`~synopsis.models.pointer_generator.PointerGeneratorEnsemble`)."""
         vocab_probs = torch.softmax(vocab_logits, dim=-1)
         if not self.config.pointer:
-            return vocab_probs
-        probs = p_gen.unsqueeze(-1) * vocab_probs
-        if num_oovs:
-            probs = nn.functional.pad(probs, (0, num_oovs))
-        # scatter_add (not scatter): a word that occurs k times in the article gets all k weights. In place on
-        # the fresh product (no backward reads it): a step's largest tensor is not copied once more.
-        return probs.scatter_add_(1, extended_ids, (1.0 - p_gen).unsqueeze(-1) * attention)
+            if add_to is not None:
+                return add_to.add_(vocab_probs, alpha=scale)
+            return vocab_probs if scale == 1.0 else vocab_probs * scale
+        gen = p_gen.unsqueeze(-1)
+        copied = (1.0 - p_gen).unsqueeze(-1) * attention
+        if scale != 1.0:
+            gen, copied = gen * scale, copied * scale
+        rows, vocab = vocab_probs.shape
+        if add_to is not None:
+            add_to[:, :vocab].addcmul_(gen, vocab_probs)
+        elif torch.is_grad_enabled():  # out of place, for autograd
+            add_to = gen * vocab_probs
+            add_to = nn.functional.pad(add_to, (0, num_oovs)) if num_oovs else add_to
+        else:
+            # Decoding: one (N, V + num_oovs) buffer written once (the product into its head, zeros in its
+            # tail): the vocabulary-wide rows are a step's largest tensors, and each pass over them counts.
+            add_to = vocab_probs.new_empty(rows, vocab + num_oovs)
+            torch.mul(gen, vocab_probs, out=add_to[:, :vocab])
+            add_to[:, vocab:].zero_()
+        # scatter_add (not scatter): a word that occurs k times in the article gets all k weights.
+        return add_to.scatter_add_(1, extended_ids, copied)
 
     def token_nll(
         self,

@@ -342,12 +342,25 @@ class PointerGenerator(nn.Module):
         """One decoder step of N rows (``prev_ids`` (N,), ``state``) over ``encoder``'s B sources, N = B K:
         K hypotheses per source in consecutive rows, which share its one encoder output (a beam search's).
         ``prev_ids`` may hold extended ids (copied OOVs): those are read as UNK."""
+        return self._step(prev_ids, state, encoder)
+
+    def _step(
+        self,
+        prev_ids: torch.Tensor,
+        state: DecoderState,
+        encoder: EncoderOutput,
+        scale: float = 1.0,
+        add_to: torch.Tensor | None = None,
+    ) -> StepOutput:
+        """:meth:`decode_step`, its distribution times ``scale`` and added to ``add_to`` if given (an
+        ensemble's members summed in place, see :meth:`CopyMixture.forward`)."""
         features, attention, p_gen, new_state = self._recurrent_step(prev_ids, state, encoder)
         logits = self._vocab_logits(features)
         extended_ids = encoder.extended_ids
         if extended_ids.size(0) != prev_ids.size(0):  # K hypotheses per source (see _attention)
             extended_ids = extended_ids.repeat_interleave(prev_ids.size(0) // extended_ids.size(0), dim=0)
-        probs = self.copy(logits, attention, p_gen, extended_ids, encoder.num_oovs)
+        num_oovs = encoder.num_oovs
+        probs = self.copy(logits, attention, p_gen, extended_ids, num_oovs, scale=scale, add_to=add_to)
         return StepOutput(probs, attention, state.coverage, p_gen, new_state)
 
     # ------------------------------------------------------------------ teacher-forced loss
@@ -468,17 +481,19 @@ class PointerGeneratorEnsemble(nn.Module):
     ) -> StepOutput:
         """One step of every member; the mean of their distributions (and of their attention, coverage and
         p_gen, for inspection)."""
-        steps = [m.decode_step(prev_ids, s, e) for m, s, e in zip(self.members, state, encoder, strict=True)]
+        # The distributions, a step's largest tensors, are scaled by 1/M in the copy mixture and, decoding,
+        # summed member by member into the first one's buffer: no stacked copy, no separate sum and divide.
+        scale, grad = 1.0 / len(self.members), torch.is_grad_enabled()
+        probs: torch.Tensor | None = None
+        steps = []
+        for member, member_state, member_encoder in zip(self.members, state, encoder, strict=True):
+            step = member._step(prev_ids, member_state, member_encoder, scale, None if grad else probs)
+            probs = probs + step.probs if grad and probs is not None else step.probs
+            steps.append(step)
 
         def mean(name: str) -> torch.Tensor:
             return torch.stack([getattr(step, name) for step in steps]).mean(0)
 
-        # The (N, V + OOVs) distributions, a step's largest tensors, are summed into one new tensor instead
-        # of being stacked into a copy first.
-        probs = steps[0].probs + steps[1].probs
-        for step in steps[2:]:
-            probs.add_(step.probs)
-        probs.div_(len(steps))
         states = tuple(step.state for step in steps)
         return StepOutput(probs, mean("attention"), mean("coverage"), mean("p_gen"), states)
 
