@@ -259,6 +259,34 @@ def test_serve_command_warns_about_an_open_public_port(
     assert served["app"].state.settings.auth_token == TOKEN
 
 
+def test_serve_threads_are_torch_threads_as_in_every_command(
+    monkeypatch: pytest.MonkeyPatch, logging_restored: None
+) -> None:
+    """``--threads`` sets torch's intra-op threads (as in summarize, train, ...), not how many requests run at
+    once: that is ``--inference-threads``. Before, ``serve --threads 1`` ran one request at a time with
+    torch's default threads (a third of the throughput of two requests at once, one thread each)."""
+    import torch
+    import uvicorn
+
+    import synopsis.serve
+    from synopsis.cli import main
+    from synopsis.serve.settings import ServeSettings
+
+    served: dict[str, Any] = {}
+    monkeypatch.setattr(synopsis.serve, "build_registry", lambda *a, **k: _registry())
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: served.update(app=app, **kwargs))
+    before = torch.get_num_threads()
+    try:
+        assert main(["serve", "--threads", "1"]) == 0
+        assert torch.get_num_threads() == 1
+        assert served["app"].state.settings.inference_threads == ServeSettings().inference_threads
+        assert main(["serve", "--inference-threads", "3"]) == 0
+        assert served["app"].state.settings.inference_threads == 3
+        assert served["app"].state.pool.threads == 3
+    finally:
+        torch.set_num_threads(before)
+
+
 # ----------------------------------------------------------------------------- /metrics
 def test_metrics_count_requests_batches_queues_and_cache_hits() -> None:
     recorder = RecordingSummarizer()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import typer
 
-from synopsis.cli.options import ranged, threads_option
+from synopsis.cli.options import ranged, set_torch_threads, threads_option
 from synopsis.config import AT_LEAST_ONE, Range
 from synopsis.errors import ConfigError
 
@@ -72,6 +72,12 @@ def serve(
         1, "--workers", allowed=AT_LEAST_ONE, help="Worker processes; each loads every model (memory x N)."
     ),
     threads: int | None = threads_option(),
+    inference_threads: int | None = ranged(
+        None,
+        "--inference-threads",
+        allowed=AT_LEAST_ONE,
+        help="Requests parsed and summarized at once, each on a thread of its own (default: min(2, cores)).",
+    ),
     queue_size: int = ranged(
         64, "--queue-size", allowed=Range(0, None), help="Requests that may wait for a thread (then 503)."
     ),
@@ -142,8 +148,10 @@ def serve(
         "batch_workers": batch_workers,
         "auth_token": auth_token(auth_token_file, os.environ),
     }
-    if threads is not None:
-        options["inference_threads"] = threads
+    if inference_threads is not None:
+        options["inference_threads"] = inference_threads
+    # --threads is what every computing command takes: torch's intra-op threads per computation.
+    set_torch_threads(threads)
     settings = ServeSettings(**options)  # checks the values before any model loads
 
     config = _log_config(level)
@@ -164,6 +172,8 @@ def serve(
         return
     # uvicorn starts each worker from an import string; the configuration travels in the environment,
     # and every worker loads its own registry (so N workers hold N copies of every model).
+    if threads is not None:  # worker processes set torch's threads from the environment they inherit
+        os.environ["OMP_NUM_THREADS"] = str(threads)
     os.environ[CONFIG_ENV] = json.dumps(
         {"models": models, "builtin": not no_builtin, "settings": settings.to_dict()}
     )
