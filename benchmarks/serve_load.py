@@ -68,6 +68,12 @@ def rss_mb(pid: int) -> float:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far (all its threads), from ``/proc/<pid>/stat``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def percentile(values: list[float], q: float) -> float:
     """Nearest-rank percentile (q in 0..100) of a non-empty list."""
     ordered = sorted(values)
@@ -196,9 +202,12 @@ def run_load(
     sampler.start()
     barrier.wait()
     started = time.perf_counter()
+    server_cpu, client_cpu = cpu_seconds(server.process.pid), time.process_time()
     for thread in threads:
         thread.join()
     elapsed = time.perf_counter() - started
+    server_cpu = cpu_seconds(server.process.pid) - server_cpu
+    client_cpu = time.process_time() - client_cpu
     done.set()
     sampler.join()
     rss_after = rss_mb(server.process.pid)
@@ -228,6 +237,15 @@ def run_load(
         "status_counts": status_counts,
         "duration_s": round(elapsed, 3),
         "throughput_rps": round(len(all_latencies) / elapsed, 2),
+        # Where the machine's CPU went during the run: the server process (all its threads) and this one
+        # (the client threads and the memory sampler), in CPU seconds and per request.
+        "cpu": {
+            "server_s": round(server_cpu, 2),
+            "clients_s": round(client_cpu, 2),
+            "server_ms_per_request": round(1000 * server_cpu / max(1, len(all_latencies)), 1),
+            "clients_ms_per_request": round(1000 * client_cpu / max(1, len(all_latencies)), 1),
+            "busy_cores": round((server_cpu + client_cpu) / elapsed, 2),
+        },
         "latency_ms": {
             "mean": round(statistics.fmean(all_latencies), 2),
             "p50": round(percentile(all_latencies, 50), 2),
@@ -428,7 +446,8 @@ def main() -> None:
 
     table = Table(title="synopsis serve on loopback (latency in ms, RSS in MB; ratio: peer(s) / base req/s)")
     columns = ["server", "model", "by", "clients x req", "errors", "req/s", "ratio", "p50", "p95", "p99"]
-    columns += ["max", "model call", "server total", "mean batch", "RSS max", "load before/after"]
+    columns += ["max", "model call", "server total", "mean batch", "CPU ms/req server+clients", "RSS max"]
+    columns += ["load before/after"]
     for column in columns:
         table.add_column(column, justify="left" if column in ("server", "model", "by") else "right")
     base_rps: dict[tuple[str, str, int, int], float] = {}
@@ -456,6 +475,7 @@ def main() -> None:
             f"{spent['model_call']}",
             f"{spent['total']}",
             str(r["batches"]["mean_size"] or ""),
+            f"{r['cpu']['server_ms_per_request']}+{r['cpu']['clients_ms_per_request']}",
             f"{rss['max']:.1f}",
             f"{load['before'][0]:.2f}/{load['after'][0]:.2f}",
         )
