@@ -129,18 +129,19 @@ class CopyMixture(nn.Module):
             gen, copied = gen * scale, copied * scale
         rows, vocab = vocab_probs.shape
         if add_to is not None:
-            add_to[:, :vocab].addcmul_(gen, vocab_probs)
+            probs = add_to
+            probs[:, :vocab].addcmul_(gen, vocab_probs)
         elif torch.is_grad_enabled():  # out of place, for autograd
-            add_to = gen * vocab_probs
-            add_to = nn.functional.pad(add_to, (0, num_oovs)) if num_oovs else add_to
+            probs = gen * vocab_probs
+            probs = nn.functional.pad(probs, (0, num_oovs)) if num_oovs else probs
         else:
             # Decoding: one (N, V + num_oovs) buffer written once (the product into its head, zeros in its
             # tail): the vocabulary-wide rows are a step's largest tensors, and each pass over them counts.
-            add_to = vocab_probs.new_empty(rows, vocab + num_oovs)
-            torch.mul(gen, vocab_probs, out=add_to[:, :vocab])
-            add_to[:, vocab:].zero_()
+            probs = vocab_probs.new_empty(rows, vocab + num_oovs)
+            torch.mul(gen, vocab_probs, out=probs[:, :vocab])
+            probs[:, vocab:].zero_()
         # scatter_add (not scatter): a word that occurs k times in the article gets all k weights.
-        return add_to.scatter_add_(1, extended_ids, copied)
+        return probs.scatter_add_(1, extended_ids, copied)
 
     def token_nll(
         self,

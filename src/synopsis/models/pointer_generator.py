@@ -139,8 +139,8 @@ class EncoderOutput:
     mask: torch.Tensor  # (B, L) True at real tokens
     extended_ids: torch.Tensor  # (B, L) source ids in the extended vocabulary (for copying)
     num_oovs: int  # size of the largest OOV list in the batch
-    # Scratch space for the attention pre-activation, reused by every step on this source (never an input:
-    # not copied when decoders expand or reorder the rows, it is re-made at the new size).
+    # Scratch space for the attention pre-activation (B, K, L, 2H), reused by every step on this source (never
+    # an input: not copied when a search drops documents, it is re-made at the new size).
     workspace: torch.Tensor | None = field(default=None, init=False, repr=False, compare=False)
 
 
