@@ -100,6 +100,17 @@ def _wait_for(predicate: Any, seconds: float = 5.0) -> None:
         time.sleep(0.01)
 
 
+def _instruction_request(client: TestClient, results: dict[int, Any], i: int) -> threading.Thread:
+    """A thread (not started) that posts instruction ``q{i}`` to the ``rec`` model; its response lands in
+    ``results[i]``."""
+
+    def post() -> None:
+        body = {"document": TEXT, "model": "rec", "instructions": [f"q{i}"]}
+        results[i] = client.post("/v1/summarize", json=body)
+
+    return threading.Thread(target=post)
+
+
 # ----------------------------------------------------------------------------- 413 that clients receive
 def test_oversized_body_is_a_413_that_urllib_httpx_and_requests_receive() -> None:
     import httpx
@@ -329,11 +340,7 @@ def test_requests_within_the_window_share_one_call() -> None:
     results: dict[int, Any] = {}
     with TestClient(create_app(_registry(recorder), settings)) as client:
 
-        def post(i: int) -> None:
-            body = {"document": TEXT, "model": "rec", "instructions": [f"q{i}"]}
-            results[i] = client.post("/v1/summarize", json=body)
-
-        threads = [threading.Thread(target=post, args=(i,)) for i in range(6)]
+        threads = [_instruction_request(client, results, i) for i in range(6)]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -444,11 +451,7 @@ def test_batches_run_concurrently_up_to_batch_workers() -> None:
     results: dict[int, Any] = {}
     with TestClient(create_app(_registry(model), settings)) as client:
 
-        def post(i: int) -> None:
-            body = {"document": TEXT, "model": "rec", "instructions": [f"q{i}"]}
-            results[i] = client.post("/v1/summarize", json=body)
-
-        threads = [threading.Thread(target=post, args=(i,)) for i in range(3)]
+        threads = [_instruction_request(client, results, i) for i in range(3)]
         try:
             threads[0].start()
             _wait_for(lambda: model.active == 1)  # the first batch runs (held)
@@ -482,11 +485,7 @@ def test_what_is_ready_is_split_over_the_free_workers(workers: int, sizes: list[
     results: dict[int, Any] = {}
     with TestClient(create_app(_registry(recorder), settings)) as client:
 
-        def post(i: int) -> None:
-            body = {"document": TEXT, "model": "rec", "instructions": [f"q{i}"]}
-            results[i] = client.post("/v1/summarize", json=body)
-
-        threads = [threading.Thread(target=post, args=(i,)) for i in range(4)]
+        threads = [_instruction_request(client, results, i) for i in range(4)]
         try:
             for thread in threads:
                 thread.start()
