@@ -4,9 +4,9 @@ In every encoder self-attention layer the first ``word_heads`` heads are ordinar
 and the remaining heads are *sentence-level*: their queries are the tokens, their keys and values are the
 sentence vectors ``g_m`` (the mean of the layer's input hidden states over the tokens of sentence ``m``,
 with averaging weights in the hidden states' dtype, so a float64 model follows the paper's equations to
-float64 rounding) sent through the SAME key/value projections. The heads are concatenated in that order and go through the
-layer's usual output projection, so Hie-BART has exactly BART's parameters: a stock BART checkpoint loads
-unchanged, and with ``word_heads == encoder_attention_heads`` the model *is* BART.
+float64 rounding) sent through the SAME key/value projections. The heads are concatenated in that order
+and go through the layer's usual output projection, so Hie-BART has exactly BART's parameters: a stock
+BART checkpoint loads unchanged, and with ``word_heads == encoder_attention_heads`` the model *is* BART.
 
 Sentence boundaries come from the input ids: every sentence starts with ``config.sentence_start_token_id``.
 As in the paper, the marker is BART's own [BOS] ``<s>`` by default (with its pretrained embedding): the
