@@ -20,6 +20,10 @@ from tiny_models import t5_config, t5_tokenizer
 from transformers import AutoModelForSeq2SeqLM
 
 from synopsis.models.hibrids import (
+    END_NODE,
+    OUTSIDE_NODES,
+    QUESTION_NODE,
+    START_NODE,
     InstructSumHibridsT5Config,
     InstructSumHibridsT5ForConditionalGeneration,
     convert_to_hibrids,
@@ -268,11 +272,18 @@ def test_the_summarizer_feeds_the_composed_model_its_sections_through_the_cache(
     cached = summarizer.summarize(documents, INSTRUCTIONS)
     assert summarizer.cache is not None and summarizer.cache.encodings == 1
     assert len(seen) == len(INSTRUCTIONS) and all(p.sections is not None for p in seen)
-    assert len({p.sections for p in seen}) == 1 and len(seen[0].sections.relations) == len(DOCUMENT.sections)
-    assert set(seen[0].sections.ids) > {-1}  # the source's tokens carry their sections
+    # the document's sections after the three outside nodes (question, start, end; issue 41 item 3)
+    assert len({p.sections for p in seen}) == 1
+    assert len(seen[0].sections.relations) == len(DOCUMENT.sections) + OUTSIDE_NODES
+    assert set(seen[0].sections.ids) > {START_NODE, END_NODE}  # the source's tokens carry their sections
 
     # the same as the uncached pass with the registry's inputs (segments and sections)
     encodings = summarizer.inputs.encode_sources(documents, INSTRUCTIONS)
+    for encoding in encodings:  # the instruction is the question node, the source's words are not
+        by_segment: list[set[int]] = [set(), set()]
+        for segment, node in zip(encoding.segment_ids, encoding.section_ids, strict=True):
+            by_segment[segment].add(node)
+        assert by_segment[1] == {QUESTION_NODE} and QUESTION_NODE not in by_segment[0]
     batch = summarizer.inputs.model_inputs(summarizer.inputs.collate(encodings))
     assert {"segment_ids", "section_ids", "section_relations"} <= batch.keys()
     with torch.no_grad():

@@ -21,8 +21,12 @@ from transformers import (
 
 from synopsis.document import Document, Section
 from synopsis.models.hibrids import (
+    END_NODE,
     FULL_INDEX,
     FULL_OTHER_BUCKET,
+    OUTSIDE_NODES,
+    QUESTION_NODE,
+    START_NODE,
     HibridsBartConfig,
     HibridsBartEncoderAttention,
     HibridsBartForConditionalGeneration,
@@ -38,6 +42,7 @@ from synopsis.models.hibrids import (
     cross_attention_bias,
     document_relation_buckets,
     num_buckets,
+    outside_node_relations,
     pad_section_relations,
     pool_by_section,
     relation_buckets,
@@ -546,6 +551,21 @@ def test_zero_tables_give_the_base_model_forward_and_generate(family: str, attn:
         assert (expected - changed).abs().max() > 1e-2
 
 
+@pytest.mark.parametrize("family", ["bart", "t5", "led"])
+def test_zero_tables_give_the_base_model_bit_for_bit_in_float64(family: str) -> None:
+    """Issue 41 item 1: the decoder's last two cross-attentions take their softmax in the input's precision,
+    as the stock eager layers do; a float32 softmax left 4.8e-7 (BART) and 4.0e-7 (LED) in float64 logits."""
+    stock = stock_model(family).double()
+    hibrids = convert_to_hibrids(stock)
+    inputs = family_inputs(family)
+    decoder_ids = torch.tensor([[3, 5, 7, 9, 11]] * 2)
+    with torch.no_grad():
+        expected = stock(**without_sections(inputs), decoder_input_ids=decoder_ids).logits
+        got = hibrids(**inputs, decoder_input_ids=decoder_ids).logits
+    assert got.dtype == torch.float64
+    assert torch.equal(expected, got)
+
+
 def test_tokens_outside_every_section_are_the_root_node_relations_by_hand() -> None:
     """Issue 27 item 3: BOS/EOS (section -1) used to get no bias; as in the authors' public code they are
     the tree's root node. Tree: root (0, depth 0) -> One (1) -> One.1 (2); root -> Two (3)."""
@@ -571,6 +591,51 @@ def test_tokens_outside_every_section_are_the_root_node_relations_by_hand() -> N
     for (q, k), pair in by_hand.items():
         assert torch.equal(bias[:, q, k], weight[FULL_INDEX[pair]]), (q, k, pair)
     assert not torch.equal(bias[:, 0, 1], torch.zeros(2))  # BOS now gets a bias
+
+
+def test_outside_nodes_are_the_public_codes_chunks_under_a_virtual_root_by_hand() -> None:
+    """Issue 41 item 3: as in the authors' public code, the question, start (BOS) and end (EOS) chunks are
+    each a depth-1 node under the virtual root (the document's root): outside -> a top-level section is
+    PathLen +-2, LvlDiff 0 (it was +-1, +1 when those tokens were the root itself). Tree: root -> One ->
+    One.1; root -> Two. Nodes: question 0, start 1, end 2, root 3, One 4, One.1 5, Two 6."""
+    document = Document(
+        Section(
+            paragraphs=[["r"]],
+            children=[Section("One", [["a"]], children=[Section("One.1", [["b"]])]), Section("Two", [["c"]])],
+        )
+    )
+    path, level = document.tree_relations()
+    depths = [s.depth for s in document.sections]
+    full_path, full_level, full_depth, order = outside_node_relations(path, level, np.array(depths))
+    assert (QUESTION_NODE, START_NODE, END_NODE, OUTSIDE_NODES) == (0, 1, 2, 3)
+    assert full_depth.tolist() == [1, 1, 1, 0, 1, 2, 1] and order.tolist() == [0, 1, 6, 2, 3, 4, 5]
+    by_hand = {
+        (START_NODE, 3): (1, -1), (START_NODE, 4): (2, 0), (START_NODE, 5): (3, 1), (START_NODE, 6): (2, 0),
+        (QUESTION_NODE, 4): (2, 0), (QUESTION_NODE, START_NODE): (2, 0), (QUESTION_NODE, END_NODE): (2, 0),
+        (END_NODE, 3): (-1, -1), (END_NODE, 5): (-3, 1), (END_NODE, START_NODE): (-2, 0),
+        (4, START_NODE): (-2, 0), (5, END_NODE): (3, -1), (3, QUESTION_NODE): (-1, 1), (1, 1): (0, 0),
+    }  # fmt: skip
+    for (x, y), pair in by_hand.items():
+        assert (full_path[x, y], full_level[x, y]) == pair, (x, y)
+    assert np.array_equal(full_path[3:, 3:], path) and np.array_equal(full_level[3:, 3:], level)
+    # through the bias: BOS (start), One.1, Two, EOS (end), an instruction token (question)
+    relations = relation_buckets(full_path, full_level, full_depth, order=order)[None]
+    layout = section_layout(torch.tensor([[1, 5, 6, 2, 0]]), relations, length=5, buckets=420)
+    weight = torch.randn(420, 2)
+    bias = token_pair_bias(weight, layout)[0]
+    tokens = {(0, 1): (3, 1), (0, 2): (2, 0), (3, 2): (-2, 0), (4, 0): (2, 0), (4, 4): (0, 0)}
+    for (q, k), pair in tokens.items():
+        assert torch.equal(bias[:, q, k], weight[FULL_INDEX[pair]]), (q, k)
+    # HIBRIDS-S: start -> root is child -> parent; start -> One a sibling; the last section -> end is next in
+    # the text; question -> start the next sibling (the question comes first)
+    selected = relation_buckets(full_path, full_level, full_depth, selected=True, order=order)
+    assert selected[START_NODE, 3] == SelectedRelation.PARENT
+    assert selected[START_NODE, 4] == SelectedRelation.NEXT_SIBLING
+    assert selected[6, END_NODE] == SelectedRelation.NEXT_SIBLING  # (2, 0) outranks next-in-text
+    assert selected[END_NODE, 6] == SelectedRelation.PREVIOUS_SIBLING
+    assert selected[QUESTION_NODE, START_NODE] == SelectedRelation.NEXT_SIBLING
+    assert selected[5, END_NODE] == SelectedRelation.OTHER  # (3, -1), not adjacent, another top section
+    assert torch.equal(selected[3:, 3:], relation_buckets(path, level, depths, selected=True))
 
 
 @pytest.mark.parametrize("family", ["bart", "t5", "led"])

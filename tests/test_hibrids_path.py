@@ -12,7 +12,7 @@ from tiny_models import save_tiny_bart, save_tiny_led, save_tiny_t5
 from synopsis.cli import main
 from synopsis.data.example import Example, write_examples
 from synopsis.document import Document, Section
-from synopsis.models.hibrids import relation_buckets
+from synopsis.models.hibrids import END_NODE, OUTSIDE_NODES, START_NODE, relation_buckets
 from synopsis.models.inputs import Seq2SeqInputs
 from synopsis.models.seq2seq import convert_checkpoint, load_seq2seq
 from synopsis.summarizers import load_summarizer
@@ -71,9 +71,10 @@ def test_batch_record_carries_sections_and_bucketed_relations(bases, tmp_path: P
     assert {"section_ids", "section_relations"} <= set(model_inputs)
     path, level = SECTIONED.tree_relations()
     expected = relation_buckets(path, level, [s.depth for s in SECTIONED.sections], selected=True)
-    assert torch.equal(model_inputs["section_relations"][0, :3, :3], expected)
-    assert model_inputs["section_relations"][1, 1:, :].eq(-1).all()  # the flat document has one section
-    assert set(model_inputs["section_ids"][0].tolist()) == {-1, 0, 1, 2}
+    # the outside nodes (question, start, end) come first, then the document's sections (issue 41 item 3)
+    assert torch.equal(model_inputs["section_relations"][0, 3:6, 3:6], expected)
+    assert model_inputs["section_relations"][1, 4:, :].eq(-1).all()  # the flat document has one section
+    assert set(model_inputs["section_ids"][0].tolist()) == {START_NODE, END_NODE, 3, 4, 5}
 
 
 def test_trained_tables_tell_a_sectioned_document_from_its_flat_copy(bases, tmp_path: Path) -> None:
@@ -199,7 +200,7 @@ def test_by_section_each_section_reads_its_own_subtree(bases, tmp_path: Path) ->
     (result,) = summarizer.summarize_by_section([document], batch_size=16)
     (batch,) = received  # every window in one batch
     section_ids, relations = batch["section_ids"], batch["section_relations"]
-    sections_read = [sorted(set(row.tolist()) - {-1}) for row in section_ids]
+    sections_read = [sorted(set(row.tolist()) - {-1, START_NODE, END_NODE}) for row in section_ids]
     # the windows of: the root's own text, Method's subtree (3 sections), Details' (2), Deeper, Results
     assert [len(s) for s in sections_read] == [1, 3, 2, 1, 1]
     path, level = document.tree_relations()
@@ -207,8 +208,8 @@ def test_by_section_each_section_reads_its_own_subtree(bases, tmp_path: Path) ->
         members = list(range(first, document.sections[first].subtree_end))
         depths = [document.sections[i].depth - document.sections[first].depth for i in members]
         expected = relation_buckets(path[members][:, members], level[members][:, members], depths)
-        n = len(members)
-        assert torch.equal(relations[row, :n, :n], expected)
+        n = len(members) + OUTSIDE_NODES
+        assert torch.equal(relations[row, OUTSIDE_NODES:n, OUTSIDE_NODES:n], expected)
         assert relations[row, n:, :].eq(-1).all()
     summaries = {node.path: node for node in result.walk()}
     assert set(summaries) == {(), (0,), (0, 0), (0, 0, 0), (1,)}

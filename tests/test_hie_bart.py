@@ -149,6 +149,45 @@ def test_attention_matches_plain_reference_for_a_batch(attn_impl: str) -> None:
         torch.testing.assert_close(got[b, mask[b].bool()], ref, atol=1e-5, rtol=1e-5)
 
 
+def test_float64_layer_matches_the_papers_equations() -> None:
+    """Issue 41 item 2: the sentence-averaging weights are in the hidden states' dtype. With float32 weights
+    (1/3 rounded to float32) the float64 layer was 3.5e-7 off the paper's AVG pooling and eqs. (1)-(3)."""
+    torch.manual_seed(1)
+    config = HieBartConfig.from_bart_config(toy_config(), word_heads=1, sentence_start_token_id=SENT)
+    config._attn_implementation = "eager"
+    attn = HieBartAttention(config).double().eval()
+    with torch.no_grad():
+        for p in attn.parameters():
+            p.normal_(0, 0.3)
+    ids, mask = toy_batch()
+    hidden = torch.randn(*ids.shape, config.d_model, dtype=torch.float64) * 10
+    weights, sentence_mask = sentence_membership(ids, mask, SENT, dtype=torch.float64)
+    assert weights.dtype == torch.float64 and weights[2, 0, 0] == 1 / 3  # BOS, marker, 30: exactly 1/3
+    additive = torch.zeros(ids.shape[0], 1, ids.shape[1], ids.shape[1], dtype=torch.float64)
+    additive = additive.masked_fill(mask[:, None, None, :] == 0, torch.finfo(torch.float64).min)
+    with torch.no_grad():
+        got, _ = attn(hidden, attention_mask=additive, sentence_weights=weights, sentence_mask=sentence_mask)
+        expected = reference_layer(attn, hidden, ids)
+    for b, ref in enumerate(expected):
+        torch.testing.assert_close(got[b, mask[b].bool()], ref, atol=1e-12, rtol=1e-12)
+
+
+def test_float64_encoder_averages_in_float64() -> None:
+    """The encoder builds the weights in its embeddings' dtype (float64 here), for every layer."""
+    _, hie = stock_and_hie(word_heads=2)
+    hie = hie.double()
+    seen = []
+    layer = hie.get_encoder().layers[0].self_attn
+    handle = layer.register_forward_pre_hook(
+        lambda _m, _a, kwargs: seen.append(kwargs["sentence_weights"].dtype), with_kwargs=True
+    )
+    ids, mask = toy_batch()
+    with torch.no_grad():
+        hie.get_encoder()(input_ids=ids, attention_mask=mask)
+    handle.remove()
+    assert seen == [torch.float64]
+
+
 def test_batched_encoding_equals_one_document_at_a_time() -> None:
     # The public code splits heads over the flattened batch*heads dimension; this fails for such a split.
     _, hie = stock_and_hie(word_heads=2, scale=20.0)

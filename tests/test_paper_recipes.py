@@ -97,6 +97,42 @@ def test_label_smoothed_nll_is_fairseqs_and_zero_is_plain_cross_entropy() -> Non
     assert abs(float(label_smoothed_nll(logits, labels, eps)) - total / count) < 1e-5
 
 
+def test_label_smoothing_forms_others_and_uniform_in_float64() -> None:
+    """Issue 41 item 5: "others" (today's fairseq, the default) puts eps / (V - 1) on every other word;
+    "uniform" (fairseq <= 0.10, BART's era) puts eps / V on every word, as torch's label_smoothing does."""
+    import torch
+    from torch.nn import functional as F
+
+    from synopsis.config import load_config
+    from synopsis.errors import ConfigError
+    from synopsis.training.seq2seq import Seq2SeqTrainConfig, label_smoothed_nll
+
+    torch.manual_seed(0)
+    logits = torch.randn(2, 5, 7, dtype=torch.float64) * 3
+    labels = torch.tensor([[1, 2, 3, -100, -100], [6, 0, 5, 4, 2]])
+    eps, vocab = 0.1, logits.size(-1)
+    uniform = label_smoothed_nll(logits, labels, eps, "uniform")
+    assert uniform.dtype == torch.float64
+    flat = logits.flatten(0, 1), labels.flatten()
+    torch_form = F.cross_entropy(*flat, ignore_index=-100, label_smoothing=eps)
+    assert abs(float(uniform - torch_form)) < 1e-14
+    others = label_smoothed_nll(logits, labels, eps)
+    log_probs = torch.log_softmax(logits, -1)
+    expected = []
+    for row, t in zip(*torch.nonzero(labels >= 0, as_tuple=True), strict=True):
+        q = torch.full((vocab,), eps / (vocab - 1), dtype=torch.float64)
+        q[labels[row, t]] = 1 - eps
+        expected.append(-(q * log_probs[row, t]).sum())
+    assert abs(float(others - torch.stack(expected).mean())) < 1e-14
+    assert abs(float(others - uniform)) > 1e-4  # the forms differ (at V = 7)
+    given = {"model": "/m", "output_dir": "r", "train_path": "t"}
+    assert load_config(Seq2SeqTrainConfig, None, given).label_smoothing_form == "others"
+    chosen = load_config(Seq2SeqTrainConfig, None, {**given, "label_smoothing_form": "uniform"})
+    assert chosen.label_smoothing_form == "uniform"
+    with pytest.raises(ConfigError, match="'others' or 'uniform'"):
+        load_config(Seq2SeqTrainConfig, None, {**given, "label_smoothing_form": "fairseq"})
+
+
 def test_label_smoothing_and_decoding_are_config_keys_settable_with_set() -> None:
     from synopsis.config import load_config, parse_overrides
     from synopsis.errors import ConfigError

@@ -361,3 +361,45 @@ def test_coverage_runs_combined_as_an_ensemble(corpus: Path, tmp_path: Path) -> 
 def test_combine_runs_is_checked(corpus: Path, schedule: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         tiny_config(corpus, **schedule)
+
+
+class CoverageStartTrainer(Trainer):
+    """Records the Adagrad state the coverage phase starts with."""
+
+    def _start_coverage_phase(self) -> None:
+        from synopsis.checkpoint import load_checkpoint
+
+        self.main_phase_best = load_checkpoint(self.output_dir / "best").optimizer_state
+        super()._start_coverage_phase()
+        self.coverage_start = [
+            {k: v.clone() for k, v in state.items()}
+            for state in self.optimizer.state_dict()["state"].values()
+        ]
+
+
+@pytest.mark.parametrize("start", ["fresh", "carry"])
+def test_the_coverage_phase_starts_with_fresh_or_carried_adagrad_accumulators(
+    corpus: Path, tmp_path: Path, start: str
+) -> None:
+    """Issue 41 item 4: by default the coverage phase starts with Adagrad accumulators at the initial value,
+    as the authors' convert_to_coverage_model (it restores weights, not Adagrad slots); ``carry`` keeps the
+    best main-phase checkpoint's."""
+    config = tiny_config(corpus, coverage_optimizer=start) if start == "carry" else tiny_config(corpus)
+    assert config.schedule.coverage_optimizer == start
+    trainer = CoverageStartTrainer(config, tmp_path / "run", progress=False)
+    trainer.run()
+    main_phase = trainer.main_phase_best
+    initial = config.optim.initial_accumulator
+    started = trainer.coverage_start
+    assert main_phase is not None and len(started) == len(main_phase["state"])
+    fresh = all(torch.all(s["sum"] == initial) and int(s["step"]) == 0 for s in started)
+    carried = all(
+        torch.equal(s["sum"], saved["sum"])
+        for s, saved in zip(started, main_phase["state"].values(), strict=True)
+    )
+    assert (fresh, carried) == ((True, False) if start == "fresh" else (False, True))
+
+
+def test_coverage_optimizer_is_checked(corpus: Path) -> None:
+    with pytest.raises(ConfigError, match="'fresh' or 'carry'"):
+        tiny_config(corpus, coverage_optimizer="reset")

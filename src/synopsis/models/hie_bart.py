@@ -2,10 +2,11 @@
 
 In every encoder self-attention layer the first ``word_heads`` heads are ordinary token-to-token heads
 and the remaining heads are *sentence-level*: their queries are the tokens, their keys and values are the
-sentence vectors ``g_m`` (the mean of the layer's input hidden states over the tokens of sentence ``m``)
-sent through the SAME key/value projections. The heads are concatenated in that order and go through the
-layer's usual output projection, so Hie-BART has exactly BART's parameters: a stock BART checkpoint loads
-unchanged, and with ``word_heads == encoder_attention_heads`` the model *is* BART.
+sentence vectors ``g_m`` (the mean of the layer's input hidden states over the tokens of sentence ``m``,
+with averaging weights in the hidden states' dtype, so a float64 model follows the paper's equations to
+float64 rounding) sent through the SAME key/value projections. The heads are concatenated in that order
+and go through the layer's usual output projection, so Hie-BART has exactly BART's parameters: a stock
+BART checkpoint loads unchanged, and with ``word_heads == encoder_attention_heads`` the model *is* BART.
 
 Sentence boundaries come from the input ids: every sentence starts with ``config.sentence_start_token_id``.
 As in the paper, the marker is BART's own [BOS] ``<s>`` by default (with its pretrained embedding): the
@@ -93,12 +94,17 @@ class HieBartConfig(DerivedConfig, BartConfig):
 
 
 def sentence_membership(
-    input_ids: torch.Tensor, attention_mask: torch.Tensor | None, sentence_start_token_id: int
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    sentence_start_token_id: int,
+    dtype: torch.dtype = torch.float32,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Averaging weights ``(batch, n_sent, seq)`` and a sentence mask ``(batch, n_sent)``.
+    """Averaging weights ``(batch, n_sent, seq)`` in ``dtype`` and a sentence mask ``(batch, n_sent)``.
 
     Row ``m`` of the weights is ``1/|s_m|`` on the tokens of sentence ``m`` and 0 elsewhere, so
-    ``weights @ hidden`` gives the sentence means. ``n_sent`` is the batch maximum; shorter rows have
+    ``weights @ hidden`` gives the sentence means ``g_m`` (Akiyama et al., section 3.1: the mean of the
+    hidden states over the tokens of sentence m). ``dtype`` is the hidden states' (a float32 ``1/3``
+    would put 1e-8 relative error into float64 means). ``n_sent`` is the batch maximum; shorter rows have
     masked (all-zero) sentences.
     """
     index = (input_ids == sentence_start_token_id).long().cumsum(-1) - 1
@@ -108,7 +114,7 @@ def sentence_membership(
     sentences = torch.arange(n_sent, device=input_ids.device)
     members = (index[:, None, :] == sentences[None, :, None]) & valid[:, None, :]
     counts = members.sum(-1)
-    weights = members.float() / counts.clamp(min=1)[..., None]
+    weights = members.to(dtype) / counts.clamp(min=1)[..., None].to(dtype)
     return weights, counts > 0
 
 
@@ -246,8 +252,10 @@ class HieBartEncoder(AdaptedModel, BartEncoder):
                 raise ValueError(
                     "Hie-BART config has no sentence_start_token_id; prepare the model with its tokenizer"
                 )
+            # the weights in the hidden states' dtype: the embeddings' (or inputs_embeds') own
+            dtype = (inputs_embeds if inputs_embeds is not None else self.embed_tokens.weight).dtype
             kwargs["sentence_weights"], kwargs["sentence_mask"] = sentence_membership(
-                input_ids, attention_mask, self.config.sentence_start_token_id
+                input_ids, attention_mask, self.config.sentence_start_token_id, dtype=dtype
             )
         return super().forward(
             input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, **kwargs

@@ -106,8 +106,12 @@ class SourceEncoding:
 
     ``sentence_ids`` index ``document.sentences`` (non-empty ones), ``section_ids`` index
     ``document.sections`` (pre-order, the root is 0); both are -1 for special tokens, the prefix and the
-    instruction. ``path_lengths``/``level_diffs`` are the document's (S, S) HIBRIDS relations and
-    ``section_depths`` its (S,) depths, for every section whether or not truncation kept its tokens.
+    instruction. For a HIBRIDS model ``section_ids`` are the nodes of :meth:`Seq2SeqInputs.section_relations`
+    instead: tokens outside every section are the question (the instruction), start (before the document)
+    or end (after it) node, as in the authors' public code, and section k is node ``k + 3``
+    (:func:`~synopsis.models.hibrids.relations.outside_node_relations`). ``path_lengths``/``level_diffs``
+    are the document's (S, S) HIBRIDS relations and ``section_depths`` its (S,) depths, for every section
+    whether or not truncation kept its tokens.
     """
 
     input_ids: list[int]
@@ -135,6 +139,19 @@ class _Piece:
     section: int = -1
     segment: int = SOURCE_SEGMENT
     cut: bool = True  # truncation may cut it (False: InstructSum's prompt template and title)
+
+
+def _section_nodes(sections: np.ndarray, segments: np.ndarray) -> np.ndarray:
+    """HIBRIDS' node of every token: section k is node ``k + 3``; a token outside every section is the
+    question node (instruction), the start node (before the document's last section token) or the end node
+    (after it: EOS), as the public code's chunks (:func:`~synopsis.models.hibrids.outside_node_relations`)."""
+    from synopsis.models.hibrids import END_NODE, OUTSIDE_NODES, QUESTION_NODE, START_NODE
+
+    inside = sections >= 0
+    last = int(np.flatnonzero(inside)[-1]) if inside.any() else -1
+    outside = np.where(np.arange(len(sections)) > last, END_NODE, START_NODE)
+    outside = np.where(segments == INSTRUCTION_SEGMENT, QUESTION_NODE, outside)
+    return np.where(inside, sections + OUTSIDE_NODES, outside)
 
 
 class Seq2SeqInputs:
@@ -320,11 +337,14 @@ class Seq2SeqInputs:
             report.add(len(ids), int(keep.sum()))
             sentences = [s for s in document.sentences if s.text.strip()]
             path, level = document.tree_relations()
+            sections = labels[1][keep]
+            if is_hibrids(self.config):
+                sections = _section_nodes(sections, labels[2][keep])
             out.append(
                 SourceEncoding(
                     input_ids=ids[keep].tolist(),
                     sentence_ids=labels[0][keep].tolist(),
-                    section_ids=labels[1][keep].tolist(),
+                    section_ids=sections.tolist(),
                     segment_ids=labels[2][keep].tolist(),
                     path_lengths=path,
                     level_diffs=level,
@@ -400,13 +420,16 @@ class Seq2SeqInputs:
 
     # ------------------------------------------------------------------ batches
     def section_relations(self, source: SourceEncoding) -> torch.Tensor:
-        """The (S, S) bucket ids of one source's section tree as this HIBRIDS model reads them (unpadded)."""
-        from synopsis.models.hibrids import relation_buckets
+        """The (S+3, S+3) bucket ids of one source's section tree with the nodes of the tokens outside every
+        section (question, start, end; :func:`~synopsis.models.hibrids.relations.outside_node_relations`),
+        as this HIBRIDS model reads them (unpadded)."""
+        from synopsis.models.hibrids import outside_node_relations, relation_buckets
 
         selected = bool(getattr(self.config, "hibrids_selected", False))
-        return relation_buckets(
-            source.path_lengths, source.level_diffs, source.section_depths, selected=selected
+        path, level, depth, order = outside_node_relations(
+            source.path_lengths, source.level_diffs, source.section_depths
         )
+        return relation_buckets(path, level, depth, selected=selected, order=order)
 
     def collate(
         self, sources: Sequence[SourceEncoding], targets: Sequence[Sequence[int]] | None = None

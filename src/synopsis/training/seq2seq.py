@@ -112,6 +112,7 @@ class Seq2SeqTrainConfig(ForHardware):
     # Label-smoothed cross-entropy (Szegedy et al., 2016; fairseq's label_smoothed_cross_entropy): 0 is plain
     # cross-entropy. The Hie-BART / BART CNN/DM recipe uses 0.1.
     label_smoothing: float = 0.0
+    label_smoothing_form: str = "others"  # eps/(V-1) per other word, or "uniform": eps/V (label_smoothed_nll)
     # Test-time decoding written into the trained model's generation settings (best/ and checkpoints), so
     # `synopsis summarize --model RUN/best` decodes this way with no flags, e.g. {num_beams: 4,
     # length_penalty: 2.0, min_length: 55, max_length: 140, no_repeat_ngram_size: 3}. None: the starting
@@ -153,6 +154,8 @@ class Seq2SeqTrainConfig(ForHardware):
                 f"convert.method must be one of {', '.join(CONVERTERS)}, got {self.convert.get('method')!r}"
             )
         check_generation_options(self.generation or {})
+        if (form := self.label_smoothing_form) not in LABEL_SMOOTHING_FORMS:
+            raise ValueError(f"label_smoothing_form must be 'others' or 'uniform', got {form!r}")
 
 
 @dataclass
@@ -184,17 +187,23 @@ def score_summaries(predictions: Sequence[str], references: Sequence[Sequence[st
     return {m: 100 * totals[m] / max(len(predictions), 1) for m in METRICS}
 
 
-def label_smoothed_nll(logits: torch.Tensor, labels: torch.Tensor, epsilon: float) -> torch.Tensor:
-    """Label-smoothed cross-entropy, mean over the labels that are not -100, as fairseq's
-    ``label_smoothed_cross_entropy`` (the BART / Hie-BART recipe): ``(1 - eps - eps_i) nll + eps_i sum_w
-    -log p(w)`` with ``eps_i = eps / (V - 1)``, i.e. the target gets ``1 - eps`` and every other word
-    ``eps / (V - 1)`` (Szegedy et al., 2016). ``epsilon = 0`` is the plain cross-entropy."""
+LABEL_SMOOTHING_FORMS = ("others", "uniform")  # eps over the other words, or over all of them
+
+
+def label_smoothed_nll(
+    logits: torch.Tensor, labels: torch.Tensor, epsilon: float, form: str = "others"
+) -> torch.Tensor:
+    """Label-smoothed cross-entropy (Szegedy et al., 2016, section 7), mean over labels that are not -100, as
+    fairseq's ``label_smoothed_cross_entropy``. ``"others"`` (today's fairseq): the target gets ``1 - eps``,
+    every other word ``eps / (V - 1)``. ``"uniform"`` (fairseq <= 0.10, which trained BART; torch's
+    ``label_smoothing``): ``(1 - eps) nll + eps / V sum_w -log p(w)``. ``epsilon = 0``: cross-entropy."""
     mask = labels.ne(-100)
-    log_probs = torch.log_softmax(logits.float(), dim=-1)
+    log_probs = torch.log_softmax(logits, dim=-1, dtype=torch.promote_types(logits.dtype, torch.float32))
     nll = -log_probs.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
     smooth = -log_probs.sum(-1)
-    eps_i = epsilon / (logits.size(-1) - 1)
-    loss = (1.0 - epsilon - eps_i) * nll + eps_i * smooth
+    others = form == "others"
+    eps_i = epsilon / (logits.size(-1) - 1 if others else logits.size(-1))
+    loss = (1.0 - epsilon - (eps_i if others else 0.0)) * nll + eps_i * smooth
     return (loss * mask).sum() / mask.sum().clamp(min=1)
 
 
@@ -421,7 +430,9 @@ class Seq2SeqTrainer:
         output = self.model(**batch)
         if self.config.label_smoothing == 0:
             return output.loss
-        return label_smoothed_nll(output.logits, batch["labels"], self.config.label_smoothing)
+        return label_smoothed_nll(
+            output.logits, batch["labels"], self.config.label_smoothing, self.config.label_smoothing_form
+        )
 
     @torch.inference_mode()
     def predict(self, sources: Sequence[SourceEncoding]) -> list[str]:

@@ -216,13 +216,15 @@ def fused_section_attention(
 
 
 def _probabilities(scores: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
-    """Softmax of attention scores under a float (additive) or boolean mask, as the stock layers do."""
+    """Softmax of attention scores under a float (additive) or boolean mask, as the stock layers do: in the
+    scores' own precision (BART's, LED's and T5's eager attention; under autocast, what autocast picks), so
+    that with zero tables the model is its base bit for bit in any dtype."""
     if attention_mask is not None:
         if attention_mask.dtype == torch.bool:
             scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
         else:
             scores = scores + attention_mask
-    return F.softmax(scores, dim=-1, dtype=torch.float32).to(scores.dtype)
+    return F.softmax(scores, dim=-1)
 
 
 def _cross_keys_values(

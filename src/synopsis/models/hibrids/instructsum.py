@@ -12,9 +12,10 @@ layer's position bias only (T5 reuses the unbiased one in later layers):
 
 * uncached (block-mask) pass: queries and keys are the prompt's tokens, the (B, H, L, L) token-pair bias;
 * source pass of the cache: queries and keys are the source's tokens and their sections;
-* instruction pass: the instruction tokens belong to no section, so to the tree's root (as in the uncached
-  pass, where their ``section_ids`` are -1); keys are ``[instruction; source]`` (aligned with the cache's
-  key positions), so the bias is (N, H, L_I, L_I + L_S).
+* instruction pass: the instruction tokens are node 0, the question node of the input builder's trees
+  (a depth-1 child of the virtual root, as the public code's question chunk; as in the uncached pass);
+  keys are ``[instruction; source]`` (aligned with the cache's key positions), so the bias is
+  (N, H, L_I, L_I + L_S).
 
 Each entry of the cache is the encoding of one source *and* its section tree
 (:class:`~synopsis.models.instructsum.SourceCache`), so cached == uncached with the biases on. The decoder
@@ -111,8 +112,9 @@ def _source(kwargs: dict[str, Any]) -> torch.Tensor:
 
 
 def _cache_pass_sections(state: _CachePass, layout: SectionLayout, queries: int) -> None:
-    """The sections of a cache pass's queries and keys: the source's own (source pass), or the root for
-    the ``queries`` instruction tokens and ``[root x queries; source sections]`` for the keys."""
+    """The sections of a cache pass's queries and keys: the source's own (source pass), or node 0 (the
+    question node) for the ``queries`` instruction tokens and ``[node 0 x queries; source sections]`` for
+    the keys."""
     state.relations = layout.relations
     if state.mode == "record":
         state.query_sections = state.key_sections = layout.ids

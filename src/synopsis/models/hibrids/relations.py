@@ -87,6 +87,7 @@ def relation_buckets(
     depth: np.ndarray | torch.Tensor | Sequence[int],
     *,
     selected: bool = False,
+    order: np.ndarray | torch.Tensor | Sequence[int] | None = None,
 ) -> torch.LongTensor:
     """(S, S) bucket ids of every ordered pair of sections, for ``section_relations``.
 
@@ -94,7 +95,9 @@ def relation_buckets(
     :meth:`~synopsis.document.Document.tree_relations` (sections in pre-order, row = query section),
     ``depth`` the (S,) section depths (root 0). Full table (``selected=False``): the bucket of each
     (PathLen, LvlDiff) pair of the paper's index set, :data:`FULL_OTHER_BUCKET` for any other pair.
-    HIBRIDS-S (``selected=True``): the :class:`SelectedRelation` of each pair.
+    HIBRIDS-S (``selected=True``): the :class:`SelectedRelation` of each pair. ``order``: each section's
+    position in the text, when that is not its index (:func:`outside_node_relations`); HIBRIDS-S reads it
+    for "after"/"before" and "next"/"previous in the text".
     """
     path = _as_long(path_len, "path_len", 2)
     level = _as_long(level_diff, "level_diff", 2).to(path.device)
@@ -108,10 +111,12 @@ def relation_buckets(
     if not selected:
         return _full_buckets(path, level)
 
-    order = torch.arange(n, device=path.device)
+    index = torch.arange(n, device=path.device)
+    order = index if order is None else _as_long(order, "order", 1).to(path.device)
     later = order[None, :] > order[:, None]
-    # A section's top-level section is the last depth-1 section at or before it in pre-order.
-    top = torch.where(depths == 1, order, -1).cummax(0).values
+    # A section's top-level section is the last depth-1 section at or before it in pre-order (outside
+    # nodes, stored before the document's sections, are each their own).
+    top = torch.where(depths == 1, index, -1).cummax(0).values
     top = torch.where(depths >= 1, top, -1)
     same_top = (top[:, None] == top[None, :]) & (top[:, None] >= 0)
     adjacent = (order[None, :] - order[:, None]).abs() == 1
@@ -146,6 +151,41 @@ def _full_buckets(path: torch.Tensor, level: torch.Tensor) -> torch.Tensor:
         (level + MAX_PATH_LENGTH).clamp(0, size - 1),
     ]
     return torch.where(inside, found, FULL_OTHER_BUCKET)
+
+
+#: Nodes of the tree for tokens outside every section, as in the authors' public code, where the chunk
+#: before the document (BOS), the question chunk and the end chunk (EOS) are each a depth-1 child of a
+#: virtual root: the question (InstructSum's instruction), the start (BOS, a prefix, a title) and the end.
+#: They come first in ``section_relations``; document section k is node ``k + OUTSIDE_NODES``.
+QUESTION_NODE, START_NODE, END_NODE = 0, 1, 2
+OUTSIDE_NODES = 3
+
+
+def outside_node_relations(
+    path_len: np.ndarray, level_diff: np.ndarray, depth: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The document's (S, S) relations (:meth:`~synopsis.document.Document.tree_relations`) with the three
+    outside nodes (:data:`QUESTION_NODE`, :data:`START_NODE`, :data:`END_NODE`) put first: (S+3, S+3)
+    PathLen and LvlDiff, (S+3,) depths and each node's position in the text (question, start, the
+    document's sections, end), for :func:`relation_buckets`.
+
+    The document's root (depth 0) is the virtual root: an outside node is its child, so from an outside
+    node to section k is ``depth(k) + 1`` steps and LvlDiff ``depth(k) - 1`` (to a top-level section:
+    PathLen +-2, LvlDiff 0, siblings), and two outside nodes are siblings (PathLen +-2, LvlDiff 0).
+    """
+    sections = len(depth)
+    count = sections + OUTSIDE_NODES
+    depths = np.concatenate([np.ones(OUTSIDE_NODES, dtype=np.int64), np.asarray(depth, dtype=np.int64)])
+    order = np.concatenate([[0, 1, count - 1], np.arange(2, sections + 2)]).astype(np.int64)
+    steps = np.full((count, count), 2, dtype=np.int64)  # outside <-> outside: siblings under the root
+    steps[:OUTSIDE_NODES, OUTSIDE_NODES:] = depths[None, OUTSIDE_NODES:] + 1
+    steps[OUTSIDE_NODES:, :OUTSIDE_NODES] = depths[OUTSIDE_NODES:, None] + 1
+    np.fill_diagonal(steps, 0)
+    path = steps * np.sign(order[None, :] - order[:, None])
+    path[OUTSIDE_NODES:, OUTSIDE_NODES:] = path_len
+    level = depths[None, :] - depths[:, None]
+    level[OUTSIDE_NODES:, OUTSIDE_NODES:] = level_diff
+    return path, level, depths, order
 
 
 def document_relation_buckets(document: Any, *, selected: bool = False) -> torch.LongTensor:
@@ -245,7 +285,9 @@ def add_qs_tokens(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) ->
 
 # ---------------------------------------------------------------------- section tensors and biases
 
-#: The section that tokens outside every section belong to: the document's root (pre-order index 0).
+#: The node of tokens labelled -1 (padding, or inputs made by hand without outside nodes): node 0, the
+#: document's root in a tree without outside nodes, the question node in one with them (the input builder
+#: labels every real token, :data:`OUTSIDE_NODES`).
 ROOT_SECTION = 0
 
 
@@ -253,7 +295,7 @@ ROOT_SECTION = 0
 class SectionLayout:
     """Validated section inputs of one batch.
 
-    ``ids`` (B, L): section of each token, tokens outside any section mapped to the root (section 0);
+    ``ids`` (B, L): section (tree node) of each token, tokens labelled -1 mapped to node 0;
     ``num_sections`` is the zero "no section" slot, used only for LED's window positions past the
     sequence. ``relations`` (B, S, S): bucket ids, padding clamped to a valid bucket.
     """
@@ -297,9 +339,9 @@ def section_layout(
     relations = section_relations.to(device=device, dtype=torch.long)
     _check_below(ids, size, "section_ids refers to section {} but section_relations has only {} sections")
     _check_below(relations, buckets, "section_relations has bucket {}; the table has {}")
-    # Tokens outside every section (BOS/EOS, the task prefix, a title, the root question, padding) are the
-    # tree's root node, as in the authors' public code, where such chunks hang off a virtual root: the
-    # document's root (section 0, depth 0) is that node, so they get the root's relations to every section.
+    # The input builder puts tokens outside every section on nodes of their own (question, start, end under
+    # the virtual root, as the authors' public code; outside_node_relations); -1 is padding, or a hand-made
+    # input whose tree has no such nodes: node 0, that tree's root.
     return SectionLayout(ids=torch.where(ids < 0, ROOT_SECTION, ids), relations=relations.clamp(min=0))
 
 

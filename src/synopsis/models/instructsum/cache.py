@@ -247,8 +247,8 @@ class EncodedPrompts:
 
     ``encoder_outputs`` (N, W, d_model) and the 2D ``attention_mask`` (N, W); for a model that reads HIBRIDS'
     section inputs also ``section_ids`` (N, W), laid out like the hidden states (instruction tokens and
-    padding -1, i.e. the root), and ``section_relations`` (N, S, S) padded with -1: what the decoder's
-    HIBRIDS-DEC bias reads. :meth:`generate_kwargs` is what ``model.generate`` takes.
+    padding -1, i.e. node 0: the question node), and ``section_relations`` (N, S, S) padded with -1: what
+    the decoder's HIBRIDS-DEC bias reads. :meth:`generate_kwargs` is what ``model.generate`` takes.
     """
 
     encoder_outputs: BaseModelOutput

@@ -78,7 +78,8 @@ def full_prompt(instruction: str | None, title: str | None, article: str) -> str
 class SourceSections:
     """The section tree of a source part, for a model that also reads HIBRIDS' section inputs.
 
-    ``ids``: the section of each source-part token (-1 outside every section, i.e. the tree's root);
+    ``ids``: the section (tree node) of each source-part token (the start and end nodes outside every
+    section, for the input builder's trees);
     ``relations``: the (S, S) relation bucket ids of the source's sections. Hashable: two prompts share a
     cached source encoding only when their source ids *and* their sections are equal.
     """

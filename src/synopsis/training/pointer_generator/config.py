@@ -71,12 +71,20 @@ class OptimConfig:
     batch_size: int = 16  # the global batch: shared by all processes of a distributed run
 
 
+#: Where the coverage phase's Adagrad accumulators start (``schedule.coverage_optimizer``).
+COVERAGE_OPTIMIZER_STATES = ("fresh", "carry")
+
+
 @dataclass
 class ScheduleConfig:
     max_steps: int = 100_000  # cap on the main (no-coverage) phase
     eval_every: int = 500
     patience: int = 5  # evaluations without a better validation loss = converged
     coverage_steps: int = 3_000
+    # The Adagrad accumulators the coverage phase starts with: "fresh" (at optim.initial_accumulator, as the
+    # authors' convert_to_coverage_model, which restores every weight but no Adagrad slot) or "carry" (the
+    # best main-phase checkpoint's, as this trainer did before; the bundled model was trained so).
+    coverage_optimizer: str = "fresh"
     save_every: int = 500
     log_every: int = 50
     max_minutes: float | None = None  # wall-clock budget for the main phase (the coverage phase still runs)
@@ -139,6 +147,9 @@ class PointerGeneratorTrainConfig(ForHardware):
             )
         if self.model.init not in INIT_SCHEMES:
             raise ValueError(f"model.init must be one of {', '.join(INIT_SCHEMES)}, got {self.model.init!r}")
+        start = self.schedule.coverage_optimizer
+        if start not in COVERAGE_OPTIMIZER_STATES:
+            raise ValueError(f"schedule.coverage_optimizer must be 'fresh' or 'carry', got {start!r}")
         combine = self.schedule.combine_runs
         if combine not in ("mean", "ensemble"):
             raise ValueError(f"schedule.combine_runs must be 'mean' or 'ensemble', got {combine!r}")

@@ -2,7 +2,9 @@
 
 Schedule, as in the paper: train without coverage until the validation loss stops improving (early
 stopping), go back to the best weights, then switch coverage on and train a short coverage phase
-(``schedule.coverage_steps``). Adagrad (lr 0.15, initial accumulator 0.1), gradient-norm clipping at 2.
+(``schedule.coverage_steps``). Adagrad (lr 0.15, initial accumulator 0.1), gradient-norm clipping at 2. The
+coverage phase starts with fresh Adagrad accumulators (0.1), as the authors' ``convert_to_coverage_model``
+does; ``schedule.coverage_optimizer: carry`` keeps the main phase's instead.
 
 The final weights can be averaged (neither is in the paper): ``schedule.average_last`` takes the mean of a
 coverage phase's last checkpoints, and ``schedule.coverage_runs`` trains several coverage phases one after the
@@ -370,9 +372,10 @@ class Trainer:
         return self.state["phase_start_step"] + s.coverage_steps
 
     def _start_coverage_phase(self) -> None:
-        """Back to the best no-coverage weights and optimizer state, then switch coverage on. Every coverage
-        run starts there: the first from best/, which then tracks the coverage phase, so with more runs to
-        come that start is kept in coverage_start/."""
+        """Back to the best no-coverage weights, then switch coverage on. Every coverage run starts there: the
+        first from best/, which then tracks the coverage phase, so with more runs to come that start is kept
+        in coverage_start/. The Adagrad accumulators start fresh, as in the authors' convert_to_coverage_model
+        (which restores the weights only), or with ``schedule.coverage_optimizer: carry`` as saved there."""
         first = self.state["phase"] == "main"
         run = self.state["coverage_run"] + 1
         logger.info(f"step {self.state['step']}: coverage run {run} starts from the best main-phase model")
@@ -381,7 +384,9 @@ class Trainer:
             self.output_dir / ("best" if first else "coverage_start"), checkpoint_type=CHECKPOINT_TYPE
         )
         self.model.load_state_dict(start.model_state)
-        if start.optimizer_state is not None:
+        if self.config.schedule.coverage_optimizer == "fresh":
+            self.optimizer.load_state_dict(_make_optimizer(self.model, self.config.optim).state_dict())
+        elif start.optimizer_state is not None:
             self.optimizer.load_state_dict(start.optimizer_state)
         if first:
             self._export("model_no_coverage")
