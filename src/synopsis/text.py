@@ -23,32 +23,119 @@ def _sentence_tokenizer() -> punkt.PunktSentenceTokenizer:
 _CJK_SENTENCE_END = re.compile(r"[。！？]+[」』”’）》〉】]*")
 
 
-def split_sentences(text: str) -> list[str]:
-    """Split a paragraph into sentences with Punkt (handles abbreviations, decimals, "e.g."); "。", "！" and
-    "？" end sentences too."""
-    text = text.strip()
-    if not text:
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of each sentence of a paragraph in ``text``, stripped of surrounding whitespace:
+    Punkt (handles abbreviations, decimals, "e.g."), and "。", "！" and "？" end sentences too."""
+    begin, end = len(text) - len(text.lstrip()), len(text.rstrip())
+    if begin >= end:
         return []
-    pieces = [text]
-    if _CJK_SENTENCE_END.search(text):
-        pieces, start = [], 0
-        for match in _CJK_SENTENCE_END.finditer(text):
-            pieces.append(text[start : match.end()])
+    pieces = [(begin, end)]
+    if _CJK_SENTENCE_END.search(text, begin, end):
+        pieces, start = [], begin
+        for match in _CJK_SENTENCE_END.finditer(text, begin, end):
+            pieces.append((start, match.end()))
             start = match.end()
-        pieces.append(text[start:])
+        pieces.append((start, end))
     tokenizer = _sentence_tokenizer()
-    sentences = (s.strip() for piece in pieces if piece.strip() for s in tokenizer.tokenize(piece.strip()))
-    return [s for s in sentences if s]
+    out = []
+    for piece_start, piece_end in pieces:
+        piece = text[piece_start:piece_end]
+        offset = piece_start + len(piece) - len(piece.lstrip())
+        for start, stop in tokenizer.span_tokenize(piece.strip()):
+            sentence = text[offset + start : offset + stop]
+            lead = len(sentence) - len(sentence.lstrip())
+            if sentence.strip():
+                out.append((offset + start + lead, offset + start + len(sentence.rstrip())))
+    return out
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split a paragraph into sentences (:func:`sentence_spans`)."""
+    return [text[start:end] for start, end in sentence_spans(text)]
+
+
+class SourceMap:
+    """Text rebuilt from a source (markup dropped, lines joined, entities decoded) that remembers, for each
+    of its characters, the span of the source it came from, so a sentence of the text maps back to
+    ``source[start:end]``. Built piece by piece with :meth:`add`, then read with :meth:`sentences`."""
+
+    def __init__(self) -> None:
+        self._chars: list[str] = []
+        self._starts: list[int] = []
+        self._ends: list[int] = []
+
+    def add(self, text: str, start: int, end: int | None = None) -> None:
+        """``text`` taken from ``source[start:end]``: character by character when ``end`` is left out (the
+        text is the source's own characters), else every character maps to the whole span (an entity,
+        an escape, a line break)."""
+        for i, char in enumerate(text):
+            self._chars.append(char)
+            self._starts.append(start + i if end is None else start)
+            self._ends.append(start + i + 1 if end is None else end)
+
+    def collapse_whitespace(self) -> SourceMap:
+        """A copy with each whitespace run one space and none at either end (``" ".join(text.split())``)."""
+        out = SourceMap()
+        for char, start, end in zip(self._chars, self._starts, self._ends, strict=True):
+            if char.isspace():
+                if not out._chars or out._chars[-1] == " ":
+                    continue
+                char = " "
+            out._chars.append(char)
+            out._starts.append(start)
+            out._ends.append(end)
+        if out._chars and out._chars[-1] == " ":
+            del out._chars[-1], out._starts[-1], out._ends[-1]
+        return out
+
+    @property
+    def text(self) -> str:
+        return "".join(self._chars)
+
+    def span(self, start: int, end: int) -> tuple[int, int]:
+        """The source span of the text's characters ``[start, end)`` (``end > start``)."""
+        return self._starts[start], self._ends[end - 1]
+
+    def sentences(self) -> list[tuple[str, tuple[int, int]]]:
+        """Each sentence of the text (:func:`sentence_spans`) with its span in the source."""
+        text = self.text
+        return [(text[start:end], self.span(start, end)) for start, end in sentence_spans(text)]
+
+
+_LINE = re.compile(r"[^\n]*\n|[^\n]+")
+
+
+def paragraph_maps(text: str) -> list[SourceMap]:
+    """The paragraphs of plain text with their source spans: paragraphs are separated by lines holding only
+    whitespace, and the lines of a paragraph are stripped and joined with single spaces (as
+    :func:`split_paragraphs`, with ``"\\r\\n"`` and ``"\\r"`` line ends, and the other line boundaries of
+    ``str.splitlines`` inside a line)."""
+    # "\r\n" and "\r" end lines as "\n" does; replacing each by one "\n"-sized stand-in keeps positions.
+    normal = text.replace("\r\n", " \n").replace("\r", "\n")
+    paragraphs: list[SourceMap] = []
+    current: SourceMap | None = None
+    for match in _LINE.finditer(normal):
+        line = match.group()
+        if not line.strip():
+            current = None
+            continue
+        position = match.start()
+        for part in line.splitlines(keepends=True):
+            stripped = part.strip()
+            if stripped:
+                if current is None:
+                    current = SourceMap()
+                    paragraphs.append(current)
+                elif current._chars:
+                    current.add(" ", position, position)
+                current.add(stripped, position + len(part) - len(part.lstrip()))
+            position += len(part)
+    return paragraphs
 
 
 def split_paragraphs(text: str) -> list[str]:
     """Paragraphs are separated by one or more blank lines; lines inside a paragraph are joined."""
-    blocks = re.split(r"\n\s*\n", text.replace("\r\n", "\n").replace("\r", "\n"))
-    return [
-        " ".join(line.strip() for line in block.splitlines() if line.strip())
-        for block in blocks
-        if block.strip()
-    ]
+    return [mapped.text for mapped in paragraph_maps(text)]
 
 
 _WORD_RE = re.compile(r"\w+(?:[-']\w+)*|[^\w\s]", re.UNICODE)
