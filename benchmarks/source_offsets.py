@@ -67,7 +67,8 @@ def main() -> None:
     print("|---|---|---|---|")
     for path in args.paths:
         count, exact, widest = exact_count(path)
-        print(f"| {path.rsplit('/', 1)[-1]} | {count} | {exact} ({100 * exact / max(1, count):.0f}%) | {widest} |")
+        share = 100 * exact / max(1, count)
+        print(f"| {path.rsplit('/', 1)[-1]} | {count} | {exact} ({share:.0f}%) | {widest} |")
     sys.stdout.flush()
 
 

@@ -64,7 +64,8 @@ def test_markdown_blocks_have_their_kinds() -> None:
         (None, "front_matter"), (None, "html"), (None, "prose"),
         ("Steps", "list"), ("Steps", "list"), ("Steps", "quote"), ("Steps", "code"), ("Steps", "table"),
         ("Steps", "prose"),
-        ("Links", "list"), ("Links", "list"), ("Links", "html"), ("Links", "prose"), ("Links", "footnote"),
+        ("Links", "navigation"), ("Links", "navigation"), ("Links", "html"), ("Links", "prose"),
+        ("Links", "footnote"),
     ]  # fmt: skip
     for block in document.blocks:  # every block, summarized or not, keeps its place in the input
         assert block.start is not None and block.end is not None
@@ -87,6 +88,8 @@ def test_summaries_choose_prose_and_lists_only_where_a_section_has_none() -> Non
     only_lists = parse_markdown("# T\n\n## A\n\n- One item.\n- Two items.\n\n```\ncode.\n```\n", Path("l.md"))
     assert [(s.kind, s.text) for s in only_lists.sentences] == [("list", "One item."), ("list", "Two items.")]
     assert only_lists.paragraphs == [["One item."], ["Two items."]]
+    contents = parse_markdown("# T\n\n## Contents\n\n* [Intro](#intro)\n  * [Use `x`](#use)\n", Path("c.md"))
+    assert contents.sentences == [] and [b.kind for b in contents.blocks] == ["navigation"] * 2
 
 
 def test_by_section_sources_are_the_chosen_sentences_with_their_offsets() -> None:

@@ -15,11 +15,11 @@ The reverse pair therefore gets ``(-p, -l)``. :meth:`Document.tree_relations` co
 of sections in O(S^2) (one vector operation per section), never per token pair.
 
 Every paragraph is a :class:`Paragraph`: a block of the source with its kind (:data:`BLOCK_KINDS`: prose,
-list item, quote, code, table, HTML, front matter, footnote) and, where the reader parsed the text itself,
-each sentence's character span in the reader's input. :attr:`Document.sentences` holds only the sentences a
-summary may choose: prose, and list items and quotes of a section without prose; code, tables, HTML, front
-matter and footnotes are one "sentence" per block, kept with their spans (:attr:`Document.blocks`) but never
-summarized.
+list item, quote, code, table, HTML, front matter, footnote, navigation: a list item made only of links)
+and, where the reader parsed the text itself, each sentence's character span in the reader's input.
+:attr:`Document.sentences` holds only the sentences a summary may choose: prose, and the list items and
+quotes of a section without prose. The other blocks keep their place and spans (:attr:`Document.blocks`)
+but are never summarized; code, tables, HTML and front matter are one "sentence" each, never split.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from synopsis.text import paragraph_maps, split_sentences
 
 #: The kinds of block a reader marks. Prose is always summarized; list items and quotes only in a section
 #: without prose; the others keep their place and spans but are never summarized.
-BLOCK_KINDS = ("prose", "list", "quote", "code", "table", "html", "front_matter", "footnote")
+BLOCK_KINDS = ("prose", "list", "quote", "code", "table", "html", "front_matter", "footnote", "navigation")
 SECONDARY_KINDS = frozenset({"list", "quote"})
 UNSUMMARIZED_KINDS = frozenset(BLOCK_KINDS) - {"prose"} - SECONDARY_KINDS
 

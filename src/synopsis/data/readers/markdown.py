@@ -80,11 +80,15 @@ class _InlineMapper:
     def __init__(self, source: str, start: int, end: int) -> None:
         self.source, self.cursor, self.end = source, start, end
         self.mapped = SourceMap()
+        self.links = 0  # how many links the cursor is inside
+        self.only_links = True  # no word outside a link so far (a table of contents' entry, a link list)
 
     def find(self, needle: str) -> int:
         return self.source.find(needle, self.cursor, self.end) if needle else -1
 
     def add_text(self, text: str) -> None:
+        if not self.links and any(char.isalnum() for char in text):
+            self.only_links = False
         found = self.find(text)
         if found >= 0:
             self.mapped.add(text, found)
@@ -162,9 +166,12 @@ class _InlineMapper:
                 self.skip("![")
                 self.feed(child.children or [])
                 self.skip_link_end()
-            elif kind == "link_open" and child.markup == "autolink":
-                self.skip("<")
+            elif kind == "link_open":
+                self.links += 1
+                if child.markup == "autolink":
+                    self.skip("<")
             elif kind == "link_close":
+                self.links -= 1
                 if child.markup == "autolink":
                     self.skip(">")
                 else:
@@ -175,10 +182,22 @@ class _InlineMapper:
 
 def _inline_map(token: Token, lines: _Lines) -> SourceMap:
     """The inline run's text (whitespace collapsed, markup dropped) with its source spans."""
+    return _mapper(token, lines).mapped.collapse_whitespace()
+
+
+def _mapper(token: Token, lines: _Lines) -> _InlineMapper:
     start, end = (lines.start(token.map[0]), lines.start(token.map[1])) if token.map else (0, len(lines.text))
     mapper = _InlineMapper(lines.text, start, end)
     mapper.feed(token.children or [])
-    return mapper.mapped.collapse_whitespace()
+    return mapper
+
+
+def _inline_paragraph(token: Token, lines: _Lines, container: str) -> Paragraph | None:
+    """An inline run as a paragraph of its container's kind; a list item made only of links (a table of
+    contents' entry) is navigation, never summarized."""
+    mapper = _mapper(token, lines)
+    only_links = container == "list" and mapper.only_links and mapper.mapped.text.strip()
+    return _paragraph(mapper.mapped.collapse_whitespace(), "navigation" if only_links else container)
 
 
 def _paragraph(mapped: SourceMap, kind: str) -> Paragraph | None:
@@ -241,7 +260,7 @@ def parse_markdown_text(text: str, document_id: str | None = None) -> Document:
             paragraph = _whole(text[span[0] : span[1]], span, "table")
             i = close
         elif token.type == "inline":
-            paragraph = _paragraph(_inline_map(token, lines), containers[-1] if containers else "prose")
+            paragraph = _inline_paragraph(token, lines, containers[-1] if containers else "prose")
         elif token.type in ("fence", "code_block"):
             paragraph = _whole(token.content.strip("\n"), lines.span(token.map), "code")
         elif token.type == "front_matter":
@@ -252,7 +271,7 @@ def parse_markdown_text(text: str, document_id: str | None = None) -> Document:
             else:  # angle-bracketed text at a line start (``<year>  <name of author>``) is text
                 inline = _parser().parseInline(token.content)[0]
                 inline.map = token.map
-                paragraph = _paragraph(_inline_map(inline, lines), containers[-1] if containers else "prose")
+                paragraph = _inline_paragraph(inline, lines, containers[-1] if containers else "prose")
         if paragraph is not None and paragraph.kind == "footnote":
             footnotes.append(paragraph)
         elif paragraph is not None:
