@@ -7,7 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import test_serve_browser
 
+# The browser fixtures (a real uvicorn server and Debian's Chromium); the module skips where they are absent.
+browser, page, server_url = test_serve_browser.browser, test_serve_browser.page, test_serve_browser.server_url
+sync_api = test_serve_browser.sync_api
 axe_package = pytest.importorskip("axe_playwright_python", reason="pip install axe-playwright-python")
 AXE_SCRIPT = (Path(axe_package.__file__).parent / "axe.min.js").read_text(encoding="utf-8")
 
@@ -29,8 +33,6 @@ def serious_violations(page: Any) -> list[str]:
 
 
 def test_the_page_after_a_summary_by_section_has_no_serious_axe_violation(page: Any) -> None:
-    from test_serve_browser import sync_api
-
     expect = sync_api.expect
     assert serious_violations(page) == []
     page.get_by_test_id("document").fill(LONG_DOCUMENT)
@@ -55,7 +57,3 @@ def test_the_page_has_a_favicon_and_favicon_ico_is_served(page: Any, server_url:
             assert response.status == 200
             assert response.headers["content-type"].startswith("image/svg+xml")
             assert b"<svg" in response.read()
-
-
-# The browser fixtures (a real uvicorn server and Debian's Chromium); the module skips where they are absent.
-from test_serve_browser import browser, page, server_url  # noqa: E402, F401
