@@ -63,9 +63,11 @@ KINDS = (
     "escape", "footnote", "hard break", "backslash break", "soft break", "line break tag",
 )  # fmt: skip
 
-sentence_strategy = st.lists(
-    st.tuples(st.sampled_from(WORDS), st.sampled_from(KINDS)), min_size=1, max_size=6
-).map(lambda pieces: "Start " + " ".join(inline_piece(w, k) for w, k in pieces) + ".")
+# A sentence may end in an entity or an escape, so its span must end after the whole of the markup.
+sentence_strategy = st.tuples(
+    st.lists(st.tuples(st.sampled_from(WORDS), st.sampled_from(KINDS)), min_size=1, max_size=6),
+    st.sampled_from([".", "!", "&#46;", "\\!", "&excl;"]),
+).map(lambda parts: "Start " + " ".join(inline_piece(w, k) for w, k in parts[0]) + parts[1])
 
 paragraph_strategy = st.lists(sentence_strategy, min_size=1, max_size=4).map(" ".join)
 
