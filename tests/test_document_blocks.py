@@ -142,3 +142,12 @@ def test_bad_kinds_and_spans_are_one_line_errors(field: str, value: object, mess
 def test_paragraph_is_a_list_of_sentences() -> None:
     paragraph = Paragraph(["A.", "B."], "quote", [(0, 2), None])
     assert paragraph == ["A.", "B."] and paragraph.kind == "quote" and paragraph.spans == [(0, 2), None]
+
+
+def test_the_outline_counts_the_sentences_a_summary_may_choose() -> None:
+    from synopsis.serve.documents import outline
+
+    document = read()
+    steps = outline(document)["children"][0]
+    assert (steps["heading"], steps["sentences"]) == ("Steps", 1)  # not its list, quote, code or table
+    assert outline(document)["total_sentences"] == len(document.sentences)
