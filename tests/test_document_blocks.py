@@ -151,3 +151,26 @@ def test_the_outline_counts_the_sentences_a_summary_may_choose() -> None:
     steps = outline(document)["children"][0]
     assert (steps["heading"], steps["sentences"]) == ("Steps", 1)  # not its list, quote, code or table
     assert outline(document)["total_sentences"] == len(document.sentences)
+
+
+def test_text_lists_are_list_items_with_their_spans() -> None:
+    from synopsis.data.readers.documents import parse_text
+
+    source = (
+        "Releases ship monthly. Each has notes.\n\n"
+        "- Build the tool.\n- Run the tests and\n  read the log.\n\n"
+        "1. First step.\n2) Second step.\n\n- not a list\nbecause this line is not indented.\n"
+    )
+    document = parse_text(source, Path("notes.txt"))
+    blocks = [(b.kind, b.text, source[b.start : b.end]) for b in document.blocks]
+    assert blocks == [
+        ("prose", "Releases ship monthly. Each has notes.", "Releases ship monthly. Each has notes."),
+        ("list", "Build the tool.", "Build the tool."),
+        ("list", "Run the tests and read the log.", "Run the tests and\n  read the log."),
+        ("list", "First step.", "First step."),
+        ("list", "Second step.", "Second step."),
+        ("prose", "- not a list because this line is not indented.",
+         "- not a list\nbecause this line is not indented."),
+    ]  # fmt: skip
+    # The root has prose, so its lists are not chosen.
+    assert [s.kind for s in document.sentences] == ["prose"] * 3

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from synopsis.errors import InputError
-from synopsis.text import paragraph_maps, split_sentences
+from synopsis.text import SourceMap, paragraph_maps, split_sentences
 
 #: The kinds of block a reader marks. Prose is always summarized; list items and quotes only in a section
 #: without prose; the others keep their place and spans but are never summarized.
@@ -59,6 +59,16 @@ class Paragraph(list[str]):
         ]
         if self.spans is not None and len(self.spans) != len(self):
             raise InputError(f"a paragraph of {len(self)} sentences has {len(self.spans)} spans")
+
+    @classmethod
+    def from_map(cls, mapped: SourceMap, kind: str = "prose", spans: bool = True) -> Paragraph | None:
+        """The sentences of rebuilt text (:class:`~synopsis.text.SourceMap`), with their spans in its source
+        when ``spans``; ``None`` when it holds no sentence."""
+        pieces = mapped.sentences()
+        if not pieces:
+            return None
+        sentences, found = zip(*pieces, strict=True)
+        return cls(sentences, kind, found if spans else None)
 
 
 def _kind(paragraph: Sequence[str]) -> str:
@@ -228,13 +238,8 @@ class Document:
     def from_text(cls, text: str, *, spans: bool = False, **kwargs: Any) -> Document:
         """Plain text: paragraphs are separated by blank lines, then sentence-split. With ``spans`` each
         sentence keeps its character span in ``text`` (for a reader whose input is ``text`` itself)."""
-        paragraphs = []
-        for mapped in paragraph_maps(text):
-            pieces = mapped.sentences()
-            if pieces:
-                sentences, found = zip(*pieces, strict=True)
-                paragraphs.append(Paragraph(sentences, spans=found if spans else None))
-        return cls(Section(paragraphs=paragraphs), **kwargs)
+        built = (Paragraph.from_map(mapped, spans=spans) for mapped in paragraph_maps(text))
+        return cls(Section(paragraphs=[p for p in built if p is not None]), **kwargs)
 
     def reindex(self) -> None:
         """Recompute parent links, depths, pre-order indices and the sentence list after edits."""

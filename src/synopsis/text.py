@@ -105,15 +105,14 @@ class SourceMap:
 _LINE = re.compile(r"[^\n]*\n|[^\n]+")
 
 
-def paragraph_maps(text: str) -> list[SourceMap]:
-    """The paragraphs of plain text with their source spans: paragraphs are separated by lines holding only
-    whitespace, and the lines of a paragraph are stripped and joined with single spaces (as
-    :func:`split_paragraphs`, with ``"\\r\\n"`` and ``"\\r"`` line ends, and the other line boundaries of
-    ``str.splitlines`` inside a line)."""
+def _line_blocks(text: str) -> list[list[tuple[str, int]]]:
+    """The blocks of lines of plain text, each line with its start: blocks are separated by lines holding only
+    whitespace; ``"\\r\\n"`` and ``"\\r"`` end lines as ``"\\n"`` does, and the other line boundaries of
+    ``str.splitlines`` split a line further."""
     # "\r\n" and "\r" end lines as "\n" does; replacing each by one "\n"-sized stand-in keeps positions.
     normal = text.replace("\r\n", " \n").replace("\r", "\n")
-    paragraphs: list[SourceMap] = []
-    current: SourceMap | None = None
+    blocks: list[list[tuple[str, int]]] = []
+    current: list[tuple[str, int]] | None = None
     for match in _LINE.finditer(normal):
         line = match.group()
         if not line.strip():
@@ -121,16 +120,64 @@ def paragraph_maps(text: str) -> list[SourceMap]:
             continue
         position = match.start()
         for part in line.splitlines(keepends=True):
-            stripped = part.strip()
-            if stripped:
+            if part.strip():
                 if current is None:
-                    current = SourceMap()
-                    paragraphs.append(current)
-                elif current._chars:
-                    current.add(" ", position, position)
-                current.add(stripped, position + len(part) - len(part.lstrip()))
+                    current = []
+                    blocks.append(current)
+                current.append((part, position))
             position += len(part)
-    return paragraphs
+    return blocks
+
+
+def _joined(lines: list[tuple[str, int]]) -> SourceMap:
+    """Lines stripped and joined with single spaces, each character mapped to its place in the text."""
+    mapped = SourceMap()
+    for part, position in lines:
+        if mapped._chars:
+            mapped.add(" ", position, position)
+        mapped.add(part.strip(), position + len(part) - len(part.lstrip()))
+    return mapped
+
+
+def paragraph_maps(text: str) -> list[SourceMap]:
+    """The paragraphs of plain text with their source spans: paragraphs are separated by lines holding only
+    whitespace, and the lines of a paragraph are stripped and joined with single spaces."""
+    return [_joined(lines) for lines in _line_blocks(text)]
+
+
+_LIST_MARKER = re.compile(r"[ \t]*(?:[-*+•‣◦▪]|\d{1,3}[.)])[ \t]+(?=\S)")
+
+
+def text_blocks(text: str) -> list[tuple[str, SourceMap]]:
+    """The blocks of plain text as ``("prose" | "list", paragraph)``: a block whose first line starts with
+    a bullet (``-``, ``*``, ``+``, ``•``) or a number (``1.``, ``2)``) and whose every other line does too,
+    or is indented deeper as the item's continuation, is a list, one paragraph per item with the marker
+    dropped; any other block is one prose paragraph (:func:`paragraph_maps`)."""
+    out: list[tuple[str, SourceMap]] = []
+    for lines in _line_blocks(text):
+        items = _list_items(lines)
+        if items is None:
+            out.append(("prose", _joined(lines)))
+        else:
+            out.extend(("list", _joined(item)) for item in items)
+    return out
+
+
+def _list_items(lines: list[tuple[str, int]]) -> list[list[tuple[str, int]]] | None:
+    first = lines[0][0]
+    if _LIST_MARKER.match(first) is None:
+        return None
+    indent = len(first) - len(first.lstrip())
+    items: list[list[tuple[str, int]]] = []
+    for part, position in lines:
+        marker = _LIST_MARKER.match(part)
+        if marker is not None:
+            items.append([(part[marker.end() :], position + marker.end())])
+        elif len(part) - len(part.lstrip()) > indent:
+            items[-1].append((part, position))
+        else:
+            return None
+    return items
 
 
 def split_paragraphs(text: str) -> list[str]:

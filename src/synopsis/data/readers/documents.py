@@ -9,14 +9,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from synopsis.data.readers.markdown import parse_markdown_text
-from synopsis.document import Document
+from synopsis.document import Document, Paragraph, Section
 from synopsis.io import parse_json
+from synopsis.text import text_blocks
 
 
 def parse_text(text: str, path: Path) -> Document:
-    """Plain text: paragraphs are separated by blank lines, then sentence-split; each sentence keeps its
-    span in ``text``."""
-    return Document.from_text(text, spans=True, id=path.stem)
+    """Plain text: paragraphs are separated by blank lines, then sentence-split; a block of bullet or numbered
+    lines is a list, one paragraph per item (:func:`synopsis.text.text_blocks`). Each sentence keeps its span
+    in ``text``."""
+    built = (Paragraph.from_map(mapped, kind) for kind, mapped in text_blocks(text))
+    return Document(Section(paragraphs=[p for p in built if p is not None]), id=path.stem)
 
 
 def parse_json_document(text: str, path: Path) -> Document:

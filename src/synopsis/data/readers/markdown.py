@@ -197,15 +197,7 @@ def _inline_paragraph(token: Token, lines: _Lines, container: str) -> Paragraph 
     contents' entry) is navigation, never summarized."""
     mapper = _mapper(token, lines)
     only_links = container == "list" and mapper.only_links and mapper.mapped.text.strip()
-    return _paragraph(mapper.mapped.collapse_whitespace(), "navigation" if only_links else container)
-
-
-def _paragraph(mapped: SourceMap, kind: str) -> Paragraph | None:
-    pieces = mapped.sentences()
-    if not pieces:
-        return None
-    sentences, spans = zip(*pieces, strict=True)
-    return Paragraph(sentences, kind, spans)
+    return Paragraph.from_map(mapper.mapped.collapse_whitespace(), "navigation" if only_links else container)
 
 
 def _whole(text: str, span: tuple[int, int], kind: str) -> Paragraph | None:
