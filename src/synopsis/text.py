@@ -68,10 +68,13 @@ class SourceMap:
         """``text`` taken from ``source[start:end]``: character by character when ``end`` is left out (the
         text is the source's own characters), else every character maps to the whole span (an entity,
         an escape, a line break)."""
-        for i, char in enumerate(text):
-            self._chars.append(char)
-            self._starts.append(start + i if end is None else start)
-            self._ends.append(start + i + 1 if end is None else end)
+        self._chars.extend(text)
+        if end is None:
+            self._starts.extend(range(start, start + len(text)))
+            self._ends.extend(range(start + 1, start + len(text) + 1))
+        else:
+            self._starts.extend([start] * len(text))
+            self._ends.extend([end] * len(text))
 
     def collapse_whitespace(self) -> SourceMap:
         """A copy with each whitespace run one space and none at either end (``" ".join(text.split())``)."""
