@@ -13,6 +13,13 @@ Tree relations follow HIBRIDS (Cao & Wang, ACL 2022, section 3): for sections ``
 
 The reverse pair therefore gets ``(-p, -l)``. :meth:`Document.tree_relations` computes both for all pairs
 of sections in O(S^2) (one vector operation per section), never per token pair.
+
+Every paragraph is a :class:`Paragraph`: a block of the source with its kind (:data:`BLOCK_KINDS`: prose,
+list item, quote, code, table, HTML, front matter, footnote, navigation: a list item made only of links)
+and, where the reader parsed the text itself, each sentence's character span in the reader's input.
+:attr:`Document.sentences` holds only the sentences a summary may choose: prose, and the list items and
+quotes of a section without prose. The other blocks keep their place and spans (:attr:`Document.blocks`)
+but are never summarized; code, tables, HTML and front matter are one "sentence" each, never split.
 """
 
 from __future__ import annotations
@@ -24,17 +31,65 @@ from typing import Any
 import numpy as np
 
 from synopsis.errors import InputError
-from synopsis.text import split_paragraphs, split_sentences
+from synopsis.text import SourceMap, paragraph_maps, split_sentences
+
+#: The kinds of block a reader marks. Prose is always summarized; list items and quotes only in a section
+#: without prose; the others keep their place and spans but are never summarized.
+BLOCK_KINDS = ("prose", "list", "quote", "code", "table", "html", "front_matter", "footnote", "navigation")
+SECONDARY_KINDS = frozenset({"list", "quote"})
+UNSUMMARIZED_KINDS = frozenset(BLOCK_KINDS) - {"prose"} - SECONDARY_KINDS
+
+Span = tuple[int, int]
+
+
+class Paragraph(list[str]):
+    """A block's sentences (a ``list`` of strings, so plain lists still work wherever a paragraph is
+    expected), with the block's ``kind`` and, when known, each sentence's ``(start, end)`` character span
+    in the reader's input (``spans[i]`` for ``self[i]``; ``None`` where the reader rebuilt the text)."""
+
+    def __init__(
+        self, sentences: Sequence[str] = (), kind: str = "prose", spans: Sequence[Span | None] | None = None
+    ) -> None:
+        super().__init__(sentences)
+        if kind not in BLOCK_KINDS:
+            raise InputError(f"unknown block kind '{kind}' (choose from {', '.join(BLOCK_KINDS)})")
+        self.kind = kind
+        self.spans: list[Span | None] | None = None if spans is None else [
+            None if span is None else (int(span[0]), int(span[1])) for span in spans
+        ]
+        if self.spans is not None and len(self.spans) != len(self):
+            raise InputError(f"a paragraph of {len(self)} sentences has {len(self.spans)} spans")
+
+    @classmethod
+    def from_map(cls, mapped: SourceMap, kind: str = "prose", spans: bool = True) -> Paragraph | None:
+        """The sentences of rebuilt text (:class:`~synopsis.text.SourceMap`), with their spans in its source
+        when ``spans``; ``None`` when it holds no sentence."""
+        pieces = mapped.sentences()
+        if not pieces:
+            return None
+        sentences, found = zip(*pieces, strict=True)
+        return cls(sentences, kind, found if spans else None)
+
+
+def _kind(paragraph: Sequence[str]) -> str:
+    return getattr(paragraph, "kind", "prose")
+
+
+def _span(paragraph: Sequence[str], i: int) -> Span | None:
+    spans = getattr(paragraph, "spans", None)
+    return None if spans is None else spans[i]
 
 
 @dataclass(eq=False)
 class Section:
-    """A node of the section tree. ``paragraphs`` is a list of paragraphs, each a list of sentences."""
+    """A node of the section tree. ``paragraphs`` is a list of paragraphs (:class:`Paragraph`, or plain
+    lists of sentences, read as prose without spans)."""
 
     heading: str | None = None
     paragraphs: list[list[str]] = field(default_factory=list)
     children: list[Section] = field(default_factory=list)
     number: str | None = None  # the source's own numbering ("2.1"), when it has one
+    heading_span: Span | None = None  # the heading line's characters in the reader's input, when known
     # Set by Document when the tree is indexed; not part of the serialised form.
     parent: Section | None = field(default=None, repr=False)
     index: int = field(default=-1, repr=False)  # pre-order position, root = 0
@@ -57,9 +112,18 @@ class Section:
         return self.index < other.index < self.subtree_end
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form; ``kinds`` and ``spans`` (parallel to ``paragraphs``) only when a paragraph has
+        a kind other than prose or a known span, so documents without them read and write as before."""
         out: dict[str, Any] = {"heading": self.heading, "paragraphs": [list(p) for p in self.paragraphs]}
+        if any(_kind(p) != "prose" for p in self.paragraphs):
+            out["kinds"] = [_kind(p) for p in self.paragraphs]
+        if any(getattr(p, "spans", None) is not None for p in self.paragraphs):
+            spans = [getattr(p, "spans", None) for p in self.paragraphs]
+            out["spans"] = [None if s is None else [None if x is None else list(x) for x in s] for s in spans]
         if self.number is not None:
             out["number"] = self.number
+        if self.heading_span is not None:
+            out["heading_span"] = list(self.heading_span)
         out["sections"] = [c.to_dict() for c in self.children]
         return out
 
@@ -78,12 +142,50 @@ class Section:
         children = data.get("sections", [])
         if not isinstance(children, list):
             raise InputError(f"{where}.sections: expected a list")
+        kinds = data.get("kinds", ["prose"] * len(paragraphs))
+        if not isinstance(kinds, list) or len(kinds) != len(paragraphs):
+            raise InputError(f"{where}.kinds: expected a list of one block kind per paragraph")
+        spans = data.get("spans", [None] * len(paragraphs))
+        if not isinstance(spans, list) or len(spans) != len(paragraphs) or not all(
+            p is None or (isinstance(p, list) and all(s is None or _is_span(s) for s in p)) for p in spans
+        ):
+            raise InputError(f"{where}.spans: expected one list of [start, end] (or null) per paragraph")
+        try:
+            built = [Paragraph(p, kind, span) for p, kind, span in zip(paragraphs, kinds, spans, strict=True)]
+        except InputError as err:
+            raise InputError(f"{where}: {err}") from None
+        heading_span = data.get("heading_span")
+        if heading_span is not None and not _is_span(heading_span):
+            raise InputError(f"{where}.heading_span: expected [start, end] or null")
         return cls(
             heading=heading,
-            paragraphs=[list(p) for p in paragraphs],
+            paragraphs=built,
             children=[cls.from_dict(c, f"{where}.sections[{i}]") for i, c in enumerate(children)],
             number=data.get("number"),
+            heading_span=None if heading_span is None else (heading_span[0], heading_span[1]),
         )
+
+
+def _is_span(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
+        and value[0] <= value[1]
+    )
+
+
+@dataclass(frozen=True)
+class Block:
+    """One paragraph of the source in document order, summarized or not, with its kind and the span of its
+    characters in the reader's input (``None`` when unknown)."""
+
+    section: Section
+    paragraph: int
+    kind: str
+    text: str
+    start: int | None
+    end: int | None
 
 
 @dataclass(frozen=True, eq=False)
@@ -92,6 +194,11 @@ class Sentence:
     index: int  # position among all sentences of the document
     section: Section = field(repr=False)
     paragraph: int  # paragraph index within its section
+    kind: str = "prose"
+    #: characters ``[start, end)`` of the sentence in the reader's input text (``None`` when the reader
+    #: rebuilt the text, e.g. from JSON or XML); whitespace and inline markup may lie inside
+    start: int | None = None
+    end: int | None = None
 
     @property
     def depth(self) -> int:
@@ -128,9 +235,11 @@ class Document:
         return cls.from_paragraphs([list(sentences)], **kwargs)
 
     @classmethod
-    def from_text(cls, text: str, **kwargs: Any) -> Document:
-        """Plain text: paragraphs are separated by blank lines, then sentence-split."""
-        return cls.from_paragraphs(split_paragraphs(text), **kwargs)
+    def from_text(cls, text: str, *, spans: bool = False, **kwargs: Any) -> Document:
+        """Plain text: paragraphs are separated by blank lines, then sentence-split. With ``spans`` each
+        sentence keeps its character span in ``text`` (for a reader whose input is ``text`` itself)."""
+        built = (Paragraph.from_map(mapped, spans=spans) for mapped in paragraph_maps(text))
+        return cls(Section(paragraphs=[p for p in built if p is not None]), **kwargs)
 
     def reindex(self) -> None:
         """Recompute parent links, depths, pre-order indices and the sentence list after edits."""
@@ -146,10 +255,18 @@ class Document:
         for node in reversed(self._sections):
             node.subtree_end = max([c.subtree_end for c in node.children], default=node.index + 1)
         self._sentences: list[Sentence] = []
+        self._paragraphs: list[list[str]] = []
         for node in self._sections:
+            has_prose = any(_kind(p) == "prose" and p for p in node.paragraphs)
             for p, paragraph in enumerate(node.paragraphs):
-                for text in paragraph:
-                    self._sentences.append(Sentence(text, len(self._sentences), node, p))
+                kind = _kind(paragraph)
+                if kind in UNSUMMARIZED_KINDS or (kind in SECONDARY_KINDS and has_prose):
+                    continue
+                for i, text in enumerate(paragraph):
+                    span = _span(paragraph, i) or (None, None)
+                    self._sentences.append(Sentence(text, len(self._sentences), node, p, kind, *span))
+                if paragraph:
+                    self._paragraphs.append(list(paragraph))
 
     # ----------------------------------------------------------------- views
     @property
@@ -159,11 +276,26 @@ class Document:
 
     @property
     def sentences(self) -> list[Sentence]:
+        """The sentences a summary may choose, in document order: prose, and the list items and quotes of
+        sections without prose (see the module docstring)."""
         return self._sentences
 
     @property
     def paragraphs(self) -> list[list[str]]:
-        return [p for node in self._sections for p in node.paragraphs if p]
+        """The paragraphs of :attr:`sentences`."""
+        return self._paragraphs
+
+    @property
+    def blocks(self) -> list[Block]:
+        """Every paragraph in document order, summarized or not (code, tables, HTML included)."""
+        out = []
+        for node in self._sections:
+            for p, paragraph in enumerate(node.paragraphs):
+                spans = getattr(paragraph, "spans", None) or []
+                known = [s for s in spans if s is not None]
+                start, end = (known[0][0], known[-1][1]) if known else (None, None)
+                out.append(Block(node, p, _kind(paragraph), " ".join(paragraph), start, end))
+        return out
 
     @property
     def text(self) -> str:

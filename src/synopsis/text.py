@@ -23,32 +23,169 @@ def _sentence_tokenizer() -> punkt.PunktSentenceTokenizer:
 _CJK_SENTENCE_END = re.compile(r"[。！？]+[」』”’）》〉】]*")
 
 
-def split_sentences(text: str) -> list[str]:
-    """Split a paragraph into sentences with Punkt (handles abbreviations, decimals, "e.g."); "。", "！" and
-    "？" end sentences too."""
-    text = text.strip()
-    if not text:
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of each sentence of a paragraph in ``text``, stripped of surrounding whitespace:
+    Punkt (handles abbreviations, decimals, "e.g."), and "。", "！" and "？" end sentences too."""
+    begin, end = len(text) - len(text.lstrip()), len(text.rstrip())
+    if begin >= end:
         return []
-    pieces = [text]
-    if _CJK_SENTENCE_END.search(text):
-        pieces, start = [], 0
-        for match in _CJK_SENTENCE_END.finditer(text):
-            pieces.append(text[start : match.end()])
+    pieces = [(begin, end)]
+    if _CJK_SENTENCE_END.search(text, begin, end):
+        pieces, start = [], begin
+        for match in _CJK_SENTENCE_END.finditer(text, begin, end):
+            pieces.append((start, match.end()))
             start = match.end()
-        pieces.append(text[start:])
+        pieces.append((start, end))
     tokenizer = _sentence_tokenizer()
-    sentences = (s.strip() for piece in pieces if piece.strip() for s in tokenizer.tokenize(piece.strip()))
-    return [s for s in sentences if s]
+    out = []
+    for piece_start, piece_end in pieces:
+        piece = text[piece_start:piece_end]
+        offset = piece_start + len(piece) - len(piece.lstrip())
+        for start, stop in tokenizer.span_tokenize(piece.strip()):
+            sentence = text[offset + start : offset + stop]
+            lead = len(sentence) - len(sentence.lstrip())
+            if sentence.strip():
+                out.append((offset + start + lead, offset + start + len(sentence.rstrip())))
+    return out
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split a paragraph into sentences (:func:`sentence_spans`)."""
+    return [text[start:end] for start, end in sentence_spans(text)]
+
+
+class SourceMap:
+    """Text rebuilt from a source (markup dropped, lines joined, entities decoded) that remembers, for each
+    of its characters, the span of the source it came from, so a sentence of the text maps back to
+    ``source[start:end]``. Built piece by piece with :meth:`add`, then read with :meth:`sentences`."""
+
+    def __init__(self) -> None:
+        self._chars: list[str] = []
+        self._starts: list[int] = []
+        self._ends: list[int] = []
+
+    def add(self, text: str, start: int, end: int | None = None) -> None:
+        """``text`` taken from ``source[start:end]``: character by character when ``end`` is left out (the
+        text is the source's own characters), else every character maps to the whole span (an entity,
+        an escape, a line break)."""
+        self._chars.extend(text)
+        if end is None:
+            self._starts.extend(range(start, start + len(text)))
+            self._ends.extend(range(start + 1, start + len(text) + 1))
+        else:
+            self._starts.extend([start] * len(text))
+            self._ends.extend([end] * len(text))
+
+    def collapse_whitespace(self) -> SourceMap:
+        """A copy with each whitespace run one space and none at either end (``" ".join(text.split())``)."""
+        out = SourceMap()
+        for char, start, end in zip(self._chars, self._starts, self._ends, strict=True):
+            if char.isspace():
+                if not out._chars or out._chars[-1] == " ":
+                    continue
+                char = " "
+            out._chars.append(char)
+            out._starts.append(start)
+            out._ends.append(end)
+        if out._chars and out._chars[-1] == " ":
+            del out._chars[-1], out._starts[-1], out._ends[-1]
+        return out
+
+    @property
+    def text(self) -> str:
+        return "".join(self._chars)
+
+    def span(self, start: int, end: int) -> tuple[int, int]:
+        """The source span of the text's characters ``[start, end)`` (``end > start``)."""
+        return self._starts[start], self._ends[end - 1]
+
+    def sentences(self) -> list[tuple[str, tuple[int, int]]]:
+        """Each sentence of the text (:func:`sentence_spans`) with its span in the source."""
+        text = self.text
+        return [(text[start:end], self.span(start, end)) for start, end in sentence_spans(text)]
+
+
+_LINE = re.compile(r"[^\n]*\n|[^\n]+")
+
+
+def _line_blocks(text: str) -> list[list[tuple[str, int]]]:
+    """The blocks of lines of plain text, each line with its start: blocks are separated by lines holding only
+    whitespace; ``"\\r\\n"`` and ``"\\r"`` end lines as ``"\\n"`` does, and the other line boundaries of
+    ``str.splitlines`` split a line further."""
+    # "\r\n" and "\r" end lines as "\n" does; replacing each by one "\n"-sized stand-in keeps positions.
+    normal = text.replace("\r\n", " \n").replace("\r", "\n")
+    blocks: list[list[tuple[str, int]]] = []
+    current: list[tuple[str, int]] | None = None
+    for match in _LINE.finditer(normal):
+        line = match.group()
+        if not line.strip():
+            current = None
+            continue
+        position = match.start()
+        for part in line.splitlines(keepends=True):
+            if part.strip():
+                if current is None:
+                    current = []
+                    blocks.append(current)
+                current.append((part, position))
+            position += len(part)
+    return blocks
+
+
+def _joined(lines: list[tuple[str, int]]) -> SourceMap:
+    """Lines stripped and joined with single spaces, each character mapped to its place in the text."""
+    mapped = SourceMap()
+    for part, position in lines:
+        if mapped._chars:
+            mapped.add(" ", position, position)
+        mapped.add(part.strip(), position + len(part) - len(part.lstrip()))
+    return mapped
+
+
+def paragraph_maps(text: str) -> list[SourceMap]:
+    """The paragraphs of plain text with their source spans: paragraphs are separated by lines holding only
+    whitespace, and the lines of a paragraph are stripped and joined with single spaces."""
+    return [_joined(lines) for lines in _line_blocks(text)]
+
+
+_LIST_MARKER = re.compile(r"[ \t]*(?:[-*+•‣◦▪]|\d{1,3}[.)])[ \t]+(?=\S)")
+
+
+def text_blocks(text: str) -> list[tuple[str, SourceMap]]:
+    """The blocks of plain text as ``("prose" | "list", paragraph)``: a block whose first line starts with
+    a bullet (``-``, ``*``, ``+``, ``•``) or a number (``1.``, ``2)``) and whose every other line does too,
+    or is indented deeper as the item's continuation, is a list, one paragraph per item with the marker
+    dropped; any other block is one prose paragraph (:func:`paragraph_maps`)."""
+    out: list[tuple[str, SourceMap]] = []
+    for lines in _line_blocks(text):
+        items = _list_items(lines)
+        if items is None:
+            out.append(("prose", _joined(lines)))
+        else:
+            out.extend(("list", _joined(item)) for item in items)
+    return out
+
+
+def _list_items(lines: list[tuple[str, int]]) -> list[list[tuple[str, int]]] | None:
+    first = lines[0][0]
+    if _LIST_MARKER.match(first) is None:
+        return None
+    indent = len(first) - len(first.lstrip())
+    items: list[list[tuple[str, int]]] = []
+    for part, position in lines:
+        marker = _LIST_MARKER.match(part)
+        if marker is not None:
+            items.append([(part[marker.end() :], position + marker.end())])
+        elif len(part) - len(part.lstrip()) > indent:
+            items[-1].append((part, position))
+        else:
+            return None
+    return items
 
 
 def split_paragraphs(text: str) -> list[str]:
     """Paragraphs are separated by one or more blank lines; lines inside a paragraph are joined."""
-    blocks = re.split(r"\n\s*\n", text.replace("\r\n", "\n").replace("\r", "\n"))
-    return [
-        " ".join(line.strip() for line in block.splitlines() if line.strip())
-        for block in blocks
-        if block.strip()
-    ]
+    return [mapped.text for mapped in paragraph_maps(text)]
 
 
 _WORD_RE = re.compile(r"\w+(?:[-']\w+)*|[^\w\s]", re.UNICODE)

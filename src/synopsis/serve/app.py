@@ -521,6 +521,10 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
     async def docs() -> FileResponse:
         return FileResponse(static / "docs.html", media_type="text/html")
 
+    @app.get("/favicon.ico", include_in_schema=False)
+    async def favicon() -> FileResponse:  # asked for by clients that do not read the page's <link rel=icon>
+        return FileResponse(static / "favicon.svg", media_type="image/svg+xml")
+
     app.mount("/static", StaticFiles(directory=static), name="static")
     if settings.auth_token:
         schema = app.openapi()

@@ -54,9 +54,12 @@ def outline(document: Document) -> dict[str, Any]:
     The root (depth 0) holds the text before the first heading and has the document's title as heading.
     Built bottom-up without recursion.
     """
+    own_sentences = [0] * len(document.sections)  # the sentences a summary may choose (no code or tables)
+    for sentence in document.sentences:
+        own_sentences[sentence.section.index] += 1
     nodes: dict[int, dict[str, Any]] = {}
     for section in reversed(document.sections):  # children before parents
-        own = sum(len(paragraph) for paragraph in section.paragraphs)
+        own = own_sentences[section.index]
         children = [nodes.pop(id(child)) for child in section.children]
         nodes[id(section)] = {
             "heading": document.title if section is document.root else section.heading,

@@ -205,23 +205,23 @@ def section_paths(document: Document) -> dict[int, tuple[int, ...]]:
 def section_sources(
     document: Document, offsets: Sequence[tuple[int, int] | None] | None = None
 ) -> dict[int, list[list[Source]]]:
-    """``{section.index: paragraphs of Sources}`` for every section's own sentences. ``offsets`` (one per
-    document sentence, in order, e.g. from :func:`synopsis.text.locate_sentences`) fill ``start``/``end``."""
+    """``{section.index: paragraphs of Sources}`` for every section's own sentences
+    (:attr:`Document.sentences`: the ones a summary may choose, so no code, table or HTML). ``offsets``
+    (one per document sentence, in order, e.g. from :func:`synopsis.data.readers.sentence_offsets`) fill
+    ``start``/``end``."""
     paths = section_paths(document)
-    out: dict[int, list[list[Source]]] = {}
-    position = 0
-    for node in document.sections:
-        paragraphs, k = [], 0
-        for paragraph in node.paragraphs:
-            sources = []
-            for text in paragraph:
-                span = offsets[position] if offsets is not None else None
-                sources.append(Source(paths[node.index], k, text, *(span or (None, None))))
-                k += 1
-                position += 1
-            if sources:
-                paragraphs.append(sources)
-        out[node.index] = paragraphs
+    out: dict[int, list[list[Source]]] = {node.index: [] for node in document.sections}
+    counts = [0] * len(document.sections)
+    previous = None
+    for sentence in document.sentences:
+        node = sentence.section
+        span = offsets[sentence.index] if offsets is not None else None
+        source = Source(paths[node.index], counts[node.index], sentence.text, *(span or (None, None)))
+        counts[node.index] += 1
+        if (node.index, sentence.paragraph) != previous:
+            out[node.index].append([])
+            previous = (node.index, sentence.paragraph)
+        out[node.index][-1].append(source)
     return out
 
 
@@ -519,7 +519,9 @@ def _skeleton(document: Document) -> tuple[SectionSummary, dict[int, SectionSumm
     """Empty SectionSummaries for every section with text in its subtree (root first), by section index, and
     the number of sections skipped for having none."""
     has_text = [False] * len(document.sections)
+    words_of = [0] * len(document.sections)
     for sentence in document.sentences:
+        words_of[sentence.section.index] += len(sentence.text.split())
         if sentence.text.strip():
             has_text[sentence.section.index] = True
     for node in reversed(document.sections):  # a subtree has text when any of its nodes has
@@ -532,7 +534,7 @@ def _skeleton(document: Document) -> tuple[SectionSummary, dict[int, SectionSumm
         if node.index and not has_text[node.index]:
             skipped += 1
             continue
-        words = sum(len(s.split()) for p in node.paragraphs for s in p)
+        words = words_of[node.index]
         heading = document.title if node.index == 0 else node.heading  # the root's text: the preface
         summary = SectionSummary(heading, paths[node.index], words=words)
         nodes[node.index] = summary

@@ -31,7 +31,6 @@ from synopsis.data.readers.tabular import read_csv, read_jsonl
 from synopsis.document import Document
 from synopsis.errors import InputError
 from synopsis.io import parse_json
-from synopsis.text import locate_sentences
 
 __all__ = ["CORPORA", "DOCUMENT_FORMATS", "detect_corpus", "read_corpus", "read_document"]
 
@@ -142,12 +141,14 @@ def sentence_offsets(
     format: str = "auto",  # noqa: A002
 ) -> list[tuple[int, int] | None] | None:
     """Character offsets ``(start, end)`` in the file of each of ``document``'s sentences (in order), when the
-    file is plain text or Markdown (``None`` for other formats, whose text the readers rebuild)."""
+    file is plain text or Markdown (``None`` for other formats, whose text the readers rebuild): the spans
+    the reader carried from parsing (:attr:`synopsis.document.Sentence.start`), ``None`` where it has none."""
     path = Path(path)
-    text = read_input(path)
-    if (_sniff(path, text) if format == "auto" else format) not in ("text", "markdown"):
+    if format == "auto":
+        format = _sniff(path, read_input(path))  # noqa: A001
+    if format not in ("text", "markdown"):
         return None
-    return locate_sentences(text, [s.text for s in document.sentences])
+    return [None if s.start is None or s.end is None else (s.start, s.end) for s in document.sentences]
 
 
 def _sniff(path: Path, text: str) -> str:
