@@ -78,11 +78,14 @@ class Section:
         children = data.get("sections", [])
         if not isinstance(children, list):
             raise InputError(f"{where}.sections: expected a list")
+        number = data.get("number")
+        if number is not None and not isinstance(number, str):
+            raise InputError(f"{where}.number: expected a string or null, got {type(number).__name__}")
         return cls(
             heading=heading,
             paragraphs=[list(p) for p in paragraphs],
             children=[cls.from_dict(c, f"{where}.sections[{i}]") for i, c in enumerate(children)],
-            number=data.get("number"),
+            number=number,
         )
 
 
@@ -246,6 +249,9 @@ class Document:
         metadata = data.get("metadata", {})
         if not isinstance(metadata, dict):
             raise InputError(f"{where}.metadata: expected an object")
-        root = Section.from_dict({**data, "heading": None}, where)
+        try:
+            root = Section.from_dict({**data, "heading": None}, where)
+        except RecursionError:
+            raise InputError(f"{where}.sections: nested too deeply") from None
         doc_id = data.get("id")
         return cls(root, title=title, id=None if doc_id is None else str(doc_id), metadata=metadata)

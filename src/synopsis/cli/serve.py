@@ -14,10 +14,13 @@ import typer
 
 from synopsis.cli.options import ranged, set_torch_threads, threads_option
 from synopsis.config import AT_LEAST_ONE, Range
-from synopsis.errors import ConfigError
+from synopsis.errors import ConfigError, InputError
+from synopsis.io import read_text
 
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 TOKEN_ENV = "SYNOPSIS_API_TOKEN"
+#: A token file is one short line; more is not a token file (and /dev/zero must not be read to its end).
+TOKEN_FILE_BYTES = 64 * 1024
 logger = logging.getLogger("synopsis.serve")
 
 
@@ -35,9 +38,9 @@ def auth_token(token_file: Path | None, environ: Mapping[str, str]) -> str | Non
     """The API token from ``--auth-token-file`` (first line), else ``$SYNOPSIS_API_TOKEN``, else None."""
     if token_file is not None:
         try:
-            lines = token_file.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as err:
-            raise ConfigError(f"--auth-token-file {token_file}: cannot read it ({err})") from None
+            lines = read_text(token_file, allow_empty=True, max_bytes=TOKEN_FILE_BYTES).splitlines()
+        except InputError as err:
+            raise ConfigError(f"--auth-token-file {err}") from None
         token = lines[0].strip() if lines else ""
         if not token:
             raise ConfigError(f"--auth-token-file {token_file}: the file is empty")

@@ -21,6 +21,7 @@ from synopsis.cli.runtime import refuse_to_overwrite_inputs
 from synopsis.cli.summarize_corpus import Job, in_batches, run_sharded
 from synopsis.config import AT_LEAST_ONE, POSITIVE, DecodingOptions
 from synopsis.errors import InputError
+from synopsis.io import missing_path
 from synopsis.progress import ProgressReporter, track
 from synopsis.sharding import Shard, part_files, remove_parts
 from synopsis.summarizers.base import Summarizer
@@ -363,7 +364,7 @@ def _prepare(shard: Shard, run: RunSpec, spec: ModelSpec) -> Job:
         raise InputError("--corpus takes at most one --instruction (it applies to every example)")
     for path in inputs:
         if not path.exists():
-            raise InputError(f"{path}: no such file or directory")
+            raise missing_path(path)
     refuse_to_overwrite_inputs(output, [*inputs, spec.model], "--output")
     _check_model_path(spec.model)
 

@@ -1,0 +1,139 @@
+"""Issue 40 (hardening) on the CLI and the library: bounded reads, one-line errors instead of tracebacks,
+resumes that refuse mixed output, linear cost of many sections. Each test failed before its fix."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from synopsis.cli import main
+from synopsis.errors import InputError
+from synopsis.io import iter_jsonl, read_text
+
+TEXT = "Rivers flooded the valley. Three bridges were closed.\n\nOfficials expect them to reopen."
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def one_line_error(code: int, err: str, *fragments: str) -> str:
+    lines = err.strip().splitlines()
+    assert code == 2, err
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+    return lines[0]
+
+
+def nested_json(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+# ----------------------------------------------------------------------------- 1: bounded reads
+def test_read_bounded_stops_at_the_limit_of_a_file_that_reports_size_zero() -> None:
+    from synopsis.io import read_bounded
+
+    assert os.stat("/dev/zero").st_size == 0  # what --max-input-mb trusted
+    with pytest.raises(InputError, match="larger than the 1 MB limit"):
+        read_bounded("/dev/zero", 1024 * 1024)
+
+
+def test_summarize_dev_zero_is_refused_at_the_document_limit(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "summarize", "/dev/zero", "--method", "lead-3", "--max-input-mb", "1")
+    one_line_error(code, err, "/dev/zero", "1 MB limit", "--max-input-mb")
+
+
+def test_a_fifo_is_read_only_up_to_its_limit(tmp_path: Path) -> None:
+    import threading
+
+    fifo = tmp_path / "pipe.txt"
+    os.mkfifo(fifo)
+    stop = threading.Event()
+
+    def writer() -> None:
+        try:
+            with open(fifo, "wb") as handle:
+                while not stop.is_set():
+                    handle.write(b"word " * 4096)
+        except BrokenPipeError:
+            pass
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(InputError, match="larger than the 0.5 MB limit"):
+            read_text(fifo, max_bytes=512 * 1024)
+    finally:
+        stop.set()
+        thread.join(5)
+
+
+def test_a_jsonl_line_without_end_stops_at_the_line_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import synopsis.io
+
+    monkeypatch.setattr(synopsis.io, "MAX_LINE_BYTES", 1000)
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"id": "a", "text": "' + "x" * 5000 + '"}\n', encoding="utf-8")
+    with pytest.raises(InputError, match=r"c.jsonl:1: line longer than"):
+        list(iter_jsonl(corpus))
+
+
+def test_token_file_dev_zero_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "serve", "--auth-token-file", "/dev/zero", "--port", "1")
+    one_line_error(code, err, "--auth-token-file", "/dev/zero", "limit")
+
+
+def test_corpus_detection_reads_a_bounded_first_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import synopsis.data.readers as readers
+
+    monkeypatch.setattr(readers, "MAX_LINE_BYTES", 1000)
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("x" * 100_000, encoding="utf-8")
+    with pytest.raises(InputError, match="first line is not JSON"):
+        readers.detect_corpus(corpus)
+
+
+# ----------------------------------------------------------------------------- 7: one line, not a traceback
+def test_deeply_nested_json_document_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    document = tmp_path / "deep.json"
+    document.write_text('{"paragraphs": ' + nested_json(100_000) + "}", encoding="utf-8")
+    code, _, err = run(capsys, "summarize", document, "--method", "lead-3")
+    one_line_error(code, err, "deep.json", "nested too deeply")
+
+
+def test_document_json_sections_nested_past_the_recursion_limit_are_one_line(tmp_path: Path) -> None:
+    from synopsis.document import Document
+
+    data: dict = {"paragraphs": [["Deep."]]}
+    for _ in range(5000):
+        data = {"paragraphs": [], "sections": [data]}
+    with pytest.raises(InputError, match="nested too deeply"):
+        Document.from_dict(data)
+
+
+@pytest.mark.parametrize("skip", [False, True])
+def test_deeply_nested_jsonl_line(tmp_path: Path, skip: bool) -> None:
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text(nested_json(100_000) + '\n{"id": "a"}\n', encoding="utf-8")
+    if skip:
+        stats: dict[str, int] = {}
+        assert [record for _, record in iter_jsonl(corpus, skip_bad_lines=True, stats=stats)] == [{"id": "a"}]
+        assert stats["skipped"] == 1
+    else:
+        with pytest.raises(InputError, match=r"c.jsonl:1: malformed JSON \(nested too deeply\)"):
+            list(iter_jsonl(corpus))
+
+
+# ----------------------------------------------------------------------------- 8: symlink loop
+def test_a_symlink_loop_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    loop = tmp_path / "loop.txt"
+    loop.symlink_to(loop)
+    code, _, err = run(capsys, "summarize", loop, "--method", "lead-3")
+    one_line_error(code, err, "loop of symbolic links")
