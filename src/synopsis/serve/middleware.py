@@ -27,6 +27,19 @@ DRAIN_BYTES = 256 * 1024 * 1024
 DRAIN_SECONDS = 30.0
 
 
+def log_safe(value: str) -> str:
+    """``value`` with everything that could forge or break a log line escaped: control characters (a
+    decoded ``%0a`` or ``%00``), quotes, backslashes and lone surrogates become Python escapes."""
+    return "".join(char if char.isprintable() and char not in _QUOTING else _escaped(char) for char in value)
+
+
+_QUOTING = '"\\'
+
+
+def _escaped(char: str) -> str:
+    return '\\"' if char == '"' else char.encode("unicode_escape").decode("ascii")
+
+
 def _protected(path: str) -> bool:
     return path == "/v1" or any(path == p.rstrip("/") or path.startswith(p) for p in PROTECTED_PREFIXES)
 
@@ -76,8 +89,22 @@ class RequestMiddleware:
                 sent += len(message.get("body", b""))
             await send(message)
 
+        head = scope["method"] == "HEAD"
+        if head:  # HEAD is GET without the body (RFC 9110, 9.3.2): every GET route answers it
+            scope = {**scope, "method": "GET"}
+            send_logged = _without_body(send_logged)
         try:
             headers = dict(scope["headers"])
+            if sum(name == b"authorization" for name, _ in scope["headers"]) > 1:
+                # which one would count is up to each proxy on the way: refuse rather than pick one
+                await error_response(
+                    400,
+                    "bad_request",
+                    "more than one Authorization header",
+                    field="Authorization",
+                    headers={"Connection": "close"},
+                )(scope, receive, send_logged)
+                return
             declared = headers.get(b"content-length")
             expect_continue = headers.get(b"expect", b"").lower() == b"100-continue"
             if declared is not None:
@@ -132,16 +159,17 @@ class RequestMiddleware:
         finally:
             elapsed = time.perf_counter() - arrived
             extra = state.get("log", "")
+            # the path and the extra words hold what the client sent: escaped, they cannot add a line
             access_logger.info(
                 '%s "%s %s" %d %.1fms in=%dB out=%dB%s',
                 _client(scope),
-                scope["method"],
-                scope["path"],
+                "HEAD" if head else log_safe(scope["method"]),
+                log_safe(scope["path"]),
                 status,
                 1000 * elapsed,
                 received,
                 sent,
-                f" {extra}" if extra else "",
+                f" {log_safe(extra)}" if extra else "",
             )
             if self.metrics is not None:
                 self.metrics.observe_request(scope["path"], state.get("model"), status, elapsed)
@@ -187,6 +215,15 @@ def _decodes(body: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+def _without_body(send: Send) -> Send:
+    async def send_head(message: Message) -> None:
+        if message["type"] == "http.response.body":
+            message = {**message, "body": b""}
+        await send(message)
+
+    return send_head
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
