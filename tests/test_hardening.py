@@ -3,6 +3,7 @@ resumes that refuse mixed output, linear cost of many sections. Each test failed
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -137,3 +138,86 @@ def test_a_symlink_loop_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[st
     loop.symlink_to(loop)
     code, _, err = run(capsys, "summarize", loop, "--method", "lead-3")
     one_line_error(code, err, "loop of symbolic links")
+
+
+@pytest.fixture(scope="module")
+def tiny_bart(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Path:
+    from tiny_models import save_tiny_bart
+
+    return save_tiny_bart(tmp_path_factory.mktemp("bart") / "bart", shared_data / "tokenizers")
+
+
+def _variant(tiny_bart: Path, tmp_path: Path) -> Path:
+    import shutil
+
+    return Path(shutil.copytree(tiny_bart, tmp_path / "model"))
+
+
+@pytest.mark.parametrize(("key", "value"), [("d_model", "NaN"), ("encoder_layers", '"abc"')])
+def test_a_config_json_with_a_bad_size_is_one_line(
+    tiny_bart: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], key: str, value: str
+) -> None:
+    model = _variant(tiny_bart, tmp_path)
+    config = json.loads((model / "config.json").read_text())
+    config[key] = "@@"
+    (model / "config.json").write_text(json.dumps(config).replace('"@@"', value))
+    document = tmp_path / "d.txt"
+    document.write_text(TEXT)
+    code, _, err = run(capsys, "summarize", document, "--model", model)
+    one_line_error(code, err, "config.json", key)
+
+
+def test_a_tokenizer_json_that_is_not_a_tokenizer_is_one_line(
+    tiny_bart: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = _variant(tiny_bart, tmp_path)
+    (model / "tokenizer.json").write_text('{"hello": 1}')
+    document = tmp_path / "d.txt"
+    document.write_text(TEXT)
+    code, _, err = run(capsys, "summarize", document, "--model", model)
+    one_line_error(code, err, "cannot load the tokenizer")
+
+
+def test_pickled_weights_are_refused_with_the_command_that_converts_them(
+    tiny_bart: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+    import sys
+
+    import torch
+    from safetensors.torch import load_file
+
+    model = _variant(tiny_bart, tmp_path)
+    torch.save(load_file(str(model / "model.safetensors")), model / "pytorch_model.bin")
+    (model / "model.safetensors").unlink()
+    monkeypatch.setattr(torch, "load", lambda *a, **k: pytest.fail("a pickle was loaded"))
+    document = tmp_path / "d.txt"
+    document.write_text(TEXT)
+    code, _, err = run(capsys, "summarize", document, "--model", model)
+    line = one_line_error(code, err, "pytorch_model.bin", "model.safetensors")
+    command = line.split("first: ", 1)[1].replace("DIR", str(model))
+    monkeypatch.undo()
+    assert command.startswith("python -c ")
+    subprocess.run([sys.executable, "-c", command[len("python -c ") :].split('"')[1], str(model)], check=True)
+    assert (model / "model.safetensors").is_file()
+
+
+def test_ctrl_c_while_the_command_loads_is_one_line_and_130(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sys
+    import tomllib
+
+    from synopsis.__main__ import run as launcher
+
+    class Interrupting:
+        def find_spec(self, name: str, *_: object) -> None:
+            if name == "synopsis.cli":
+                raise KeyboardInterrupt
+
+    monkeypatch.delitem(sys.modules, "synopsis.cli")
+    monkeypatch.setattr(sys, "meta_path", [Interrupting(), *sys.meta_path])
+    assert launcher() == 130
+    assert capsys.readouterr().err == "interrupted (Ctrl-C)\n"
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert project["project"]["scripts"]["synopsis"] == "synopsis.__main__:run"
