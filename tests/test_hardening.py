@@ -221,3 +221,39 @@ def test_ctrl_c_while_the_command_loads_is_one_line_and_130(
     assert capsys.readouterr().err == "interrupted (Ctrl-C)\n"
     project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
     assert project["project"]["scripts"]["synopsis"] == "synopsis.__main__:run"
+
+
+# ----------------------------------------------------------------------------- 4: many sections, linear cost
+def test_summarizing_many_sections_looks_at_each_section_a_bounded_number_of_times(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The sections done after each batch are found from where the last batch stopped; the table from a
+    summary node to its section was rebuilt for every batch (sections x batches lookups)."""
+    import builtins
+
+    from synopsis.document import Document, Section
+    from synopsis.summarizers import load_summarizer
+    from synopsis.summarizers import sections as by_section
+
+    lookups = 0
+
+    def counted_id(value: object) -> int:
+        nonlocal lookups
+        lookups += 1
+        return builtins.id(value)
+
+    monkeypatch.setattr(by_section, "id", counted_id, raising=False)
+    lead = load_summarizer("lead-3")
+    done: list[str | None] = []
+    for count in (250, 2000):
+        lookups = 0
+        done.clear()
+        children = [Section(heading=f"S{i}", paragraphs=[[f"Item {i} is here."]]) for i in range(count)]
+        by_section.summarize_by_section(
+            lead,
+            [Document(Section(children=children))],
+            batch_size=16,
+            on_section=lambda _, s: done.append(s.heading),
+        )
+        assert done == [f"S{i}" for i in range(count)]
+        assert lookups <= 3 * count, (count, lookups)
