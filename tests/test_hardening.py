@@ -257,3 +257,50 @@ def test_summarizing_many_sections_looks_at_each_section_a_bounded_number_of_tim
         )
         assert done == [f"S{i}" for i in range(count)]
         assert lookups <= 3 * count, (count, lookups)
+
+
+# ----------------------------------------------------------------------------- 6: --resume refuses mixed output
+def _corpus(path: Path, count: int) -> Path:
+    rows = [
+        {"id": f"doc{i}", "text": f"Document {i} opens here. It has a second sentence. Then a third one."}
+        for i in range(count)
+    ]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def test_resume_with_another_method_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    corpus, output = _corpus(tmp_path / "c.jsonl", 4), tmp_path / "out.jsonl"
+    args = ["summarize", corpus, "--corpus", "jsonl", "--output", output]
+    assert run(capsys, *args, "--method", "lead-3")[0] == 0
+    lines = output.read_text().splitlines()
+    output.write_text("\n".join(lines[:2]) + "\n")  # as if it was stopped half-way
+    code, _, err = run(capsys, *args, "--method", "lead-2", "--resume")
+    one_line_error(code, err, "--resume", "method", '"lead-3" then, "lead-2" now')
+    assert output.read_text().splitlines() == lines[:2]  # untouched
+    assert run(capsys, *args, "--method", "lead-3", "--resume")[0] == 0
+    assert output.read_text().splitlines() == lines
+
+
+def test_resume_refuses_ids_that_are_not_in_the_corpus(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    corpus, output = _corpus(tmp_path / "c.jsonl", 3), tmp_path / "out.jsonl"
+    args = ["summarize", corpus, "--corpus", "jsonl", "--output", output, "--method", "lead-3"]
+    assert run(capsys, *args)[0] == 0
+    with output.open("a") as handle:
+        handle.write(json.dumps({"id": "stranger", "prediction": "Not from this corpus."}) + "\n")
+    code, _, err = run(capsys, *args, "--resume")
+    one_line_error(code, err, "out.jsonl:4", "'stranger'")
+
+
+def test_resume_of_a_plain_output_longer_than_the_input_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    corpus, output = _corpus(tmp_path / "c.jsonl", 2), tmp_path / "out.txt"
+    args = ["summarize", corpus, "--corpus", "jsonl", "--output", output, "--method", "lead-3"]
+    assert run(capsys, *args)[0] == 0
+    with output.open("a") as handle:
+        handle.write("One line too many.\n")
+    code, _, err = run(capsys, *args, "--resume")
+    one_line_error(code, err, "3 predictions", "2 documents")
