@@ -160,7 +160,7 @@ def serve(
 
     from synopsis.serve import ServeSettings, build_registry, create_app, parse_model_spec
     from synopsis.serve.app import CONFIG_ENV
-    from synopsis.serve.connections import LIMITS_ENV, PROTOCOL, connection_limits_env
+    from synopsis.serve.connections import LIMITS_ENV, PROTOCOL, connection_limits_env, fit_to_descriptors
 
     level = log_level.upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
@@ -213,7 +213,8 @@ def serve(
             TOKEN_ENV,
         )
     # uvicorn makes the protocol objects itself, in every worker: the limits go by the environment
-    os.environ[LIMITS_ENV] = connection_limits_env(settings.header_timeout_s, settings.max_connections)
+    connections, backlog = fit_to_descriptors(settings.max_connections)
+    os.environ[LIMITS_ENV] = connection_limits_env(settings.header_timeout_s, connections)
     common = {
         "host": host,
         "port": port,
@@ -221,6 +222,7 @@ def serve(
         "access_log": False,
         "http": PROTOCOL,
         "timeout_keep_alive": settings.keep_alive_s,
+        "backlog": backlog,
     }
     if workers == 1:
         app = create_app(build_registry(models, builtin=not no_builtin), settings)

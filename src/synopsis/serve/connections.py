@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
+import resource
 from functools import cache
 from typing import Any
 
@@ -30,6 +32,40 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 LIMITS_ENV = "SYNOPSIS_SERVE_CONNECTIONS"
 #: The import string uvicorn's ``http=`` option takes.
 PROTOCOL = "synopsis.serve.connections:GuardedH11Protocol"
+#: File descriptors kept for everything but connections (models, logs, the event loop, the listener).
+_SPARE_DESCRIPTORS = 64
+logger = logging.getLogger("synopsis.serve")
+
+
+def fit_to_descriptors(max_connections: int) -> tuple[int, int]:
+    """``(max_connections, backlog)`` that this process's file descriptors can hold.
+
+    The event loop accepts up to ``backlog`` connections at once before the protocol sees any of them, so
+    a flood can hold ``max_connections + backlog`` descriptors: the soft limit is raised to the hard one,
+    the backlog is at most ``max_connections`` (and uvicorn's 2048), and a ``max_connections`` the limit
+    cannot hold is lowered, with a warning."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        wanted = (
+            hard if hard != resource.RLIM_INFINITY else max(soft, 2 * max_connections + _SPARE_DESCRIPTORS)
+        )
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            soft = wanted
+        except (ValueError, OSError):
+            pass
+    fits = max(1, (soft - _SPARE_DESCRIPTORS) // 2)
+    if max_connections > fits:
+        logger.warning(
+            "--max-connections %d needs about %d file descriptors, but this process may open %d (ulimit -n): "
+            "using %d",
+            max_connections,
+            2 * max_connections + _SPARE_DESCRIPTORS,
+            soft,
+            fits,
+        )
+        max_connections = fits
+    return max_connections, min(2048, max_connections)
 
 
 @cache
