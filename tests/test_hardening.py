@@ -259,7 +259,7 @@ def test_summarizing_many_sections_looks_at_each_section_a_bounded_number_of_tim
         assert lookups <= 3 * count, (count, lookups)
 
 
-# ----------------------------------------------------------------------------- 6: --resume refuses mixed output
+# ------------------------------------------------------------------------- 6: --resume refuses mixed output
 def _corpus(path: Path, count: int) -> Path:
     rows = [
         {"id": f"doc{i}", "text": f"Document {i} opens here. It has a second sentence. Then a third one."}

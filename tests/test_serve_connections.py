@@ -73,7 +73,7 @@ def _serving(log: Path, *options: str) -> Iterator[int]:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     log = tmp_path_factory.mktemp("serve") / "serve.log"
-    with _serving(log, "--header-timeout", "1", "--max-sections", "3") as port:
+    with _serving(log, "--header-timeout", "1", "--max-sections", "3", "--timeout", "2") as port:
         yield port
 
 
@@ -135,3 +135,22 @@ def test_a_document_over_the_section_limit_is_a_422_naming_the_flag(server: int)
     assert (
         "5 sections" in error["message"] and "3" in error["message"] and "--max-sections" in error["message"]
     )
+
+
+def test_a_body_that_trickles_is_a_408_within_the_request_timeout(server: int) -> None:
+    client = socket.create_connection(("127.0.0.1", server), timeout=10)
+    try:
+        head = (
+            b"POST /v1/outline HTTP/1.1\r\nHost: t\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+        )
+        client.sendall(head + b'{"document": "')  # 86 bytes never come
+        started = time.monotonic()
+        answer = b""
+        while chunk := client.recv(4096):
+            answer += chunk
+        assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+        assert b"did not arrive within 2 s" in answer
+        assert time.monotonic() - started < 5
+    finally:
+        client.close()

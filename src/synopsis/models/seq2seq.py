@@ -150,7 +150,7 @@ def add_sentence_start_token(model: PreTrainedModel, tokenizer: PreTrainedTokeni
 #: What turns a ``pytorch_model.bin`` into ``model.safetensors`` (run it only on a file you trust: loading a
 #: pickle can run code; torch >= 2.6 loads only tensors by default).
 CONVERT_BIN_COMMAND = (
-    "python -c \"import sys, torch; from safetensors.torch import save_file; "
+    'python -c "import sys, torch; from safetensors.torch import save_file; '
     "d = sys.argv[1]; save_file({k: v.clone().contiguous() for k, v in torch.load(d + '/pytorch_model.bin', "
     "weights_only=True).items()}, d + '/model.safetensors', metadata={'format': 'pt'})\" DIR"
 )

@@ -159,6 +159,7 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
         max_body_bytes=settings.max_body_bytes,
         auth_token=settings.auth_token,
         metrics=metrics,
+        body_timeout_s=settings.request_timeout_s,
     )
 
     add_error_handlers(app)

@@ -56,8 +56,9 @@ class RequestMiddleware:
 
     Bodies are read here, up to the limit, and replayed to the app: a declared ``Content-Length`` over the
     limit is refused without keeping a byte, and a chunked body as soon as it passes the limit; either is
-    read and discarded (up to ``DRAIN_BYTES``) first, see there. A body that is not UTF-8 (RFC 8259 JSON
-    must be) is a 422 here rather than the framework's undocumented 400.
+    read and discarded (up to ``DRAIN_BYTES``) first, see there. A body that has not arrived
+    ``body_timeout_s`` after the request did is a 408 (the connection is then closed). A body that is not
+    UTF-8 (RFC 8259 JSON must be) is a 422 here rather than the framework's undocumented 400.
     """
 
     def __init__(
@@ -66,9 +67,11 @@ class RequestMiddleware:
         max_body_bytes: int,
         auth_token: str | None = None,
         metrics: ServiceMetrics | None = None,
+        body_timeout_s: float | None = None,
     ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.body_timeout_s = body_timeout_s
         self.token = None if auth_token is None else auth_token.strip().encode()
         self.metrics = metrics
 
@@ -133,8 +136,19 @@ class RequestMiddleware:
             if scope["method"] in ("POST", "PUT", "PATCH"):
                 body = bytearray()
                 more = True
+                deadline = arrived + self.body_timeout_s if self.body_timeout_s is not None else None
                 while more:
-                    message = await receive()
+                    try:
+                        message = await _received_by(receive, deadline)
+                    except TimeoutError:  # a client trickling its body holds a connection: not for ever
+                        status = 408
+                        await error_response(
+                            408,
+                            "timeout",
+                            f"the request body did not arrive within {self.body_timeout_s:g} s",
+                            headers={"Connection": "close"},
+                        )(scope, receive, send_logged)
+                        return
                     if message["type"] == "http.disconnect":
                         status = 499  # the client went away before sending its body
                         return
@@ -206,6 +220,12 @@ async def _drain(receive: Receive, declared: int | None) -> int:
     except TimeoutError:
         pass
     return read
+
+
+async def _received_by(receive: Receive, deadline: float | None) -> Message:
+    if deadline is None:
+        return await receive()
+    return await asyncio.wait_for(receive(), max(deadline - time.perf_counter(), 0.001))
 
 
 def _decodes(body: bytes) -> bool:
