@@ -94,7 +94,9 @@ def test_sharded_lead3_equals_one_process_with_an_uneven_split(tmp_path: Path) -
     print(f"2-process lead-3 launch: {time.monotonic() - started:.1f} s")
     assert run.returncode == 0, run.stderr
     assert (tmp_path / "two.jsonl").read_bytes() == (tmp_path / "one.jsonl").read_bytes()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["docs.jsonl", "one.jsonl", "two.jsonl"]  # no parts
+    # no parts; each output's run record (for --resume) beside it
+    names = ["docs.jsonl", "one.jsonl", "one.jsonl.run.json", "two.jsonl", "two.jsonl.run.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == names
     assert run.stdout == "" and "Traceback" not in run.stderr
     assert "wrote 5 summaries to two.jsonl (2 processes)" in run.stderr
 
@@ -209,7 +211,8 @@ def test_resume_merges_part_files_of_any_launch_into_a_plain_text_output(
     assert "dropped a last line cut short" in err
     assert f"resuming: {out} holds 2 of 9 predictions, its part files 3 more; 4 left" in err
     assert out.read_bytes() == full.read_bytes()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["docs.jsonl", "full.txt", "out.txt"]
+    names = ["docs.jsonl", "full.txt", "full.txt.run.json", "out.txt", "out.txt.run.json"]  # no parts left
+    assert sorted(p.name for p in tmp_path.iterdir()) == names
 
 
 def test_part_file_of_another_corpus_is_an_error_and_a_fresh_run_removes_stale_parts(

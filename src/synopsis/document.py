@@ -157,11 +157,14 @@ class Section:
         heading_span = data.get("heading_span")
         if heading_span is not None and not _is_span(heading_span):
             raise InputError(f"{where}.heading_span: expected [start, end] or null")
+        number = data.get("number")
+        if number is not None and not isinstance(number, str):
+            raise InputError(f"{where}.number: expected a string or null, got {type(number).__name__}")
         return cls(
             heading=heading,
             paragraphs=built,
             children=[cls.from_dict(c, f"{where}.sections[{i}]") for i, c in enumerate(children)],
-            number=data.get("number"),
+            number=number,
             heading_span=None if heading_span is None else (heading_span[0], heading_span[1]),
         )
 
@@ -378,6 +381,9 @@ class Document:
         metadata = data.get("metadata", {})
         if not isinstance(metadata, dict):
             raise InputError(f"{where}.metadata: expected an object")
-        root = Section.from_dict({**data, "heading": None}, where)
+        try:
+            root = Section.from_dict({**data, "heading": None}, where)
+        except RecursionError:
+            raise InputError(f"{where}.sections: nested too deeply") from None
         doc_id = data.get("id")
         return cls(root, title=title, id=None if doc_id is None else str(doc_id), metadata=metadata)

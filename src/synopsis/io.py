@@ -15,8 +15,13 @@ from typing import IO, Any
 
 from synopsis.errors import InputError, OutputError, SynopsisError
 
-# Larger files are read all the same; this only bounds how much we sniff for binary content.
+# This only bounds how much we sniff for binary content.
 _SNIFF_BYTES = 8192
+#: The most any whole-file read of user input takes in (configs, vocabularies, predictions, CSV corpora);
+#: readers with a tighter limit (one document, a token file) pass their own.
+MAX_TEXT_BYTES = 512 * 1024 * 1024
+#: The longest line of a JSONL corpus (one record); the file itself is streamed, whatever its size.
+MAX_LINE_BYTES = 64 * 1024 * 1024
 logger = logging.getLogger(__name__)
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -37,6 +42,8 @@ def parse_json(
         return json.loads(text)
     except json.JSONDecodeError as err:
         raise error(f"{where}:{err.lineno}: {problem} ({json_problem(err)})") from None
+    except RecursionError:
+        raise error(f"{where}: {problem} (nested too deeply)") from None
 
 
 _JSON_TYPES = {dict: "object", list: "array", str: "string"}
@@ -89,18 +96,67 @@ def _is_write_failure(err: BaseException, tmp: str | Path) -> bool:
     return err.errno in _STORAGE_ERRNOS or str(err.filename or "").startswith(str(tmp))
 
 
-def _check_file(path: Path) -> None:
-    if not path.exists():
-        raise InputError(f"{path}: no such file")
-    if path.is_dir():
-        raise InputError(f"{path}: is a directory, expected a file")
+def missing_path(path: str | Path) -> InputError:
+    """The error for a ``path`` that ``exists()`` calls missing: a loop of symbolic links says so."""
+    if os.path.islink(path):
+        try:
+            os.stat(path)
+        except OSError as err:
+            if err.errno == errno.ELOOP:
+                return InputError(f"{path}: a loop of symbolic links")
+            return InputError(f"{path}: a symbolic link to a missing file ({os.readlink(path)})")
+    return InputError(f"{path}: no such file or directory")
 
 
-def read_text(path: str | Path, allow_empty: bool = False) -> str:
-    """Read a UTF-8 text file, refusing missing, binary, non-UTF-8 and (unless allowed) empty files."""
+def check_file(path: str | Path, what: str = "a file") -> None:
+    """Refuse a ``path`` that is missing, a directory, or a loop of symbolic links, each in one line."""
+    try:
+        is_dir = Path(path).is_dir()
+        os.stat(path)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise InputError(f"{path}: a loop of symbolic links") from None
+        raise InputError(f"{path}: cannot read ({err.strerror or err})") from None
+    if is_dir:
+        raise InputError(f"{path}: is a directory, expected {what}")
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1024 / 1024:g} MB"
+
+
+def read_bounded(path: str | Path, limit_bytes: int, hint: str = "") -> bytes:
+    """The bytes of ``path``, reading at most ``limit_bytes + 1`` of them: a larger file is one
+    :class:`InputError` (``hint`` says how to raise the limit). The file's reported size is never trusted,
+    since ``/dev/zero``, FIFOs and ``/proc`` files report 0."""
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > limit_bytes:  # a regular file says its size: refuse it without reading
+                raise InputError(
+                    f"{path}: file is {size / 1024 / 1024:.1f} MB, larger than the "
+                    f"{_megabytes(limit_bytes)} limit{hint}"
+                )
+            data = handle.read(limit_bytes + 1)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise InputError(f"{path}: a loop of symbolic links") from None
+        raise InputError(f"{path}: cannot read ({err.strerror or err})") from None
+    if len(data) > limit_bytes:
+        raise InputError(f"{path}: larger than the {_megabytes(limit_bytes)} limit{hint}")
+    return data
+
+
+def read_text(
+    path: str | Path, allow_empty: bool = False, max_bytes: int = MAX_TEXT_BYTES, hint: str = ""
+) -> str:
+    """Read a UTF-8 text file of at most ``max_bytes``, refusing missing, larger, binary, non-UTF-8 and
+    (unless allowed) empty files."""
     path = Path(path)
-    _check_file(path)
-    data = path.read_bytes()
+    check_file(path)
+    data = read_bounded(path, max_bytes, hint)
     if b"\x00" in data[:_SNIFF_BYTES]:
         raise InputError(f"{path}: looks like a binary file (contains NUL bytes), expected UTF-8 text")
     try:
@@ -123,7 +179,7 @@ def iter_jsonl(
     counted in ``stats["skipped"]`` and skipped. Binary and empty files are refused outright.
     """
     path = Path(path)
-    _check_file(path)
+    check_file(path)
     stats = stats if stats is not None else {}
     stats.setdefault("skipped", 0)
     seen_content = False
@@ -131,7 +187,10 @@ def iter_jsonl(
         if b"\x00" in handle.read(_SNIFF_BYTES):
             raise InputError(f"{path}: looks like a binary file (contains NUL bytes), expected JSON lines")
         handle.seek(0)
-        for number, raw in enumerate(handle, start=1):
+        for number, raw in enumerate(iter(lambda: handle.readline(MAX_LINE_BYTES + 1), b""), start=1):
+            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                # a line past the limit is not read on (it may never end: /dev/zero has no newline)
+                raise InputError(f"{path}:{number}: line longer than the {_megabytes(MAX_LINE_BYTES)} limit")
             if not raw.strip():
                 continue
             seen_content = True
@@ -144,9 +203,11 @@ def iter_jsonl(
                     raise InputError(f"{where}: not valid UTF-8") from None
                 stats["skipped"] += 1
                 continue
-            except json.JSONDecodeError as err:
+            except (json.JSONDecodeError, RecursionError) as err:
                 if not skip_bad_lines:
-                    raise InputError(f"{where}: malformed JSON ({json_problem(err)})") from None
+                    deep = isinstance(err, RecursionError)
+                    problem = "nested too deeply" if deep else json_problem(err)  # type: ignore[arg-type]
+                    raise InputError(f"{where}: malformed JSON ({problem})") from None
                 stats["skipped"] += 1
                 continue
             yield where, record

@@ -14,10 +14,13 @@ import typer
 
 from synopsis.cli.options import ranged, set_torch_threads, threads_option
 from synopsis.config import AT_LEAST_ONE, Range
-from synopsis.errors import ConfigError
+from synopsis.errors import ConfigError, InputError
+from synopsis.io import read_text
 
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 TOKEN_ENV = "SYNOPSIS_API_TOKEN"
+#: A token file is one short line; more is not a token file (and /dev/zero must not be read to its end).
+TOKEN_FILE_BYTES = 64 * 1024
 logger = logging.getLogger("synopsis.serve")
 
 
@@ -35,9 +38,9 @@ def auth_token(token_file: Path | None, environ: Mapping[str, str]) -> str | Non
     """The API token from ``--auth-token-file`` (first line), else ``$SYNOPSIS_API_TOKEN``, else None."""
     if token_file is not None:
         try:
-            lines = token_file.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as err:
-            raise ConfigError(f"--auth-token-file {token_file}: cannot read it ({err})") from None
+            lines = read_text(token_file, allow_empty=True, max_bytes=TOKEN_FILE_BYTES).splitlines()
+        except InputError as err:
+            raise ConfigError(f"--auth-token-file {err}") from None
         token = lines[0].strip() if lines else ""
         if not token:
             raise ConfigError(f"--auth-token-file {token_file}: the file is empty")
@@ -90,6 +93,41 @@ def serve(
     max_instructions: int = ranged(
         16, "--max-instructions", allowed=AT_LEAST_ONE, help="Instructions per request (then 422)."
     ),
+    # default None: the service's own limit (serve.settings.DocumentLimits; importing it here would load
+    # the web framework for every command)
+    max_sections: int | None = ranged(
+        None, "--max-sections", allowed=AT_LEAST_ONE, help="Sections per document (then 422; default 5000)."
+    ),
+    max_sentences: int | None = ranged(
+        None,
+        "--max-sentences",
+        allowed=AT_LEAST_ONE,
+        help="Sentences per document (then 422; default 50000).",
+    ),
+    max_document_words: int | None = ranged(
+        None,
+        "--max-document-words",
+        allowed=AT_LEAST_ONE,
+        help="Words per document (then 422; default 1000000).",
+    ),
+    header_timeout: float = ranged(
+        10.0,
+        "--header-timeout",
+        allowed=Range(0, None, low_open=True),
+        help="Seconds a connection may take to send its request headers (then closed).",
+    ),
+    keep_alive: float = ranged(
+        5.0,
+        "--keep-alive",
+        allowed=Range(0, None, low_open=True),
+        help="Seconds an idle connection is kept open for its next request.",
+    ),
+    max_connections: int = ranged(
+        1000,
+        "--max-connections",
+        allowed=AT_LEAST_ONE,
+        help="Open connections per worker; beyond, the oldest one without a request in progress is closed.",
+    ),
     no_builtin: bool = typer.Option(
         False,
         "--no-builtin",
@@ -122,6 +160,7 @@ def serve(
 
     from synopsis.serve import ServeSettings, build_registry, create_app, parse_model_spec
     from synopsis.serve.app import CONFIG_ENV
+    from synopsis.serve.connections import LIMITS_ENV, PROTOCOL, connection_limits_env, fit_to_descriptors
 
     level = log_level.upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
@@ -147,9 +186,17 @@ def serve(
         "max_batch": max_batch,
         "batch_workers": batch_workers,
         "auth_token": auth_token(auth_token_file, os.environ),
+        "header_timeout_s": header_timeout,
+        "keep_alive_s": keep_alive,
+        "max_connections": max_connections,
     }
-    if inference_threads is not None:
-        options["inference_threads"] = inference_threads
+    limits = {
+        "inference_threads": inference_threads,
+        "max_sections": max_sections,
+        "max_sentences": max_sentences,
+        "max_document_words": max_document_words,
+    }
+    options.update({name: value for name, value in limits.items() if value is not None})
     # --threads is what every computing command takes: torch's intra-op threads per computation.
     set_torch_threads(threads)
     settings = ServeSettings(**options)  # checks the values before any model loads
@@ -165,7 +212,18 @@ def serve(
             port,
             TOKEN_ENV,
         )
-    common = {"host": host, "port": port, "log_config": config, "access_log": False}
+    # uvicorn makes the protocol objects itself, in every worker: the limits go by the environment
+    connections, backlog = fit_to_descriptors(settings.max_connections)
+    os.environ[LIMITS_ENV] = connection_limits_env(settings.header_timeout_s, connections)
+    common = {
+        "host": host,
+        "port": port,
+        "log_config": config,
+        "access_log": False,
+        "http": PROTOCOL,
+        "timeout_keep_alive": settings.keep_alive_s,
+        "backlog": backlog,
+    }
     if workers == 1:
         app = create_app(build_registry(models, builtin=not no_builtin), settings)
         uvicorn.run(app, **common)

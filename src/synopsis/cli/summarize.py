@@ -17,10 +17,12 @@ from typing import Any
 import typer
 
 from synopsis.cli.options import decoding_option, ranged, set_torch_threads, switch, threads_option
+from synopsis.cli.provenance import check_resume, run_record
 from synopsis.cli.runtime import refuse_to_overwrite_inputs
 from synopsis.cli.summarize_corpus import Job, in_batches, run_sharded
 from synopsis.config import AT_LEAST_ONE, POSITIVE, DecodingOptions
 from synopsis.errors import InputError
+from synopsis.io import missing_path
 from synopsis.progress import ProgressReporter, track
 from synopsis.sharding import Shard, part_files, remove_parts
 from synopsis.summarizers.base import Summarizer
@@ -144,6 +146,9 @@ def summarize(
                 _columns(text_column, summary_column, id_column), output, resume, batch_size,
             )  # fmt: skip
             job = _prepare(shard, run, spec)
+            if output is not None:  # --resume continues only an output of the same options and input
+                record = run_record(spec, by, max_words, run.instructions)
+                check_resume(output, resume, record, job.ids, write=shard.is_main)
         if _by_section(by, job.summarizer, job.ids, job.documents, corpus):
             per_input = len(job.ids) // len(inputs)  # one per --instruction
             paths = None if corpus is not None else [p for p in inputs for _ in range(per_input)]
@@ -363,7 +368,7 @@ def _prepare(shard: Shard, run: RunSpec, spec: ModelSpec) -> Job:
         raise InputError("--corpus takes at most one --instruction (it applies to every example)")
     for path in inputs:
         if not path.exists():
-            raise InputError(f"{path}: no such file or directory")
+            raise missing_path(path)
     refuse_to_overwrite_inputs(output, [*inputs, spec.model], "--output")
     _check_model_path(spec.model)
 

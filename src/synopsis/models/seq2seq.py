@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from huggingface_hub.errors import StrictDataclassError
 from safetensors import SafetensorError
 from transformers import (
     AddedToken,
@@ -92,7 +93,9 @@ def load_tokenizer(model_dir: str | Path) -> PreTrainedTokenizerBase:
         raise CheckpointError(f"{model_dir}: no tokenizer files (one of {', '.join(TOKENIZER_FILES)})")
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
-    except (OSError, ValueError, TypeError) as err:
+    except Exception as err:  # noqa: BLE001 - the tokenizers library raises a bare Exception on a bad file
+        if isinstance(err, KeyboardInterrupt | SystemExit):
+            raise
         raise CheckpointError(f"{model_dir}: cannot load the tokenizer: {str(err).splitlines()[0]}") from None
     # transformers 5 silently builds a tokenizer with only its special tokens from some incomplete files
     if len(tokenizer) <= len(tokenizer.all_special_tokens):
@@ -144,6 +147,28 @@ def add_sentence_start_token(model: PreTrainedModel, tokenizer: PreTrainedTokeni
     return config.sentence_start_token_id
 
 
+#: What turns a ``pytorch_model.bin`` into ``model.safetensors`` (run it only on a file you trust: loading a
+#: pickle can run code; torch >= 2.6 loads only tensors by default).
+CONVERT_BIN_COMMAND = (
+    'python -c "import sys, torch; from safetensors.torch import save_file; '
+    "d = sys.argv[1]; save_file({k: v.clone().contiguous() for k, v in torch.load(d + '/pytorch_model.bin', "
+    "weights_only=True).items()}, d + '/model.safetensors', metadata={'format': 'pt'})\" DIR"
+)
+
+
+def _refuse_pickled_weights(model_dir: Path) -> None:
+    """Weights only as pickles (``pytorch_model.bin``) are refused, never unpickled, naming the command that
+    converts them to safetensors."""
+    if any((model_dir / name).is_file() for name in WEIGHT_FILES[:2]):
+        return
+    pickled = [name for name in WEIGHT_FILES[2:] if (model_dir / name).is_file()]
+    if pickled:
+        raise CheckpointError(
+            f"{model_dir}: weights in {pickled[0]} (a pickle) are not loaded; convert them to "
+            f"model.safetensors first: {CONVERT_BIN_COMMAND}"
+        )
+
+
 def load_seq2seq(
     model_dir: str | Path, random_init: bool = False
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
@@ -158,13 +183,20 @@ def load_seq2seq(
             f"{model_dir}: no model weights ({' or '.join(WEIGHT_FILES[::2])}); "
             "to start from random weights, train with random_init: true"
         )
-    config = AutoConfig.from_pretrained(str(model_dir), local_files_only=True)
+    _refuse_pickled_weights(model_dir)
+    try:
+        config = AutoConfig.from_pretrained(str(model_dir), local_files_only=True)
+    except (ValueError, TypeError, StrictDataclassError) as err:  # d_model: NaN, encoder_layers: "abc"
+        problem = " ".join(str(err).split()).split(". Errors:")[0]  # the rest repeats it per type
+        raise CheckpointError(f"{model_dir / CONFIG_FILE}: {problem}") from None
     tokenizer = load_tokenizer(model_dir)
     try:
         if random_init:
             model = AutoModelForSeq2SeqLM.from_config(config)
         else:  # the config's class decides (registered Hie-BART included)
-            model = AutoModelForSeq2SeqLM.from_pretrained(str(model_dir), local_files_only=True)
+            model = AutoModelForSeq2SeqLM.from_pretrained(
+                str(model_dir), local_files_only=True, use_safetensors=True
+            )
     except (OSError, ValueError, RuntimeError, SafetensorError) as err:
         raise CheckpointError(
             f"{model_dir}: cannot load the model weights: {str(err).splitlines()[0]}"

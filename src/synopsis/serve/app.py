@@ -159,6 +159,7 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
         max_body_bytes=settings.max_body_bytes,
         auth_token=settings.auth_token,
         metrics=metrics,
+        body_timeout_s=settings.request_timeout_s,
     )
 
     add_error_handlers(app)
@@ -349,7 +350,7 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
 
         def job(emit: Callable[[dict[str, Any]], None]) -> None:
             started = time.perf_counter()
-            document, used = parse_document(body.document, body.format)
+            document, used = parse_document(body.document, body.format, settings.document_limits)
             parsed = time.perf_counter()
             emit(parsed_event(document, used, submitted, started, parsed))
             if by_section(body.by, entry, summarizer, document):
@@ -379,7 +380,7 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
 
         def parse() -> dict[str, Any]:
             started = time.perf_counter()
-            document, used = parse_document(body.document, body.format)
+            document, used = parse_document(body.document, body.format, settings.document_limits)
             return parsed_event(document, used, submitted, started, time.perf_counter())
 
         parsed = await run(request, parse)
@@ -473,7 +474,7 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
         """The section outline of a document as the service parses it, without summarizing."""
 
         def job() -> dict[str, Any]:
-            document, used = parse_document(body.document, body.format)
+            document, used = parse_document(body.document, body.format, settings.document_limits)
             return {"sections": outline(document), "document": document_stats(document, used)}
 
         return await run(request, job)

@@ -9,6 +9,7 @@ from typing import Any
 from synopsis.data.readers.documents import parse_json_document, parse_markdown, parse_text
 from synopsis.document import Document
 from synopsis.errors import InputError
+from synopsis.serve.settings import DocumentLimits
 
 FORMATS = ("auto", "text", "markdown", "json")
 _PARSERS = {"text": parse_text, "markdown": parse_markdown, "json": parse_json_document}
@@ -30,8 +31,13 @@ def detect_format(text: str) -> str:
     return "text"
 
 
-def parse_document(text: str, format: str = "auto") -> tuple[Document, str]:  # noqa: A002
-    """The parsed document and the format used; :class:`InputError` for unusable input."""
+def parse_document(
+    text: str,
+    format: str = "auto",  # noqa: A002
+    limits: DocumentLimits | None = None,
+) -> tuple[Document, str]:
+    """The parsed document and the format used; :class:`InputError` for unusable input and for a document
+    over ``limits`` (default: :class:`DocumentLimits`' defaults)."""
     if format not in FORMATS:
         raise InputError(f"unknown format '{format}' (choose from {', '.join(FORMATS)})")
     if not text.strip():
@@ -45,7 +51,22 @@ def parse_document(text: str, format: str = "auto") -> tuple[Document, str]:  # 
         raise InputError(f"no text found in the document (read as {used})")
     if document.max_depth > MAX_DEPTH:
         raise InputError(f"sections nest {document.max_depth} deep; at most {MAX_DEPTH} levels are accepted")
+    check_limits(document, limits or DocumentLimits())
     return document, used
+
+
+def check_limits(document: Document, limits: DocumentLimits) -> None:
+    """Refuse a document with more sections, sentences or words than ``limits``, naming the limit."""
+    sizes = [
+        ("sections", len(document.sections) - 1, limits.sections, "--max-sections"),  # the root is not one
+        ("sentences", len(document.sentences), limits.sentences, "--max-sentences"),
+        ("words", document.num_words(), limits.words, "--max-document-words"),
+    ]
+    for name, size, limit, flag in sizes:
+        if size > limit:
+            raise InputError(
+                f"the document has {size} {name}, more than the {limit} this server takes ({flag})"
+            )
 
 
 def outline(document: Document) -> dict[str, Any]:

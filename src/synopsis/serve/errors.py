@@ -7,6 +7,7 @@ of a request that pydantic cannot express (limits an operator may change) raise 
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -82,8 +83,16 @@ def add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_: Request, err: StarletteHTTPException) -> JSONResponse:
+        if isinstance(err.__cause__, RecursionError):  # the framework's JSON parser gave up on the nesting
+            return error_response(422, "validation_error", "the request body nests too deeply")
         code = {404: "not_found", 405: "method_not_allowed"}.get(err.status_code, "http_error")
         return error_response(err.status_code, code, str(err.detail), headers=err.headers)
+
+
+def is_blank(text: str) -> bool:
+    """Whether ``text`` shows nothing: only white space and invisible format characters (zero-width space,
+    joiners, byte-order mark: Unicode category Cf), which ``str.strip`` keeps."""
+    return all(char.isspace() or unicodedata.category(char) == "Cf" for char in text)
 
 
 def check_instructions(instructions: list[str] | None, settings: ServeSettings) -> list[str]:
@@ -97,7 +106,7 @@ def check_instructions(instructions: list[str] | None, settings: ServeSettings) 
             "instructions",
         )
     for i, instruction in enumerate(instructions):
-        if not instruction.strip():
+        if is_blank(instruction):
             raise ApiError(
                 422, "validation_error", f"instructions[{i}]: empty instruction", f"instructions[{i}]"
             )
@@ -133,8 +142,13 @@ def check_evaluate(body: EvaluateRequest, settings: ServeSettings) -> list[list[
         )
     references = []
     for i, refs in enumerate(body.references):
-        refs = [refs] if isinstance(refs, str) else refs
+        listed = not isinstance(refs, str)
+        refs = refs if listed else [refs]
         if not refs:
             raise ApiError(422, "validation_error", f"references[{i}]: no references", f"references[{i}]")
+        for k, ref in enumerate(refs):
+            if not ref.strip():  # it would score 0 whatever the prediction
+                where = f"references[{i}][{k}]" if listed else f"references[{i}]"
+                raise ApiError(422, "validation_error", f"{where}: empty reference", where)
         references.append(refs)
     return references

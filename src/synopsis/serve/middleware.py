@@ -27,6 +27,19 @@ DRAIN_BYTES = 256 * 1024 * 1024
 DRAIN_SECONDS = 30.0
 
 
+def log_safe(value: str) -> str:
+    """``value`` with everything that could forge or break a log line escaped: control characters (a
+    decoded ``%0a`` or ``%00``), quotes, backslashes and lone surrogates become Python escapes."""
+    return "".join(char if char.isprintable() and char not in _QUOTING else _escaped(char) for char in value)
+
+
+_QUOTING = '"\\'
+
+
+def _escaped(char: str) -> str:
+    return '\\"' if char == '"' else char.encode("unicode_escape").decode("ascii")
+
+
 def _protected(path: str) -> bool:
     return path == "/v1" or any(path == p.rstrip("/") or path.startswith(p) for p in PROTECTED_PREFIXES)
 
@@ -43,8 +56,9 @@ class RequestMiddleware:
 
     Bodies are read here, up to the limit, and replayed to the app: a declared ``Content-Length`` over the
     limit is refused without keeping a byte, and a chunked body as soon as it passes the limit; either is
-    read and discarded (up to ``DRAIN_BYTES``) first, see there. A body that is not UTF-8 (RFC 8259 JSON
-    must be) is a 422 here rather than the framework's undocumented 400.
+    read and discarded (up to ``DRAIN_BYTES``) first, see there. A body that has not arrived
+    ``body_timeout_s`` after the request did is a 408 (the connection is then closed). A body that is not
+    UTF-8 (RFC 8259 JSON must be) is a 422 here rather than the framework's undocumented 400.
     """
 
     def __init__(
@@ -53,9 +67,11 @@ class RequestMiddleware:
         max_body_bytes: int,
         auth_token: str | None = None,
         metrics: ServiceMetrics | None = None,
+        body_timeout_s: float | None = None,
     ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.body_timeout_s = body_timeout_s
         self.token = None if auth_token is None else auth_token.strip().encode()
         self.metrics = metrics
 
@@ -76,8 +92,22 @@ class RequestMiddleware:
                 sent += len(message.get("body", b""))
             await send(message)
 
+        head = scope["method"] == "HEAD"
+        if head:  # HEAD is GET without the body (RFC 9110, 9.3.2): every GET route answers it
+            scope = {**scope, "method": "GET"}
+            send_logged = _without_body(send_logged)
         try:
             headers = dict(scope["headers"])
+            if sum(name == b"authorization" for name, _ in scope["headers"]) > 1:
+                # which one would count is up to each proxy on the way: refuse rather than pick one
+                await error_response(
+                    400,
+                    "bad_request",
+                    "more than one Authorization header",
+                    field="Authorization",
+                    headers={"Connection": "close"},
+                )(scope, receive, send_logged)
+                return
             declared = headers.get(b"content-length")
             expect_continue = headers.get(b"expect", b"").lower() == b"100-continue"
             if declared is not None:
@@ -106,8 +136,19 @@ class RequestMiddleware:
             if scope["method"] in ("POST", "PUT", "PATCH"):
                 body = bytearray()
                 more = True
+                deadline = arrived + self.body_timeout_s if self.body_timeout_s is not None else None
                 while more:
-                    message = await receive()
+                    try:
+                        message = await _received_by(receive, deadline)
+                    except TimeoutError:  # a client trickling its body holds a connection: not for ever
+                        status = 408
+                        await error_response(
+                            408,
+                            "timeout",
+                            f"the request body did not arrive within {self.body_timeout_s:g} s",
+                            headers={"Connection": "close"},
+                        )(scope, receive, send_logged)
+                        return
                     if message["type"] == "http.disconnect":
                         status = 499  # the client went away before sending its body
                         return
@@ -132,16 +173,17 @@ class RequestMiddleware:
         finally:
             elapsed = time.perf_counter() - arrived
             extra = state.get("log", "")
+            # the path and the extra words hold what the client sent: escaped, they cannot add a line
             access_logger.info(
                 '%s "%s %s" %d %.1fms in=%dB out=%dB%s',
                 _client(scope),
-                scope["method"],
-                scope["path"],
+                "HEAD" if head else log_safe(scope["method"]),
+                log_safe(scope["path"]),
                 status,
                 1000 * elapsed,
                 received,
                 sent,
-                f" {extra}" if extra else "",
+                f" {log_safe(extra)}" if extra else "",
             )
             if self.metrics is not None:
                 self.metrics.observe_request(scope["path"], state.get("model"), status, elapsed)
@@ -180,6 +222,12 @@ async def _drain(receive: Receive, declared: int | None) -> int:
     return read
 
 
+async def _received_by(receive: Receive, deadline: float | None) -> Message:
+    if deadline is None:
+        return await receive()
+    return await asyncio.wait_for(receive(), max(deadline - time.perf_counter(), 0.001))
+
+
 def _decodes(body: bytes) -> bool:
     """Whether ``json.loads`` could decode ``body`` as text (it detects UTF-8/16/32 as the RFC allows)."""
     try:
@@ -187,6 +235,15 @@ def _decodes(body: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+def _without_body(send: Send) -> Send:
+    async def send_head(message: Message) -> None:
+        if message["type"] == "http.response.body":
+            message = {**message, "body": b""}
+        await send(message)
+
+    return send_head
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

@@ -7,9 +7,9 @@ live in :class:`~synopsis.serve.settings.ServeSettings` and are checked by the h
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from synopsis.config import DECODING_OPTIONS
 
@@ -17,7 +17,23 @@ DocumentFormat = Literal["auto", "text", "markdown", "json"]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: a number is a number (``"4"`` and ``true`` are not 4), so a client's type error is a 422
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+def _encodable(text: str) -> str:
+    """Refuse lone surrogates (JSON's ``"\\ud800"``): no UTF-8 text holds them, so neither could a
+    response, a log line or a summary that repeats them."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        code = ord(text[err.start])
+        raise ValueError(f"holds a lone surrogate (U+{code:04X}) at character {err.start}") from None
+    return text
+
+
+#: A request string: UTF-8-encodable text.
+Text = Annotated[str, AfterValidator(_encodable)]
 
 
 def _decoding_field(name: str) -> Any:
@@ -45,12 +61,14 @@ class SummarizeOptions(_Strict):
 
 
 class SummarizeRequest(_Strict):
-    document: str = Field(..., description="The document's text (plain text, Markdown, or Document JSON).")
+    document: Text = Field(
+        ..., min_length=1, description="The document's text (plain text, Markdown, or Document JSON)."
+    )
     format: DocumentFormat = Field(
         "auto", description="auto: JSON object, Markdown if it has headings, else text."
     )
-    model: str = Field("default", description="A model name from GET /v1/models.")
-    instructions: list[str] | None = Field(
+    model: Text = Field("default", description="A model name from GET /v1/models.")
+    instructions: list[Text] | None = Field(
         None, description="One summary per instruction, in order; none or null: one plain summary."
     )
     options: SummarizeOptions | None = None
@@ -150,7 +168,7 @@ class SummarizeResponse(BaseModel):
 
 
 class OutlineRequest(_Strict):
-    document: str
+    document: Text = Field(..., min_length=1)
     format: DocumentFormat = "auto"
 
 
@@ -160,11 +178,13 @@ class OutlineResponse(BaseModel):
 
 
 class EvaluateRequest(_Strict):
-    predictions: list[str] = Field(..., min_length=1)
-    references: list[str | list[str]] = Field(
+    predictions: list[Text] = Field(..., min_length=1)
+    references: list[Text | list[Text]] = Field(
         ..., min_length=1, description="Per prediction: one reference, or a list of references."
     )
-    sources: list[str] | None = Field(None, description="Source documents, for novel n-gram rates.")
+    sources: list[Text] | None = Field(
+        None, min_length=1, description="Source documents, for novel n-gram rates."
+    )
     metrics: list[Literal["rouge", "bleu", "meteor", "novel", "repeat", "length"]] = [
         "rouge",
         "bleu",
@@ -179,7 +199,7 @@ class EvaluateRequest(_Strict):
     sentences: Literal["auto", "newline", "punkt"] = "auto"  # as `synopsis evaluate --sentences`
     wordnet_exceptions: bool = False
     bootstrap: int = Field(1000, ge=0, le=10_000)
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=2**32 - 1, description="Seed of the bootstrap's resampling.")
 
 
 class ModelInfo(BaseModel):

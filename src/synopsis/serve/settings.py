@@ -25,6 +25,18 @@ def default_batch_workers() -> int:
 
 
 @dataclass(frozen=True)
+class DocumentLimits:
+    """The most sections, sentences and words of one document the service takes (then 422): checked once
+    the document is parsed, before any of its work is queued, so one request cannot hold an inference
+    thread for minutes. Each is also a ``synopsis serve`` flag (``--max-sections``, ``--max-sentences``,
+    ``--max-document-words``)."""
+
+    sections: int = 5_000
+    sentences: int = 50_000
+    words: int = 1_000_000
+
+
+@dataclass(frozen=True)
 class ServeSettings:
     """Every limit the service enforces (see ``docs/serve.md``).
 
@@ -33,8 +45,11 @@ class ServeSettings:
     queueing included (504 when exceeded). ``batch_window_ms`` > 0 turns dynamic batching on: summaries
     for the same model and options that arrive within the window (up to ``max_batch``) run as one batched
     call; up to ``batch_workers`` batches of a model run at once, each on a thread of its own (None: see
-    :func:`default_batch_workers`). ``auth_token``: when set, ``/v1`` and ``/metrics`` need
-    ``Authorization: Bearer <token>``.
+    :func:`default_batch_workers`). ``max_sections``, ``max_sentences`` and ``max_document_words`` bound
+    one document (:class:`DocumentLimits`). ``header_timeout_s`` closes a connection whose request headers
+    have not arrived in time, ``keep_alive_s`` an idle kept-alive one, and beyond ``max_connections`` open
+    connections the oldest without a request in progress is closed (:mod:`synopsis.serve.connections`).
+    ``auth_token``: when set, ``/v1`` and ``/metrics`` need ``Authorization: Bearer <token>``.
     """
 
     max_body_bytes: int = 10 * 1024 * 1024
@@ -44,9 +59,15 @@ class ServeSettings:
     max_instructions: int = 16
     max_instruction_chars: int = 2000
     max_evaluate_examples: int = 10_000
+    max_sections: int = DocumentLimits.sections
+    max_sentences: int = DocumentLimits.sentences
+    max_document_words: int = DocumentLimits.words
     batch_window_ms: float = 0.0
     max_batch: int = 16
     batch_workers: int | None = None
+    header_timeout_s: float = 10.0
+    keep_alive_s: float = 5.0
+    max_connections: int = 1000
     auth_token: str | None = field(default=None, repr=False)  # never in a log line or a repr
 
     def __post_init__(self) -> None:
@@ -57,7 +78,13 @@ class ServeSettings:
             "max_instructions": self.max_instructions,
             "max_instruction_chars": self.max_instruction_chars,
             "max_evaluate_examples": self.max_evaluate_examples,
+            "max_sections": self.max_sections,
+            "max_sentences": self.max_sentences,
+            "max_document_words": self.max_document_words,
             "max_batch": self.max_batch,
+            "header_timeout_s": self.header_timeout_s,
+            "keep_alive_s": self.keep_alive_s,
+            "max_connections": self.max_connections,
         }
         if self.batch_workers is not None:
             positive["batch_workers"] = self.batch_workers
@@ -70,6 +97,10 @@ class ServeSettings:
             raise ConfigError(f"serve setting batch_window_ms must be >= 0, got {self.batch_window_ms}")
         if self.auth_token is not None and not self.auth_token.strip():
             raise ConfigError("serve setting auth_token is empty: give a token or none")
+
+    @property
+    def document_limits(self) -> DocumentLimits:
+        return DocumentLimits(self.max_sections, self.max_sentences, self.max_document_words)
 
     @property
     def batching(self) -> bool:

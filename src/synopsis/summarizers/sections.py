@@ -475,6 +475,8 @@ def summarize_by_section(
             capacity,
         )
     trees = [_skeleton(document) for document in documents]
+    # made once: rebuilt per batch it made many sections cost their square (40k sections: minutes)
+    index_of = [{id(node): i for i, node in nodes.items()} for _, nodes, _ in trees]
     emitted = [0] * len(documents)  # sections of each document already passed to on_section
     orders = [[node for node in tree.walk()] for tree, _, _ in trees]
     left: list[dict[int, int]] = [{} for _ in documents]  # section index -> windows left
@@ -499,7 +501,7 @@ def summarize_by_section(
             progress(min(start + batch_size, len(windows)), len(windows))
         if on_section is not None:
             for d in range(len(documents)):
-                emitted[d] = _emit(d, orders[d], emitted[d], trees[d], left[d], on_section)
+                emitted[d] = _emit(d, orders[d], emitted[d], trees[d][0], index_of[d], left[d], on_section)
 
     out = []
     for d, (document, (root, _, skipped)) in enumerate(zip(documents, trees, strict=True)):
@@ -547,13 +549,13 @@ def _emit(
     d: int,
     order: list[SectionSummary],
     emitted: int,
-    tree: tuple[SectionSummary, dict[int, SectionSummary], int],
+    root: SectionSummary,
+    index_of: dict[int, int],
     left: dict[int, int],
     on_section: Callable[[int, SectionSummary], None],
 ) -> int:
-    """Pass the sections of document ``d`` that are done, in document order, to ``on_section``."""
-    root, nodes, _ = tree
-    index_of = {id(node): i for i, node in nodes.items()}
+    """Pass the sections of document ``d`` that are done, in document order, to ``on_section``; from
+    ``emitted`` on, so that each section is looked at about once (``index_of``: node id -> section index)."""
     while emitted < len(order):
         node = order[emitted]
         i = index_of.get(id(node))

@@ -19,7 +19,7 @@ from typing import Any
 
 from synopsis.data.example import Example, read_examples
 from synopsis.data.qs import read_qmsum_qs, read_qmsum_qs_childq
-from synopsis.data.readers.base import check_size, guarded, read_input, resolve_split
+from synopsis.data.readers.base import guarded, read_input, resolve_split
 from synopsis.data.readers.cnn import parse_story, read_cnn
 from synopsis.data.readers.cohan import parse_cohan, read_cohan
 from synopsis.data.readers.documents import parse_json_document, parse_markdown, parse_text
@@ -30,7 +30,7 @@ from synopsis.data.readers.scitldr import read_scitldr
 from synopsis.data.readers.tabular import read_csv, read_jsonl
 from synopsis.document import Document
 from synopsis.errors import InputError
-from synopsis.io import parse_json
+from synopsis.io import MAX_LINE_BYTES, check_file, missing_path, parse_json
 
 __all__ = ["CORPORA", "DOCUMENT_FORMATS", "detect_corpus", "read_corpus", "read_document"]
 
@@ -114,19 +114,16 @@ CORPORA: dict[str, Callable[..., Iterator[Example]]] = {
 def read_document(path: str | Path, format: str = "auto", max_mb: float = 20.0) -> Document:  # noqa: A002
     """Read one document; ``format="auto"`` goes by the extension, then by the content.
 
-    Files over ``max_mb`` megabytes are refused before reading. A document without any text is an error.
+    Files over ``max_mb`` megabytes are refused after reading ``max_mb`` and one byte of them (whatever size
+    the file reports). A document without any text is an error.
     """
     path = Path(path)
     if format != "auto" and format not in DOCUMENT_FORMATS:
         raise InputError(
             f"unknown document format '{format}' (choose from auto, {', '.join(DOCUMENT_FORMATS)})"
         )
-    if not path.exists():
-        raise InputError(f"{path}: no such file")
-    if path.is_dir():
-        raise InputError(f"{path}: is a directory, expected a document file")
-    check_size(path, max_mb)
-    text = read_input(path)
+    check_file(path, "a document file")
+    text = read_input(path, max_mb)
     if format == "auto":
         format = _sniff(path, text)  # noqa: A001
     document = DOCUMENT_FORMATS[format](text, path)
@@ -207,7 +204,7 @@ def read_corpus(
                 f"corpus '{name}' has no option '{option}' (options: {', '.join(takes) or 'none'})"
             )
     if not path.exists():
-        raise InputError(f"{path}: no such file or directory")
+        raise missing_path(path)
     stats = stats if stats is not None else {}
     stats.setdefault("skipped", 0)
     return reader(path, split=split, skip_bad_lines=skip_bad_lines, stats=stats, **options)
@@ -217,7 +214,7 @@ def detect_corpus(path: str | Path) -> str:
     """Guess the corpus of a file or folder from its layout and first record."""
     path = Path(path)
     if not path.exists():
-        raise InputError(f"{path}: no such file or directory")
+        raise missing_path(path)
     if path.is_dir():
         if (path / "Reference_XML").is_dir() or any(path.glob("*/Reference_XML")):
             return "scisummnet"
@@ -244,8 +241,14 @@ def detect_corpus(path: str | Path) -> str:
 
 
 def _detect_jsonl(path: Path) -> str:
-    with open(path, encoding="utf-8", errors="replace") as handle:
-        first = next((line for line in handle if line.strip()), "")
+    check_file(path)
+    first = ""
+    with open(path, "rb") as handle:
+        # bounded lines: a file without newlines (/dev/zero) must not be read to its end
+        for raw in iter(lambda: handle.readline(MAX_LINE_BYTES + 1), b""):
+            if raw.strip():
+                first = raw.decode("utf-8", errors="replace")
+                break
     try:
         record = parse_json(first, path)
     except InputError:

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from synopsis.document import Section
 from synopsis.errors import InputError
-from synopsis.io import read_text
+from synopsis.io import missing_path, read_text
 
 T = TypeVar("T")
 
@@ -17,27 +17,16 @@ T = TypeVar("T")
 _SPLIT_ALIASES = {"dev": ("dev", "val", "valid", "validation"), "val": ("val", "dev", "valid", "validation")}
 
 
-def check_size(path: Path, max_mb: float) -> None:
-    """Refuse a file larger than ``max_mb`` megabytes before reading it (a stat, not a read)."""
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except OSError as err:
-        raise InputError(f"{path}: cannot read ({err.strerror})") from None
-    if size > max_mb * 1024 * 1024:
-        raise InputError(
-            f"{path}: file is {size / 1024 / 1024:.1f} MB, larger than the {max_mb:g} MB limit "
-            "for one document (raise it with --max-input-mb)"
-        )
-
-
-def read_input(path: str | Path) -> str:
-    """:func:`read_text` that also turns OS errors (permissions, special files) into one-line InputErrors."""
-    try:
+def read_input(path: str | Path, max_mb: float | None = None) -> str:
+    """:func:`read_text` of user input: one-line InputErrors for everything, and at most ``max_mb``
+    megabytes (one document; None: the limit of any whole-file read) read before refusing."""
+    if max_mb is None:
         return read_text(path)
-    except OSError as err:
-        raise InputError(f"{path}: cannot read ({err.strerror or err})") from None
+    return read_text(
+        path,
+        max_bytes=int(max_mb * 1024 * 1024),
+        hint=" for one document (raise it with --max-input-mb)",
+    )
 
 
 def require(record: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any:
@@ -66,7 +55,7 @@ def resolve_split(path: Path, split: str | None, suffixes: tuple[str, ...]) -> P
     their validation split differently.
     """
     if not path.exists():
-        raise InputError(f"{path}: no such file or directory")
+        raise missing_path(path)
     if not path.is_dir():
         if split is not None:
             raise InputError(f"{path}: is a file; --split only applies when the input is a corpus folder")
