@@ -262,11 +262,10 @@ class DomainLM(nn.Module):
         inside the graph, so the fp32 parameters get their gradients."""
         lstm = self.lstm
         device_type = x.device.type
-        if torch.is_autocast_enabled(device_type):
-            dtype = torch.get_autocast_dtype(device_type)
-        else:
-            dtype = x.dtype
-        weights = [w.to(dtype) for w in lstm._flat_weights]  # per layer: weight_ih, weight_hh, bias_ih, bias_hh
+        autocast = torch.is_autocast_enabled(device_type)
+        dtype = torch.get_autocast_dtype(device_type) if autocast else x.dtype
+        # per layer: weight_ih, weight_hh, bias_ih, bias_hh
+        weights = [w.to(dtype) for w in lstm._flat_weights]
         weights[0] = weight_ih.to(dtype)
         hidden = tuple(part.to(dtype) for part in state)
         with torch.autocast(device_type, enabled=False), warnings.catch_warnings():
