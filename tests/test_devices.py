@@ -1,0 +1,211 @@
+"""Where models compute: ``device=`` / ``--device`` (``auto``, ``cpu``, ``cuda``, ``cuda:N``), one GPU per
+process under a launch, and every input a summarizer makes on its model's device.
+
+No GPU here: the inputs are checked on the ``meta`` device (shapes only). A summarizer whose model is on
+``meta`` must hand the model meta tensors; one made on the CPU and not moved shows up as ``cpu``. The model
+is stopped at its first call (nothing can be computed on ``meta``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from synopsis.document import Document
+from synopsis.errors import InputError
+from synopsis.sharding import compute_device, resolve_device
+
+META = torch.device("meta")
+
+
+def _fake_gpus(monkeypatch: pytest.MonkeyPatch, count: int) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: count > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+
+
+def test_auto_is_a_gpu_when_torch_sees_one_else_the_cpu(monkeypatch) -> None:
+    _fake_gpus(monkeypatch, 0)
+    assert resolve_device("auto") == resolve_device(None) == resolve_device("CPU") == torch.device("cpu")
+    _fake_gpus(monkeypatch, 2)
+    assert resolve_device("auto") == resolve_device("cuda") == torch.device("cuda", 0)
+    assert resolve_device("cuda:1") == torch.device("cuda", 1)
+    assert resolve_device(META) == META  # a torch.device is taken as it is
+    with compute_device("cpu"):  # what auto means inside a command that builds its models deep inside
+        assert resolve_device("auto") == torch.device("cpu")
+        assert resolve_device("cuda:1") == torch.device("cuda", 1)
+    assert resolve_device("auto") == torch.device("cuda", 0)
+
+
+def test_a_launch_keeps_one_gpu_per_process(monkeypatch) -> None:
+    _fake_gpus(monkeypatch, 2)
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    for rank, gpu in ((0, 0), (1, 1), (3, 1)):
+        monkeypatch.setenv("LOCAL_RANK", str(rank))
+        assert resolve_device("auto") == resolve_device("cuda") == torch.device("cuda", gpu)
+
+
+@pytest.mark.parametrize(
+    ("spec", "gpus", "message"),
+    [
+        ("cuda", 0, "--device cuda: torch sees no CUDA GPU on this machine; use --device cpu or auto"),
+        ("cuda:2", 2, "--device cuda:2: this machine has 2 GPU(s), cuda:0 to cuda:1"),
+        ("gpu", 1, "--device 'gpu' is not a device; use auto"),
+        ("mps", 1, "--device mps: synopsis computes on cpu or cuda, not mps"),
+    ],
+)
+def test_an_unusable_device_is_a_one_line_input_error(
+    monkeypatch: pytest.MonkeyPatch, spec: str, gpus: int, message: str
+) -> None:
+    _fake_gpus(monkeypatch, gpus)
+    with pytest.raises(InputError) as caught:
+        resolve_device(spec)
+    assert str(caught.value).startswith(message) and "\n" not in str(caught.value)
+    with pytest.raises(InputError), compute_device(spec):
+        pass
+
+
+def test_load_summarizer_refuses_an_unusable_device_before_reading_weights(monkeypatch, tmp_path) -> None:
+    from synopsis.summarizers import load_summarizer
+
+    _fake_gpus(monkeypatch, 0)
+    with pytest.raises(InputError, match="torch sees no CUDA GPU"):
+        load_summarizer("pointer-generator", device="cuda")
+    with pytest.raises(InputError, match="torch sees no CUDA GPU"):
+        load_summarizer("seq2seq", tmp_path / "no-such-model", device="cuda")
+
+
+def test_summarizers_say_where_they_run(caplog) -> None:
+    from synopsis.summarizers import load_summarizer
+
+    with caplog.at_level("INFO", logger="synopsis"):
+        summarizer = load_summarizer("pointer-generator", device="cpu")
+    info = summarizer.describe()
+    assert (info.device, info.dtype) == ("cpu", "float32")
+    assert "model runs on cpu (float32)" in caplog.text
+    assert load_summarizer("lead-3").describe().device is None
+
+
+# ------------------------------------------------------------------------------ inputs on the model's device
+class _Stop(Exception):
+    """Raised by the probe at the model's first call: nothing computes on ``meta``."""
+
+
+def _devices(value: Any, found: set[str]) -> set[str]:
+    """The devices of every tensor inside ``value`` (tuples, lists, dicts, dataclass-like objects)."""
+    if isinstance(value, torch.Tensor):
+        found.add(value.device.type)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _devices(item, found)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _devices(item, found)
+    elif hasattr(value, "__dict__") and not isinstance(value, torch.nn.Module | type):
+        _devices(vars(value), found)
+    return found
+
+
+def _probe(found: set[str]):  # noqa: ANN202 - a hook
+    def hook(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+        _devices((args, kwargs), found)
+        raise _Stop
+
+    return hook
+
+
+def _inputs_reaching(summarizer: Any, call: Any, monkeypatch: pytest.MonkeyPatch | None = None) -> set[str]:
+    """The devices of what ``summarizer`` hands its model (its encoder, generate(), or the InstructSum
+    source cache's encoder pass) during ``call``."""
+    found: set[str] = set()
+    if monkeypatch is not None:  # the cache checks its inputs' padding on their values, which meta lacks
+        from synopsis.models.instructsum import cache
+
+        def encode_source(*args: Any, **kwargs: Any) -> None:
+            _devices((args, kwargs), found)
+            raise _Stop
+
+        monkeypatch.setattr(cache, "encode_source", encode_source)
+    model = summarizer.model
+    encoder = model.get_encoder() if hasattr(model, "get_encoder") else None
+    if encoder is not None:
+        encoder.register_forward_pre_hook(_probe(found), with_kwargs=True)
+
+        def generate(*args: Any, **kwargs: Any) -> None:
+            _devices((args, kwargs), found)
+            raise _Stop
+
+        model.generate = generate
+    else:  # the pointer-generator: its encoder pass is a method of the model
+        def encode(*args: Any, **kwargs: Any) -> None:
+            _devices((args, kwargs), found)
+            raise _Stop
+
+        model.encode = encode
+    with pytest.raises(_Stop):
+        call()
+    assert found, "the probe saw no tensor"
+    return found
+
+
+DOCUMENT = Document.from_text(
+    "Introduction\n\nThe cat sat on the mat. It purred all day long.\n\n"
+    "Methods\n\nWe counted the purrs. There were many of them."
+)
+
+
+def test_pointer_generator_inputs_are_made_on_the_models_device() -> None:
+    from synopsis.summarizers import load_summarizer
+
+    summarizer = load_summarizer("pointer-generator", device=META)
+    assert summarizer.describe().device == "meta"
+    assert _inputs_reaching(summarizer, lambda: summarizer.summarize([DOCUMENT])) == {"meta"}
+
+
+def _seq2seq_models(root: Path, tokenizers: Path) -> dict[str, Path]:
+    from tiny_models import save_tiny_bart, save_tiny_t5
+
+    from synopsis.models.seq2seq import convert_checkpoint
+
+    bart = save_tiny_bart(root / "bart", tokenizers)
+    t5 = save_tiny_t5(root / "t5", tokenizers)
+    return {
+        "bart": bart,
+        "t5": t5,
+        "hie-bart": convert_checkpoint("hie-bart", bart, root / "hie", word_heads=2),
+        "hibrids-bart": convert_checkpoint("hibrids", bart, root / "hibrids"),
+        "instructsum": convert_checkpoint("instructsum", t5, root / "instructsum"),
+        "hibrids-instructsum": convert_checkpoint(
+            "hibrids", convert_checkpoint("instructsum", t5, root / "is2"), root / "hibrids-is"
+        ),
+    }
+
+
+@pytest.fixture(scope="module")
+def seq2seq_models(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return _seq2seq_models(tmp_path_factory.mktemp("devices"), shared_data / "tokenizers")
+
+
+@pytest.mark.parametrize(
+    "kind", ["bart", "t5", "hie-bart", "hibrids-bart", "instructsum", "hibrids-instructsum"]
+)
+def test_seq2seq_inputs_are_made_on_the_models_device(
+    seq2seq_models: dict[str, Path], kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every seq2seq type, InstructSum's source cache and HIBRIDS' section relations included, whole
+    documents and by-section windows."""
+    from synopsis.models.instructsum import SourceCache
+    from synopsis.summarizers.seq2seq import Seq2SeqSummarizer
+
+    # The cache's key is a digest of the source ids read back to the host, which meta tensors cannot be.
+    monkeypatch.setattr(SourceCache, "key", staticmethod(lambda model, ids, *sections: str(ids.shape)))
+
+    summarizer = Seq2SeqSummarizer.from_pretrained(seq2seq_models[kind], device=META, max_length=8)
+    assert summarizer.describe().device == "meta"
+    instructions = ["What did the cat do?"]
+    whole = _inputs_reaching(summarizer, lambda: summarizer.summarize([DOCUMENT], instructions), monkeypatch)
+    fresh = Seq2SeqSummarizer.from_pretrained(seq2seq_models[kind], device=META, max_length=8)
+    assert whole == _inputs_reaching(fresh, lambda: fresh.summarize_by_section([DOCUMENT]), monkeypatch)
+    assert whole == {"meta"}
