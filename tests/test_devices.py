@@ -209,3 +209,58 @@ def test_seq2seq_inputs_are_made_on_the_models_device(
     fresh = Seq2SeqSummarizer.from_pretrained(seq2seq_models[kind], device=META, max_length=8)
     assert whole == _inputs_reaching(fresh, lambda: fresh.summarize_by_section([DOCUMENT]), monkeypatch)
     assert whole == {"meta"}
+
+
+# ------------------------------------------------------------------------------------- training, experiments
+def test_trainers_compute_where_device_says(monkeypatch) -> None:
+    """One process without a launcher (the LM's default) and through Accelerate: the chosen device; the
+    model is moved there by ``prepare``; ``--dtype`` is the precision of a run whose config leaves it
+    unset."""
+    from synopsis.training.distributed import Distributed, default_precision, resolve_precision
+
+    monkeypatch.delenv("ACCELERATE_MIXED_PRECISION", raising=False)
+    with compute_device("cpu"):
+        single, launched = Distributed.single(), Distributed.launch()
+    assert single.device == launched.device == torch.device("cpu")
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    single.device = META  # a GPU's stand-in
+    prepared, _ = single.prepare(model, optimizer)
+    assert prepared.weight.device == META
+    assert resolve_precision(None) == "fp32"
+    with default_precision("bf16"):
+        assert resolve_precision(None) == "bf16" and resolve_precision("fp16") == "fp16"
+        with default_precision(None):
+            assert resolve_precision(None) == "bf16"
+    assert resolve_precision(None) == "fp32"
+
+
+def test_experiment_device_and_dtype_are_checked_before_any_work(monkeypatch, tmp_path, capsys) -> None:
+    from synopsis.cli import main
+
+    _fake_gpus(monkeypatch, 0)
+    out = tmp_path / "out"
+    assert main(["experiment", "hibrids", "--device", "cuda", "-o", str(out), "--data", str(tmp_path)]) == 2
+    assert main(["experiment", "instructsum", "--dtype", "fp64", "-o", str(out)]) == 2
+    assert main(["experiment", "hibrids-probe", "--device", "tpu", "-o", str(out)]) == 2
+    assert main(["experiment", "domain-lm", "--device", "cuda:1", "-o", str(out), "--corpus", "x"]) == 2
+    err = capsys.readouterr().err
+    assert "--device cuda: torch sees no CUDA GPU on this machine" in err
+    assert "must be one of fp32, bf16, fp16, got 'fp64'" in err
+    assert "--device 'tpu' is not a device" in err
+    assert not out.exists()
+
+
+def test_experiment_dtype_sets_the_planned_precision(shared_data: Path, tmp_path: Path, monkeypatch) -> None:
+    import json
+
+    from synopsis.cli import main
+
+    monkeypatch.delenv("ACCELERATE_MIXED_PRECISION", raising=False)
+    corpus = shared_data / "masc" / "masc_tagged.zip"
+    out = tmp_path / "plan.json"
+    args = ["experiment", "domain-lm", "--corpus", str(corpus), "--dry-run", "--json", str(out)]
+    assert main([*args, "--dtype", "bf16"]) == 0
+    assert json.loads(out.read_text())["precision"] == "bf16"
+    assert main(args) == 0
+    assert json.loads(out.read_text())["precision"] == "fp32"

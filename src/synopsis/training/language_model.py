@@ -187,6 +187,7 @@ def train_language_model(
     dist.require_batch_size(config.batch_size, "training.batch_size")
     dist.set_precision(config.precision, "training.precision")
     torch.manual_seed(config.seed)
+    model.to(dist.device)  # before the optimizer is built on its parameters
     # fused: one kernel per parameter for decay + update; the attribute blocks multiply the parameters, so
     # the plain per-tensor loop would cost the augmented models more than their forward/backward does.
     optimizer = torch.optim.SGD(
