@@ -146,7 +146,7 @@ def train(
         )
         plan = memory_plan(
             model_config, cfg.training, devices=cfg.devices, device_memory_gb=cfg.device_memory_gb,
-            groups=len(train_stream.attribute_sets), notes=notes,
+            groups=len(train_stream.attribute_sets), notes=notes, device_type=cfg.device_type,
         )  # fmt: skip
         print_plan(plan, plan_json)
         return
