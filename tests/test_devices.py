@@ -139,6 +139,7 @@ def _inputs_reaching(summarizer: Any, call: Any, monkeypatch: pytest.MonkeyPatch
 
         model.generate = generate
     else:  # the pointer-generator: its encoder pass is a method of the model
+
         def encode(*args: Any, **kwargs: Any) -> None:
             _devices((args, kwargs), found)
             raise _Stop
@@ -264,3 +265,42 @@ def test_experiment_dtype_sets_the_planned_precision(shared_data: Path, tmp_path
     assert json.loads(out.read_text())["precision"] == "bf16"
     assert main(args) == 0
     assert json.loads(out.read_text())["precision"] == "fp32"
+
+
+# ------------------------------------------------------------------------------------------ on a real GPU
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("device", ["auto", "cuda", "cuda:0"])
+def test_on_cuda_a_summarizer_runs_on_the_gpu(device: str) -> None:
+    from synopsis.summarizers import load_summarizer
+
+    summarizer = load_summarizer("pointer-generator", device=device, max_length=20)
+    assert summarizer.describe().device == "cuda:0"
+    torch.cuda.reset_peak_memory_stats()
+    assert summarizer.summarize([DOCUMENT])[0]
+    assert torch.cuda.max_memory_allocated() > 0
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+@pytest.mark.parametrize("variant", ["baseline", "in", "in_out"])
+def test_on_cuda_the_domain_lm_trains_under_autocast_without_warnings(variant: str, precision: str) -> None:
+    """The CUDA failure of issue 39 ("Weight scalar types do not match") and cuDNN's contiguity warning."""
+    import warnings
+
+    from synopsis.models.domain_lm import DomainLM, DomainLMConfig
+    from synopsis.training.distributed import PRECISIONS
+
+    slots = ["style=spoken", "style=written", "topic=public", "topic=everyday"]
+    model = DomainLM(DomainLMConfig(50, 16, 16, variant=variant, attribute_slots=slots)).cuda().train()
+    ids = torch.randint(0, 50, (4, 9), device="cuda")
+    mask = torch.tensor([[1, 0, 1, 0], [0, 1, 0, 1], [1, 0, 0, 1], [0, 1, 1, 0]], device="cuda").float()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with torch.autocast("cuda", dtype=PRECISIONS[precision]):
+            logits, _ = model(ids[:, :-1], mask)
+            loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), ids[:, 1:].flatten())
+        loss.backward()
+    assert torch.isfinite(loss)
+    assert all(p.grad is None or p.grad.dtype == torch.float32 for p in model.parameters())

@@ -104,7 +104,9 @@ def test_cuda_plans_state_the_context_and_workspaces_apart(shared_data: Path, tm
     assert main(args) == 0
     cuda = json.loads(out.read_text())
     assert (cuda["device_type"], cuda["context_bytes"], cuda["workspace_bytes"]) == (
-        "cuda", CUDA_CONTEXT_BYTES, CUDA_WORKSPACE_BYTES
+        "cuda",
+        CUDA_CONTEXT_BYTES,
+        CUDA_WORKSPACE_BYTES,
     )
     assert cuda["allocated_bytes"] == cuda["memory_per_device_bytes"] + CUDA_WORKSPACE_BYTES
     assert cuda["device_total_bytes"] == cuda["allocated_bytes"] + CUDA_CONTEXT_BYTES
