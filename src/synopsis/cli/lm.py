@@ -7,14 +7,8 @@ from pathlib import Path
 
 import typer
 
-from synopsis.cli.options import (
-    EXPERIMENT_DTYPE_HELP,
-    device_option,
-    dtype_option,
-    ranged,
-    set_torch_threads,
-    threads_option,
-)
+from synopsis.cli import options as shared_options
+from synopsis.cli.options import ranged, set_torch_threads, threads_option
 from synopsis.cli.runtime import print_plan, reporting_interrupts, stdout_console, training_account
 from synopsis.config import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE
 from synopsis.errors import CheckpointError, ConfigError, InputError
@@ -336,8 +330,8 @@ def domain_lm_experiment(
         "the vocabulary size only.",
     ),
     plan_json: Path | None = typer.Option(None, "--json", help="With --dry-run: write the plan as JSON."),
-    device: str = device_option(),
-    dtype: str | None = dtype_option(EXPERIMENT_DTYPE_HELP),
+    device: str = shared_options.device_option(),
+    dtype: str | None = shared_options.dtype_option(shared_options.EXPERIMENT_DTYPE_HELP),
 ) -> None:
     """Leave-one-domain-out: train on the other domains, test on the unseen one; Tables 4-6 + heatmap."""
     from synopsis.experiments.domain_lm import memory_plan, run_experiment
