@@ -383,3 +383,56 @@ def test_two_layer_lstm_all_input_forms_equal_the_concatenated_equations() -> No
         logits, (h, c) = model(ids, mask)
         torch.testing.assert_close(logits, expected)
         assert h.shape == c.shape == (2, 4, H)
+
+
+# ----------------------------------------------------------------------------------- mixed precision (GPU)
+def _recurrence_inputs(model: DomainLM) -> tuple[torch.Tensor, tuple, torch.Tensor]:
+    """Two rows of five tokens through two attribute blocks (U_c1, U_c2): input, zero state, weight_ih."""
+    e, h = model.config.embedding_dim, model.config.hidden_dim
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 5, 2 * e, generator=generator)
+    zeros = torch.zeros(model.config.num_layers, 2, h)
+    return x, (zeros, zeros), torch.cat([model.lstm.weight_ih_l0, model.input_weight[0]], dim=1)
+
+
+def test_augmented_recurrence_takes_bf16_inputs_with_fp32_weights_as_cuda_autocast_hands_them() -> None:
+    """CUDA autocast casts torch.lstm's input to bf16 but not its weight list, so the recurrence gets bf16
+    inputs beside fp32 weights (cuDNN: "Weight scalar types do not match"; the CPU kernel refuses the mix
+    too). The recurrence runs them in one dtype, the parameters keep fp32 gradients."""
+    model = make("in_out")
+    x, state, weight_ih = _recurrence_inputs(model)
+    reference, _ = model._lstm(x, state, weight_ih)
+    output, (h_n, c_n) = model._lstm(x.to(torch.bfloat16), state, weight_ih)
+    assert output.dtype == h_n.dtype == c_n.dtype == torch.bfloat16
+    torch.testing.assert_close(output.float(), reference, atol=0.05, rtol=0.05)
+    output.float().sum().backward()
+    assert model.input_weight.grad is not None and model.input_weight.grad.dtype == torch.float32
+    # under autocast the weight that comes out of an autocast product is bf16 and the input fp32
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        output, _ = model._lstm(x, state, weight_ih.to(torch.bfloat16))
+    assert output.dtype == torch.bfloat16
+    torch.testing.assert_close(output.float(), reference, atol=0.05, rtol=0.05)
+
+
+def test_augmented_recurrence_silences_cudnns_contiguous_weights_warning(monkeypatch) -> None:
+    """cuDNN warns on every call that the weights are not one buffer (U' is made anew each call, so they
+    never are); CPU never warns, so torch.lstm is made to warn as cuDNN does."""
+    model = make("in_out")
+    x, state, weight_ih = _recurrence_inputs(model)
+    lstm = torch.lstm
+
+    def warning_lstm(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        warnings.warn(
+            "RNN module weights are not part of single contiguous chunk of memory. This means they need to "
+            "be compacted at every call, possibly greatly increasing memory usage.",
+            UserWarning,
+            stacklevel=2,
+        )
+        return lstm(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "lstm", warning_lstm)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model._lstm(x, state, weight_ih)
+        warnings.warn("another warning still shows", UserWarning, stacklevel=1)
+    assert [str(w.message) for w in caught] == ["another warning still shows"]

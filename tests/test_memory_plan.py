@@ -125,7 +125,7 @@ def test_plan_is_within_25_percent_of_the_measured_peak(case: tuple) -> None:
     plan = seq2seq_plan(
         _config(family, SMALL[family]), model=family, source=source, target=target, global_batch=batch,
         largest_pass=batch, devices=1, precision=precision, checkpointing=checkpointing,
-        device_memory_gb=None,
+        device_memory_gb=None, device_type="cpu",
     )  # fmt: skip
     ratio = plan.memory_per_device_bytes / measured
     assert 0.75 <= ratio <= 1.25, (measured, plan.to_json())
@@ -382,7 +382,7 @@ def test_lm_dry_run_is_within_25_percent_of_the_measured_peak(case: tuple, tmp_p
     corpus = _lm_corpus(tmp_path / "lm.jsonl", vocab - 4)
     plan = _lm_dry_run(corpus, tmp_path / "plan.json", f"model.embedding_dim={embedding}",
                        f"model.hidden_dim={hidden}", f"training.bptt={bptt}", f"training.batch_size={batch}",
-                       "training.precision=fp32")  # fmt: skip
+                       "training.precision=fp32", "device_type=cpu")  # fmt: skip
     planned_vocab = int(re.search(r"vocabulary ([\d,]+)", plan["model"]).group(1).replace(",", ""))
     spec = dict(family="lm", vocab=planned_vocab, embedding=embedding, hidden=hidden, source=0, target=bptt,
                 batch=batch, precision="fp32")  # fmt: skip

@@ -115,11 +115,19 @@ class Checked:
 @dataclasses.dataclass(kw_only=True)
 class ForHardware(Checked):
     """A trainer's or experiment's config that states the hardware it is meant for, for ``--dry-run``'s
-    memory plan: ``devices`` (processes) and the memory of one device (GB = 2**30 bytes); ``None``: not
-    stated, the plan then says nothing about fitting. A subclass's ``RANGES`` start with :data:`HARDWARE`."""
+    memory plan: ``devices`` (processes), the memory of one device (GB = 2**30 bytes; ``None``: not
+    stated, the plan then says nothing about fitting) and ``device_type`` (``cuda``: GPUs, whose attention
+    kernels and CUDA context the plan counts; ``cpu``). A subclass's ``RANGES`` start with
+    :data:`HARDWARE`."""
 
     devices: int = 1
     device_memory_gb: float | None = None
+    device_type: str = "cuda"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.device_type not in ("cuda", "cpu"):
+            raise ValueError(f"device_type must be cuda or cpu, got {self.device_type!r}")
 
 
 #: The ranges of :class:`ForHardware`'s fields.

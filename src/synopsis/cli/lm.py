@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from synopsis.cli import options as shared_options
 from synopsis.cli.options import ranged, set_torch_threads, threads_option
 from synopsis.cli.runtime import print_plan, reporting_interrupts, stdout_console, training_account
 from synopsis.config import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE
@@ -139,7 +140,7 @@ def train(
         )
         plan = memory_plan(
             model_config, cfg.training, devices=cfg.devices, device_memory_gb=cfg.device_memory_gb,
-            groups=len(train_stream.attribute_sets), notes=notes,
+            groups=len(train_stream.attribute_sets), notes=notes, device_type=cfg.device_type,
         )  # fmt: skip
         print_plan(plan, plan_json)
         return
@@ -329,17 +330,22 @@ def domain_lm_experiment(
         "the vocabulary size only.",
     ),
     plan_json: Path | None = typer.Option(None, "--json", help="With --dry-run: write the plan as JSON."),
+    device: str = shared_options.device_option(),
+    dtype: str | None = shared_options.dtype_option(shared_options.EXPERIMENT_DTYPE_HELP),
 ) -> None:
     """Leave-one-domain-out: train on the other domains, test on the unseen one; Tables 4-6 + heatmap."""
     from synopsis.experiments.domain_lm import memory_plan, run_experiment
+    from synopsis.sharding import compute_device
+    from synopsis.training.distributed import default_precision
 
     set_torch_threads(threads)
     cfg = _load_config(config, corpus, max_epochs, sets, grid)
     if dry_run:
-        print_plan(memory_plan(cfg), plan_json)
+        with default_precision(dtype):
+            print_plan(memory_plan(cfg), plan_json)
         return
     account = f"models finished so far are kept in {output_dir}; the same command continues with the others"
-    with reporting_interrupts(lambda: account):
+    with reporting_interrupts(lambda: account), compute_device(device), default_precision(dtype):
         results = run_experiment(cfg, output_dir, resume=not fresh)
     for key, value in results["tables"]["findings"].items():
         log.info("%s: %s of %s", key, value["count"], value["of"])

@@ -14,10 +14,16 @@ from typing import Any
 import typer
 
 from synopsis.config import AT_LEAST_ONE, DECODING_OPTIONS, Range, usable_cores
+from synopsis.sharding import DEVICE_CHOICES
 
 #: What the help of a decoding flag adds: which methods take it and what it defaults to.
 NEURAL_DEFAULT = "Neural models; default: the model's."
 THREADS_HELP = "CPU threads to compute with (default: $OMP_NUM_THREADS if set, else one per core)."
+DEVICE_HELP = f"Where models compute: {DEVICE_CHOICES}. Under a launch of N processes, one GPU each."
+#: ``--dtype`` of the experiments: the training precision of every run whose config leaves it unset
+EXPERIMENT_DTYPE_HELP = "Training precision of every run (autocast; default: the launcher's, else fp32)."
+#: the precisions ``--dtype`` takes
+DTYPES = ("fp32", "bf16", "fp16")
 
 
 def _checker(allowed: Range) -> Callable[[Any], Any]:
@@ -48,6 +54,25 @@ def switch(name: str, help: str) -> Any:  # noqa: A002
 def threads_option() -> Any:
     """``--threads``: the same option, default and range in every command that computes."""
     return ranged(None, "--threads", allowed=AT_LEAST_ONE, help=THREADS_HELP)
+
+
+def device_option() -> Any:
+    """``--device``: the same option, default and help in every command that computes with a model; the
+    value is checked when the model is placed (:func:`synopsis.sharding.resolve_device`: a one-line
+    :class:`~synopsis.errors.InputError`, exit 2)."""
+    return typer.Option("auto", "--device", help=DEVICE_HELP)
+
+
+def _check_dtype(value: str | None) -> str | None:
+    if value is not None and value not in DTYPES:
+        raise typer.BadParameter(f"must be one of {', '.join(DTYPES)}, got {value!r}")
+    return value
+
+
+def dtype_option(help: str) -> Any:  # noqa: A002
+    """``--dtype`` (fp32, bf16, fp16; unset: the command's default), checked while the command line is
+    parsed; ``help`` says what the precision applies to in that command."""
+    return typer.Option(None, "--dtype", help=f"{help} ({', '.join(DTYPES)})", callback=_check_dtype)
 
 
 def decoding_option(name: str) -> Any:

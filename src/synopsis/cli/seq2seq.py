@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from synopsis.cli.options import ranged, set_torch_threads, threads_option
+from synopsis.cli.options import (
+    EXPERIMENT_DTYPE_HELP,
+    device_option,
+    dtype_option,
+    ranged,
+    set_torch_threads,
+    threads_option,
+)
 from synopsis.cli.runtime import (
     print_plan,
     refuse_to_overwrite_inputs,
@@ -174,14 +181,19 @@ def _experiment_command(
             None, "--set", help="Any experiment config key, value as YAML: --set d_model=128 (repeatable)."
         ),
         threads: int | None = threads_option(),
+        device: str = device_option(),
+        dtype: str | None = dtype_option(EXPERIMENT_DTYPE_HELP),
     ) -> None:
         import importlib
+
+        from synopsis.sharding import compute_device
+        from synopsis.training.distributed import default_precision
 
         experiment = importlib.import_module(f"synopsis.experiments.{module}")
         given = {field: chosen, "max_steps": max_steps}
         cfg = _experiment_config(getattr(experiment, config_class), config, sets, threads, **given)
         account = f"the {field} finished so far are kept in {output}"
-        with reporting_interrupts(lambda: account):
+        with reporting_interrupts(lambda: account), compute_device(device), default_precision(dtype):
             table = getattr(experiment, runner)(cfg, output, data_dir)
         stdout_console().print(table)
 
@@ -223,19 +235,22 @@ def hibrids_probe_experiment(
         None, "--set", help="Any probe config key, value as YAML: --set train_documents=500 (repeatable)."
     ),
     threads: int | None = threads_option(),
+    device: str = device_option(),
 ) -> None:
     """HIBRIDS tree probe: write the heading path of a marked sentence; base, LVLSECTOK, HIBRIDS-ENC, +DEC."""
     from rich.console import Console
 
     from synopsis.config import load_config, merge, parse_overrides
     from synopsis.experiments.hibrids_probe import ProbeConfig, run_probe
+    from synopsis.sharding import compute_device
 
     set_torch_threads(threads)
     given: dict[str, object] = {"seeds": [int(s) for s in seeds.split(",") if s.strip()]}
     if steps is not None:
         given["steps"] = steps
     cfg = load_config(ProbeConfig, None, merge(given, parse_overrides(sets)))
-    Console().print(run_probe(cfg, output, DEFAULT_SHARED))
+    with compute_device(device):
+        Console().print(run_probe(cfg, output, DEFAULT_SHARED))
 
 
 def convert_hie_bart(

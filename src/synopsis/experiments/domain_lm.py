@@ -163,7 +163,7 @@ def memory_plan(config: ExperimentConfig, variant: str = "in_out") -> MemoryPlan
     )  # fmt: skip
     return lm_memory_plan(
         model_config, replace(config.training, bptt=bptt), devices=config.devices,
-        device_memory_gb=config.device_memory_gb,
+        device_memory_gb=config.device_memory_gb, device_type=config.device_type,
         groups=len(domains),  # distinct attribute combinations in a batch: at most the domains
         notes=f"vocabulary of {len(vocab):,} words built from the corpus (every domain, min_count "
         f"{config.min_count}); target tokens = the BPTT window",

@@ -133,10 +133,13 @@ def _run(cfg: ProbeConfig, variant: str, seed: int, tokenizer: Any, data: dict[s
     from transformers import AutoModelForSeq2SeqLM
 
     from synopsis.models.inputs import Seq2SeqInputs
+    from synopsis.sharding import resolve_device
 
     torch.manual_seed(seed)
     base = AutoModelForSeq2SeqLM.from_config(small_bart_config(cfg, tokenizer))
     model, tok = _variant(base, tokenizer, variant)
+    device = resolve_device(None)  # experiment hibrids-probe --device (auto: a GPU when torch sees one)
+    model.to(device)
     inputs = Seq2SeqInputs(
         model.config, tok, max_source_length=cfg.max_source_length, max_target_length=cfg.max_target_length
     )
@@ -150,7 +153,7 @@ def _run(cfg: ProbeConfig, variant: str, seed: int, tokenizer: Any, data: dict[s
     for _ in range(cfg.steps):
         rows = order.sample(range(len(train_sources)), cfg.batch_size)
         batch = inputs.collate([train_sources[r] for r in rows], [train_targets[r] for r in rows])
-        loss = model(**inputs.model_inputs(batch)).loss
+        loss = model(**inputs.model_inputs(batch, device)).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -161,7 +164,7 @@ def _run(cfg: ProbeConfig, variant: str, seed: int, tokenizer: Any, data: dict[s
     with torch.no_grad():
         for start in range(0, len(test_sources), 50):
             batch = inputs.collate(test_sources[start : start + 50])
-            fields = {k: v for k, v in inputs.model_inputs(batch).items() if k != "labels"}
+            fields = {k: v for k, v in inputs.model_inputs(batch, device).items() if k != "labels"}
             out = model.generate(**fields, num_beams=1, do_sample=False, max_new_tokens=cfg.max_target_length)
             predictions += [" ".join(t.split()) for t in tok.batch_decode(out, skip_special_tokens=True)]
     scores = path_scores(predictions, [p for _, p in data["test"]])

@@ -188,7 +188,8 @@ def _predict(
     """Greedy summaries from full encoder passes (InstructSum: the block mask, no cache)."""
     predictions: list[str] = []
     for start in range(0, len(sources), cfg.eval_batch_size):
-        batch = inputs.model_inputs(inputs.collate(sources[start : start + cfg.eval_batch_size]))
+        chunk = inputs.collate(sources[start : start + cfg.eval_batch_size])
+        batch = inputs.model_inputs(chunk, model.device)
         output = model.generate(**batch, **_generation(cfg))
         predictions += tokenizer.batch_decode(output, skip_special_tokens=True)
     return [p.strip() for p in predictions]
@@ -250,8 +251,10 @@ def _evaluate(
     from synopsis.models.inputs import Seq2SeqInputs
     from synopsis.models.instructsum import is_instructsum
     from synopsis.models.seq2seq import load_seq2seq
+    from synopsis.sharding import resolve_device
 
     model, tokenizer = load_seq2seq(run_dir / "best")
+    model.to(resolve_device(None))  # experiment --device (auto: a GPU when torch sees one)
     model.eval()
     inputs = Seq2SeqInputs(
         model.config,

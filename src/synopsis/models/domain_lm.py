@@ -53,6 +53,8 @@ MODEL_VERSION = 2
 #: What ``config.json`` of a saved domain LM says it is (see :mod:`synopsis.checkpoint`).
 CHECKPOINT_TYPE = "domain-lm"
 
+#: the start of cuDNN's warning about weights that are not one buffer (see ``DomainLM._lstm``)
+_NOT_CONTIGUOUS = "RNN module weights are not part of single contiguous chunk of memory"
 LSTMState = tuple[torch.Tensor, torch.Tensor]
 
 
@@ -251,21 +253,36 @@ class DomainLM(nn.Module):
         self, x: torch.Tensor, state: LSTMState, weight_ih: torch.Tensor
     ) -> tuple[torch.Tensor, LSTMState]:
         """The model's ``nn.LSTM`` (its fused kernel, all layers) with ``weight_ih`` as the first layer's
-        input weight, of any width: ``torch.lstm`` with explicit weights (``nn.LSTM`` checks the width)."""
+        input weight, of any width: ``torch.lstm`` with explicit weights (``nn.LSTM`` checks the width).
+
+        Input, state and every weight go in one dtype: the autocast dtype under autocast (as ``nn.LSTM``
+        itself runs there), else the input's. CUDA autocast casts only the input of ``torch.lstm``, not its
+        weight list, and the augmented ``weight_ih`` comes out of an autocast product in bf16 while the
+        other weights are fp32: cuDNN refuses the mix ("Weight scalar types do not match"). The casts are
+        inside the graph, so the fp32 parameters get their gradients."""
         lstm = self.lstm
-        weights = list(lstm._flat_weights)  # per layer: weight_ih, weight_hh, bias_ih, bias_hh
-        weights[0] = weight_ih
-        output, h_n, c_n = torch.lstm(
-            x,
-            state,
-            weights,
-            lstm.bias,
-            lstm.num_layers,
-            float(lstm.dropout),
-            self.training,
-            lstm.bidirectional,
-            lstm.batch_first,
-        )
+        device_type = x.device.type
+        autocast = torch.is_autocast_enabled(device_type)
+        dtype = torch.get_autocast_dtype(device_type) if autocast else x.dtype
+        # per layer: weight_ih, weight_hh, bias_ih, bias_hh
+        weights = [w.to(dtype) for w in lstm._flat_weights]
+        weights[0] = weight_ih.to(dtype)
+        hidden = tuple(part.to(dtype) for part in state)
+        with torch.autocast(device_type, enabled=False), warnings.catch_warnings():
+            # cuDNN warns when the weights are not one contiguous buffer; the augmented weight_ih is made
+            # anew every call, so they never are, and cuDNN's one copy of them per call is the cost of U'.
+            warnings.filterwarnings("ignore", message=_NOT_CONTIGUOUS)
+            output, h_n, c_n = torch.lstm(
+                x.to(dtype),
+                hidden,
+                weights,
+                lstm.bias,
+                lstm.num_layers,
+                float(lstm.dropout),
+                self.training,
+                lstm.bidirectional,
+                lstm.batch_first,
+            )
         return output, (h_n, c_n)
 
     def _output_logits(self, hidden: torch.Tensor, groups: MaskGroups) -> torch.Tensor:

@@ -37,6 +37,7 @@ def load_summarizer(
     max_source_length: int | None = None,
     instruction_cache: bool = True,
     dtype: str | None = None,
+    device: Any = "auto",
     **generation: Any,
 ) -> Summarizer:
     """Build the summarizer for ``method``; with ``model`` and no method, the directory's config decides.
@@ -45,7 +46,9 @@ def load_summarizer(
     no_repeat_ngram_size) for the neural methods; ``k`` is the number of sentences for centrality;
     ``max_source_length`` truncates neural inputs (words for the pointer-generator, subword tokens for
     Hugging Face models); ``instruction_cache=False`` makes an InstructSum model encode every prompt in full;
-    ``dtype`` (fp32, bf16, fp16) casts a Hugging Face model's weights.
+    ``dtype`` (fp32, bf16, fp16) casts a Hugging Face model's weights; ``device`` is where a neural model
+    computes: ``auto`` (a GPU when torch sees one, else the CPU), ``cpu``, ``cuda`` or ``cuda:N``
+    (:func:`~synopsis.sharding.resolve_device`; an unusable one is an :class:`~synopsis.errors.InputError`).
     """
     if method is None:
         method = _model_family(Path(model)) if model is not None else DEFAULT_METHOD
@@ -69,7 +72,7 @@ def load_summarizer(
         from synopsis.summarizers.pointer_generator import PointerGeneratorSummarizer
 
         return PointerGeneratorSummarizer.from_pretrained(
-            model, max_source_tokens=max_source_length, **generation
+            model, device=device, max_source_tokens=max_source_length, **generation
         )
     if method == "seq2seq":
         if model is None:
@@ -81,6 +84,7 @@ def load_summarizer(
             max_source_length=max_source_length,
             instruction_cache=instruction_cache,
             dtype=dtype,
+            device=device,
             **generation,
         )
     raise SynopsisError(f"unknown method '{method}'; choose one of: {', '.join(METHODS)}")

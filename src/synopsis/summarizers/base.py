@@ -9,6 +9,7 @@ get a copy with other options from it (:meth:`Summarizer.with_options`).
 
 from __future__ import annotations
 
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from typing import Any
 
 from synopsis.document import Document
 from synopsis.errors import ConfigError, InputError
+from synopsis.sharding import resolve_device
 from synopsis.summarizers.sections import (
     DEFAULT_MAX_WORDS,
     DocumentSummary,
@@ -26,6 +28,8 @@ from synopsis.summarizers.sections import (
     window_document,
 )
 from synopsis.text import split_sentences
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,8 @@ class SummarizerInfo:
     reads_section_tree: bool = False  #: whether by section it reads each section as its subtree
     by_section: bool = True  #: whether it can summarize by section
     extractive: bool = False  #: whether it picks sentences (cheap: no batching, no model weights)
+    device: str | None = None  #: where its model computes (``cuda:0``, ``cpu``); ``None``: no model
+    dtype: str | None = None  #: its weights' precision (``float32``, ``bfloat16``); ``None``: no model
 
 
 class Summarizer(ABC):
@@ -90,7 +96,25 @@ class Summarizer(ABC):
             reads_section_tree=self.reads_section_tree,
             by_section=not self.needs_references,
             extractive=self.extractive,
+            device=None if self.device is None else str(self.device),
+            dtype=None if self.dtype is None else str(self.dtype).removeprefix("torch."),
         )
+
+    @property
+    def device(self) -> Any:
+        """The ``torch.device`` its model computes on (inputs are made there); ``None`` without a model."""
+        parameter = self._first_parameter()
+        return None if parameter is None else parameter.device
+
+    @property
+    def dtype(self) -> Any:
+        """The ``torch.dtype`` of its model's weights; ``None`` without a model."""
+        parameter = self._first_parameter()
+        return None if parameter is None else parameter.dtype
+
+    def _first_parameter(self) -> Any:
+        parameters = getattr(getattr(self, "model", None), "parameters", None)
+        return None if parameters is None else next(iter(parameters()), None)
 
     def with_options(self, **options: Any) -> Summarizer:
         """A summarizer with these options (``None``: unchanged) that shares this one's weights and caches;
@@ -150,10 +174,11 @@ class Summarizer(ABC):
         return summarize_by_section(self, documents, instructions, max_words=max_words, **options)
 
     def to(self, device: Any) -> Summarizer:
-        """Move the model (if any) to ``device``, e.g. a process's own GPU in a sharded run; returns self."""
+        """Move the model (if any) to ``device`` (see :func:`~synopsis.sharding.resolve_device`), e.g. a
+        process's own GPU in a sharded run; returns self."""
         model = getattr(self, "model", None)
         if model is not None and hasattr(model, "to"):
-            model.to(device)
+            model.to(resolve_device(device))
         return self
 
     @staticmethod
@@ -170,3 +195,27 @@ class Summarizer(ABC):
         if references is not None and len(references) != len(documents):
             raise InputError(f"got {len(references)} reference lists for {len(documents)} documents")
         return list(instructions)
+
+
+#: the precisions ``dtype=`` / ``--dtype`` take for inference, by name
+INFERENCE_DTYPES = ("fp32", "bf16", "fp16")
+
+
+def place_model(model: Any, device: Any = "auto", dtype: str | None = None) -> Any:
+    """``model`` in ``dtype`` (fp32, bf16, fp16; ``None``: as stored) on ``device`` (``auto``: a GPU when
+    torch sees one, else the CPU; see :func:`~synopsis.sharding.resolve_device`), with one log line saying
+    where it runs. Half precision on the CPU is allowed, as asked, with a warning: CPU kernels for bf16/fp16
+    are far slower than fp32 ones (about 100x for bf16 generation here)."""
+    import torch
+
+    precisions = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+    if dtype is not None and dtype not in precisions:
+        raise ConfigError(f"--dtype must be one of {', '.join(INFERENCE_DTYPES)}, got {dtype!r}")
+    target = resolve_device(device)
+    model = model.to(device=target, dtype=None if dtype is None else precisions[dtype])
+    weights = next(iter(model.parameters()), None)
+    precision = "" if weights is None else f" ({str(weights.dtype).removeprefix('torch.')})"
+    logger.info("model runs on %s%s", target, precision)
+    if target.type == "cpu" and dtype in ("bf16", "fp16"):
+        logger.warning("--dtype %s on the CPU is much slower than fp32 (its kernels are for GPUs)", dtype)
+    return model

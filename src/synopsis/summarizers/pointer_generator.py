@@ -20,7 +20,8 @@ from synopsis.document import Document
 from synopsis.errors import CheckpointError, ConfigError, InputError
 from synopsis.generation.config import GENERATION_CONFIG_FILE, GenerationConfig
 from synopsis.io import read_json
-from synopsis.summarizers.base import Summarizer, SummarizerInfo
+from synopsis.sharding import resolve_device
+from synopsis.summarizers.base import Summarizer, SummarizerInfo, place_model
 
 logger = logging.getLogger(__name__)
 
@@ -73,10 +74,14 @@ class PointerGeneratorSummarizer(Summarizer):
         self.generation = generation or GenerationConfig()
 
     @classmethod
-    def from_pretrained(cls, path: str | Path | None = None, **settings: Any) -> PointerGeneratorSummarizer:
-        """Load a model directory (``None``: the bundled model); ``settings`` override its generation
-        defaults: decoding options (:class:`~synopsis.config.DecodingOptions`) or this decoder's own
-        (``max_source_tokens``, ``no_immediate_repeat``, ``length_penalty_kind``); ``None``: the default."""
+    def from_pretrained(
+        cls, path: str | Path | None = None, *, device: Any = "auto", **settings: Any
+    ) -> PointerGeneratorSummarizer:
+        """Load a model directory (``None``: the bundled model) onto ``device`` (``auto``: a GPU when torch
+        sees one, else the CPU; :func:`~synopsis.summarizers.base.place_model`); ``settings`` override its
+        generation defaults: decoding options (:class:`~synopsis.config.DecodingOptions`) or this decoder's
+        own (``max_source_tokens``, ``no_immediate_repeat``, ``length_penalty_kind``); ``None``: the default.
+        """
         from synopsis.config import from_dict
         from synopsis.models.pointer_generator import PointerGenerator
 
@@ -93,7 +98,9 @@ class PointerGeneratorSummarizer(Summarizer):
             raise CheckpointError(
                 f"{directory}: the bundled pointer-generator model is missing from this install"
             )
+        resolve_device(device)  # an unusable device is refused before the weights are read
         model, vocab = PointerGenerator.from_pretrained(directory)
+        model = place_model(model, device)
         defaults: dict[str, Any] = {}
         generation_file = directory / GENERATION_CONFIG_FILE
         if generation_file.is_file():
@@ -122,7 +129,7 @@ class PointerGeneratorSummarizer(Summarizer):
 
         from synopsis.models.pointer_generator import encode_batch
 
-        device = next(self.model.parameters()).device
+        device = self.device
         batch = encode_batch(
             self.vocab, articles, max_source=self.generation.max_source_tokens, device=device
         )
@@ -244,7 +251,7 @@ class PointerGeneratorSummarizer(Summarizer):
                 owner.extend([i] * len(tokens))
             articles.append(words[:capacity])
             owners.append(owner[:capacity])
-        device = next(self.model.parameters()).device
+        device = self.device
         batch = encode_batch(self.vocab, articles, max_source=capacity, device=device)
         allowed = None
         if self.restrict_to_source:

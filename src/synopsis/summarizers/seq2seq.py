@@ -24,7 +24,8 @@ from synopsis.models.inputs import Seq2SeqInputs, SourceEncoding
 from synopsis.models.instructsum import PromptIds, SourceCache, is_instructsum, prompt_parts
 from synopsis.models.registry import HIBRIDS_MODEL_TYPES, checkpoint_type
 from synopsis.models.seq2seq import load_seq2seq
-from synopsis.summarizers.base import Summarizer, SummarizerInfo
+from synopsis.sharding import resolve_device
+from synopsis.summarizers.base import INFERENCE_DTYPES, Summarizer, SummarizerInfo, place_model
 
 
 class Seq2SeqSummarizer(Summarizer):
@@ -56,17 +57,18 @@ class Seq2SeqSummarizer(Summarizer):
         max_source_length: int | None = None,
         instruction_cache: bool = True,
         dtype: str | None = None,
+        device: Any = "auto",
         **generation_options: Any,
     ) -> Seq2SeqSummarizer:
         """Load ``model_dir``; what the model is comes from its ``config.json``. ``dtype`` (fp32, bf16,
-        fp16; None: as stored) casts the weights, so the whole generation runs in that precision."""
-        from synopsis.training.distributed import PRECISIONS
-
-        if dtype is not None and dtype not in PRECISIONS:
-            raise ConfigError(f"--dtype must be one of {', '.join(PRECISIONS)}, got {dtype!r}")
+        fp16; None: as stored) casts the weights, so the whole generation runs in that precision; ``device``
+        (``auto``: a GPU when torch sees one, else the CPU; ``cpu``, ``cuda``, ``cuda:N``) is where it runs
+        (:func:`~synopsis.summarizers.base.place_model`)."""
+        if dtype is not None and dtype not in INFERENCE_DTYPES:  # before the weights are read
+            raise ConfigError(f"--dtype must be one of {', '.join(INFERENCE_DTYPES)}, got {dtype!r}")
+        resolve_device(device)  # an unusable device is refused before the weights are read
         model, tokenizer = load_seq2seq(model_dir)  # refuses NaN/inf weights
-        if dtype is not None:
-            model = model.to(PRECISIONS[dtype])
+        model = place_model(model, device, dtype)
         inputs = Seq2SeqInputs(model.config, tokenizer, max_source_length=max_source_length)
         return cls(model, tokenizer, inputs, instruction_cache=instruction_cache, **generation_options)
 
@@ -108,7 +110,7 @@ class Seq2SeqSummarizer(Summarizer):
         if self.cache is not None:
             return self._summarize_from_cache(encodings)
         batch = self.inputs.collate(encodings)
-        output = self.model.generate(**self.inputs.model_inputs(batch, self.model.device), **self.generation)
+        output = self.model.generate(**self.inputs.model_inputs(batch, self.device), **self.generation)
         return self._decode(output)
 
     def _decode(self, output: torch.Tensor) -> list[str]:

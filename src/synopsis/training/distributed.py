@@ -57,6 +57,7 @@ training loss only (validation and generation stay fp32) and the same code runs 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import hashlib
 import logging
 import os
@@ -70,7 +71,7 @@ import torch
 
 from synopsis.checkpoint import check_finite, rng_state, set_rng_state
 from synopsis.errors import ConfigError
-from synopsis.sharding import COLLECTIVE_TIMEOUT, launched_processes, leave_process_group
+from synopsis.sharding import COLLECTIVE_TIMEOUT, launched_processes, leave_process_group, resolve_device
 
 logger = logging.getLogger(__name__)
 
@@ -79,8 +80,29 @@ PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float
 _LAUNCHER_PRECISION = "ACCELERATE_MIXED_PRECISION"
 
 
+#: the precision of runs whose config leaves it unset, inside :func:`default_precision` (``--dtype``)
+_CHOSEN_PRECISION: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "synopsis_precision", default=None
+)
+
+
+@contextlib.contextmanager
+def default_precision(precision: str | None) -> Iterator[None]:
+    """Inside the block, a run whose config leaves ``precision`` unset trains in ``precision`` (before the
+    launcher's ``--mixed_precision``): ``experiment --dtype``. ``None`` changes nothing."""
+    if precision is not None and precision not in PRECISIONS:
+        raise ConfigError(f"--dtype must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    token = _CHOSEN_PRECISION.set(precision or _CHOSEN_PRECISION.get())
+    try:
+        yield
+    finally:
+        _CHOSEN_PRECISION.reset(token)
+
+
 def resolve_precision(configured: str | None, field: str = "precision") -> str:
-    """``configured`` if set, else the launcher's (``accelerate launch --mixed_precision``), else fp32."""
+    """``configured`` if set, else the one chosen by :func:`default_precision` (``--dtype``), else the
+    launcher's (``accelerate launch --mixed_precision``), else fp32."""
+    configured = configured if configured is not None else _CHOSEN_PRECISION.get()
     if configured is not None:
         if configured not in PRECISIONS:
             raise ConfigError(f"{field} must be one of {', '.join(PRECISIONS)}, got {configured!r}")
@@ -157,7 +179,8 @@ class Distributed:
         self.accelerator = accelerator
         self.precision, self.scaler = "fp32", None
         if accelerator is None:
-            self.rank, self.world_size, self.device = 0, 1, torch.device("cpu")
+            # one process without Accelerate: the device --device chose (auto: a GPU when torch sees one)
+            self.rank, self.world_size, self.device = 0, 1, resolve_device(None)
         else:
             self.rank, self.world_size = accelerator.process_index, accelerator.num_processes
             self.device = accelerator.device
@@ -172,8 +195,13 @@ class Distributed:
         from accelerate import Accelerator
         from accelerate.utils import InitProcessGroupKwargs
 
-        # torchrun sets no ACCELERATE_USE_CPU: without a GPU, Accelerate would run every process alone.
-        cpu = launched_processes() > 1 and not torch.accelerator.is_available()
+        # torchrun sets no ACCELERATE_USE_CPU: without a GPU, Accelerate would run every process alone; with
+        # one, --device cpu (sharding.compute_device) keeps the run on the CPU.
+        device = resolve_device(None)
+        seen = torch.accelerator.is_available()
+        cpu = (launched_processes() > 1 and not seen) or (device.type == "cpu" and seen)
+        if device.type == "cuda" and launched_processes() <= 1:
+            torch.cuda.set_device(device)  # --device cuda:N: Accelerate takes the current GPU
         # The others wait while the main process validates (beam search over a dev set can take long); a
         # process that dies is noticed by the launcher, which stops the rest at once.
         timeout = InitProcessGroupKwargs(timeout=COLLECTIVE_TIMEOUT)
@@ -242,7 +270,9 @@ class Distributed:
         wait for their gradients forever); it costs a graph traversal per step, so the others leave it off.
         """
         if self.accelerator is None:
-            return model, optimizer
+            # CPU -> CUDA moves parameters in place, so an optimizer built before keeps them (a trainer
+            # moves its model before building the optimizer all the same)
+            return model.to(self.device), optimizer
         from accelerate.utils import DistributedDataParallelKwargs
 
         handler = DistributedDataParallelKwargs(find_unused_parameters=find_unused_parameters)

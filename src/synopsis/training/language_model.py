@@ -74,11 +74,13 @@ def memory_plan(
     device_memory_gb: float | None,
     groups: int,
     notes: str | None = None,
+    device_type: str = "cuda",
 ) -> MemoryPlan:
     """The plan of one truncated-BPTT step per device (``lm train --dry-run``): the model built on the meta
     device from ``model_config`` (shapes only), plain SGD (no optimizer state), one window of
     ``training.bptt`` tokens over this device's share of the ``training.batch_size`` rows; ``groups`` is the
-    number of distinct attribute combinations a batch can hold (the input the fused LSTM reads per row)."""
+    number of distinct attribute combinations a batch can hold (the input the fused LSTM reads per row);
+    ``device_type`` (cuda, cpu): the hardware planned for (cuda adds the context and workspaces)."""
     with torch.device("meta"):
         parameters = sum(p.numel() for p in DomainLM(model_config).parameters())
     batch = micro_batch(training.batch_size, devices)
@@ -93,6 +95,7 @@ def memory_plan(
         model=f"domain LM {model_config.variant} (vocabulary {model_config.vocab_size:,})",
         parameters=parameters, optimizer="sgd", activations=activations, source=0, target=training.bptt,
         batch=batch, devices=devices, precision=precision, device_memory_gb=device_memory_gb, notes=notes,
+        device_type=device_type,
     )  # fmt: skip
 
 
@@ -187,6 +190,7 @@ def train_language_model(
     dist.require_batch_size(config.batch_size, "training.batch_size")
     dist.set_precision(config.precision, "training.precision")
     torch.manual_seed(config.seed)
+    model.to(dist.device)  # before the optimizer is built on its parameters
     # fused: one kernel per parameter for decay + update; the attribute blocks multiply the parameters, so
     # the plain per-tensor loop would cost the augmented models more than their forward/backward does.
     optimizer = torch.optim.SGD(

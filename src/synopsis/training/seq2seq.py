@@ -583,6 +583,7 @@ def memory_plan(config: Seq2SeqTrainConfig) -> MemoryPlan:
         checkpointing=config.gradient_checkpointing,
         device_memory_gb=config.device_memory_gb,
         parameters=sum(p.numel() for p in model.parameters()),
+        device_type=config.device_type,
     )
 
 

@@ -182,5 +182,6 @@ def memory_plan(config: PointerGeneratorTrainConfig) -> MemoryPlan:
         model=f"pointer-generator (vocabulary {vocab:,})", parameters=parameters,
         optimizer="adagrad", activations=activations, source=d.max_source_tokens, target=d.max_target_tokens,
         batch=batch, devices=config.devices, precision=precision, device_memory_gb=config.device_memory_gb,
+        device_type=config.device_type,
         notes=f"vocabulary at its bound, vocab.max_size + {len(SPECIALS)} special tokens (no data read)",
     )  # fmt: skip
