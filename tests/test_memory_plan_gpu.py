@@ -5,6 +5,7 @@ steps) within 25% of those measurements."""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -144,7 +145,9 @@ def plan_for_measured_row(row: tuple, shared_data: Path, device_type: str = "cud
     family, settings = ARCHITECTURES.get(architecture, ("led", {"vocab_size": 50265}))
     model = meta_model({"bart": BartConfig, "led": LEDConfig}[family](**settings))
     with torch.device("meta"):
-        model = convert_seq2seq(method, model, bart_tokenizer(shared_data / "tokenizers"), **options)
+        # A copy: converting may add a token, and the cached tokenizer is shared with other tests.
+        tokenizer = copy.deepcopy(bart_tokenizer(shared_data / "tokenizers"))
+        model = convert_seq2seq(method, model, tokenizer, **options)
     return seq2seq_plan(
         model.config, model=f"{method} ({architecture})", source=source, target=target, global_batch=batch,
         largest_pass=batch, devices=1, precision=precision, checkpointing=checkpointing,
