@@ -11,11 +11,10 @@ import pytest
 import torch
 
 from synopsis.cli import main
-from synopsis.data.readers import read_document
-from synopsis.summarizers.runner import read_source
 from synopsis.document import Document, Section
 from synopsis.generation import AllowedTokensProcessor, source_vocabulary_mask
 from synopsis.summarizers.extractive import LeadSummarizer
+from synopsis.summarizers.runner import read_source
 from synopsis.summarizers.sections import (
     Source,
     SummarySentence,

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from helpers.fakes import FakeSummarizer
 
 from synopsis.document import Document
 from synopsis.errors import ConfigError
@@ -36,8 +37,12 @@ TOKEN = "s3cret-token"
 PAPER = (Path(__file__).resolve().parents[1] / "examples" / "paper_abstract.txt").read_text()
 
 
-class RecordingSummarizer:
-    """Instruction-aware fake that records each call's batch; ``gate`` (if given) holds every call."""
+class RecordingSummarizer(FakeSummarizer):
+    """Instruction-aware fake that records each call's batch; ``gate`` (if given) holds every call. Its
+    option ``k`` changes nothing (a copy with options is the same object)."""
+
+    takes_instructions = True
+    options = ("k",)
 
     def __init__(self, gate: threading.Event | None = None) -> None:
         self.calls: list[list[str | None] | None] = []
@@ -66,7 +71,7 @@ class FakeCache:
 def _registry(summarizer: Any = None) -> ModelRegistry:
     registry = ModelRegistry()
     registry.add(describe("lead-3", load_summarizer("lead-3")))
-    registry.add(ModelEntry("rec", summarizer or RecordingSummarizer(), "fake", instructions=True))
+    registry.add(ModelEntry("rec", summarizer or RecordingSummarizer()))
     return registry
 
 
@@ -347,9 +352,8 @@ def test_requests_within_the_window_share_one_call() -> None:
             thread.join(20)
     assert all(results[i].status_code == 200 for i in range(6))
     for i in range(6):  # each request gets its own summary back
-        assert results[i].json()["summaries"] == [
-            {"instruction": f"q{i}", "summary": f"q{i}: Rivers flooded the valley."}
-        ]
+        (item,) = results[i].json()["summaries"]
+        assert (item["instruction"], item["summary"]) == (f"q{i}", f"q{i}: Rivers flooded the valley.")
     assert sum(recorder.sizes) == 6 and max(recorder.sizes) <= 4 and len(recorder.sizes) < 6
 
 
@@ -357,9 +361,7 @@ def test_requests_with_other_options_do_not_share_a_call() -> None:
     recorder = RecordingSummarizer()
     registry = ModelRegistry()
     registry.add(
-        ModelEntry(
-            "rec", recorder, "fake", options=("k",), configure=lambda s, o: s
-        )  # same object, other key
+        ModelEntry("rec", recorder)  # same object, other key
     )
     settings = ServeSettings(batch_window_ms=300, max_batch=8, batch_workers=1)  # one call per key
     with TestClient(create_app(registry, settings)) as client:
@@ -657,12 +659,12 @@ def test_stream_answers_ndjson_events_then_done(batching: bool) -> None:
 
 
 def test_stream_reports_a_failure_as_an_error_event() -> None:
-    class Broken:
+    class Broken(FakeSummarizer):
         def summarize(self, documents: Any, instructions: Any = None) -> list[str]:
             raise RuntimeError("model exploded")
 
     registry = ModelRegistry()
-    registry.add(ModelEntry("broken", Broken(), "fake"))
+    registry.add(ModelEntry("broken", Broken()))
     with TestClient(create_app(registry)) as client:
         with client.stream(
             "POST", "/v1/summarize", json={"document": TEXT, "model": "broken", "stream": True}
