@@ -29,7 +29,7 @@ from synopsis.serve.pool import InferencePool, QueueFullError
 from synopsis.serve.registry import ModelEntry, ModelRegistry, OptionError
 from synopsis.serve.settings import ServeSettings
 from synopsis.serve.streaming import guarded, parsed_event, section_event, summary_event
-from synopsis.summarizers.runner import DEFAULT_BATCH_SIZE, RunHooks, SummarizeRunner, Summary
+from synopsis.summarizers.runner import RunHooks, SummarizeRunner, Summary
 from synopsis.summarizers.sections import Cancelled
 
 logger = logging.getLogger("synopsis.serve")
@@ -147,7 +147,7 @@ class SummarizeService:
             windows = SharedWindows(queue, summarizer, key, loop)
         runner = SummarizeRunner(
             summarizer, by=body.by, max_words=body.max_words,
-            batch_size=self.settings.max_batch if batched else DEFAULT_BATCH_SIZE,
+            batch_size=self.settings.max_batch,  # batched or not: the most items of one model call
             summarize_documents=documents, summarize_windows=windows,
         )  # fmt: skip
         stop = threading.Event()
