@@ -186,7 +186,12 @@ def test_the_same_tokens_under_another_tree_never_share_a_cache_entry(tokenizer)
     encoded = cache.encode_prompts(model, items)
     assert cache.encodings == len(cache) == 3 and model.encoder.source_passes == 3
     hidden = encoded.encoder_outputs.last_hidden_state
-    assert torch.equal(hidden[0], hidden[3])
+    # Rows 0 and 3 share one cache entry (the same source tensor is reused: bit-equal by construction), but
+    # each row's instruction tokens are computed as a row of the batch, and kernels may sum another row in
+    # another order (they differ in the last bits on some CPUs): a float64 tolerance, far below the gap
+    # to another tree.
+    assert cache.get(model, torch.tensor([prompt.source_ids]), *first.tensors()) is not None
+    torch.testing.assert_close(hidden[0], hidden[3], rtol=1e-12, atol=1e-12)
     assert (hidden[0] - hidden[1]).abs().max() > 1e-3 and (hidden[0] - hidden[2]).abs().max() > 1e-3
     ids = torch.tensor([prompt.source_ids])
     keys = {cache.key(model, ids, *t.tensors()) for t in (first, second, shallow)}
