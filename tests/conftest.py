@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers.data import missing_shared_data
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -27,7 +28,8 @@ def _torch_threads() -> None:
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """``../shared/data``; tests that need it skip with a reason where it is absent."""
+    """``../shared/data``; tests that need it skip with a reason where it is absent (fail under
+    ``SYNOPSIS_REQUIRE_SHARED_DATA=1``)."""
     if not SHARED_DATA.is_dir():
-        pytest.skip(f"shared data not found at {SHARED_DATA} (set SYNOPSIS_SHARED_DATA)")
+        missing_shared_data(f"shared data not found at {SHARED_DATA} (set SYNOPSIS_SHARED_DATA)")
     return SHARED_DATA
