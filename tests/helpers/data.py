@@ -12,7 +12,7 @@ REQUIRE_SHARED_DATA = os.environ.get("SYNOPSIS_REQUIRE_SHARED_DATA", "") not in 
 
 
 def missing_shared_data(message: str) -> None:
-    """Skip the test, or fail it under ``SYNOPSIS_REQUIRE_SHARED_DATA=1``: part of the shared data is absent."""
+    """Skip the test (under ``SYNOPSIS_REQUIRE_SHARED_DATA=1``: fail it): some shared data is absent."""
     if REQUIRE_SHARED_DATA:
         pytest.fail(f"{message}; SYNOPSIS_REQUIRE_SHARED_DATA is set", pytrace=False)
     pytest.skip(message)
