@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers.cli import run_cli
 
-from synopsis.cli import main
 from synopsis.document import Document, Section
 from synopsis.generation import AllowedTokensProcessor, source_vocabulary_mask
 from synopsis.summarizers.extractive import LeadSummarizer
@@ -50,9 +50,7 @@ Every summary sentence cites the input sentences it came from.
 
 
 def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = main(args)
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_cli(capsys, *args)
 
 
 def _resolve(document: Document, source: dict) -> str:

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 import typer
+from helpers.cli import run_cli as run
 
-from synopsis.cli import app, main
+from synopsis.cli import app
 from synopsis.config import FINITE, Range, from_dict
 from synopsis.data.example import Example, write_examples
 from synopsis.document import Document
@@ -26,12 +27,6 @@ TEXT = (
     "Rivers flooded the valley after a week of rain. Three bridges were closed on Monday.\n\n"
     "Officials expect the bridges to reopen next week. A bakery in the town won an award."
 )
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str, str]:
-    code = main([str(a) for a in argv])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def one_line_error(code: int, err: str, *fragments: str) -> str:
