@@ -178,7 +178,7 @@ class ModelSpec:
         set_torch_threads(self.threads)
         return load_summarizer(
             self.method, self.model, k=self.k, max_source_length=self.max_source_length,
-            instruction_cache=self.instruction_cache, dtype=self.dtype, **self.decoding.given(),
+            instruction_cache=self.instruction_cache, dtype=self.dtype, decoding=self.decoding,
         )  # fmt: skip
 
 

@@ -55,9 +55,13 @@ class Seq2SeqSummarizer(Summarizer):
         inputs: Seq2SeqInputs | None = None,
         instruction_cache: bool = True,
         cache_bytes: int = 1 << 30,
+        decoding: DecodingOptions | None = None,
         **generation: Any,
     ) -> None:
-        self.decoding = DecodingOptions.from_mapping(generation)
+        # ``decoding`` comes checked; loose keyword options (num_beams=..., as generate() names them) are
+        # checked here, once
+        self.decoding = (decoding or DecodingOptions()).update(**generation) if generation else decoding
+        self.decoding = self.decoding or DecodingOptions()
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.inputs = inputs or Seq2SeqInputs(model.config, tokenizer)
@@ -71,6 +75,7 @@ class Seq2SeqSummarizer(Summarizer):
         max_source_length: int | None = None,
         instruction_cache: bool = True,
         dtype: str | None = None,
+        decoding: DecodingOptions | None = None,
         **generation_options: Any,
     ) -> Seq2SeqSummarizer:
         """Load ``model_dir``; what the model is comes from its ``config.json``. ``dtype`` (fp32, bf16,
@@ -83,15 +88,24 @@ class Seq2SeqSummarizer(Summarizer):
         if dtype is not None:
             model = model.to(PRECISIONS[dtype])
         inputs = Seq2SeqInputs(model.config, tokenizer, max_source_length=max_source_length)
-        return cls(model, tokenizer, inputs, instruction_cache=instruction_cache, **generation_options)
+        return cls(
+            model,
+            tokenizer,
+            inputs,
+            instruction_cache=instruction_cache,
+            decoding=decoding,
+            **generation_options,
+        )
 
     def describe(self) -> SummarizerInfo:
         return self._info("seq2seq", "Hugging Face seq2seq checkpoint")
 
     def _with_options(self, options: dict[str, Any]) -> Seq2SeqSummarizer:
         """The same model, inputs and source cache with other decoding options (e.g. one per request)."""
-        decoding = self.decoding.update(**options).given()
-        other = type(self)(self.model, self.tokenizer, self.inputs, instruction_cache=False, **decoding)
+        decoding = self.decoding.update(**options)
+        other = type(self)(
+            self.model, self.tokenizer, self.inputs, instruction_cache=False, decoding=decoding
+        )
         other.cache = self.cache
         return other
 
