@@ -390,7 +390,7 @@ def test_weights_that_load_but_are_garbage_are_checkpoint_errors(
 
 def test_lm_checkpoint_problems(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Before: perplexity nan with exit 0, and a missing state.json was a FileNotFoundError traceback."""
-    from test_domain_lm_training import tiny_documents, write_jsonl
+    from helpers.domain_lm import tiny_documents, write_jsonl
 
     corpus = tmp_path / "tiny.jsonl"
     write_jsonl(tiny_documents(lines_per_doc=4), corpus)
@@ -456,7 +456,7 @@ def test_a_run_killed_before_its_first_checkpoint_can_be_rerun_or_resumed(tmp_pa
 def test_lm_run_killed_during_its_first_checkpoint_can_be_rerun(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from test_domain_lm_training import tiny_documents, write_jsonl
+    from helpers.domain_lm import tiny_documents, write_jsonl
 
     corpus = tmp_path / "tiny.jsonl"
     write_jsonl(tiny_documents(lines_per_doc=4), corpus)

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from helpers.fakes import FakeSummarizer
+from helpers.server import wait_for
 
 from synopsis.data.readers import sniff_format
 from synopsis.document import Document
@@ -377,13 +378,6 @@ def test_default_body_limit_is_10_mb() -> None:
 
 
 # ----------------------------------------------------------------------------- queue (503) and timeout (504)
-def _wait_for(predicate: Any, seconds: float = 5.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.01)
-
-
 def test_full_queue_is_503_and_the_queued_requests_still_succeed() -> None:
     gated = GatedSummarizer()
     settings = ServeSettings(inference_threads=1, queue_size=1, request_timeout_s=20, batch_window_ms=0)
@@ -399,9 +393,9 @@ def test_full_queue_is_503_and_the_queued_requests_still_succeed() -> None:
         second = threading.Thread(target=post, args=("second",))
         try:
             first.start()
-            _wait_for(lambda: gated.started == 1)
+            wait_for(lambda: gated.started == 1)
             second.start()
-            _wait_for(lambda: test_client.get("/health").json()["pool"]["waiting"] == 1)
+            wait_for(lambda: test_client.get("/health").json()["pool"]["waiting"] == 1)
             response = test_client.post("/v1/summarize", json={"document": TEXT, "model": "lead-3"})
             error = _error(response, 503)
             assert error["code"] == "busy"
@@ -435,7 +429,7 @@ def test_timeout_is_504_and_the_queued_job_is_cancelled() -> None:
             assert test_client.get("/health").json()["pool"]["running"] == 1
         finally:
             gated.gate.set()
-        _wait_for(lambda: test_client.get("/health").json()["pool"]["running"] == 0)
+        wait_for(lambda: test_client.get("/health").json()["pool"]["running"] == 0)
         assert gated.started == 1
         ok = test_client.post("/v1/summarize", json={"document": TEXT, "model": "lead-3"})
         assert ok.status_code == 200

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from helpers.fakes import FakeSummarizer
-from test_serve_traffic import running_server
+from helpers.server import running_server
 
 from synopsis.document import Document
 from synopsis.serve import ModelEntry, ModelRegistry, ServeSettings, create_app, describe

@@ -129,7 +129,7 @@ def test_stream_by_section_sends_each_section_then_done(batching: bool) -> None:
 def test_stream_by_section_sends_sections_before_the_rest_is_computed() -> None:
     """20 sections, windows in batches of 16: the first batch's sections reach the client while the second
     batch is still held back (the summarizer waits for the test to have read one)."""
-    from test_serve_traffic import running_server
+    from helpers.server import running_server
 
     summarizer = load_summarizer("lead-3")
     calls, finished, release = [], [], threading.Event()
@@ -266,7 +266,8 @@ def _batched_like_a_neural_model(entry: ModelEntry) -> ModelEntry:
 
 
 def test_a_by_section_request_whose_client_left_is_never_computed() -> None:
-    from test_serve_traffic import _wait_for, running_server
+    from helpers.server import running_server
+    from helpers.server import wait_for as _wait_for
 
     gate = threading.Event()
     summarizer = load_summarizer("lead-3")
