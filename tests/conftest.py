@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,17 @@ def _torch_threads() -> None:
     except ImportError:  # pragma: no cover
         return
     torch.set_num_threads(1)
+
+
+@pytest.fixture(autouse=True)
+def _log_levels_restored() -> Iterator[None]:
+    """``synopsis -q`` (or ``-v``) sets the log levels of the process; a test that runs the CLI must not
+    change what the tests after it capture (caplog found nothing after a ``-q`` run)."""
+    loggers = [logging.getLogger(), logging.getLogger("synopsis")]
+    levels = [logger.level for logger in loggers]
+    yield
+    for logger, level in zip(loggers, levels, strict=True):
+        logger.setLevel(level)
 
 
 @pytest.fixture(scope="session")
