@@ -85,3 +85,11 @@ def test_a_timed_out_request_stops_its_remaining_windows(batching: bool) -> None
         stopped_at = summarizer.batches
         time.sleep(0.6)
     assert summarizer.batches == stopped_at and stopped_at <= 5, stopped_at  # of 12
+
+
+def test_bytes_are_read_as_utf8_text_and_anything_else_is_one_line_error() -> None:
+    assert read_source(LONG.encode()).document.title == "Report"
+    with pytest.raises(InputError, match="not UTF-8"):
+        read_source(b"\xff\xfe broken")
+    with pytest.raises(InputError, match="empty"):
+        read_source("  \n")
