@@ -13,7 +13,10 @@ A run ``MODEL:CLIENTSxREQUESTS:section`` asks for summaries by section (``"by": 
 ``--section-document`` (default: the abstract with a Markdown heading every two sentences, so each
 request has several windows). ``--peer-arg`` (repeatable) starts a second server with those extra
 arguments (e.g. ``--peer-arg=--batch-window-ms=10 --peer-arg=--max-batch=16``) and sends every run to both,
-one after the other, with the peer/base ratios in the table; ``--peer2-arg`` starts a third server the same
+one after the other, with the peer/base ratios in the table (``--peer`` starts it with no extra arguments,
+and ``--base-arg`` gives the base server arguments of its own: today's defaults against an earlier
+checkout's ``--batch-window-ms 20`` is ``--base-source OLD --base-arg=--batch-window-ms=20 --peer``);
+``--peer2-arg`` starts a third server the same
 way (e.g. the peer with ``--batch-workers=1``), so two batching settings are compared in one run. Each
 run records the load average before and
 after (the machine may be shared) and the server's own timings (``timing_ms``: waiting for a thread,
@@ -391,6 +394,12 @@ def main() -> None:
         help="checkout (a worktree of an earlier commit) whose src/ the base server runs instead of this one",
     )
     parser.add_argument("--base-threads", type=int, help="OMP_NUM_THREADS of the base server only")
+    parser.add_argument(
+        "--base-arg", action="append", default=[], help="extra argument of the base server only"
+    )
+    parser.add_argument(
+        "--peer", action="store_true", help="start the second server even without --peer-arg (its defaults)"
+    )
     parser.add_argument("--ceiling", type=int, default=0, help="measure N in one call vs N calls in-process")
     parser.add_argument("--ceiling-only", action="store_true", help="print the --ceiling figures and stop")
     parser.add_argument("--output", type=Path, default=ROOT / "benchmarks" / "results" / "serve_load.json")
@@ -413,8 +422,8 @@ def main() -> None:
     if args.ceiling_only:
         return
 
-    servers = {"base": Server(args.server_arg, args.base_source, args.base_threads)}
-    if args.peer_arg:
+    servers = {"base": Server(args.server_arg + args.base_arg, args.base_source, args.base_threads)}
+    if args.peer_arg or args.peer:
         servers["peer"] = Server(args.server_arg + args.peer_arg)
     if args.peer2_arg:
         servers["peer2"] = Server(args.server_arg + args.peer2_arg)
@@ -498,7 +507,7 @@ def main() -> None:
         "servers": {
             name: {"startup_s": round(ready[name], 1), "health": health[name], "extra_args": server_args}
             for name, server_args in (
-                ("base", args.server_arg),
+                ("base", args.server_arg + args.base_arg),
                 ("peer", args.server_arg + args.peer_arg),
                 ("peer2", args.server_arg + args.peer2_arg),
             )

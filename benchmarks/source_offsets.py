@@ -3,7 +3,7 @@
 
 Run on documents nobody here wrote (long READMEs from installed packages' ``*.dist-info/METADATA``, the GPL
 text) with any version of synopsis on ``PYTHONPATH``; the offsets come from
-:func:`synopsis.data.readers.sentence_offsets`, whatever way that version computes them::
+:func:`synopsis.summarizers.runner.read_source` (older versions: ``synopsis.data.readers.sentence_offsets``)::
 
     python benchmarks/source_offsets.py DOC.md DOC.txt ...
 """
@@ -14,8 +14,13 @@ import argparse
 import html
 import re
 import sys
+from pathlib import Path
 
-from synopsis.data.readers import read_document, sentence_offsets
+try:
+    from synopsis.summarizers.runner import read_source
+except ImportError:  # versions before the runner
+    read_source = None
+    from synopsis.data.readers import read_document, sentence_offsets
 
 _MARKUP = [
     (re.compile(r"\n[ \t]*(?:>[ \t]?)+"), "\n"),  # block quote markers
@@ -42,8 +47,13 @@ def demarked(span: str) -> str:
 def exact_count(path: str) -> tuple[int, int, int]:
     """(sentences, exact, largest span in characters)."""
     source = open(path, encoding="utf-8").read()  # noqa: SIM115 - a one-shot read
-    document = read_document(path)
-    offsets = sentence_offsets(path, document) or [None] * len(document.sentences)
+    if read_source is not None:
+        parsed = read_source(Path(path))
+        document, offsets = parsed.document, parsed.offsets
+    else:
+        document = read_document(path)
+        offsets = sentence_offsets(path, document)
+    offsets = offsets or [None] * len(document.sentences)
     markdown = path.lower().endswith((".md", ".markdown"))
     exact, widest, previous_end = 0, 0, 0
     for sentence, span in zip(document.sentences, offsets, strict=True):

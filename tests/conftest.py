@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.data import missing_shared_data
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -25,9 +28,21 @@ def _torch_threads() -> None:
     torch.set_num_threads(1)
 
 
+@pytest.fixture(autouse=True)
+def _log_levels_restored() -> Iterator[None]:
+    """``synopsis -q`` (or ``-v``) sets the log levels of the process; a test that runs the CLI must not
+    change what the tests after it capture (caplog found nothing after a ``-q`` run)."""
+    loggers = [logging.getLogger(), logging.getLogger("synopsis")]
+    levels = [logger.level for logger in loggers]
+    yield
+    for logger, level in zip(loggers, levels, strict=True):
+        logger.setLevel(level)
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """``../shared/data``; tests that need it skip with a reason where it is absent."""
+    """``../shared/data``; tests that need it skip with a reason where it is absent (fail under
+    ``SYNOPSIS_REQUIRE_SHARED_DATA=1``)."""
     if not SHARED_DATA.is_dir():
-        pytest.skip(f"shared data not found at {SHARED_DATA} (set SYNOPSIS_SHARED_DATA)")
+        missing_shared_data(f"shared data not found at {SHARED_DATA} (set SYNOPSIS_SHARED_DATA)")
     return SHARED_DATA

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers.cli import run_cli
 
-from synopsis.cli import main
-from synopsis.data.readers import read_document, sentence_offsets
 from synopsis.document import Document, Section
 from synopsis.generation import AllowedTokensProcessor, source_vocabulary_mask
 from synopsis.summarizers.extractive import LeadSummarizer
+from synopsis.summarizers.runner import read_source
 from synopsis.summarizers.sections import (
     Source,
     SummarySentence,
@@ -50,9 +50,7 @@ Every summary sentence cites the input sentences it came from.
 
 
 def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = main(args)
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_cli(capsys, *args)
 
 
 def _resolve(document: Document, source: dict) -> str:
@@ -67,8 +65,7 @@ def _resolve(document: Document, source: dict) -> str:
 def test_offsets_are_exact_on_markdown_and_text(tmp_path: Path) -> None:
     markdown = tmp_path / "paper.md"
     markdown.write_text(PAPER)
-    document = read_document(markdown)
-    offsets = sentence_offsets(markdown, document)
+    document, offsets = read_source(markdown).document, read_source(markdown).offsets
     assert offsets is not None and all(o is not None for o in offsets)
     for sentence, (start, end) in zip(document.sentences, offsets, strict=True):
         piece = PAPER[start:end]
@@ -78,8 +75,7 @@ def test_offsets_are_exact_on_markdown_and_text(tmp_path: Path) -> None:
     text = tmp_path / "plain.txt"
     body = "First line of one\nparagraph. Second sentence.\n\n  Another paragraph here.\n"
     text.write_text(body)
-    doc = read_document(text)
-    spans = sentence_offsets(text, doc)
+    doc, spans = read_source(text).document, read_source(text).offsets
     assert [body[a:b].split() for a, b in spans] == [s.text.split() for s in doc.sentences]
 
 
@@ -90,8 +86,7 @@ def test_offsets_span_inline_markup_the_markdown_reader_drops(tmp_path: Path) ->
     )
     markdown = tmp_path / "marked.md"
     markdown.write_text(body)
-    document = read_document(markdown)
-    offsets = sentence_offsets(markdown, document)
+    document, offsets = read_source(markdown).document, read_source(markdown).offsets
     assert offsets is not None and all(o is not None for o in offsets), offsets
     for sentence, (start, end) in zip(document.sentences, offsets, strict=True):
         bare = re.sub(r"[*_`]|\[|\]|\(http://x\.y\)", "", body[start:end])
@@ -101,7 +96,7 @@ def test_offsets_span_inline_markup_the_markdown_reader_drops(tmp_path: Path) ->
 def test_offsets_are_none_for_formats_rebuilt_by_their_reader(tmp_path: Path) -> None:
     path = tmp_path / "doc.json"
     path.write_text(json.dumps(Document.from_text("One sentence. Two.").to_dict()))
-    assert sentence_offsets(path, read_document(path)) is None
+    assert read_source(path).offsets is None
 
 
 def test_locate_sentences_is_ordered_and_says_none_for_what_is_not_there() -> None:
@@ -167,7 +162,7 @@ def test_every_section_with_text_gets_a_summary_citing_only_its_subtree(
             assert sentence.support == 1.0
     assert sum(s.words for s in result.summary) <= 20
     data = json.loads(json.dumps(result.to_dict()))
-    assert set(data) == {"id", "prediction", "summary", "sections"}
+    assert set(data) == {"id", "prediction", "summary", "preface", "sections"}
     assert data["prediction"] == "\n".join(s["text"] for s in data["summary"])
     for item in data["summary"]:
         for source in item["sources"]:
@@ -244,8 +239,8 @@ def test_pointer_generator_by_section_cites_its_window_with_full_support(tmp_pat
     summarizer = PointerGeneratorSummarizer.from_pretrained()
     markdown = tmp_path / "paper.md"
     markdown.write_text(PAPER)
-    document = read_document(markdown)
-    (result,) = summarizer.summarize_by_section([document], offsets=[sentence_offsets(markdown, document)])
+    parsed = read_source(markdown)
+    (result,) = summarizer.summarize_by_section([parsed.document], offsets=[parsed.offsets])
     assert [n.heading for n in result.walk()] == [
         "A Study of Things",
         "Introduction",
@@ -284,7 +279,11 @@ def test_cli_by_section_json_and_outline(tmp_path: Path, capsys: pytest.CaptureF
     assert code == 0, err
     data = json.loads(out)
     assert data["id"] == str(markdown)
-    assert [s["heading"] for s in data["sections"]] == ["A Study of Things", "Introduction", "Method"]
+    # sections[i] is the section at path (i,): skipped ones keep their place; the root's text is the preface
+    assert data["preface"]["heading"] == "A Study of Things" and data["preface"]["path"] == []
+    assert [(s["heading"], s["skipped"]) for s in data["sections"]] == [
+        ("Introduction", False), ("Empty", True), ("Method", False)
+    ]
     for item in data["summary"]:
         for source in item["sources"]:
             assert PAPER[source["start"] : source["end"]].split()[0] == source["text"].split()[0]
@@ -433,7 +432,8 @@ def test_cli_by_document_json_has_the_same_schema(tmp_path: Path, capsys: pytest
     )
     assert code == 0, err
     data = json.loads(out)
-    assert set(data) == {"id", "prediction", "summary", "sections"} and data["sections"] == []
+    assert set(data) == {"id", "prediction", "summary", "preface", "sections"}
+    assert data["sections"] == [] and data["preface"] is None
     first = ["Rivers flooded the valley.", "Three bridges were closed."]
     assert [s["text"] for s in data["summary"]] == first
     assert [[x["text"] for x in s["sources"]] for s in data["summary"]] == [

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 import typer
+from helpers.cli import run_cli as run
 
-from synopsis.cli import app, main
+from synopsis.cli import app
 from synopsis.config import FINITE, Range, from_dict
 from synopsis.data.example import Example, write_examples
 from synopsis.document import Document
@@ -26,12 +27,6 @@ TEXT = (
     "Rivers flooded the valley after a week of rain. Three bridges were closed on Monday.\n\n"
     "Officials expect the bridges to reopen next week. A bakery in the town won an award."
 )
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str, str]:
-    code = main([str(a) for a in argv])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def one_line_error(code: int, err: str, *fragments: str) -> str:
@@ -395,7 +390,7 @@ def test_weights_that_load_but_are_garbage_are_checkpoint_errors(
 
 def test_lm_checkpoint_problems(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Before: perplexity nan with exit 0, and a missing state.json was a FileNotFoundError traceback."""
-    from test_domain_lm_training import tiny_documents, write_jsonl
+    from helpers.domain_lm import tiny_documents, write_jsonl
 
     corpus = tmp_path / "tiny.jsonl"
     write_jsonl(tiny_documents(lines_per_doc=4), corpus)
@@ -461,7 +456,7 @@ def test_a_run_killed_before_its_first_checkpoint_can_be_rerun_or_resumed(tmp_pa
 def test_lm_run_killed_during_its_first_checkpoint_can_be_rerun(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from test_domain_lm_training import tiny_documents, write_jsonl
+    from helpers.domain_lm import tiny_documents, write_jsonl
 
     corpus = tmp_path / "tiny.jsonl"
     write_jsonl(tiny_documents(lines_per_doc=4), corpus)

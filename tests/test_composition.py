@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers.models import randomize_tables
 from test_hibrids_init import _spread
 from test_instructsum import ARTICLE, INSTRUCTIONS, TITLE, real_rows, sharp_t5
 from test_instructsum_path import DOCUMENT, instruction_run
@@ -87,21 +88,13 @@ def uncached_inputs(items: list[PromptIds], pad: int) -> dict[str, torch.Tensor]
     return {**batch, "section_ids": section_ids, "section_relations": relations}
 
 
-def randomize_tables(model: torch.nn.Module, std: float = 1.0, seed: int = 1) -> None:
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "hibrids" in name:
-                p.copy_(torch.randn(p.shape, generator=generator, dtype=p.dtype) * std)
-
-
 def composed(tokenizer, tables: bool = True) -> tuple[torch.nn.Module, torch.nn.Module]:
     """An InstructSum T5 in float64 and HIBRIDS on it (random nonzero tables unless ``tables`` is False)."""
     instructsum = convert_to_instructsum(sharp_t5(tokenizer)).double().eval()
     model = convert_to_hibrids(instructsum).eval()
     assert type(model) is InstructSumHibridsT5ForConditionalGeneration
     if tables:
-        randomize_tables(model)
+        randomize_tables(model, native=True)
     return instructsum, model
 
 
@@ -190,7 +183,12 @@ def test_the_same_tokens_under_another_tree_never_share_a_cache_entry(tokenizer)
     encoded = cache.encode_prompts(model, items)
     assert cache.encodings == len(cache) == 3 and model.encoder.source_passes == 3
     hidden = encoded.encoder_outputs.last_hidden_state
-    assert torch.equal(hidden[0], hidden[3])
+    # Rows 0 and 3 share one cache entry (the same source tensor is reused: bit-equal by construction), but
+    # each row's instruction tokens are computed as a row of the batch, and kernels may sum another row in
+    # another order (they differ in the last bits on some CPUs): a float64 tolerance, far below the gap
+    # to another tree.
+    assert cache.get(model, torch.tensor([prompt.source_ids]), *first.tensors()) is not None
+    torch.testing.assert_close(hidden[0], hidden[3], rtol=1e-12, atol=1e-12)
     assert (hidden[0] - hidden[1]).abs().max() > 1e-3 and (hidden[0] - hidden[2]).abs().max() > 1e-3
     ids = torch.tensor([prompt.source_ids])
     keys = {cache.key(model, ids, *t.tensors()) for t in (first, second, shallow)}
@@ -223,7 +221,7 @@ def test_both_conversion_orders_give_one_type_that_round_trips(shared_data: Path
     out = convert_checkpoint("hibrids", instructsum, tmp_path / "composed")
     loaded, _ = load_seq2seq(out)
     assert type(loaded) is InstructSumHibridsT5ForConditionalGeneration
-    randomize_tables(loaded)
+    randomize_tables(loaded, native=True)
     loaded.save_pretrained(tmp_path / "trained")
     again = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "trained")
     assert type(again) is InstructSumHibridsT5ForConditionalGeneration
@@ -259,7 +257,7 @@ def test_the_summarizer_feeds_the_composed_model_its_sections_through_the_cache(
         "hibrids", convert_checkpoint("instructsum", tmp_path / "t5", tmp_path / "is"), tmp_path / "c"
     )
     summarizer = load_summarizer(model=out, max_length=6)
-    randomize_tables(summarizer.model)
+    randomize_tables(summarizer.model, native=True)
     seen: list[PromptIds] = []
     one_path = SourceCache.encode_prompts
 

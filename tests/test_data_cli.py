@@ -6,17 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers.cli import run_cli as run
 
-from synopsis.cli import main
 from synopsis.data.example import read_examples
 from synopsis.data.readers import read_corpus
 from synopsis.data.stats import corpus_stats
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:
-    code = main([str(a) for a in argv])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def assert_one_line_error(code: int, err: str, *fragments: str) -> None:

@@ -347,7 +347,7 @@ def test_hie_bart_converted_under_accelerate_launch_matches_one_process(
 # ------------------------------------------------------------------------------------------ domain LM
 def test_domain_lm_two_processes_match_one_then_resume_on_one(tmp_path: Path) -> None:
     """torchrun: the first epoch on 2 processes (5 rows of the stream: 3 + 2), the other two on 1."""
-    from test_domain_lm_training import tiny_documents, write_jsonl
+    from helpers.domain_lm import tiny_documents, write_jsonl
 
     write_jsonl(tiny_documents(lines_per_doc=6), tmp_path / "lm.jsonl")
     args = ["lm", "train", "--corpus", str(tmp_path / "lm.jsonl"), "--threads", "1", "--set",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_domain_lm_training import setup_training, tiny_documents, write_jsonl
+from helpers.domain_lm import setup_training, tiny_documents, write_jsonl
 from torch.nn import functional as F
 
 from synopsis.config import load_config

@@ -39,7 +39,8 @@ def _inputs(family: str) -> dict[str, torch.Tensor]:
 
 def _hibrids(family: str) -> Callable[[], tuple[torch.nn.Module, dict[str, torch.Tensor]]]:
     def build() -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
-        from test_hibrids import randomize_tables, stock_model
+        from helpers.models import randomize_tables
+        from test_hibrids import stock_model
 
         from synopsis.models.hibrids import convert_to_hibrids
 

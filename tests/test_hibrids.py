@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from helpers.models import randomize_tables
 from tiny_models import BOS, LED_WINDOW, PAD, bart_config, led_config, t5_config
 from torch.nn import functional as F
 from transformers import (
@@ -167,14 +168,6 @@ def family_inputs(family: str, selected: bool = False) -> dict[str, torch.Tensor
         "section_relations": relations,
         **extra,
     }
-
-
-def randomize_tables(model: torch.nn.Module, std: float = 1.0, seed: int = 1, which: str = "") -> None:
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "hibrids" in name and which in name:
-                p.copy_(torch.randn(p.shape, generator=generator) * std)
 
 
 def without_sections(inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers.data import missing_shared_data
 
 from synopsis.cli import main
 from synopsis.config import load_config
@@ -67,7 +68,7 @@ def test_drop_abstract_on_a_real_paper(shared_data: Path) -> None:
 
     paper = shared_data / "scisummnet" / "A00-1031"
     if not paper.is_dir():
-        pytest.skip(f"SciSummNet paper A00-1031 not found under {shared_data}")
+        missing_shared_data(f"SciSummNet paper A00-1031 not found under {shared_data}")
     document = load_examples("scisummnet", paper, None, None)[0].document
     first = document.root.children[0]
     assert first.heading == "Abstract" and first.paragraphs
@@ -93,7 +94,7 @@ def test_split_is_deterministic_by_paper_id(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_tiny_run_writes_table_json_and_pngs(shared_data: Path, tmp_path: Path) -> None:
     if not (shared_data / "scisummnet").is_dir():
-        pytest.skip(f"SciSummNet not found under {shared_data}")
+        missing_shared_data(f"SciSummNet not found under {shared_data}")
     out = tmp_path / "hibrids"
     code = main(
         [
@@ -128,7 +129,7 @@ def test_tiny_run_without_abstract_reads_the_written_split(shared_data: Path, tm
 
     papers = ("A00-1031", "A00-1043", "C00-1007")  # C00-1007 has no <ABSTRACT> element
     if not all((shared_data / "scisummnet" / p).is_dir() for p in papers):
-        pytest.skip(f"SciSummNet papers {papers} not found under {shared_data}")
+        missing_shared_data(f"SciSummNet papers {papers} not found under {shared_data}")
     data = tmp_path / "data"
     for paper in papers:
         (data / "scisummnet").mkdir(parents=True, exist_ok=True)

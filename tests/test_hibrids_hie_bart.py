@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers.models import randomize_tables
 from test_hibrids import sharpen
 from test_hie_bart import SENT, toy_batch
 from test_hie_bart import stock_and_hie as _stock_and_hie
@@ -41,14 +42,6 @@ def section_inputs(ids: torch.Tensor, seed: int = 0) -> dict[str, torch.Tensor]:
     return {"section_ids": section_ids, "section_relations": relations}
 
 
-def randomize_tables(model: torch.nn.Module, std: float = 2.0, seed: int = 1) -> None:
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "hibrids" in name:
-                p.copy_(torch.randn(p.shape, generator=generator) * std)
-
-
 def logits(model: torch.nn.Module, with_sections: bool = True) -> torch.Tensor:
     ids, mask = toy_batch()
     extra = section_inputs(ids) if with_sections else {}
@@ -63,7 +56,7 @@ def test_zero_tables_are_hie_bart_alone_bit_for_bit_and_tables_reach_the_attenti
     assert composed.config.word_heads == 2 and composed.config.sentence_start_token_id == SENT
     assert torch.equal(logits(composed), logits(hie, with_sections=False))
     assert torch.equal(logits(composed, with_sections=False), logits(hie, with_sections=False))
-    randomize_tables(composed)
+    randomize_tables(composed, std=2.0)
     assert (logits(composed) - logits(hie, with_sections=False)).abs().max() > 1e-2
 
 
@@ -71,7 +64,7 @@ def test_zero_tables_are_hie_bart_alone_bit_for_bit_and_tables_reach_the_attenti
 def test_all_heads_word_level_is_hibrids_alone(attn: str) -> None:
     bart, _ = stock_and_hie(word_heads=4, attn=attn)
     hibrids = convert_to_hibrids(bart).eval()
-    randomize_tables(hibrids)
+    randomize_tables(hibrids, std=2.0)
     config = HibridsHieBartConfig.from_base(hibrids.config, word_heads=4, sentence_start_token_id=SENT)
     composed = convert_from_base(hibrids, HibridsHieBartForConditionalGeneration, config).eval()
     tables = {n: p for n, p in composed.named_parameters() if "hibrids" in n}
@@ -89,7 +82,7 @@ def test_all_heads_word_level_is_hibrids_alone(attn: str) -> None:
 def test_the_composed_model_round_trips_through_the_auto_classes(tmp_path) -> None:
     _, hie = stock_and_hie(word_heads=3, attn="eager")
     composed = convert_to_hibrids(hie, decoder=True, selected=False).eval()
-    randomize_tables(composed)
+    randomize_tables(composed, std=2.0)
     composed.save_pretrained(tmp_path)
     config = AutoConfig.from_pretrained(tmp_path)
     assert config.model_type == "hibrids_hie_bart"

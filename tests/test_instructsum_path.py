@@ -311,3 +311,44 @@ def test_summarizer_and_experiment_encode_through_the_one_cached_path(
     assert callers == [1, 1, 2] and inside == [True] * 3
     assert run["distinct_sources"] == 1 and run["max_encoder_diff"] < 1e-4
     assert len(run["predictions"]) == len(summaries)
+
+
+def test_a_length_the_caller_sets_wins_over_the_checkpoints_max_new_tokens(
+    instructsum_dir: Path, tmp_path: Path, capsys, tokenizer
+) -> None:
+    """Before: converting wrote the paper's max_new_tokens 192, which outranked --max-length 8 (CLI, API)."""
+    from fastapi.testclient import TestClient
+
+    from synopsis.serve import ServeSettings, build_registry, create_app
+
+    document = tmp_path / "doc.txt"
+    document.write_text("We train a small model on notes. Scores improve on every benchmark we tried.")
+    args = [
+        "summarize",
+        str(document),
+        "--model",
+        str(instructsum_dir),
+        "--num-beams",
+        "1",
+        "--by",
+        "document",
+    ]
+    assert main([*args, "--max-length", "8", "-i", "What is the method?"]) == 0
+    written = capsys.readouterr().out.strip()
+    assert 0 < len(tokenizer(written, add_special_tokens=False)["input_ids"]) <= 8, written
+    registry = build_registry({"instructsum": instructsum_dir}, builtin=False, warm_up=False)
+    with TestClient(create_app(registry, ServeSettings())) as client:
+        body = {"document": document.read_text(), "model": "instructsum", "options": {"num_beams": 1,
+                "max_length": 8}, "instructions": ["What is the method?"]}  # fmt: skip
+        answer = client.post("/v1/summarize", json=body)
+        assert answer.status_code == 200, answer.json()
+    assert answer.json()["summaries"][0]["summary"] == written
+
+
+def test_lengths_map_to_generate_once() -> None:
+    from synopsis.config import DecodingOptions
+    from synopsis.summarizers.seq2seq import generate_kwargs
+
+    assert generate_kwargs(DecodingOptions(num_beams=2)) == {"num_beams": 2}  # the checkpoint's lengths stay
+    given = generate_kwargs(DecodingOptions(min_length=3, max_length=8))
+    assert given == {"min_length": 3, "max_length": 8, "min_new_tokens": None, "max_new_tokens": None}

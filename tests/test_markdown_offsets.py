@@ -9,9 +9,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from synopsis.data.readers import sentence_offsets
 from synopsis.data.readers.documents import parse_markdown, parse_text
 from synopsis.document import Document
+from synopsis.summarizers.runner import read_source
 from synopsis.text import split_paragraphs
 
 WORDS = ("alpha", "beta", "gamma", "delta", "sigma", "omega", "TSC", "next", "here")
@@ -137,8 +137,7 @@ def test_a_reference_link_keeps_every_later_offset_exact(tmp_path: Path) -> None
     )
     path = tmp_path / "guide.md"
     path.write_text(source)
-    document = parse_markdown(source, path)
-    offsets = sentence_offsets(path, document)
+    offsets = read_source(path).offsets
     assert [source[a:b] for a, b in offsets] == [
         "Escalate to the [TSC][].", "Later the TSC.", "votes.",
         "Read <https://example.com/guide> first.", "Then *act* on it.",

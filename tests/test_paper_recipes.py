@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers.data import missing_shared_data
 from tiny_models import save_tiny_bart, save_tiny_t5
 from transformers import GenerationConfig
 
@@ -272,7 +273,7 @@ def test_cnn_highlights_end_with_a_period_as_in_see_et_al(shared_data: Path) -> 
 
     folder = shared_data / "cnndm_stories"
     if not folder.is_dir():
-        pytest.skip(f"{folder} is not available")
+        missing_shared_data(f"{folder} is not available")
     raw = [h for story in sorted(folder.glob("*.story")) for h in split_story(story.read_text())[1]]
     unended = [h for h in raw if not h.endswith(END_TOKENS)]
     # as the stories are written: 57 of 59 without a final period, 51 without any sentence-final mark

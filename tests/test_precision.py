@@ -167,7 +167,7 @@ def test_pointer_generator_bf16_losses_close_to_fp32(
 
 @pytest.mark.parametrize("variant", ["in", "out", "in_out"])
 def test_domain_lm_bf16_losses_close_to_fp32(variant: str) -> None:
-    from test_domain_lm_training import setup_training
+    from helpers.domain_lm import setup_training
 
     from synopsis.models.domain_lm import DomainLM
     from synopsis.training.language_model import LMTrainConfig, train_language_model

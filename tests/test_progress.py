@@ -43,7 +43,7 @@ def test_a_trainer_piped_to_a_file_prints_plain_progress_lines(
 ) -> None:
     """``synopsis lm train`` with stderr captured (not a terminal): before, its rich bar printed nothing
     there; now a plain line per interval says the epoch, the batches done and the perplexity."""
-    from test_domain_lm_training import tiny_documents, write_jsonl
+    from helpers.domain_lm import tiny_documents, write_jsonl
 
     corpus = tmp_path / "tiny.jsonl"
     write_jsonl(tiny_documents(lines_per_doc=6), corpus)

@@ -18,12 +18,15 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from helpers.fakes import FakeSummarizer
+from helpers.server import wait_for
 
+from synopsis.data.readers import sniff_format
 from synopsis.document import Document
 from synopsis.errors import ConfigError, InputError
 from synopsis.serve import ModelEntry, ModelRegistry, ServeSettings, create_app, describe, parse_model_spec
 from synopsis.serve.app import static_dir
-from synopsis.serve.documents import detect_format, parse_document
+from synopsis.serve.documents import parse_document
 from synopsis.summarizers import load_summarizer
 
 MARKDOWN = """# Flood report
@@ -45,8 +48,12 @@ Officials expect the bridges to reopen next week.
 TEXT = "Rivers flooded the valley. Bridges were closed.\n\nOfficials expect them to reopen. A bakery won."
 
 
-class EchoSummarizer:
+class EchoSummarizer(FakeSummarizer):
     """Instruction-aware fake: "<instruction or plain>: <first k sentences>"; records every call."""
+
+    takes_instructions = True
+    options = ("k",)
+    description = "echoes the instruction"
 
     def __init__(self, k: int = 1, calls: list | None = None) -> None:
         self.k = k
@@ -63,13 +70,13 @@ class EchoSummarizer:
         ]
 
 
-def _configure_echo(summarizer: EchoSummarizer, options: dict[str, Any]) -> EchoSummarizer:
-    if options.get("k", 1) > 50:
-        raise ConfigError("k must be <= 50 for this fake")
-    return EchoSummarizer(options.get("k", summarizer.k), summarizer.calls)
+    def _with_options(self, options: dict[str, Any]) -> EchoSummarizer:
+        if options.get("k", 1) > 50:
+            raise ConfigError("k must be <= 50 for this fake")
+        return EchoSummarizer(options.get("k", self.k), self.calls)
 
 
-class GatedSummarizer:
+class GatedSummarizer(FakeSummarizer):
     """Holds its thread until ``gate`` opens (at most 10 s, so a failing test cannot hang the run)."""
 
     def __init__(self) -> None:
@@ -87,7 +94,7 @@ class GatedSummarizer:
         return ["released"] * len(documents)
 
 
-class HierarchySummarizer:
+class HierarchySummarizer(FakeSummarizer):
     """Writes a linearised question-summary hierarchy, as a model trained on QS targets does."""
 
     def summarize(
@@ -97,7 +104,7 @@ class HierarchySummarizer:
         return [hierarchy] * len(documents)
 
 
-class BrokenSummarizer:
+class BrokenSummarizer(FakeSummarizer):
     def summarize(
         self, documents: Sequence[Document], instructions: Sequence[str | None] | None = None
     ) -> list[str]:
@@ -108,19 +115,16 @@ def _registry(gated: GatedSummarizer | None = None) -> ModelRegistry:
     registry = ModelRegistry()
     registry.add(describe("lead-3", load_summarizer("lead-3")))
     registry.add(
-        ModelEntry(
-            "echo",
-            EchoSummarizer(),
-            "fake",
-            "echoes the instruction",
-            instructions=True,
-            options=("k",),
-            configure=_configure_echo,
-        )
+        ModelEntry("echo", EchoSummarizer())
     )
-    registry.add(ModelEntry("broken", BrokenSummarizer(), "fake"))
-    registry.add(ModelEntry("gated", gated or GatedSummarizer(), "fake"))
+    registry.add(ModelEntry("broken", BrokenSummarizer()))
+    registry.add(ModelEntry("gated", gated or GatedSummarizer()))
     return registry
+
+
+def _plain(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The items without ``by`` and ``structured`` (the sources; see test_cli_and_api_agree)."""
+    return [{key: item[key] for key in ("instruction", "summary")} for item in summaries]
 
 
 @pytest.fixture()
@@ -163,7 +167,7 @@ def test_summarize_markdown_with_outline_and_timing(client: TestClient) -> None:
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["model"] == "lead-3"
-    assert body["summaries"] == [
+    assert _plain(body["summaries"]) == [
         {
             "instruction": None,
             "summary": "Heavy rain fell for a week.\nThe river rose fast.\n"
@@ -209,7 +213,7 @@ def test_each_instruction_is_its_own_call_with_its_own_time(client: TestClient) 
     )
     body = response.json()
     assert response.status_code == 200, body
-    assert body["summaries"] == [
+    assert _plain(body["summaries"]) == [
         {"instruction": "What flooded?", "summary": "What flooded?: Rivers flooded the valley."},
         {"instruction": "Who won?", "summary": "Who won?: Rivers flooded the valley."},
     ]
@@ -217,7 +221,8 @@ def test_each_instruction_is_its_own_call_with_its_own_time(client: TestClient) 
     assert len(body["timing_ms"]["summaries"]) == 2
     echo.calls.clear()
     plain = client.post("/v1/summarize", json={"document": TEXT, "model": "echo", "instructions": []}).json()
-    assert plain["summaries"] == [{"instruction": None, "summary": "plain: Rivers flooded the valley."}]
+    expected = [{"instruction": None, "summary": "plain: Rivers flooded the valley."}]
+    assert _plain(plain["summaries"]) == expected
     assert echo.calls == [(1, None)]  # no instructions: instructions=None, as the CLI passes
 
 
@@ -268,11 +273,14 @@ def test_document_json_deeper_than_the_limit_is_refused() -> None:
         parse_document(json.dumps({"id": "x", "title": None, **node}), "json")
 
 
-def test_detect_format() -> None:
-    assert detect_format('  {"paragraphs": []}') == "json"
-    assert detect_format("intro\n\n## Part\ntext") == "markdown"
-    assert detect_format("#hashtag is not a heading") == "text"
-    assert detect_format("Plain text. Nothing else.") == "text"
+def test_one_sniffer_for_pasted_text_and_files(tmp_path: Path) -> None:
+    assert sniff_format('  {"paragraphs": []}') == "json"
+    assert sniff_format("intro\n\n## Part\ntext") == "markdown"
+    assert sniff_format("#hashtag is not a heading") == "text"
+    assert sniff_format("Plain text. Nothing else.") == "text"
+    # Before: a .txt file was text whatever it held, while the same text pasted was Markdown.
+    assert sniff_format("intro\n\n## Part\ntext", tmp_path / "notes.txt") == "markdown"
+    assert sniff_format("intro\n\n## Part\ntext", tmp_path / "notes.md") == "markdown"
 
 
 # ----------------------------------------------------------------------------- validation: 422 and 404
@@ -370,16 +378,9 @@ def test_default_body_limit_is_10_mb() -> None:
 
 
 # ----------------------------------------------------------------------------- queue (503) and timeout (504)
-def _wait_for(predicate: Any, seconds: float = 5.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.01)
-
-
 def test_full_queue_is_503_and_the_queued_requests_still_succeed() -> None:
     gated = GatedSummarizer()
-    settings = ServeSettings(inference_threads=1, queue_size=1, request_timeout_s=20)
+    settings = ServeSettings(inference_threads=1, queue_size=1, request_timeout_s=20, batch_window_ms=0)
     results: dict[str, int] = {}
     with TestClient(create_app(_registry(gated), settings)) as test_client:
 
@@ -392,9 +393,9 @@ def test_full_queue_is_503_and_the_queued_requests_still_succeed() -> None:
         second = threading.Thread(target=post, args=("second",))
         try:
             first.start()
-            _wait_for(lambda: gated.started == 1)
+            wait_for(lambda: gated.started == 1)
             second.start()
-            _wait_for(lambda: test_client.get("/health").json()["pool"]["waiting"] == 1)
+            wait_for(lambda: test_client.get("/health").json()["pool"]["waiting"] == 1)
             response = test_client.post("/v1/summarize", json={"document": TEXT, "model": "lead-3"})
             error = _error(response, 503)
             assert error["code"] == "busy"
@@ -414,7 +415,7 @@ def test_full_queue_is_503_and_the_queued_requests_still_succeed() -> None:
 
 def test_timeout_is_504_and_the_queued_job_is_cancelled() -> None:
     gated = GatedSummarizer()
-    settings = ServeSettings(inference_threads=1, queue_size=4, request_timeout_s=0.5)
+    settings = ServeSettings(inference_threads=1, queue_size=4, request_timeout_s=0.5, batch_window_ms=0)
     with TestClient(create_app(_registry(gated), settings)) as test_client:
         try:
             started = time.perf_counter()
@@ -428,7 +429,7 @@ def test_timeout_is_504_and_the_queued_job_is_cancelled() -> None:
             assert test_client.get("/health").json()["pool"]["running"] == 1
         finally:
             gated.gate.set()
-        _wait_for(lambda: test_client.get("/health").json()["pool"]["running"] == 0)
+        wait_for(lambda: test_client.get("/health").json()["pool"]["running"] == 0)
         assert gated.started == 1
         ok = test_client.post("/v1/summarize", json={"document": TEXT, "model": "lead-3"})
         assert ok.status_code == 200
@@ -602,7 +603,9 @@ def test_registry_refuses_duplicate_and_bad_names() -> None:
     with pytest.raises(ConfigError, match="model name"):
         registry.add(describe("../etc", load_summarizer("lead-3")))
     with pytest.raises(ConfigError, match="cannot serve"):
-        describe("x", EchoSummarizer())
+        describe("x", object())  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="needs reference summaries"):
+        describe("oracle", load_summarizer("oracle"))
 
 
 @pytest.mark.parametrize(
@@ -739,7 +742,7 @@ def test_a_seq2seq_checkpoint_takes_generation_options(bart_dir: Path) -> None:
 
 def test_a_question_summary_hierarchy_comes_back_as_an_outline() -> None:
     registry = ModelRegistry()
-    registry.add(ModelEntry("hierarchy", HierarchySummarizer(), "fake"))
+    registry.add(ModelEntry("hierarchy", HierarchySummarizer()))
     with TestClient(create_app(registry, ServeSettings())) as client:
         body = client.post("/v1/summarize", json={"document": TEXT, "model": "hierarchy"}).json()
     outline = body["outline"]

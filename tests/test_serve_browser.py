@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_serve_traffic import running_server
+from helpers.fakes import FakeSummarizer
+from helpers.server import running_server
 
 from synopsis.document import Document
 from synopsis.serve import ModelEntry, ModelRegistry, ServeSettings, create_app, describe
@@ -50,8 +51,12 @@ Officials expect the bridges to reopen next week.
 """
 
 
-class EchoSummarizer:
+class EchoSummarizer(FakeSummarizer):
     """Instruction-aware fake: "<instruction>: <first sentence>"."""
+
+    takes_instructions = True
+    options = ("k",)
+    description = "echoes instructions"
 
     def summarize(
         self, documents: Sequence[Document], instructions: Sequence[str | None] | None = None
@@ -66,7 +71,7 @@ def _registry() -> ModelRegistry:
     registry = ModelRegistry()
     registry.add(describe("lead-3", load_summarizer("lead-3")))
     registry.add(
-        ModelEntry("echo", EchoSummarizer(), "fake", "echoes instructions", instructions=True, options=("k",))
+        ModelEntry("echo", EchoSummarizer())
     )
     return registry
 
@@ -208,7 +213,7 @@ def test_the_page_shows_the_outline_before_the_summary_arrives(browser: Any) -> 
     expect = sync_api.expect
     gated = GatedSummarizer()
     registry = ModelRegistry()
-    registry.add(ModelEntry("gated", gated, "fake", "waits for the test", instructions=True))
+    registry.add(ModelEntry("gated", gated, "waits for the test"))
     with running_server(create_app(registry, ServeSettings())) as url:
         context = browser.new_context()
         page = context.new_page()

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from helpers.fakes import FakeSummarizer
 
 from synopsis.serve import ModelEntry, ModelRegistry, ServeSettings, create_app, describe
 from synopsis.summarizers import load_summarizer
@@ -34,8 +35,10 @@ Officials expect the bridges to reopen next week.
 """
 
 
-class PlainSummarizer:
-    """A model without the Summarizer base class (no by-section support)."""
+class PlainSummarizer(FakeSummarizer):
+    """A model that cannot summarize by section."""
+
+    by_section_capable = False
 
     def summarize(self, documents: Any, instructions: Any = None) -> list[str]:
         return ["plain"] * len(documents)
@@ -45,7 +48,7 @@ class PlainSummarizer:
 def client() -> Iterator[TestClient]:
     registry = ModelRegistry()
     registry.add(describe("lead-3", load_summarizer("lead-3")))
-    registry.add(ModelEntry("plain", PlainSummarizer(), "fake"))
+    registry.add(ModelEntry("plain", PlainSummarizer()))
     with TestClient(create_app(registry, ServeSettings())) as test_client:
         yield test_client
 
@@ -59,15 +62,21 @@ def test_by_section_items_carry_sections_sources_and_offsets(client: TestClient)
     assert item["by"] == "section"
     structured = item["structured"]
     assert item["summary"] == structured["prediction"]
-    assert [s["heading"] for s in structured["sections"]] == ["Flood report", "Damage", "Outlook"]
+    # the root's text is the preface; sections[i] is the section at path (i,)
+    assert structured["preface"]["heading"] == "Flood report" and structured["preface"]["path"] == []
+    assert [s["heading"] for s in structured["sections"]] == ["Damage", "Outlook"]
     assert sum(len(s["text"].split()) for s in structured["summary"]) <= 12
-    for section in structured["sections"]:
+    for section in [structured["preface"], *structured["sections"]]:
         for sentence in section["summary"]:
             for source in sentence["sources"]:
                 assert source["path"] == section["path"]
                 assert DOCUMENT[source["start"] : source["end"]].split() == source["text"].split()
     plain = client.post("/v1/summarize", json={"document": DOCUMENT, "model": "lead-3"}).json()
-    assert set(plain["summaries"][0]) == {"instruction", "summary"}  # by document: as before
+    (whole,) = plain["summaries"]  # by document: the same schema, without sections
+    assert whole["by"] == "document" and whole["structured"]["sections"] == []
+    for sentence in whole["structured"]["summary"]:
+        for source in sentence["sources"]:
+            assert DOCUMENT[source["start"] : source["end"]].split() == source["text"].split()
 
 
 def test_by_section_errors_name_the_field(client: TestClient) -> None:
@@ -77,13 +86,17 @@ def test_by_section_errors_name_the_field(client: TestClient) -> None:
     assert response.status_code == 422 and response.json()["error"]["field"] == "by"
 
 
-def _walk(sections: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The structured answer's sections in document order, each without its subsections."""
+def _walk(structured: dict[str, Any]) -> list[dict[str, Any]]:
+    """The structured answer's preface and sections in document order, each without its subsections."""
+    sections = (
+        [structured["preface"], *structured["sections"]] if structured["preface"] else structured["sections"]
+    )
     out, stack = [], list(reversed(sections))
     while stack:
         node = stack.pop()
-        out.append({key: node[key] for key in ("heading", "path", "summary")})
-        stack.extend(reversed(node["sections"]))
+        if not node.get("skipped"):
+            out.append({key: node[key] for key in ("heading", "path", "index", "summary")})
+        stack.extend(reversed(node.get("sections", [])))
     return out
 
 
@@ -106,7 +119,7 @@ def test_stream_by_section_sends_each_section_then_done(batching: bool) -> None:
     kinds = [e["event"] for e in events]
     assert kinds == ["parsed", "section", "section", "section", "summary", "done"]
     (item,) = plain["summaries"]
-    assert [e["section"] for e in events if e["event"] == "section"] == _walk(item["structured"]["sections"])
+    assert [e["section"] for e in events if e["event"] == "section"] == _walk(item["structured"])
     assert all(e["index"] == 0 and e["instruction"] is None for e in events[1:5])
     assert events[4]["structured"] == item["structured"] and events[4]["by"] == "section"
     assert events[-1]["response"]["summaries"] == plain["summaries"]
@@ -116,7 +129,7 @@ def test_stream_by_section_sends_each_section_then_done(batching: bool) -> None:
 def test_stream_by_section_sends_sections_before_the_rest_is_computed() -> None:
     """20 sections, windows in batches of 16: the first batch's sections reach the client while the second
     batch is still held back (the summarizer waits for the test to have read one)."""
-    from test_serve_traffic import running_server
+    from helpers.server import running_server
 
     summarizer = load_summarizer("lead-3")
     calls, finished, release = [], [], threading.Event()
@@ -248,11 +261,13 @@ def test_batched_by_section_pointer_generator_equals_unbatched() -> None:
 def _batched_like_a_neural_model(entry: ModelEntry) -> ModelEntry:
     # LEAD-3 stands in for a neural model here (fast and deterministic); as itself, being extractive, it
     # never waits for a batch window
-    return replace(entry, extractive=False)
+    entry.info = replace(entry.info, extractive=False)
+    return entry
 
 
 def test_a_by_section_request_whose_client_left_is_never_computed() -> None:
-    from test_serve_traffic import _wait_for, running_server
+    from helpers.server import running_server
+    from helpers.server import wait_for as _wait_for
 
     gate = threading.Event()
     summarizer = load_summarizer("lead-3")

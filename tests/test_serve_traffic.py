@@ -18,12 +18,13 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from helpers.fakes import FakeSummarizer
+from helpers.server import running_server, wait_for
 
 from synopsis.document import Document
 from synopsis.errors import ConfigError
@@ -36,8 +37,12 @@ TOKEN = "s3cret-token"
 PAPER = (Path(__file__).resolve().parents[1] / "examples" / "paper_abstract.txt").read_text()
 
 
-class RecordingSummarizer:
-    """Instruction-aware fake that records each call's batch; ``gate`` (if given) holds every call."""
+class RecordingSummarizer(FakeSummarizer):
+    """Instruction-aware fake that records each call's batch; ``gate`` (if given) holds every call. Its
+    option ``k`` changes nothing (a copy with options is the same object)."""
+
+    takes_instructions = True
+    options = ("k",)
 
     def __init__(self, gate: threading.Event | None = None) -> None:
         self.calls: list[list[str | None] | None] = []
@@ -66,38 +71,8 @@ class FakeCache:
 def _registry(summarizer: Any = None) -> ModelRegistry:
     registry = ModelRegistry()
     registry.add(describe("lead-3", load_summarizer("lead-3")))
-    registry.add(ModelEntry("rec", summarizer or RecordingSummarizer(), "fake", instructions=True))
+    registry.add(ModelEntry("rec", summarizer or RecordingSummarizer()))
     return registry
-
-
-@contextmanager
-def running_server(app: Any) -> Iterator[str]:
-    """``app`` served by uvicorn in a thread on a free loopback port; yields its base URL."""
-    import uvicorn
-
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
-
-
-def _wait_for(predicate: Any, seconds: float = 5.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.01)
 
 
 def _instruction_request(client: TestClient, results: dict[int, Any], i: int) -> threading.Thread:
@@ -347,9 +322,8 @@ def test_requests_within_the_window_share_one_call() -> None:
             thread.join(20)
     assert all(results[i].status_code == 200 for i in range(6))
     for i in range(6):  # each request gets its own summary back
-        assert results[i].json()["summaries"] == [
-            {"instruction": f"q{i}", "summary": f"q{i}: Rivers flooded the valley."}
-        ]
+        (item,) = results[i].json()["summaries"]
+        assert (item["instruction"], item["summary"]) == (f"q{i}", f"q{i}: Rivers flooded the valley.")
     assert sum(recorder.sizes) == 6 and max(recorder.sizes) <= 4 and len(recorder.sizes) < 6
 
 
@@ -357,9 +331,7 @@ def test_requests_with_other_options_do_not_share_a_call() -> None:
     recorder = RecordingSummarizer()
     registry = ModelRegistry()
     registry.add(
-        ModelEntry(
-            "rec", recorder, "fake", options=("k",), configure=lambda s, o: s
-        )  # same object, other key
+        ModelEntry("rec", recorder)  # same object, other key
     )
     settings = ServeSettings(batch_window_ms=300, max_batch=8, batch_workers=1)  # one call per key
     with TestClient(create_app(registry, settings)) as client:
@@ -454,13 +426,13 @@ def test_batches_run_concurrently_up_to_batch_workers() -> None:
         threads = [_instruction_request(client, results, i) for i in range(3)]
         try:
             threads[0].start()
-            _wait_for(lambda: model.active == 1)  # the first batch runs (held)
+            wait_for(lambda: model.active == 1)  # the first batch runs (held)
             threads[1].start()
-            _wait_for(lambda: model.active == 2)  # the second window closed: its batch runs beside it
+            wait_for(lambda: model.active == 2)  # the second window closed: its batch runs beside it
             metrics = client.get("/metrics").text
             assert 'synopsis_batches_running{model="rec"} 2.0' in metrics
             threads[2].start()
-            _wait_for(lambda: client.app.state.batchers["rec"].waiting() == 1)
+            wait_for(lambda: client.app.state.batchers["rec"].waiting() == 1)
             time.sleep(0.3)  # its window (20 ms) is long closed: it waits for a worker, not for the window
             assert model.active == 2 and len(model.calls) == 2
         finally:
@@ -489,7 +461,7 @@ def test_what_is_ready_is_split_over_the_free_workers(workers: int, sizes: list[
         try:
             for thread in threads:
                 thread.start()
-            _wait_for(lambda: len(recorder.sizes) == len(sizes))  # these calls run at once (held)
+            wait_for(lambda: len(recorder.sizes) == len(sizes))  # these calls run at once (held)
             assert sorted(recorder.sizes) == sizes
         finally:
             gate.set()
@@ -611,7 +583,7 @@ def test_a_request_whose_client_left_is_never_computed(batching: bool) -> None:
         holder = threading.Thread(target=hold)
         holder.start()
         try:
-            _wait_for(lambda: len(recorder.calls) == 1)
+            wait_for(lambda: len(recorder.calls) == 1)
             _send_and_hang_up(url, {"document": TEXT, "model": "rec", "instructions": ["gone"]})
 
             def withdrawn() -> bool:
@@ -620,7 +592,7 @@ def test_a_request_whose_client_left_is_never_computed(batching: bool) -> None:
                     health["pool"]["waiting"] == 0 and sum(len(b) for b in app.state.batchers.values()) == 0
                 )
 
-            _wait_for(withdrawn)
+            wait_for(withdrawn)
         finally:
             gate.set()
             holder.join(20)
@@ -657,12 +629,12 @@ def test_stream_answers_ndjson_events_then_done(batching: bool) -> None:
 
 
 def test_stream_reports_a_failure_as_an_error_event() -> None:
-    class Broken:
+    class Broken(FakeSummarizer):
         def summarize(self, documents: Any, instructions: Any = None) -> list[str]:
             raise RuntimeError("model exploded")
 
     registry = ModelRegistry()
-    registry.add(ModelEntry("broken", Broken(), "fake"))
+    registry.add(ModelEntry("broken", Broken()))
     with TestClient(create_app(registry)) as client:
         with client.stream(
             "POST", "/v1/summarize", json={"document": TEXT, "model": "broken", "stream": True}

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers.cli import run_cli
 
 from synopsis.cli import main
 from synopsis.data.example import Example, write_examples
@@ -19,9 +20,7 @@ TEXT = (
 
 
 def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = main(args)
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_cli(capsys, *args)
 
 
 def test_lead_k_on_a_text_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -134,7 +134,7 @@ def serve(
         help="Offer only the --model models (not the bundled default, lead-3, centrality).",
     ),
     batch_window_ms: float = ranged(
-        0.0,
+        20.0,
         "--batch-window-ms",
         allowed=Range(0, 10_000),
         help="Batch summaries for one model arriving within this window into one call (0: off).",

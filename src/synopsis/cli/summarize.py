@@ -149,13 +149,14 @@ def summarize(
             if output is not None:  # --resume continues only an output of the same options and input
                 record = run_record(spec, by, max_words, run.instructions)
                 check_resume(output, resume, record, job.ids, write=shard.is_main)
-        if _by_section(by, job.summarizer, job.ids, job.documents, corpus):
-            per_input = len(job.ids) // len(inputs)  # one per --instruction
-            paths = None if corpus is not None else [p for p in inputs for _ in range(per_input)]
-            _run_by_section(job, paths, input_format, output, resume, max_words, output_format)
+        if output is None and corpus is None:  # document files to stdout: the library's runner, file by file
+            _print_files(job, by, max_words, output_format, outline)
+            return
+        if _by_section(by, job, corpus):
+            _run_by_section(job, output, resume, max_words, output_format)
             return
         if output is None and output_format == "json":
-            _run_json(job)
+            _print_corpus_json(job)
             return
         if output is not None and (shard.distributed or (resume and part_files(output))):
             run_sharded(job, output, resume, shard)
@@ -182,7 +183,7 @@ class ModelSpec:
         set_torch_threads(self.threads)
         return load_summarizer(
             self.method, self.model, k=self.k, max_source_length=self.max_source_length,
-            instruction_cache=self.instruction_cache, dtype=self.dtype, **self.decoding.given(),
+            instruction_cache=self.instruction_cache, dtype=self.dtype, decoding=self.decoding,
         )  # fmt: skip
 
 
@@ -208,7 +209,6 @@ def _columns(text: str | None, summary: str | None, example_id: str | None) -> d
     return {key: value for key, value in given.items() if value is not None}
 
 
-BY = ("auto", "document", "section")
 OUTPUT_FORMATS = ("text", "markdown", "json")
 
 
@@ -216,6 +216,8 @@ def _check_by(
     by: str, output_format: str, method: str | None, outline: bool, corpus: str | None, shard: Shard
 ) -> None:
     """Options that make no sense together (by section) are one-line errors, before any model loads."""
+    from synopsis.summarizers.runner import BY
+
     if by not in BY:
         raise InputError(f"--by must be one of {', '.join(BY)}, got '{by}'")
     if output_format not in OUTPUT_FORMATS:
@@ -228,100 +230,138 @@ def _check_by(
         raise InputError(f"--by section runs in one process ({shard.world} were launched)")
 
 
-def _by_section(by: str, summarizer: Any, ids: list[str], documents: list[Any], corpus: str | None) -> bool:
-    """Whether to summarize by section; ``auto`` says so in one line when it does."""
-    if by != "auto":
+def _by_section(by: str, job: Job, corpus: str | None) -> bool:
+    """Whether a run that writes --output (or a corpus) goes by section: ``auto`` when one of the files is
+    longer than the model's input (corpus runs: by document)."""
+    from synopsis.summarizers.runner import decide_by_section
+
+    if by != "auto" or corpus is not None:
         return by == "section"
-    from synopsis.summarizers.sections import longer_than_input
-
-    if corpus is not None:
-        return False
-    longer = [(i, n) for i, d in zip(ids, documents, strict=True) if (n := longer_than_input(summarizer, d))]
-    if not longer:
-        return False
-    capacity = summarizer.input_capacity()
-    what = f"{longer[0][0]} ({longer[0][1]:,} tokens)" if len(longer) == 1 else f"{len(longer)} documents"
-    log.info(
-        "%s: longer than the model's input (%d), summarizing by section (--by document: one summary of the "
-        "first %d)",
-        what,
-        capacity,
-        capacity,
-    )
-    return True
+    seen: set[int] = set()
+    for document in job.documents:  # one per (file, instruction): each file once
+        if id(document) not in seen and decide_by_section(by, job.summarizer, document):
+            return True
+        seen.add(id(document))
+    return False
 
 
-def _run_by_section(
-    job: Job,
-    paths: list[Path] | None,
-    input_format: str,
-    output: Path | None,
-    resume: bool,
-    max_words: int,
-    output_format: str,
-) -> None:
-    """Summaries by section (:func:`synopsis.summarizers.sections.summarize_by_section`): to stdout, each
-    section as soon as it is done (text, markdown) or one JSON object per document; or to --output, as a
-    corpus run (JSONL: one object per line in the schema of ``--output-format json``)."""
-    from synopsis.cli.output import PredictionWriter
-    from synopsis.data.readers import sentence_offsets
+def _print_files(job: Job, by: str, max_words: int, output_format: str, outline: bool) -> None:
+    """Each document file through :class:`~synopsis.summarizers.runner.SummarizeRunner` (read once, ``by``
+    decided once per file, one summary per --instruction), printed as it is made: text or markdown (by
+    section: each section as soon as it is done, then the document summary), or one JSON object per
+    summary in the one schema."""
+    from synopsis.summarizers.runner import SummarizeRunner
 
-    summarizer, ids, documents, instructions = job.summarizer, job.ids, job.documents, job.instructions
-    batch_size = job.batch_size
-    offsets = None
-    if paths is not None:
-        cache: dict[Path, Any] = {}
-        offsets = []
-        for path, document in zip(paths, documents, strict=True):
-            if path not in cache:
-                cache[path] = sentence_offsets(path, document, input_format)
-            offsets.append(cache[path])
-    if output is None:
-        for i, (doc_id, document) in enumerate(zip(ids, documents, strict=True)):
-            if len(ids) > 1 and output_format != "json":
-                typer.echo(f"{'' if i == 0 else chr(10)}== {doc_id}")
-            show = None if output_format == "json" else _section_printer(output_format)
-            # A long document's windows: a count with the rate on stderr (a spinner on a terminal).
-            with ProgressReporter("summarizing by section", None, "windows") as progress:
+    runner = SummarizeRunner(
+        job.summarizer, by=by, max_words=max_words, batch_size=job.batch_size,
+        summarize_documents=lambda documents, instructions: job.check_not_blank(
+            job.summarizer.summarize(documents, instructions)
+        ),
+    )  # fmt: skip
+    instructions = [i for i in dict.fromkeys(job.instructions) if i is not None]
+    printer = _FilePrinter(len(job.parsed) > 1 or len(instructions) > 1, len(instructions) > 1, output_format)
+    for path, parsed in job.parsed.items():
+        printer.path = path
+        # A long document's windows: a count with the rate on stderr (a spinner on a terminal).
+        with ProgressReporter("summarizing by section", None, "windows") as progress:
 
-                def advance(done: int, _: int, progress: ProgressReporter = progress) -> None:
-                    progress.advance(done - progress.completed)
+            def advance(done: int, _: int, progress: ProgressReporter = progress) -> None:
+                progress.advance(done - progress.completed)
 
-                (result,) = summarizer.summarize_by_section(
-                    [document], [instructions[i]], max_words=max_words, batch_size=batch_size,
-                    offsets=None if offsets is None else [offsets[i]], on_section=show, progress=advance,
-                )  # fmt: skip
-            if output_format == "json":
-                typer.echo(json.dumps({**result.to_dict(), "id": doc_id}, ensure_ascii=False))
+            runner.run(parsed, instructions, printer.hooks(advance, outline))
+
+
+class _FilePrinter:
+    """The runner's hooks for one file after another on stdout, ``== label`` before each summary when
+    there are several (files or instructions)."""
+
+    def __init__(self, labelled: bool, per_instruction: bool, output_format: str) -> None:
+        self.labelled, self.per_instruction, self.output_format = labelled, per_instruction, output_format
+        self.path = Path()
+        self.printed = 0
+        self.sectioned = False
+
+    def label(self, instruction: str | None) -> str:
+        return f"{self.path} | {instruction}" if self.per_instruction else str(self.path)
+
+    def header(self, instruction: str | None) -> None:
+        if self.labelled and self.output_format != "json":
+            typer.echo(f"{'' if self.printed == 0 else chr(10)}== {self.label(instruction)}")
+        self.printed += 1
+
+    def hooks(self, progress: Any, outline: bool) -> Any:
+        from synopsis.summarizers.runner import RunHooks
+
+        text = self.output_format != "json"
+        started: set[int] = set()
+
+        def parsed(_: Any, by_section: bool) -> None:
+            self.sectioned = by_section
+
+        def section(index: int, instruction: str | None, node: Any) -> None:
+            if index not in started:  # by section, the label comes before the first section
+                started.add(index)
+                self.header(instruction)
+            if text:
+                _print_section(node, self.output_format)
+
+        def summary(done: Any) -> None:
+            if not text:
+                record = {**done.to_dict(), "id": self.label(done.instruction)}
+                typer.echo(json.dumps(record, ensure_ascii=False))
+            elif self.sectioned:
+                if done.index not in started:
+                    self.header(done.instruction)
+                _print_document_summary(done.result, self.output_format)
             else:
-                _print_document_summary(result, output_format)
-        return
-    writer = PredictionWriter(output, resume=resume)
+                self.header(done.instruction)
+                prediction = done.prediction
+                typer.echo(_as_outline(prediction, self.label(done.instruction)) if outline else prediction)
+
+        return RunHooks(parsed=parsed, section=section, summary=summary, progress=progress)
+
+
+def _run_by_section(job: Job, output: Path | None, resume: bool, max_words: int, output_format: str) -> None:
+    """Summaries by section of a corpus to stdout (JSON lines, or text), or of files or a corpus to
+    --output (JSONL: one object per line in the schema of ``--output-format json``), batch by batch."""
+    from synopsis.cli.output import PredictionWriter
+    from synopsis.summarizers.sections import summarize_by_section
+
+    offsets = [job.offsets.get(id(d)) for d in job.documents]
+    writer = PredictionWriter(output, resume=resume) if output is not None else None
 
     def summarize_rows(rows: list[int], _: int) -> None:
-        results = summarizer.summarize_by_section(
-            [documents[i] for i in rows], [instructions[i] for i in rows], max_words=max_words,
-            batch_size=batch_size, offsets=None if offsets is None else [offsets[i] for i in rows],
+        results = summarize_by_section(
+            job.summarizer, [job.documents[i] for i in rows], [job.instructions[i] for i in rows],
+            max_words=max_words, batch_size=job.batch_size, offsets=[offsets[i] for i in rows],
         )  # fmt: skip
-        writer.write([ids[i] for i in rows], [r.to_dict() for r in results])
+        if writer is not None:
+            writer.write([job.ids[i] for i in rows], [r.to_dict() for r in results])
+            return
+        for i, result in zip(rows, results, strict=True):
+            if output_format == "json":
+                typer.echo(json.dumps({**result.to_dict(), "id": job.ids[i]}, ensure_ascii=False))
+            else:
+                typer.echo(f"{'' if i == 0 else chr(10)}== {job.ids[i]}")
+                for section in result.walk():
+                    if not section.skipped and (section.summary or section.path):
+                        _print_section(section, output_format)
+                _print_document_summary(result, output_format)
 
-    in_batches(ids, writer, batch_size, "summarizing by section", summarize_rows)
-    log.info("wrote %d summaries by section to %s", writer.written, output)
+    in_batches(job.ids, writer, job.batch_size, "summarizing by section", summarize_rows)
+    if writer is not None:
+        log.info("wrote %d summaries by section to %s", writer.written, output)
 
 
-def _section_printer(output_format: str) -> Any:
-    """``on_section`` for stdout: a section's heading (``#`` by depth) and summary, as soon as it is done."""
-
-    def show(_: int, section: Any) -> None:
-        if section.path or section.heading is not None:
-            heading = section.heading if section.heading is not None else "(untitled)"
-            typer.echo(f"{'#' * max(1, len(section.path))} {heading}")
-        bullet = "- " if output_format == "markdown" else ""
-        for sentence in section.summary:
-            typer.echo(f"{bullet}{sentence.text}")
-        typer.echo("")
-
-    return show
+def _print_section(section: Any, output_format: str) -> None:
+    """A section's heading (``#`` by depth) and summary, as soon as it is done."""
+    if section.path or section.heading is not None:
+        heading = section.heading if section.heading is not None else "(untitled)"
+        typer.echo(f"{'#' * max(1, len(section.path))} {heading}")
+    bullet = "- " if output_format == "markdown" else ""
+    for sentence in section.summary:
+        typer.echo(f"{bullet}{sentence.text}")
+    typer.echo("")
 
 
 def _print_document_summary(result: Any, output_format: str) -> None:
@@ -333,29 +373,26 @@ def _print_document_summary(result: Any, output_format: str) -> None:
         typer.echo(sentence.text)
 
 
-def _run_json(job: Job) -> None:
-    """--by document --output-format json: the one schema, its summary sentences cited by alignment with the
-    document's sentences (an extractive summary's sentences cite themselves), no sections."""
-    from synopsis.summarizers.sections import Window, aligned_sentences, section_sources
+def _print_corpus_json(job: Job) -> None:
+    """A corpus by document to stdout, one object per example in the one JSON schema (no offsets: a corpus
+    reader rebuilds the text)."""
+    from synopsis.summarizers.runner import ParsedDocument, cited_summary
 
     for start in range(0, len(job.ids), job.batch_size):
         rows = list(range(start, min(len(job.ids), start + job.batch_size)))
         for i, prediction in zip(rows, job.summarize(rows), strict=True):
-            document = job.documents[i]
-            sources = [s for node in section_sources(document).values() for p in node for s in p]
-            window = Window(0, document.root, (), sources, [s.text for s in sources])
-            lines = [line for line in prediction.split("\n") if line.strip()]
-            summary = aligned_sentences(lines, window)
-            record = {"id": job.ids[i], "prediction": prediction, "summary": [s.to_dict() for s in summary],
-                      "sections": []}  # fmt: skip
+            result = cited_summary(ParsedDocument(job.documents[i], "corpus", None), prediction)
+            record = {**result.to_dict(), "id": job.ids[i], "prediction": prediction}
             typer.echo(json.dumps(record, ensure_ascii=False))
 
 
 def _prepare(shard: Shard, run: RunSpec, spec: ModelSpec) -> Job:
     """Check the options, load the summarizer and read the documents (every process alike)."""
-    from synopsis.data.readers import detect_corpus, read_corpus, read_document
+    from synopsis.data.readers import detect_corpus, read_corpus
+    from synopsis.summarizers.runner import read_source
 
     inputs, corpus, output, instructions_given = run.inputs, run.corpus, run.output, run.instructions
+    parsed: dict[Path, Any] = {}
     if shard.distributed and output is None:
         raise InputError(
             f"{shard.world} processes write one file: give --output (-o); to print summaries, run one process"
@@ -398,10 +435,8 @@ def _prepare(shard: Shard, run: RunSpec, spec: ModelSpec) -> Job:
         instructions = [(instructions_given or [None])[0] or e.instruction for e in examples]
         references: list[Any] | None = [e.references for e in examples]
     else:
-        documents = [read_document(path, format=run.input_format, max_mb=run.max_input_mb) for path in inputs]
-        for path, doc in zip(inputs, documents, strict=True):
-            if doc.is_empty():
-                raise InputError(f"{path}: document has no text to summarize")
+        parsed = {path: read_source(path, run.input_format, run.max_input_mb) for path in inputs}
+        documents = [parsed[path].document for path in inputs]
         ids = [str(p) for p in inputs]
         references = None
         if len(instructions_given) > 1:  # one summary per (document, instruction), in order, labelled
@@ -416,7 +451,7 @@ def _prepare(shard: Shard, run: RunSpec, spec: ModelSpec) -> Job:
     if output is not None and not run.resume and shard.is_main:
         for stale in remove_parts(output):  # a fresh run: parts of an earlier run must not be resumed
             log.info("removed %s, left by an earlier interrupted run", stale)
-    return Job(summarizer, ids, documents, instructions, references, size, label)
+    return Job(summarizer, ids, documents, instructions, references, size, label, parsed)
 
 
 def _run(job: Job, output: Path | None, resume: bool, outline: bool) -> None:
@@ -428,7 +463,7 @@ def _run(job: Job, output: Path | None, resume: bool, outline: bool) -> None:
 
     def summarize_rows(rows: list[int], done: int) -> None:
         nonlocal empty
-        predictions = job.summarize(rows, first=done == 0)
+        predictions = job.summarize(rows)
         empty += sum(not p.strip() for p in predictions)
         batch_ids = [job.ids[i] for i in rows]
         if writer is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,15 +38,28 @@ class Job:
     #: a neural model's name (its path): an all-empty first batch from it means broken weights; None for
     #: an extractive method
     model: str | None = None
+    #: document files (not a corpus), each read once (:class:`~synopsis.summarizers.runner.ParsedDocument`)
+    parsed: dict[Path, Any] = field(default_factory=dict)
+    _checked: bool = False
 
-    def summarize(self, rows: list[int], first: bool = False) -> list[str]:
-        """Summaries of the documents at ``rows``; an all-empty ``first`` batch from a model means untrained
-        or corrupt weights, and stops the run before it writes a file of blanks."""
+    @property
+    def offsets(self) -> dict[int, Any]:
+        """Each file's sentence offsets, by ``id`` of its Document."""
+        return {id(p.document): p.offsets for p in self.parsed.values()}
+
+    def summarize(self, rows: list[int]) -> list[str]:
+        """Summaries of the documents at ``rows`` (see :meth:`check_not_blank`)."""
         predictions = self.summarizer.summarize(
             [self.documents[i] for i in rows],
             [self.instructions[i] for i in rows],
             None if self.references is None else [self.references[i] for i in rows],
         )
+        return self.check_not_blank(predictions)
+
+    def check_not_blank(self, predictions: list[str]) -> list[str]:
+        """An all-empty first batch from a model means untrained or corrupt weights: stop the run before it
+        writes a file of blanks."""
+        first, self._checked = not self._checked, True
         if first and self.model is not None and predictions and not any(p.strip() for p in predictions):
             raise CheckpointError(
                 f"{self.model}: produced empty summaries for all {len(predictions)} document(s) of the first "
@@ -162,7 +175,7 @@ def run_sharded(job: Job, output: Path, resume: bool, shard: Shard) -> None:
             ProgressReporter(description, len(mine), "documents", enabled=shown) as progress,
         ):
             for rows in my_batches:
-                predictions = job.summarize(rows, first=done == 0)
+                predictions = job.summarize(rows)
                 empty += sum(not p.strip() for p in predictions)
                 assert writer is not None
                 writer.write_records(rows, [ids[i] for i in rows], predictions)

@@ -16,6 +16,8 @@ running batches to end). An item whose request gave up (client gone, timeout) is
 computed. If a batched call fails, its items are retried alone, so one bad document fails only its own
 request.
 
+A request's runner (:class:`~synopsis.summarizers.runner.SummarizeRunner`) runs on a thread of its own and
+hands its documents, or by section its windows, to the model's batcher through :class:`SharedWindows`.
 By section, the items are windows (:class:`~synopsis.summarizers.sections.Window`, one part of one
 section each) and a batch is one ``summarize_windows`` call: a request's by-section job runs on a thread of
 its own and hands each batch of its windows to the model's batcher through :class:`SharedWindows`, so the
@@ -39,7 +41,7 @@ from typing import Any
 from synopsis.document import Document
 from synopsis.serve.pool import InferencePool, QueueFullError
 from synopsis.summarizers import Summarizer
-from synopsis.summarizers.sections import SummarySentence, Window
+from synopsis.summarizers.sections import Window
 
 logger = logging.getLogger("synopsis.serve")
 
@@ -244,32 +246,42 @@ def options_key(options: dict[str, Any]) -> Hashable:
 
 
 class SharedWindows:
-    """``summarize_windows`` for one by-section request whose job runs on a thread off the event loop: each
-    call queues its windows in the model's :class:`Batcher` (where they may share calls with other requests'
-    windows) and blocks until their summaries are back. :meth:`cancel` (client gone, timeout) withdraws the
-    windows still waiting, and every later call fails, so the job ends without computing them.
+    """One request's documents (``windows=False``) or windows, summarized through the model's
+    :class:`Batcher` for a runner whose job runs on a thread off the event loop: each call queues its items
+    (where they may share calls with other requests' items) and blocks until their summaries are back. More
+    than ``limit`` documents waiting is :class:`QueueFullError`. :meth:`cancel` (client gone, timeout)
+    withdraws the items still waiting, and every later call fails, so the job ends without computing them.
 
-    The job must not run on the inference pool: it waits for batches that run there."""
+    The job must not run on the batch pool: it waits for batches that run there."""
 
     def __init__(
-        self, batcher: Batcher, summarizer: Summarizer, key: Hashable, loop: asyncio.AbstractEventLoop
+        self,
+        batcher: Batcher,
+        summarizer: Summarizer,
+        key: Hashable,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        windows: bool = True,
+        limit: int | None = None,
     ) -> None:
         self._batcher = batcher
         self._summarizer = summarizer
         self._key = key
         self._loop = loop
+        self._windows = windows
+        self._limit = limit
         self._lock = threading.Lock()
         self._waiting: set[concurrent.futures.Future[list[BatchResult]]] = set()
         self._cancelled = False
-        self.largest = 0  # the largest call this request's windows were part of
+        self.largest = 0  # the largest call this request's items were part of
+        self.call_ms = 0.0  # the model call of the last items back (not their wait for a batch)
 
-    def __call__(
-        self, windows: Sequence[Window], instructions: Sequence[str | None]
-    ) -> list[list[SummarySentence]]:
+    def __call__(self, items: Sequence[Any], instructions: Sequence[str | None] | None) -> list[Any]:
+        wanted = list(instructions) if instructions is not None else [None] * len(items)
         with self._lock:
             if self._cancelled:
                 raise concurrent.futures.CancelledError()
-            waiting = asyncio.run_coroutine_threadsafe(self._gather(windows, instructions), self._loop)
+            waiting = asyncio.run_coroutine_threadsafe(self._gather(items, wanted), self._loop)
             self._waiting.add(waiting)
         try:
             results = waiting.result()
@@ -277,23 +289,25 @@ class SharedWindows:
             with self._lock:
                 self._waiting.discard(waiting)
         self.largest = max([self.largest, *(result.batch_size for result in results)])
+        self.call_ms = max(result.ms for result in results)
         return [result.summary for result in results]
 
-    async def _gather(
-        self, windows: Sequence[Window], instructions: Sequence[str | None]
-    ) -> list[BatchResult]:
+    async def _gather(self, items: Sequence[Any], instructions: Sequence[str | None]) -> list[BatchResult]:
+        queue = self._batcher
+        if self._limit is not None and queue.waiting(self._windows) + len(items) > self._limit:
+            raise QueueFullError(f"server busy: {queue.waiting(self._windows)} summaries waiting for a batch")
         futures = [
-            self._batcher.submit(window, instruction, self._summarizer, self._key, windows=True)
-            for window, instruction in zip(windows, instructions, strict=True)
+            queue.submit(item, instruction, self._summarizer, self._key, windows=self._windows)
+            for item, instruction in zip(items, instructions, strict=True)
         ]
         try:
             return list(await asyncio.gather(*futures))
         finally:
             for future in futures:
-                future.cancel()  # a failure or a cancel: the request's other windows leave the queue
+                future.cancel()  # a failure or a cancel: the request's other items leave the queue
 
     def cancel(self) -> None:
-        """Withdraw the windows still waiting for a batch; later calls fail."""
+        """Withdraw the items still waiting for a batch; later calls fail."""
         with self._lock:
             self._cancelled = True
             for waiting in self._waiting:

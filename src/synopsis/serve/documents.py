@@ -1,34 +1,13 @@
-"""Pasted documents: pick the format, parse with the library's readers, and outline the section tree."""
+"""Pasted documents: read by the library (one sniffer, one reader); the outline of their section tree."""
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
 from typing import Any
 
-from synopsis.data.readers.documents import parse_json_document, parse_markdown, parse_text
 from synopsis.document import Document
 from synopsis.errors import InputError
 from synopsis.serve.settings import DocumentLimits
-
-FORMATS = ("auto", "text", "markdown", "json")
-_PARSERS = {"text": parse_text, "markdown": parse_markdown, "json": parse_json_document}
-# Only our Document JSON nests without bound; deeper trees than this are refused rather than
-# risking the recursion limits of the JSON parser and encoder.
-MAX_DEPTH = 100
-_ATX_HEADING = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)", re.MULTILINE)
-_SETEXT_HEADING = re.compile(r"^ {0,3}\S[^\n]*\n {0,3}(?:=+|-{2,})[ \t]*$", re.MULTILINE)
-# The readers name documents after their file; a pasted one has no file.
-_PASTED = Path("document")
-
-
-def detect_format(text: str) -> str:
-    """``json`` for a JSON object, ``markdown`` when it has a heading, else ``text``."""
-    if text.lstrip().startswith("{"):
-        return "json"
-    if _ATX_HEADING.search(text) or _SETEXT_HEADING.search(text):
-        return "markdown"
-    return "text"
+from synopsis.summarizers.runner import read_source
 
 
 def parse_document(
@@ -36,23 +15,12 @@ def parse_document(
     format: str = "auto",  # noqa: A002
     limits: DocumentLimits | None = None,
 ) -> tuple[Document, str]:
-    """The parsed document and the format used; :class:`InputError` for unusable input and for a document
-    over ``limits`` (default: :class:`DocumentLimits`' defaults)."""
-    if format not in FORMATS:
-        raise InputError(f"unknown format '{format}' (choose from {', '.join(FORMATS)})")
-    if not text.strip():
-        raise InputError("the document is empty")
-    used = detect_format(text) if format == "auto" else format
-    try:
-        document = _PARSERS[used](text, _PASTED)
-    except RecursionError:
-        raise InputError(f"the document nests too deeply (at most {MAX_DEPTH} levels)") from None
-    if document.is_empty():
-        raise InputError(f"no text found in the document (read as {used})")
-    if document.max_depth > MAX_DEPTH:
-        raise InputError(f"sections nest {document.max_depth} deep; at most {MAX_DEPTH} levels are accepted")
-    check_limits(document, limits or DocumentLimits())
-    return document, used
+    """A pasted document and the format it was read as (:func:`synopsis.summarizers.runner.read_source`);
+    :class:`InputError` for unusable input and for a document over ``limits`` (default:
+    :class:`DocumentLimits`' defaults)."""
+    parsed = read_source(text, format)
+    check_limits(parsed.document, limits or DocumentLimits())
+    return parsed.document, parsed.format
 
 
 def check_limits(document: Document, limits: DocumentLimits) -> None:

@@ -1,7 +1,7 @@
 """The models a server offers, built once at start; clients name a model, never a path.
 
-Each :class:`ModelEntry` holds a loaded summarizer (``synopsis.summarizers``, shared with the CLI) and knows
-which per-request decoding options it takes. Options never mutate the shared summarizer: a request gets a
+Each :class:`ModelEntry` holds a loaded summarizer (``synopsis.summarizers``, shared with the CLI) and what
+it takes, as the summarizer describes itself. Options never mutate the shared summarizer: a request gets a
 light copy that shares the weights, so concurrent requests with different options cannot interfere.
 """
 
@@ -11,7 +11,7 @@ import logging
 import re
 import time
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from typing import Any
 from synopsis.document import Document
 from synopsis.errors import ConfigError, SynopsisError
 from synopsis.summarizers import Summarizer, load_summarizer
+from synopsis.summarizers.base import SummarizerInfo
 
 logger = logging.getLogger("synopsis.serve")
 
@@ -31,28 +32,46 @@ _WARM_UP_TEXT = (
     "long enough for the neural models' minimum summary length."
 )
 
-Configure = Callable[[Summarizer, dict[str, Any]], Summarizer]
-
-
 @dataclass
 class ModelEntry:
-    """One servable model: its public description and the loaded summarizer."""
+    """One servable model: its name, the loaded summarizer and what it is and takes, as the summarizer
+    describes itself (:meth:`~synopsis.summarizers.Summarizer.describe`)."""
 
     name: str
     summarizer: Summarizer
-    method: str
-    description: str = ""
-    instructions: bool = False  # does the model use instructions (others ignore them)?
-    options: tuple[str, ...] = ()  # per-request options it accepts
+    description: str = ""  # for people (``GET /v1/models``); default: the summarizer's own
     source: str = "builtin"  # "builtin" or "user" (--model NAME=DIR); never the path
-    by_section: bool = False  # can it summarize by section (``by: section``)?
-    extractive: bool = False  # picks sentences: cheap, so never waits for a batch
-    configure: Configure | None = field(default=None, repr=False)
+    info: SummarizerInfo = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.info = self.summarizer.describe()
+        self.description = self.description or self.info.description
+
+    @property
+    def method(self) -> str:
+        return self.info.method
+
+    @property
+    def instructions(self) -> bool:
+        return self.info.instructions
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        return self.info.options
+
+    @property
+    def by_section(self) -> bool:
+        return self.info.by_section
+
+    @property
+    def extractive(self) -> bool:  # picks sentences: cheap, so never waits for a batch
+        return self.info.extractive
 
     def with_options(self, options: Mapping[str, Any]) -> Summarizer:
-        """The summarizer to use for one request with these (already type-checked) options.
+        """The summarizer to use for one request with these (already type-checked) options: a copy that
+        shares the weights (:meth:`~synopsis.summarizers.Summarizer.with_options`).
 
-        Raises :class:`ConfigError` for an option this model does not take, or a combination it refuses
+        Raises :class:`OptionError` for an option this model does not take, or a combination it refuses
         (the message names the option); the caller reports it as a 422.
         """
         unsupported = [name for name in options if name not in self.options]
@@ -62,10 +81,8 @@ class ModelEntry:
                 unsupported[0],
                 f"model '{self.name}' does not take option '{unsupported[0]}' (it takes: {takes})",
             )
-        if not options or self.configure is None:
-            return self.summarizer
         try:
-            return self.configure(self.summarizer, dict(options))
+            return self.summarizer.with_options(**options)
         except (ValueError, ConfigError) as err:
             # Cross-field problems (min_length > max_length, also against the model's own defaults).
             named = [name for name in options if name in str(err)]  # the option the message is about
@@ -142,34 +159,16 @@ class ModelRegistry:
 
 
 # ----------------------------------------------------------------------------- describing summarizers
-def _with_options(summarizer: Summarizer, options: dict[str, Any]) -> Summarizer:
-    # shares the weights (and InstructSum's source cache), so a document encoded once serves every request
-    return summarizer.with_options(**options)
-
-
 def describe(name: str, summarizer: Summarizer, description: str = "", source: str = "builtin") -> ModelEntry:
-    """A :class:`ModelEntry` for a summarizer from :func:`synopsis.summarizers.load_summarizer`: what it is
-    and takes comes from the summarizer itself (:meth:`~synopsis.summarizers.Summarizer.describe`)."""
-    if not callable(getattr(summarizer, "describe", None)):
-        raise ConfigError(
-            f"model '{name}': cannot serve a {type(summarizer).__name__} (no per-request description for it)"
-        )
-    info = summarizer.describe()
-    if info.references:
-        raise ConfigError(f"model '{name}': cannot serve {info.method}: it needs reference summaries")
+    """A :class:`ModelEntry` for a summarizer from :func:`synopsis.summarizers.load_summarizer`, checked
+    for serving (no reference summaries needed) and prepared (what loads lazily is loaded now)."""
+    if not isinstance(summarizer, Summarizer):
+        raise ConfigError(f"model '{name}': cannot serve a {type(summarizer).__name__} (not a Summarizer)")
+    entry = ModelEntry(name, summarizer, description, source)
+    if entry.info.references:
+        raise ConfigError(f"model '{name}': cannot serve {entry.method}: it needs reference summaries")
     summarizer.prepare()  # load what is lazy (an embedding model) now, not in a request
-    return ModelEntry(
-        name,
-        summarizer,
-        info.method,
-        description or info.description,
-        instructions=info.instructions,
-        options=info.options,
-        source=source,
-        by_section=info.by_section,
-        extractive=info.extractive,
-        configure=_with_options,
-    )
+    return entry
 
 
 def parse_model_spec(spec: str) -> tuple[str, Path]:

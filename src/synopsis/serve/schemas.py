@@ -79,7 +79,7 @@ class SummarizeRequest(_Strict):
         "'summary'), then 'done' with the whole response (or 'error').",
     )
     by: Literal["auto", "document", "section"] = Field(
-        "document",
+        "auto",
         description="document: one summary of what the model reads; section: a summary of every section and "
         "a document summary within max_words, every sentence with its sources (in 'structured'); auto: by "
         "section when the document is longer than the model's input.",
@@ -106,16 +106,20 @@ class SummarySentenceItem(BaseModel):
 class SectionSummaryItem(BaseModel):
     heading: str | None
     path: list[int]
+    index: int | None = Field(None, description="Position in a pre-order walk of the section tree (root: 0).")
+    skipped: bool = Field(False, description="No text in its subtree: kept in place with an empty summary.")
     summary: list[SummarySentenceItem]
     sections: list[SectionSummaryItem] = []
 
 
 class StructuredSummary(BaseModel):
-    """The schema of ``synopsis summarize --by section --output-format json``."""
+    """The schema of ``synopsis summarize --output-format json``: ``sections[i].sections[j]`` is the
+    section at path ``(i, j)``; the root's own text is ``preface``; by document ``sections`` is empty."""
 
     id: str | None
     prediction: str
     summary: list[SummarySentenceItem]
+    preface: SectionSummaryItem | None = None
     sections: list[SectionSummaryItem]
 
 
@@ -124,7 +128,7 @@ class SummaryItem(BaseModel):
     summary: str
     by: Literal["document", "section"] | None = Field(None, description="'section' for a summary by section.")
     structured: StructuredSummary | None = Field(
-        None, description="By section only: the section summaries and every sentence's sources and support."
+        None, description="Every summary sentence's sources and support; by section, every section's summary."
     )
 
 

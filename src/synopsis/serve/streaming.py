@@ -2,29 +2,25 @@
 
 A request's work runs on the inference pool and reports events as it goes: ``parsed`` (the outline and the
 document's statistics), a ``section`` per section summary (by section), a ``summary`` per instruction, then
-``done`` or ``error``. :func:`guarded` waits for the work within the request's time while watching for the
-client to leave; :func:`section_summaries` is the by-section job.
+``done`` or ``error``, made from the hooks of the library's runner (:mod:`synopsis.serve.service`).
+:func:`guarded` waits for the work within the request's time while watching for the client to leave.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Awaitable, Callable
-from functools import partial
 from typing import Any, TypeVar
 
 from fastapi import Request
 from starlette.types import Receive
 
 from synopsis.errors import SynopsisError
-from synopsis.serve.batching import SharedWindows
 from synopsis.serve.documents import document_stats, outline
 from synopsis.serve.errors import ClientGone
 from synopsis.serve.registry import ModelEntry
-from synopsis.summarizers.sections import longer_than_input
-from synopsis.text import locate_sentences
+from synopsis.summarizers.runner import Summary
 
 T = TypeVar("T")
 
@@ -83,16 +79,19 @@ def parsed_event(
     }
 
 
-def summary_event(
-    index: int, instruction: str | None, summary: str, ms: float, batch: int
-) -> dict[str, Any]:
+def summary_event(summary: Summary, batch: int) -> dict[str, Any]:
+    """One instruction's summary: the model's text, and ``structured``, the one JSON schema of a summary
+    (``synopsis summarize --output-format json``: its sentences with their sources; by section, every
+    section's summary)."""
     return {
         "event": "summary",
-        "index": index,
-        "instruction": instruction,
-        "summary": summary,
-        "ms": ms,
+        "index": summary.index,
+        "instruction": summary.instruction,
+        "summary": summary.prediction,
+        "ms": summary.ms,
         "batch_size": batch,
+        "by": summary.by,
+        "structured": summary.to_dict(),
     }
 
 
@@ -108,14 +107,6 @@ def check_by_section(entry: ModelEntry) -> None:
         raise SynopsisError(f"by: model '{entry.name}' cannot summarize by section")
 
 
-def by_section(by: str, entry: ModelEntry, summarizer: Any, document: Any) -> bool:
-    """Whether this request is summarized by section (``auto``: when the model can and the document is
-    longer than the model's input). Runs on the pool: measuring the document may tokenize it."""
-    if by != "auto":
-        return by == "section"
-    return entry.by_section and longer_than_input(summarizer, document) is not None
-
-
 def section_event(index: int, instruction: str | None, section: Any) -> dict[str, Any]:
     """One section's summary as soon as it is done (its subsections come in their own events)."""
     return {
@@ -125,6 +116,7 @@ def section_event(index: int, instruction: str | None, section: Any) -> dict[str
         "section": {
             "heading": section.heading,
             "path": list(section.path),
+            "index": section.index,
             "summary": [sentence.to_dict() for sentence in section.summary],
         },
     }
@@ -144,37 +136,3 @@ def question_summary_outline(summaries: list[str]) -> dict[str, Any] | None:
                 "problems": [problem.problem for problem in parsed.problems],
             }
     return None
-
-
-def section_summaries(
-    summarizer: Any,
-    document: Any,
-    used: str,
-    instructions: list[str],
-    body: Any,
-    emit: Callable[[dict[str, Any]], None],
-    shared: SharedWindows | None = None,
-    batch_size: int = 16,
-) -> None:
-    """By section, one ``summarize_by_section`` call per instruction: a ``section`` event per section
-    summary as it is done (its ``on_section`` callback), then the instruction's ``summary`` event with
-    the whole structured summary. With ``shared`` the windows go, ``batch_size`` at a time, to the model's
-    batcher, where they share calls with other requests' windows."""
-    offsets = None
-    if used in ("text", "markdown"):  # sources get character offsets into the submitted text
-        offsets = locate_sentences(body.document, [s.text for s in document.sentences])
-    for index, instruction in enumerate(instructions or [None]):
-        event_of = partial(section_event, index, instruction)
-        begin = time.perf_counter()
-        (result,) = summarizer.summarize_by_section(
-            [document],
-            None if instruction is None else [instruction],
-            max_words=body.max_words,
-            offsets=[offsets],
-            on_section=lambda _, section, event_of=event_of: emit(event_of(section)),
-            batch_size=batch_size,
-            summarize_windows=shared,
-        )
-        ms = round(1000 * (time.perf_counter() - begin), 2)
-        event = summary_event(index, instruction, result.prediction, ms, shared.largest if shared else 1)
-        emit({**event, "by": "section", "structured": result.to_dict()})

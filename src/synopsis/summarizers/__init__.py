@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from synopsis.config import DecodingOptions
 from synopsis.errors import SynopsisError
 from synopsis.io import read_json
 from synopsis.summarizers.base import Summarizer
@@ -38,21 +39,23 @@ def load_summarizer(
     instruction_cache: bool = True,
     dtype: str | None = None,
     device: Any = "auto",
+    decoding: DecodingOptions | None = None,
     **generation: Any,
 ) -> Summarizer:
     """Build the summarizer for ``method``; with ``model`` and no method, the directory's config decides.
 
-    ``generation`` holds decoding options (num_beams, min_length, max_length, length_penalty,
-    no_repeat_ngram_size) for the neural methods; ``k`` is the number of sentences for centrality;
-    ``max_source_length`` truncates neural inputs (words for the pointer-generator, subword tokens for
-    Hugging Face models); ``instruction_cache=False`` makes an InstructSum model encode every prompt in full;
-    ``dtype`` (fp32, bf16, fp16) casts a Hugging Face model's weights; ``device`` is where a neural model
-    computes: ``auto`` (a GPU when torch sees one, else the CPU), ``cpu``, ``cuda`` or ``cuda:N``
-    (:func:`~synopsis.sharding.resolve_device`; an unusable one is an :class:`~synopsis.errors.InputError`).
+    ``decoding`` (checked once, when it was built) or loose ``generation`` keywords (num_beams, min_length,
+    max_length, length_penalty, no_repeat_ngram_size) are the neural methods' decoding options; ``k`` is the
+    number of sentences for centrality; ``max_source_length`` truncates neural inputs (words for the
+    pointer-generator, subword tokens for Hugging Face models); ``instruction_cache=False`` makes an
+    InstructSum model encode every prompt in full; ``dtype`` (fp32, bf16, fp16) casts a Hugging Face model's
+    weights; ``device`` is where a neural model computes: ``auto`` (a GPU when torch sees one, else the CPU),
+    ``cpu``, ``cuda`` or ``cuda:N`` (:func:`~synopsis.sharding.resolve_device`; an unusable one is an
+    :class:`~synopsis.errors.InputError`).
     """
     if method is None:
         method = _model_family(Path(model)) if model is not None else DEFAULT_METHOD
-    generation = {key: value for key, value in generation.items() if value is not None}
+    decoding = (decoding or DecodingOptions()).update(**generation) if generation else decoding
     if dtype is not None and method != "seq2seq":
         raise SynopsisError(f"--dtype applies to Hugging Face (seq2seq) models, not to {method}")
     lead = re.fullmatch(r"lead-(\d+)", method)
@@ -71,8 +74,9 @@ def load_summarizer(
     if method == "pointer-generator":
         from synopsis.summarizers.pointer_generator import PointerGeneratorSummarizer
 
+        given = decoding.given() if decoding is not None else {}
         return PointerGeneratorSummarizer.from_pretrained(
-            model, device=device, max_source_tokens=max_source_length, **generation
+            model, device=device, max_source_tokens=max_source_length, **given
         )
     if method == "seq2seq":
         if model is None:
@@ -85,6 +89,6 @@ def load_summarizer(
             instruction_cache=instruction_cache,
             dtype=dtype,
             device=device,
-            **generation,
+            decoding=decoding,
         )
     raise SynopsisError(f"unknown method '{method}'; choose one of: {', '.join(METHODS)}")

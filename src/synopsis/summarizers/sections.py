@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from synopsis.document import Document, Section
-from synopsis.errors import InputError
+from synopsis.errors import InputError, SynopsisError
 from synopsis.text import content_words
 
 logger = logging.getLogger(__name__)
@@ -40,6 +40,10 @@ MIN_SENTENCE_WORDS = 5
 #: Words per window of a document without headings for methods that read any length (extractive ones): its
 #: paragraphs are grouped into parts of about this size, each summarized as a section.
 PLAIN_TEXT_WINDOW = 400
+
+
+class Cancelled(SynopsisError):
+    """The caller cancelled a summarize call between windows (see :func:`summarize_by_section`)."""
 
 
 # ---------------------------------------------------------------------- the result tree
@@ -89,13 +93,17 @@ class SummarySentence:
 @dataclass
 class SectionSummary:
     """A section's summary (of its own text; empty for a section whose text is all in its subsections) and
-    its subsections'. ``words`` counts the section's own input words."""
+    its subsections'. ``words`` counts the section's own input words; ``index`` is the section's position in
+    a pre-order walk of the document's tree (``Document.sections``; the root is 0); ``skipped``: no text in
+    its subtree, so nothing to summarize (it stays in the tree, so that ``path`` indexes ``sections``)."""
 
     heading: str | None
     path: tuple[int, ...]
     summary: list[SummarySentence] = field(default_factory=list)
     sections: list[SectionSummary] = field(default_factory=list)
     words: int = 0
+    index: int | None = None
+    skipped: bool = False
 
     def walk(self) -> list[SectionSummary]:
         """This section and its descendants, in document order."""
@@ -106,16 +114,18 @@ class SectionSummary:
             stack.extend(reversed(node.sections))
         return out
 
+    def _fields(self) -> dict[str, Any]:
+        return {"heading": self.heading, "path": list(self.path), "index": self.index,
+                "skipped": self.skipped, "summary": [s.to_dict() for s in self.summary]}  # fmt: skip
+
     def to_dict(self) -> dict[str, Any]:
         # Iterative, so a 50-level tree cannot overflow the stack (nor json's encoder, which gets dicts).
-        out = {"heading": self.heading, "path": list(self.path),
-               "summary": [s.to_dict() for s in self.summary], "sections": []}  # fmt: skip
+        out = {**self._fields(), "sections": []}
         stack = [(self, out)]
         while stack:
             node, data = stack.pop()
             for child in node.sections:
-                child_data = {"heading": child.heading, "path": list(child.path),
-                              "summary": [s.to_dict() for s in child.summary], "sections": []}  # fmt: skip
+                child_data = {**child._fields(), "sections": []}
                 data["sections"].append(child_data)
                 stack.append((child, child_data))
         return out
@@ -124,12 +134,18 @@ class SectionSummary:
 @dataclass
 class DocumentSummary:
     """The result of :func:`summarize_by_section` for one document (the JSON schema of ``synopsis
-    summarize --by section --output-format json``, one JSONL line of a corpus run, and the service's item)."""
+    summarize --output-format json``, one JSONL line of a corpus run, and the service's ``structured``).
+
+    ``sections[i].sections[j]`` is the section at path ``(i, j)``: every section below the root is in the
+    tree at its own position, those without text as ``skipped`` with an empty summary, so a source's ``path``
+    always finds its section. The root's own text (before the first heading) is ``preface`` (path ``()``,
+    the document's title as heading; ``None`` when there is none). By document, ``sections`` is empty."""
 
     id: str | None
     summary: list[SummarySentence]
     sections: list[SectionSummary]
     skipped_sections: int = 0  # sections without any text in their subtree
+    preface: SectionSummary | None = None
 
     @property
     def prediction(self) -> str:
@@ -137,13 +153,16 @@ class DocumentSummary:
         return "\n".join(s.text for s in self.summary)
 
     def walk(self) -> list[SectionSummary]:
-        return [node for top in self.sections for node in top.walk()]
+        """The preface, then every section in document order (not the skipped ones)."""
+        nodes = (node for top in self.sections for node in top.walk() if not node.skipped)
+        return [*([self.preface] if self.preface else []), *nodes]
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "prediction": self.prediction,
             "summary": [s.to_dict() for s in self.summary],
+            "preface": None if self.preface is None else self.preface._fields(),
             "sections": [s.to_dict() for s in self.sections],
         }
 
@@ -437,6 +456,7 @@ def summarize_by_section(
     on_section: Callable[[int, SectionSummary], None] | None = None,
     progress: Callable[[int, int], None] | None = None,
     summarize_windows: Callable[[list[Window], list[str | None]], list[list[SummarySentence]]] | None = None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> list[DocumentSummary]:
     """Summaries by section of ``documents`` (see the module docstring), one :class:`DocumentSummary` each.
 
@@ -444,7 +464,9 @@ def summarize_by_section(
     character offsets. ``on_section(d, section)`` is called as each section's summary is done (in document
     order within a document), so a caller can show it at once; ``progress(done, total)`` after every batch
     of windows. Windows of all documents share batches of ``batch_size``; ``summarize_windows`` (default:
-    the summarizer's) summarizes one batch, e.g. through a queue shared with other callers (the service)."""
+    the summarizer's) summarizes one batch, e.g. through a queue shared with other callers (the service).
+    ``cancelled()`` is asked before every batch: when it says so, :class:`Cancelled` ends the call and the
+    windows left are never computed (the service's request timed out or its client left)."""
     if getattr(summarizer, "needs_references", False):
         raise InputError(
             f"{type(summarizer).__name__} needs reference summaries and cannot summarize by section; "
@@ -486,13 +508,17 @@ def summarize_by_section(
             counts[window.section.index] = counts.get(window.section.index, 0) + 1
 
     for start in range(0, len(windows), batch_size):
+        if cancelled is not None and cancelled():
+            raise Cancelled(f"cancelled with {len(windows) - start} of {len(windows)} windows left")
         batch = windows[start : start + batch_size]
         results = summarize_windows(batch, [instructions[w.document] for w in batch])
         for window, sentences in zip(batch, results, strict=True):
             _, nodes, _ = trees[window.document]
             if window.pseudo:
-                node = SectionSummary(None, window.path, sentences, [], len(" ".join(window.texts).split()))
-                trees[window.document][0].sections.append(node)
+                root = trees[window.document][0]
+                words = len(" ".join(window.texts).split())
+                node = SectionSummary(None, window.path, sentences, [], words, 1 + len(root.sections))
+                root.sections.append(node)
                 orders[window.document].append(node)
             else:
                 nodes[window.section.index].summary.extend(sentences)
@@ -507,19 +533,17 @@ def summarize_by_section(
     for d, (document, (root, _, skipped)) in enumerate(zip(documents, trees, strict=True)):
         if skipped:
             logger.info("%s: skipped %d empty section(s)", document.id or f"document {d + 1}", skipped)
-        sections = root.sections
-        if root.summary:  # text before the first heading: the first item, at the root's path
-            preface = SectionSummary(root.heading, (), root.summary, [], root.words)
-            sections = [preface, *sections]
-        flat = [s for node in sections for section in node.walk() for s in section.summary]
-        summary = compose(flat, document, max_words, composer)
-        out.append(DocumentSummary(document.id, summary, sections, skipped))
+        preface = SectionSummary(root.heading, (), root.summary, [], root.words, 0) if root.summary else None
+        result = DocumentSummary(document.id, [], root.sections, skipped, preface)
+        flat = [s for section in result.walk() for s in section.summary]
+        result.summary = compose(flat, document, max_words, composer)
+        out.append(result)
     return out
 
 
 def _skeleton(document: Document) -> tuple[SectionSummary, dict[int, SectionSummary], int]:
-    """Empty SectionSummaries for every section with text in its subtree (root first), by section index, and
-    the number of sections skipped for having none."""
+    """Empty SectionSummaries for every section (root first), by section index, those without text in their
+    subtree marked ``skipped``, and the number of them."""
     has_text = [False] * len(document.sections)
     words_of = [0] * len(document.sections)
     for sentence in document.sentences:
@@ -533,12 +557,11 @@ def _skeleton(document: Document) -> tuple[SectionSummary, dict[int, SectionSumm
     nodes: dict[int, SectionSummary] = {}
     skipped = 0
     for node in document.sections:
-        if node.index and not has_text[node.index]:
-            skipped += 1
-            continue
+        empty = node.index > 0 and not has_text[node.index]
+        skipped += empty
         words = words_of[node.index]
         heading = document.title if node.index == 0 else node.heading  # the root's text: the preface
-        summary = SectionSummary(heading, paths[node.index], words=words)
+        summary = SectionSummary(heading, paths[node.index], words=words, index=node.index, skipped=empty)
         nodes[node.index] = summary
         if node.parent is not None:
             nodes[node.parent.index].sections.append(summary)
@@ -561,7 +584,7 @@ def _emit(
         i = index_of.get(id(node))
         if i is not None and left.get(i, 0) > 0:
             break
-        if node is not root or node.summary:
+        if (node is not root and not node.skipped) or node.summary:
             on_section(d, node)
         emitted += 1
     return emitted

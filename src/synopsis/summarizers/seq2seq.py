@@ -28,6 +28,21 @@ from synopsis.sharding import resolve_device
 from synopsis.summarizers.base import INFERENCE_DTYPES, Summarizer, SummarizerInfo, place_model
 
 
+def generate_kwargs(decoding: DecodingOptions) -> dict[str, Any]:
+    """The caller's decoding options as ``generate()``'s keyword arguments (the one place they are mapped).
+
+    A length the caller sets wins over the checkpoint's: Hugging Face lets a generation config's
+    ``max_new_tokens`` / ``min_new_tokens`` (converting to InstructSum writes the paper's
+    ``max_new_tokens: 192``) outrank a ``max_length`` / ``min_length`` given to ``generate()``, so a length
+    given here unsets its ``*_new_tokens`` twin."""
+    kwargs = decoding.given()
+    if decoding.max_length is not None:
+        kwargs["max_new_tokens"] = None
+    if decoding.min_length is not None:
+        kwargs["min_new_tokens"] = None
+    return kwargs
+
+
 class Seq2SeqSummarizer(Summarizer):
     """Batched abstractive summarization with beam search; unset options keep the checkpoint's defaults."""
 
@@ -41,13 +56,17 @@ class Seq2SeqSummarizer(Summarizer):
         inputs: Seq2SeqInputs | None = None,
         instruction_cache: bool = True,
         cache_bytes: int = 1 << 30,
+        decoding: DecodingOptions | None = None,
         **generation: Any,
     ) -> None:
-        self.decoding = DecodingOptions.from_mapping(generation)
+        # ``decoding`` comes checked; loose keyword options (num_beams=..., as generate() names them) are
+        # checked here, once
+        self.decoding = (decoding or DecodingOptions()).update(**generation) if generation else decoding
+        self.decoding = self.decoding or DecodingOptions()
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.inputs = inputs or Seq2SeqInputs(model.config, tokenizer)
-        self.generation = self.decoding.given()  # generate()'s keyword arguments
+        self.generation = generate_kwargs(self.decoding)
         self.cache = SourceCache(cache_bytes) if instruction_cache and is_instructsum(model) else None
 
     @classmethod
@@ -58,6 +77,7 @@ class Seq2SeqSummarizer(Summarizer):
         instruction_cache: bool = True,
         dtype: str | None = None,
         device: Any = "auto",
+        decoding: DecodingOptions | None = None,
         **generation_options: Any,
     ) -> Seq2SeqSummarizer:
         """Load ``model_dir``; what the model is comes from its ``config.json``. ``dtype`` (fp32, bf16,
@@ -70,15 +90,24 @@ class Seq2SeqSummarizer(Summarizer):
         model, tokenizer = load_seq2seq(model_dir)  # refuses NaN/inf weights
         model = place_model(model, device, dtype)
         inputs = Seq2SeqInputs(model.config, tokenizer, max_source_length=max_source_length)
-        return cls(model, tokenizer, inputs, instruction_cache=instruction_cache, **generation_options)
+        return cls(
+            model,
+            tokenizer,
+            inputs,
+            instruction_cache=instruction_cache,
+            decoding=decoding,
+            **generation_options,
+        )
 
     def describe(self) -> SummarizerInfo:
         return self._info("seq2seq", "Hugging Face seq2seq checkpoint")
 
     def _with_options(self, options: dict[str, Any]) -> Seq2SeqSummarizer:
         """The same model, inputs and source cache with other decoding options (e.g. one per request)."""
-        decoding = self.decoding.update(**options).given()
-        other = type(self)(self.model, self.tokenizer, self.inputs, instruction_cache=False, **decoding)
+        decoding = self.decoding.update(**options)
+        other = type(self)(
+            self.model, self.tokenizer, self.inputs, instruction_cache=False, decoding=decoding
+        )
         other.cache = self.cache
         return other
 

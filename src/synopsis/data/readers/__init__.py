@@ -13,6 +13,7 @@ and counts them in ``stats["skipped"]``.
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,10 @@ from synopsis.document import Document
 from synopsis.errors import InputError
 from synopsis.io import MAX_LINE_BYTES, check_file, missing_path, parse_json
 
-__all__ = ["CORPORA", "DOCUMENT_FORMATS", "detect_corpus", "read_corpus", "read_document"]
+__all__ = [
+    "CORPORA", "DOCUMENT_FORMATS", "detect_corpus", "parse_document", "read_corpus", "read_document",
+    "sniff_format",
+]  # fmt: skip
 
 
 def _parse_qmsum_meeting(text: str, path: Path) -> Document:
@@ -50,14 +54,15 @@ DOCUMENT_FORMATS: dict[str, Callable[[str, Path], Document]] = {
     "qmsum": _parse_qmsum_meeting,
 }
 
+# Extensions that decide the format; ``.txt``/``.text`` do not, so their content decides between text and
+# Markdown (a ``.txt`` with ``#`` headings is Markdown), as for pasted text.
 _EXTENSIONS = {
-    ".txt": "text",
-    ".text": "text",
     ".md": "markdown",
     ".markdown": "markdown",
     ".xml": "scisummnet",
     ".story": "story",
 }
+_TEXT_EXTENSIONS = (".txt", ".text")
 
 
 def _read_synopsis(
@@ -118,45 +123,46 @@ def read_document(path: str | Path, format: str = "auto", max_mb: float = 20.0) 
     the file reports). A document without any text is an error.
     """
     path = Path(path)
+    check_file(path, "a document file")
+    document, _ = parse_document(read_input(path, max_mb), format, path)
+    return document
+
+
+def parse_document(
+    text: str, format: str = "auto", path: Path | None = None  # noqa: A002
+) -> tuple[Document, str]:
+    """``text`` (a file's content at ``path``, or pasted text when ``path`` is None) as a Document, and the
+    format it was read as: ``format``, or with ``"auto"`` the one :func:`sniff_format` picks."""
     if format != "auto" and format not in DOCUMENT_FORMATS:
         raise InputError(
             f"unknown document format '{format}' (choose from auto, {', '.join(DOCUMENT_FORMATS)})"
         )
-    check_file(path, "a document file")
-    text = read_input(path, max_mb)
-    if format == "auto":
-        format = _sniff(path, text)  # noqa: A001
-    document = DOCUMENT_FORMATS[format](text, path)
+    used = sniff_format(text, path) if format == "auto" else format
+    document = DOCUMENT_FORMATS[used](text, path or _PASTED)
     if document.is_empty():
-        raise InputError(f"{path}: no text found (read as {format})")
-    return document
+        raise InputError(f"{path or 'the document'}: no text found (read as {used})")
+    return document, used
 
 
-def sentence_offsets(
-    path: str | Path,
-    document: Document,
-    format: str = "auto",  # noqa: A002
-) -> list[tuple[int, int] | None] | None:
-    """Character offsets ``(start, end)`` in the file of each of ``document``'s sentences (in order), when the
-    file is plain text or Markdown (``None`` for other formats, whose text the readers rebuild): the spans
-    the reader carried from parsing (:attr:`synopsis.document.Sentence.start`), ``None`` where it has none."""
-    path = Path(path)
-    if format == "auto":
-        format = _sniff(path, read_input(path))  # noqa: A001
-    if format not in ("text", "markdown"):
-        return None
-    return [None if s.start is None or s.end is None else (s.start, s.end) for s in document.sentences]
+# The readers name documents after their file; pasted text has none.
+_PASTED = Path("document")
+_ATX_HEADING = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)", re.MULTILINE)
+_SETEXT_HEADING = re.compile(r"^ {0,3}\S[^\n]*\n {0,3}(?:=+|-{2,})[ \t]*$", re.MULTILINE)
 
 
-def _sniff(path: Path, text: str) -> str:
-    suffix = path.suffix.lower()
+def sniff_format(text: str, path: Path | None = None) -> str:
+    """The one format sniffer (``synopsis summarize`` and the service): a decisive extension (``.md``,
+    ``.xml``, ``.story``) wins; otherwise the content decides: a JSON object (QMSum meeting, arXiv/PubMed
+    record or our Document JSON), SciSummNet XML, a CNN story, Markdown when it has a heading, else text.
+    A file with any other extension than ``.txt``, ``.text`` or none is refused rather than guessed."""
+    suffix = path.suffix.lower() if path is not None else ""
     if suffix in _EXTENSIONS:
         return _EXTENSIONS[suffix]
     if suffix == ".jsonl":
         raise InputError(f"{path}: is a JSONL corpus, not one document; read it with `synopsis data convert`")
     head = text.lstrip()[:2000]
     if suffix == ".json" or head.startswith("{"):
-        record = parse_json(text, path)
+        record = parse_json(text, path or _PASTED)
         if isinstance(record, dict) and "meeting_transcripts" in record:
             return "qmsum"
         if isinstance(record, dict) and ("section_names" in record or "article_text" in record):
@@ -166,12 +172,14 @@ def _sniff(path: Path, text: str) -> str:
         return "scisummnet"
     if "\n@highlight" in text:
         return "story"
-    if suffix == "":
-        return "text"
-    raise InputError(
-        f"{path}: cannot tell the format from the extension '{suffix}' or the content; "
-        f"pass --format ({', '.join(DOCUMENT_FORMATS)})"
-    )
+    if suffix not in ("", ".txt", ".text"):
+        raise InputError(
+            f"{path}: cannot tell the format from the extension '{suffix}' or the content; "
+            f"pass --format ({', '.join(DOCUMENT_FORMATS)})"
+        )
+    if _ATX_HEADING.search(text) or _SETEXT_HEADING.search(text):
+        return "markdown"
+    return "text"
 
 
 def read_corpus(
@@ -225,13 +233,13 @@ def detect_corpus(path: str | Path) -> str:
         if any(path.glob("*.jsonl")):
             first = next(iter(sorted(path.glob("*.jsonl"))))
             return _detect_jsonl(first)
-        if any(p.suffix.lower() in _EXTENSIONS for p in path.iterdir()):
+        if any(p.suffix.lower() in (*_EXTENSIONS, *_TEXT_EXTENSIONS) for p in path.iterdir()):
             return "documents"
         raise InputError(f"{path}: cannot tell which corpus this folder holds; pass --corpus")
     suffix = path.suffix.lower()
     if suffix == ".story":
         return "cnn"
-    if suffix in _EXTENSIONS:
+    if suffix in _EXTENSIONS or suffix in _TEXT_EXTENSIONS:
         return "documents"
     if suffix in (".csv", ".tsv"):
         return "csv"

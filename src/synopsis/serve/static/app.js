@@ -229,9 +229,12 @@
     box.hidden = !structured;
     if (!structured) return;
     showDocument(text, []);
+    // the root's own text (before the first heading) is the preface; skipped sections keep their place
     const stack = structured.sections.slice().reverse();
+    if (structured.preface) stack.push(structured.preface);
     while (stack.length) {
       const node = stack.pop();
+      if (node.skipped) continue;
       const block = document.createElement("div");
       block.className = "section-block";
       block.style.marginLeft = Math.max(0, node.path.length - 1) + "rem";
@@ -247,7 +250,8 @@
         block.appendChild(sentences);
       }
       list.appendChild(block);
-      for (let i = node.sections.length - 1; i >= 0; i--) stack.push(node.sections[i]);
+      const children = node.sections || [];
+      for (let i = children.length - 1; i >= 0; i--) stack.push(children[i]);
     }
     if (!structured.summary) return;  // still streaming: the document summary comes with the summary event
     const whole = document.createElement("div");
@@ -352,7 +356,8 @@
             total_ms: null,
             options: opts,
             warnings: [],
-            structured: event.structured || null,
+            // by document the same schema has no sections: the outline of section summaries is by section only
+            structured: event.by === "section" ? event.structured : null,
           };
           arrived.push(result);
           state.results.push(result);

@@ -1,0 +1,224 @@
+"""The service object behind the routes: it owns the pools and the batchers, maps a request's failures to its
+error response, and runs a summarize request through the library's runner.
+
+Every summarize request runs :class:`~synopsis.summarizers.runner.SummarizeRunner` (the one path of
+``synopsis summarize`` too) on a thread, never on the event loop, and its hooks become the request's events
+(:mod:`synopsis.serve.streaming`). With batching (the default) the runner's documents and windows go to the
+model's :class:`~synopsis.serve.batching.Batcher`, where they share calls with other requests'; when the
+request times out or its client leaves, its waiting items are withdrawn and the runner stops before its next
+batch (its ``cancelled`` hook).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from fastapi import Request
+
+from synopsis.errors import InputError, SynopsisError
+from synopsis.serve.batching import Batcher, SharedWindows, options_key
+from synopsis.serve.documents import check_limits
+from synopsis.serve.errors import ApiError, ClientGone
+from synopsis.serve.metrics import ServiceMetrics
+from synopsis.serve.pool import InferencePool, QueueFullError
+from synopsis.serve.registry import ModelEntry, ModelRegistry, OptionError
+from synopsis.serve.settings import ServeSettings
+from synopsis.serve.streaming import guarded, parsed_event, section_event, summary_event
+from synopsis.summarizers.runner import RunHooks, SummarizeRunner, Summary, read_source
+from synopsis.summarizers.sections import Cancelled
+
+logger = logging.getLogger("synopsis.serve")
+T = TypeVar("T")
+Emit = Callable[[dict[str, Any]], None]
+
+
+class SummarizeService:
+    """The pools, the batchers and the metrics of one app, and what the routes do with them."""
+
+    def __init__(self, registry: ModelRegistry, settings: ServeSettings) -> None:
+        self.registry = registry
+        self.settings = settings
+        # Unbatched requests, outlines and evaluations run here, within --inference-threads.
+        self.pool = InferencePool(settings.inference_threads, settings.queue_size)
+        # Batched requests wait for their batches, which run on ``batch_pool``: they wait on threads of their
+        # own (as many as one batch holds), never on the pool's.
+        self.request_pool = InferencePool(settings.max_batch, settings.queue_size)
+        # Batches run on threads of their own, up to ``batch_workers`` at once.
+        self.batch_pool = InferencePool(settings.batches_at_once, settings.queue_size)
+        self.batchers: dict[str, Batcher] = {}
+        self.metrics = ServiceMetrics(registry.names(), self._queues, self._caches, self._running)
+
+    # ------------------------------------------------------------------ state for /metrics and /health
+    def _queues(self) -> dict[str, int]:
+        return {"pool": self.pool.stats()["waiting"], "batch": sum(len(b) for b in self.batchers.values())}
+
+    def _caches(self) -> list[tuple[str, Any]]:
+        found = [(entry.name, getattr(entry.summarizer, "cache", None)) for entry in self.registry]
+        return [(name, cache) for name, cache in found if cache is not None]
+
+    def _running(self) -> dict[str, int]:
+        return {name: queue.running for name, queue in self.batchers.items()}
+
+    def batcher(self, name: str) -> Batcher:
+        if name not in self.batchers:  # made on the event loop, on first use
+            self.batchers[name] = Batcher(
+                name,
+                self.batch_pool,
+                self.settings.batch_window_ms / 1000,
+                self.settings.max_batch,
+                # With one torch thread a batch uses one core: two at once use two (torch releases the GIL
+                # in its ops). With as many torch threads as cores one batch fills them: the default is 1.
+                concurrency=self.settings.batches_at_once,
+                observe=self.metrics.observe_batch,
+            )
+        return self.batchers[name]
+
+    async def close(self) -> None:
+        for queue in self.batchers.values():
+            await queue.close()
+        self.batchers.clear()  # their events belong to this event loop
+        for pool in (self.pool, self.request_pool, self.batch_pool):
+            pool.shutdown()
+
+    # ------------------------------------------------------------------ a request's time and errors
+    def remaining(self, request: Request) -> float:
+        arrived = request.scope.get("state", {}).get("arrived", time.perf_counter())
+        return max(self.settings.request_timeout_s - (time.perf_counter() - arrived), 0.001)
+
+    @contextmanager
+    def api_errors(self, request: Request) -> Iterator[None]:
+        """Failures of a request's work as its error response: 499/503/504/422/500."""
+        try:
+            yield
+        except ClientGone:
+            raise ApiError(499, "client_closed", "the client closed the connection") from None
+        except QueueFullError as err:
+            raise ApiError(503, "busy", f"{err}; retry shortly", headers={"Retry-After": "1"}) from None
+        except TimeoutError:
+            raise ApiError(
+                504, "timeout", f"the request took longer than {self.settings.request_timeout_s:g} s"
+            ) from None
+        except OptionError as err:
+            raise ApiError(422, "invalid_option", str(err), f"options.{err.option}") from None
+        except InputError as err:
+            raise ApiError(422, "invalid_document", str(err), "document") from None
+        except SynopsisError as err:
+            raise ApiError(422, "invalid_request", str(err)) from None
+        except ApiError:
+            raise
+        except Exception:
+            # A bug or a model failure on this input: log it with the traceback, answer this request only.
+            logger.exception("request %s %s failed", request.method, request.url.path)
+            raise ApiError(500, "internal_error", "internal error while processing the request") from None
+
+    async def run(self, request: Request, job: Callable[[], T]) -> T:
+        """``job`` on the pool within what is left of the request's time, withdrawn if the client leaves."""
+        with self.api_errors(request):
+            future = self.pool.submit(job)
+            return await guarded(request, asyncio.wrap_future(future), self.remaining(request), future.cancel)
+
+    # ------------------------------------------------------------------ summarize
+    def summarize_events(
+        self,
+        request: Request,
+        entry: ModelEntry,
+        summarizer: Any,
+        options: dict[str, Any],
+        instructions: list[str],
+        body: Any,
+        submitted: float,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The request's events from the runner, as they happen: ``parsed``, then ``section`` (by section)
+        and ``summary`` events."""
+        # An extractive method picks sentences in microseconds: a batch window would only delay it.
+        batched = self.settings.batching and not entry.extractive
+        documents = windows = None
+        if batched:
+            queue, key, loop = self.batcher(entry.name), options_key(options), asyncio.get_running_loop()
+            # --queue-size bounds the summaries waiting for a batch too (at least one full batch may wait);
+            # windows are bounded by the request threads (at most one batch of each request's waits).
+            limit = max(self.settings.queue_size, self.settings.max_batch)
+            documents = SharedWindows(queue, summarizer, key, loop, windows=False, limit=limit)
+            windows = SharedWindows(queue, summarizer, key, loop)
+        runner = SummarizeRunner(
+            summarizer, by=body.by, max_words=body.max_words,
+            batch_size=self.settings.max_batch,  # batched or not: the most items of one model call
+            summarize_documents=documents, summarize_windows=windows,
+        )  # fmt: skip
+        stop = threading.Event()
+
+        def job(emit: Emit) -> None:
+            started = time.perf_counter()
+
+            def parsed(read: Any, _: bool) -> None:
+                emit(parsed_event(read.document, read.format, submitted, started, time.perf_counter()))
+
+            def summary(done: Summary) -> None:
+                if documents is not None and windows is not None:
+                    if done.by == "document":  # the time of its model call, not of its wait for a batch
+                        done.ms = documents.call_ms
+                    emit(summary_event(done, max(documents.largest, windows.largest)))
+                else:
+                    emit(summary_event(done, done.batch_size))
+
+            hooks = RunHooks(
+                parsed=parsed,
+                section=lambda index, instruction, section: emit(section_event(index, instruction, section)),
+                summary=summary,
+                cancelled=stop.is_set,
+            )
+            read = read_source(body.document, body.format)
+            check_limits(read.document, self.settings.document_limits)  # before any window is queued
+            try:
+                runner.run(read, instructions, hooks)
+            except Cancelled:
+                logger.info("request withdrawn: %s", "the rest of its work was not computed")
+
+        def withdraw() -> None:
+            stop.set()  # the runner stops before its next batch
+            for shared in (documents, windows):
+                if shared is not None:
+                    shared.cancel()  # and what waits for a batch leaves the queue
+
+        return self.events_from_thread(request, job, self.request_pool if batched else self.pool, withdraw)
+
+    async def events_from_thread(
+        self,
+        request: Request,
+        job: Callable[[Emit], None],
+        threads: InferencePool,
+        withdraw: Callable[[], None],
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Run ``job(emit)`` on ``threads`` and yield every event it emits, as it emits it; ``withdraw()``
+        takes back the job's work when the request ends early (timeout, client gone)."""
+        loop = asyncio.get_running_loop()
+        events: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+
+        def emit(event: dict[str, Any]) -> None:
+            loop.call_soon_threadsafe(events.put_nowait, event)
+
+        future = threads.submit(lambda: job(emit))
+        future.add_done_callback(lambda _: loop.call_soon_threadsafe(events.put_nowait, None))
+        finished = False
+
+        def stop() -> None:
+            future.cancel()  # only succeeds while the job still waits for a thread
+            if not finished:
+                withdraw()
+
+        try:
+            while True:
+                event = await guarded(request, events.get(), self.remaining(request), stop)
+                if event is None:
+                    finished = True
+                    future.result()  # the job's exception, if it failed
+                    return
+                yield event
+        finally:
+            stop()

@@ -1,0 +1,283 @@
+"""One summarize request, the same under ``synopsis summarize`` and the service.
+
+:class:`SummarizeRunner` takes a document (a path, pasted text or bytes) with a format (or ``auto``: the one
+sniffer, :func:`synopsis.data.readers.sniff_format`), instructions, ``by``, ``max_words`` and one
+:class:`~synopsis.config.DecodingOptions`. It reads the Document once, with the character offset of every
+sentence (:func:`sentence_offsets`, the one place they are computed), decides ``by="auto"`` once
+(:func:`decide_by_section`), loops over the instructions and reports what it does through
+:class:`RunHooks`: ``parsed``, ``section`` (by section, each section as soon as it is done), ``summary`` (one
+per instruction). ``cancelled()`` is asked between windows, so a caller that gave up (the service's timeout or
+a client that left) stops the windows left. The CLI prints or writes what the hooks report; the service turns
+them into events and plugs its batcher in where documents and windows are summarized.
+
+Every summary is a :class:`~synopsis.summarizers.sections.DocumentSummary` (by document: the model's summary,
+its sentences cited by alignment with the document's sentences, and no sections), so the JSON of the CLI and
+the service is one schema.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from synopsis.config import DecodingOptions
+from synopsis.data.readers import parse_document
+from synopsis.data.readers.base import read_input
+from synopsis.document import Document
+from synopsis.errors import InputError
+from synopsis.io import check_file
+from synopsis.summarizers.sections import (
+    DEFAULT_MAX_WORDS,
+    Cancelled,
+    DocumentSummary,
+    SectionSummary,
+    SummarySentence,
+    Window,
+    aligned_sentences,
+    longer_than_input,
+    section_sources,
+    summarize_by_section,
+)
+
+log = logging.getLogger(__name__)
+
+#: What ``by`` may be, everywhere; ``auto`` (the default of the CLI and the service): by section when the
+#: document is longer than one model call reads.
+BY = ("auto", "document", "section")
+DEFAULT_BY = "auto"
+#: Only our Document JSON nests without bound; deeper trees are refused rather than risking the recursion
+#: limits of the JSON parser and encoder.
+MAX_DEPTH = 100
+#: Summaries (documents or windows) per model call when the caller does not say.
+DEFAULT_BATCH_SIZE = 16
+
+Offsets = list[tuple[int, int] | None]
+
+
+@dataclass(frozen=True)
+class ParsedDocument:
+    """A document as read once: the Document, the format it was read as, and each sentence's character
+    offsets ``(start, end)`` in the text it was read from (``None``: a format whose text the reader
+    rebuilds, or a sentence not found)."""
+
+    document: Document
+    format: str
+    offsets: Offsets | None
+
+
+def sentence_offsets(document: Document, format: str) -> Offsets | None:  # noqa: A002
+    """The character offsets of ``document``'s sentences in the text it was read from, for text and
+    Markdown: the spans the reader carried from parsing (:attr:`synopsis.document.Sentence.start`; other
+    formats rebuild their text, so they have none)."""
+    if format not in ("text", "markdown"):
+        return None
+    return [None if s.start is None or s.end is None else (s.start, s.end) for s in document.sentences]
+
+
+def read_source(
+    source: Path | str | bytes,
+    format: str = "auto",  # noqa: A002
+    max_mb: float | None = None,
+) -> ParsedDocument:
+    """Read a document once: a file (``Path``; refused after ``max_mb`` megabytes and one byte, whatever size
+    it reports), or pasted text (``str``, ``bytes`` in UTF-8). ``format="auto"``:
+    :func:`~synopsis.data.readers.sniff_format`."""
+    path: Path | None = None
+    if isinstance(source, Path):
+        path = source
+        check_file(path, "a document file")
+        text = read_input(path, max_mb)
+    elif isinstance(source, bytes):
+        try:
+            text = source.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise InputError(f"the document is not UTF-8 text (byte {err.start})") from None
+    else:
+        text = source
+    if not text.strip():
+        raise InputError(f"{path}: the document is empty" if path else "the document is empty")
+    try:
+        document, used = parse_document(text, format, path)
+    except RecursionError:
+        raise InputError(f"the document nests too deeply (at most {MAX_DEPTH} levels)") from None
+    if document.max_depth > MAX_DEPTH:
+        raise InputError(f"sections nest {document.max_depth} deep; at most {MAX_DEPTH} levels are accepted")
+    return ParsedDocument(document, used, sentence_offsets(document, used))
+
+
+def check_by(by: str) -> str:
+    if by not in BY:
+        raise InputError(f"by must be one of {', '.join(BY)}, got '{by}'")
+    return by
+
+
+def decide_by_section(by: str, summarizer: Any, document: Document) -> bool:
+    """Whether to summarize ``document`` by section (the one place ``auto`` is decided): ``auto`` when the
+    summarizer can and the document is longer than one model call reads (said in one log line)."""
+    if check_by(by) != "auto":
+        return by == "section"
+    if getattr(summarizer, "needs_references", False):
+        return False
+    length = longer_than_input(summarizer, document)
+    if length is None:
+        return False
+    capacity = summarizer.input_capacity()
+    log.info(
+        "%s: longer than the model's input (%d > %d), summarizing by section (by document: one summary of "
+        "the first %d)",
+        document.id or "the document", length, capacity, capacity,
+    )  # fmt: skip
+    return True
+
+
+@dataclass
+class Summary:
+    """One instruction's summary: ``prediction`` as the model wrote it (by section: the composed document
+    summary), ``result`` its sentences with their sources (by section: and every section's summary)."""
+
+    index: int
+    instruction: str | None
+    by: str  # "document" or "section"
+    prediction: str
+    result: DocumentSummary
+    ms: float
+    batch_size: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        """The one JSON schema (``--output-format json``, the service's ``structured``)."""
+        return {**self.result.to_dict(), "prediction": self.prediction}
+
+
+def cited_summary(parsed: ParsedDocument, prediction: str) -> DocumentSummary:
+    """A summary of the whole document as a :class:`DocumentSummary` without sections: each line of
+    ``prediction`` cites the document's sentences by alignment (an extractive summary's cite themselves)."""
+    document = parsed.document
+    sources = [s for paragraphs in section_sources(document, parsed.offsets).values() for p in paragraphs
+               for s in p]  # fmt: skip
+    whole = Window(0, document.root, (), sources, [s.text for s in sources])
+    lines = [line for line in prediction.split("\n") if line.strip()]
+    return DocumentSummary(document.id, aligned_sentences(lines, whole), [])
+
+
+def _never() -> bool:
+    return False
+
+
+@dataclass
+class RunHooks:
+    """What a caller hears while a request runs (each optional): ``parsed(parsed, by_section)`` once;
+    ``section(index, instruction, section)`` by section as each section is done; ``summary(summary)`` per
+    instruction; ``progress(done, total)`` after each batch of windows; ``cancelled()`` is asked between
+    windows and between documents, and when it says so the run ends with
+    :class:`~synopsis.summarizers.sections.Cancelled`."""
+
+    parsed: Callable[[ParsedDocument, bool], None] | None = None
+    section: Callable[[int, str | None, SectionSummary], None] | None = None
+    summary: Callable[[Summary], None] | None = None
+    progress: Callable[[int, int], None] | None = None
+    cancelled: Callable[[], bool] = field(default=_never)
+
+
+SummarizeDocuments = Callable[[list[Document], list[str | None]], list[str]]
+SummarizeWindows = Callable[[list[Window], list[str | None]], list[list[SummarySentence]]]
+
+
+class SummarizeRunner:
+    """One summarizer with one set of decoding options, ``by`` and ``max_words``: :meth:`run` summarizes a
+    document once per instruction (see the module docstring).
+
+    ``summarize_documents`` / ``summarize_windows`` (default: the summarizer's own ``summarize`` /
+    ``summarize_windows``) make one model call of ``batch_size`` documents / windows at most, e.g. through
+    the service's batcher, where they share calls with other requests."""
+
+    def __init__(
+        self,
+        summarizer: Any,
+        decoding: DecodingOptions | None = None,
+        *,
+        by: str = DEFAULT_BY,
+        max_words: int = DEFAULT_MAX_WORDS,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        summarize_documents: SummarizeDocuments | None = None,
+        summarize_windows: SummarizeWindows | None = None,
+    ) -> None:
+        given = decoding.given() if decoding is not None else {}
+        self.summarizer = summarizer.with_options(**given) if given else summarizer
+        self.by = check_by(by)
+        self.max_words = max_words
+        self.batch_size = batch_size
+        self._summarize_documents = summarize_documents
+        self._summarize_windows = summarize_windows
+
+    def run(
+        self,
+        source: Path | str | bytes | ParsedDocument,
+        instructions: Sequence[str] = (),
+        hooks: RunHooks | None = None,
+        *,
+        format: str = "auto",  # noqa: A002
+        max_mb: float | None = None,
+    ) -> list[Summary]:
+        """Read ``source`` once (unless already a :class:`ParsedDocument`) and summarize it once per
+        instruction (once without any), reporting through ``hooks``."""
+        hooks = hooks or RunHooks()
+        parsed = source if isinstance(source, ParsedDocument) else read_source(source, format, max_mb)
+        sectioned = decide_by_section(self.by, self.summarizer, parsed.document)
+        if hooks.parsed is not None:
+            hooks.parsed(parsed, sectioned)
+        wanted: list[str | None] = list(instructions) or [None]
+        if sectioned:
+            return [self._by_section(parsed, i, instruction, hooks) for i, instruction in enumerate(wanted)]
+        return self._by_document(parsed, wanted, hooks)
+
+    def _by_section(
+        self, parsed: ParsedDocument, index: int, instruction: str | None, hooks: RunHooks
+    ) -> Summary:
+        on_section = None
+        if hooks.section is not None:
+            section_hook = hooks.section
+
+            def on_section(_: int, section: SectionSummary) -> None:
+                section_hook(index, instruction, section)
+
+        begin = time.perf_counter()
+        (result,) = summarize_by_section(
+            self.summarizer, [parsed.document], None if instruction is None else [instruction],
+            max_words=self.max_words, batch_size=self.batch_size, offsets=[parsed.offsets],
+            on_section=on_section, progress=hooks.progress, summarize_windows=self._summarize_windows,
+            cancelled=hooks.cancelled,
+        )  # fmt: skip
+        ms = round(1000 * (time.perf_counter() - begin), 2)
+        summary = Summary(index, instruction, "section", result.prediction, result, ms)
+        if hooks.summary is not None:
+            hooks.summary(summary)
+        return summary
+
+    def _by_document(
+        self, parsed: ParsedDocument, wanted: list[str | None], hooks: RunHooks
+    ) -> list[Summary]:
+        """The instructions ``batch_size`` at a time, each a summary of the whole document (what the model
+        reads of it), cited by :func:`cited_summary`."""
+        document = parsed.document
+        summarize = self._summarize_documents or self.summarizer.summarize
+        out: list[Summary] = []
+        for start in range(0, len(wanted), self.batch_size):
+            if hooks.cancelled():
+                raise Cancelled(f"cancelled with {len(wanted) - start} of {len(wanted)} summaries left")
+            chunk = wanted[start : start + self.batch_size]
+            begin = time.perf_counter()
+            # All-None instructions go as None, as a plain summary is asked for.
+            given = None if all(i is None for i in chunk) else chunk
+            predictions = summarize([document] * len(chunk), given)
+            ms = round(1000 * (time.perf_counter() - begin), 2)
+            for offset, (instruction, prediction) in enumerate(zip(chunk, predictions, strict=True)):
+                result = cited_summary(parsed, prediction)
+                summary = Summary(start + offset, instruction, "document", prediction, result, ms, len(chunk))
+                out.append(summary)
+                if hooks.summary is not None:
+                    hooks.summary(summary)
+        return out

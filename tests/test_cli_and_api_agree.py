@@ -1,0 +1,117 @@
+"""``synopsis summarize --output-format json`` and ``POST /v1/summarize`` are one request path (the library's
+runner): for the same input and options they give the same summary, sections and sources.
+
+Over plain text, Markdown and a ``.txt`` file with ``#`` headings (Markdown in both: one sniffer), with and
+without instructions, by section and by document, for an extractive method and an InstructSum checkpoint.
+Before, a ``.txt`` with headings was plain text in the CLI and Markdown in the service, the two had other
+``by`` defaults, and the CLI's by-document JSON cited no offsets.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from tiny_models import save_tiny_t5
+
+from synopsis.cli import main
+from synopsis.serve import ServeSettings, build_registry, create_app
+
+MARKDOWN = """# Flood report
+
+Heavy rain fell for a week. The river rose fast.
+
+## Damage
+
+Three bridges were closed on Monday. Two roads were washed away. The mayor asked for help.
+
+### Costs
+
+Repairs will cost two million euros. The region will pay half of it.
+
+## Empty
+
+## Outlook
+
+Officials expect the bridges to reopen next week. Schools stay closed until then.
+"""
+TEXT = (
+    "Heavy rain fell for a week. The river rose fast.\n\n"
+    "Three bridges were closed on Monday. Two roads were washed away.\n\n"
+    "Officials expect the bridges to reopen next week. Schools stay closed until then.\n"
+)
+INPUTS = {"text.txt": TEXT, "paper.md": MARKDOWN, "headings.txt": MARKDOWN}
+INSTRUCTIONS = ["What was damaged?", "When do the bridges reopen?"]
+
+
+@pytest.fixture(scope="module")
+def instructsum_dir(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Path:
+    from synopsis.models.seq2seq import convert_checkpoint
+
+    t5 = save_tiny_t5(tmp_path_factory.mktemp("t5"), shared_data / "tokenizers")
+    return convert_checkpoint("instructsum", t5, tmp_path_factory.mktemp("is") / "model")
+
+
+@pytest.fixture(scope="module")
+def client(instructsum_dir: Path) -> Iterator[TestClient]:
+    registry = build_registry({"instructsum": instructsum_dir}, warm_up=False)
+    with TestClient(create_app(registry, ServeSettings())) as test_client:
+        yield test_client
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> list[dict[str, Any]]:
+    code = main(["-q", "summarize", *args, "--output-format", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def _comparable(record: dict[str, Any]) -> dict[str, Any]:
+    """What both must agree on: the summary text, its sentences with their sources, the sections (the
+    ``id`` names the CLI's file or the pasted document)."""
+    return {key: value for key, value in record.items() if key != "id"}
+
+
+@pytest.mark.parametrize("name", list(INPUTS))
+@pytest.mark.parametrize("by", ["document", "section"])
+@pytest.mark.parametrize("instructions", [[], INSTRUCTIONS], ids=["plain", "instructions"])
+@pytest.mark.parametrize("model", ["lead-3", "instructsum"])
+def test_cli_and_api_agree(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    client: TestClient,
+    instructsum_dir: Path,
+    name: str,
+    by: str,
+    instructions: list[str],
+    model: str,
+) -> None:
+    path = tmp_path / name
+    path.write_text(INPUTS[name])
+    chosen = ["--method", "lead-3"] if model == "lead-3" else ["--model", str(instructsum_dir)]
+    decoding = [] if model == "lead-3" else ["--max-length", "8", "--num-beams", "1"]
+    flags = [flag for text in instructions for flag in ("-i", text)]
+    cli = _cli(capsys, str(path), *chosen, *decoding, *flags, "--by", by, "--max-words", "20")
+
+    body: dict[str, Any] = {"document": INPUTS[name], "model": model, "by": by, "max_words": 20}
+    if instructions:
+        body["instructions"] = instructions
+    if model != "lead-3":
+        body["options"] = {"max_length": 8, "num_beams": 1}
+    answer = client.post("/v1/summarize", json=body)
+    assert answer.status_code == 200, answer.text
+    api = answer.json()
+    assert api["document"]["format"] == ("text" if name == "text.txt" else "markdown")
+    assert len(cli) == len(api["summaries"]) == max(1, len(instructions))
+    for record, item in zip(cli, api["summaries"], strict=True):
+        assert item["by"] == by and item["summary"] == record["prediction"]
+        assert _comparable(item["structured"]) == _comparable(record)
+        if by == "section" and name != "text.txt":
+            assert [s["heading"] for s in record["sections"]] == ["Damage", "Empty", "Outlook"]
+        for sentence in record["summary"]:
+            for source in sentence["sources"]:  # offsets into the file, which is the pasted text
+                assert INPUTS[name][source["start"] : source["end"]].split() == source["text"].split()
