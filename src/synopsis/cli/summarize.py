@@ -341,8 +341,8 @@ def _run_json(job: Job) -> None:
             window = Window(0, document.root, (), sources, [s.text for s in sources])
             lines = [line for line in prediction.split("\n") if line.strip()]
             summary = aligned_sentences(lines, window)
-            record = {"id": job.ids[i], "prediction": prediction, "summary": [s.to_dict() for s in summary],
-                      "sections": []}  # fmt: skip
+            record = {"id": job.ids[i], "note": job.summarizer.notes([document])[0], "prediction": prediction,
+                      "summary": [s.to_dict() for s in summary], "sections": []}  # fmt: skip
             typer.echo(json.dumps(record, ensure_ascii=False))
 
 

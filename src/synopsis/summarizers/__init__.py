@@ -16,8 +16,10 @@ from synopsis.io import read_json
 from synopsis.summarizers.base import Summarizer
 
 #: Methods ``synopsis summarize --method`` accepts (``lead-K`` takes any K >= 1).
-METHODS = ("pointer-generator", "seq2seq", "lead-K", "oracle", "centrality")
-DEFAULT_METHOD = "pointer-generator"
+METHODS = ("default", "pointer-generator", "seq2seq", "salient", "lead-K", "oracle", "centrality")
+#: Without a method or model: the bundled model where a document is in its domain, else salient sentences
+#: with a note (:class:`~synopsis.summarizers.default.DefaultSummarizer`).
+DEFAULT_METHOD = "default"
 
 
 def _model_family(model_dir: Path) -> str:
@@ -41,8 +43,11 @@ def load_summarizer(
 ) -> Summarizer:
     """Build the summarizer for ``method``; with ``model`` and no method, the directory's config decides.
 
-    ``generation`` holds decoding options (num_beams, min_length, max_length, length_penalty,
-    no_repeat_ngram_size) for the neural methods; ``k`` is the number of sentences for centrality;
+    Without either: ``default``, the bundled pointer-generator for documents in its domain (paper abstracts)
+    and salient sentences for the rest, each with a note saying so (a named method or model is never
+    replaced). ``generation`` holds decoding options (num_beams, min_length, max_length, length_penalty,
+    no_repeat_ngram_size) for the neural methods; ``k`` is the number of sentences for centrality and
+    salient (per section by section);
     ``max_source_length`` truncates neural inputs (words for the pointer-generator, subword tokens for
     Hugging Face models); ``instruction_cache=False`` makes an InstructSum model encode every prompt in full;
     ``dtype`` (fp32, bf16, fp16) casts a Hugging Face model's weights.
@@ -61,6 +66,19 @@ def load_summarizer(
         from synopsis.summarizers.extractive import OracleSummarizer
 
         return OracleSummarizer()
+    if method == "salient":
+        from synopsis.summarizers.salient import SalientSummarizer
+
+        return SalientSummarizer(k=k)
+    if method == "default":
+        if model is not None:
+            raise SynopsisError(
+                "--method default uses the bundled model; for another model give --model alone "
+                "(or with --method pointer-generator / seq2seq)"
+            )
+        from synopsis.summarizers.default import DefaultSummarizer
+
+        return DefaultSummarizer.from_pretrained(k=k, max_source_tokens=max_source_length, **generation)
     if method == "centrality":
         from synopsis.summarizers.extractive import CentralitySummarizer
 

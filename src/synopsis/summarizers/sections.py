@@ -130,6 +130,9 @@ class DocumentSummary:
     summary: list[SummarySentence]
     sections: list[SectionSummary]
     skipped_sections: int = 0  # sections without any text in their subtree
+    #: one line on how this document was summarized when the reader should know (e.g. extractive because the
+    #: default model is not made for it, or how the model is far from its inputs); None: nothing to say
+    note: str | None = None
 
     @property
     def prediction(self) -> str:
@@ -142,6 +145,7 @@ class DocumentSummary:
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
+            "note": self.note,
             "prediction": self.prediction,
             "summary": [s.to_dict() for s in self.summary],
             "sections": [s.to_dict() for s in self.sections],
@@ -502,6 +506,7 @@ def summarize_by_section(
                 emitted[d] = _emit(d, orders[d], emitted[d], trees[d], left[d], on_section)
 
     out = []
+    notes = summarizer.notes(documents) if hasattr(summarizer, "notes") else [None] * len(documents)
     for d, (document, (root, _, skipped)) in enumerate(zip(documents, trees, strict=True)):
         if skipped:
             logger.info("%s: skipped %d empty section(s)", document.id or f"document {d + 1}", skipped)
@@ -511,7 +516,7 @@ def summarize_by_section(
             sections = [preface, *sections]
         flat = [s for node in sections for section in node.walk() for s in section.summary]
         summary = compose(flat, document, max_words, composer)
-        out.append(DocumentSummary(document.id, summary, sections, skipped))
+        out.append(DocumentSummary(document.id, summary, sections, skipped, notes[d]))
     return out
 
 
