@@ -96,6 +96,9 @@ class StructuredSummary(BaseModel):
     """The schema of ``synopsis summarize --by section --output-format json``."""
 
     id: str | None
+    note: str | None = Field(
+        None, description="One line to show with the summary (e.g. why it is extractive), or null."
+    )
     prediction: str
     summary: list[SummarySentenceItem]
     sections: list[SectionSummaryItem]

@@ -6,7 +6,8 @@ three measures of a document against the model's :class:`~synopsis.data.pointer_
 
 * length: more than twice the 99th percentile of the held-out inputs' words;
 * sections: two or more headings (abstracts have none; the model reads a sectioned text as one plain text);
-* vocabulary: the share of alphabetic words in the model's vocabulary below ``known_word_rate_floor``, the
+* vocabulary: the share of alphabetic words in the model's vocabulary (pulled towards the held-out median
+  for short documents, :meth:`DomainCheck.shrunk_rate`) below ``known_word_rate_floor``, the
   0.1% quantile of a logit-normal fitted to the held-out inputs' shares (``source_profile``). The lowest
   held-out share itself (``known_word_rate_min``) is no threshold: an abstract with more rare terms than any
   of 619 validation abstracts is common enough (3 of 320 test abstracts were below it).
@@ -24,6 +25,9 @@ from synopsis.document import Document
 LENGTH_FACTOR = 2
 #: Documents with this many headings or more are far (the model reads no section tree).
 MAX_HEADINGS = 2
+#: Pseudo-words of the held-out median share added to a document's known-word share (a short document's
+#: share says little); 20 moves a 150-word abstract's share by at most a tenth of its distance to the median.
+PRIOR_WORDS = 20
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,7 @@ class DomainCheck:
     words_median: int
     max_words: int
     min_known_word_rate: float
+    median_known_word_rate: float
 
     @classmethod
     def from_profile(cls, profile: Any) -> DomainCheck:
@@ -53,7 +58,14 @@ class DomainCheck:
             words_median=profile.words_median,
             max_words=LENGTH_FACTOR * profile.words_p99,
             min_known_word_rate=profile.known_word_rate_min if floor is None else floor,
+            median_known_word_rate=profile.known_word_rate_median,
         )
+
+    def shrunk_rate(self, rate: float, words: Sequence[str]) -> float:
+        """The known-word share pulled towards the held-out median by :data:`PRIOR_WORDS` pseudo-words: a
+        document of three words (one unknown) is no evidence of another kind of text; one of 150 is."""
+        n = sum(1 for w in words if any(c.isalpha() for c in w))
+        return (rate * n + PRIOR_WORDS * self.median_known_word_rate) / (n + PRIOR_WORDS)
 
     def distances(
         self, document: Document, words: Sequence[str], vocab: Any, reads: int | None = None
@@ -85,7 +97,7 @@ class DomainCheck:
                 )
             )
         rate = known_word_rate(words, vocab)
-        if rate < self.min_known_word_rate:
+        if self.shrunk_rate(rate, words) < self.min_known_word_rate:
             out.append(
                 Distance(
                     "vocabulary",
