@@ -1,14 +1,14 @@
-"""Extractive methods by section at equal words (issue 38 item 2): ``salient`` (LexRank over
-all-MiniLM-L6-v2 or TF-IDF, informative sentences only, MMR) against sumy's LexRank, TextRank and LSA, this
-project's embedding degree centrality, LEAD and the bundled pointer-generator by section.
+"""Extractive methods by section at equal words (issue 38 item 2): ``salient`` (LexRank over all-MiniLM-L6-v2
+or TF-IDF, informative sentences only, MMR) against sumy's LexRank, TextRank and LSA, this project's
+embedding degree centrality, LEAD and the bundled pointer-generator by section.
 
 Every method goes the same way: each section (window) gives ``--k`` sentences, and the document summary is
-composed from them within ``--max-words`` (``compose``, coverage), so the methods differ only in what they pick
-per section. LEAD is the document's first whole sentences within the same words. ROUGE F x100 with this
+composed from them within ``--max-words`` (``compose``, coverage), so the methods differ only in what they
+pick per section. LEAD is the document's first whole sentences within the same words. ROUGE F x100 with this
 project's scorer (rouge-score, Porter stemming, R-Lsum over sentence lines); **prose**: the share of the
-document summary's sentences that pass :func:`synopsis.summarizers.salient.is_informative` (salient picks only
-those by construction: read this column as how often the others pick backchannels, fragments, code or ToC
-lines); ``--dump`` writes every summary for reading.
+document summary's sentences that pass :func:`synopsis.summarizers.salient.is_informative` (salient picks
+only those by construction: read this column as how often the others pick backchannels, fragments, code or
+ToC lines); ``--dump`` writes every summary for reading.
 
     pip install sumy   # the benchmark only; tokenised here (sumy's own tokenizer needs nltk data offline)
     nice python benchmarks/extractive_methods.py --corpus qmsum --limit 8 --json out.json --dump out.jsonl
@@ -37,7 +37,9 @@ from synopsis.text import word_tokenize
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from long_documents import DATA, examples  # noqa: E402 - the same QMSum / SciSummNet examples
 
-SYSTEMS = ("salient", "salient-tfidf", "centrality", "lexrank", "textrank", "lsa", "lead", "pointer-generator")
+SYSTEMS = (
+    "salient", "salient-tfidf", "centrality", "lexrank", "textrank", "lsa", "lead", "pointer-generator"
+)  # fmt: skip
 
 
 class _WordsTokenizer:
@@ -163,12 +165,14 @@ def main() -> None:
             if dump:
                 dump.write(json.dumps({"id": example.id, "system": name, "summary": sentences}) + "\n")
         print(f"{example.id}: done", file=sys.stderr, flush=True)
-    table = {name: {key: statistics.mean(r[key] for r in rows[name]) for key in rows[name][0]} for name in rows}
+    table = {
+        name: {key: statistics.mean(r[key] for r in runs) for key in runs[0]} for name, runs in rows.items()
+    }
     print(f"{args.corpus}, {len(data)} documents, {args.k} sentences per section, {args.max_words} words")
     print("| system | R-1 | R-2 | R-L | prose | words | s/doc |\n|---|---:|---:|---:|---:|---:|---:|")
     for name, m in table.items():
-        print(f"| {name} | {m['r1']:.2f} | {m['r2']:.2f} | {m['rl']:.2f} | {m['prose']:.0%} | {m['words']:.0f} "
-              f"| {m['seconds']:.1f} |")  # fmt: skip
+        scores = " | ".join(f"{m[key]:.2f}" for key in ("r1", "r2", "rl"))
+        print(f"| {name} | {scores} | {m['prose']:.0%} | {m['words']:.0f} | {m['seconds']:.1f} |")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"documents": [e.id for e in data], "table": table}, indent=1) + "\n")

@@ -324,6 +324,8 @@ def _print_document_summary(result: Any, output_format: str) -> None:
     typer.echo(
         f"**Summary** ({words} words)" if output_format == "markdown" else f"== summary ({words} words)"
     )
+    if result.note:  # e.g. why the default summary is extractive: one line the reader must see
+        typer.echo(f"_{result.note}_" if output_format == "markdown" else f"({result.note})")
     for sentence in result.summary:
         typer.echo(sentence.text)
 

@@ -12,6 +12,7 @@ replaced: this class is only what ``load_summarizer()`` gives when none is named
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +21,8 @@ from synopsis.summarizers.base import Summarizer, SummarizerInfo
 from synopsis.summarizers.pointer_generator import PointerGeneratorSummarizer
 from synopsis.summarizers.salient import SalientSummarizer, TfidfVectors
 from synopsis.summarizers.sections import DEFAULT_MAX_WORDS, DocumentSummary, SummarySentence, Window
+
+logger = logging.getLogger(__name__)
 
 #: How to get an abstractive summary instead (the end of every note).
 ABSTRACTIVE_HINT = (
@@ -74,7 +77,11 @@ class DefaultSummarizer(Summarizer):
         self, documents: list[Document], instructions: list[str | None], references: Any
     ) -> list[str]:
         summaries: list[str] = [""] * len(documents)
-        fits = self.in_domain(documents)
+        notes = self.notes(documents)
+        fits = [note is None for note in notes]
+        for i, note in enumerate(notes):
+            if note:  # by document the note has no place in the summary string: the front end shows the log
+                logger.warning("%s: %s", documents[i].id or f"document {i + 1}", note)
         for summarizer, wanted in ((self.bundled, True), (self.salient, False)):
             rows = [i for i, fit in enumerate(fits) if fit is wanted]
             if rows:
@@ -95,8 +102,8 @@ class DefaultSummarizer(Summarizer):
         ``options`` are :func:`~synopsis.summarizers.sections.summarize_by_section`'s; ``summarize_windows``
         (a shared queue) serves only the bundled model's documents (this summarizer's windows are its)."""
         instructions = self._check_batch(documents, instructions)
-        fits = self.in_domain(documents)
         notes = self.notes(documents)
+        fits = [note is None for note in notes]
         results: list[DocumentSummary | None] = [None] * len(documents)
         for summarizer, wanted in ((self.bundled, True), (self.salient, False)):
             rows = [i for i, fit in enumerate(fits) if fit is wanted]

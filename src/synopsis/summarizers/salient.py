@@ -40,6 +40,9 @@ MIN_CONTENT_WORDS = 3
 #: A sentence without final punctuation and shorter than this is a heading, list or ToC entry, not prose.
 UNPUNCTUATED_MIN_WORDS = 15
 
+#: Cosine similarity from which a sentence repeats a chosen one (see :func:`mmr`).
+DUPLICATE = 0.95
+
 # A meeting transcript's speaker label ("Grad A: ", "Professor C: ") is not part of what was said.
 _SPEAKER = re.compile(r"^[A-Z][\w.' -]{0,30}:\s+")
 # Ends like a sentence: . ! ? (or a colon introducing what follows), then closing quotes or brackets.
@@ -143,14 +146,22 @@ def _normalised(x: np.ndarray) -> np.ndarray:
     return (x - x.min()) / span if span > 0 else np.ones_like(x)
 
 
-def mmr(relevance: np.ndarray, similarity: np.ndarray, k: int, trade_off: float) -> list[int]:
-    """``k`` indices by maximal marginal relevance (Carbonell & Goldstein, 1998, eq. 1), in choice order."""
+def mmr(
+    relevance: np.ndarray, similarity: np.ndarray, k: int, trade_off: float, duplicate: float = DUPLICATE
+) -> list[int]:
+    """``k`` indices by maximal marginal relevance (Carbonell & Goldstein, 1998, eq. 1), in choice order; a
+    sentence at least ``duplicate``-similar to a chosen one is taken only when nothing else is left (a
+    repeated line is as central as its twin, and MMR's penalty alone may not outweigh that)."""
     chosen: list[int] = []
     redundancy = np.full(len(relevance), -np.inf)
     for _ in range(min(k, len(relevance))):
         penalty = np.where(np.isfinite(redundancy), redundancy, 0.0)
         score = trade_off * relevance - (1 - trade_off) * penalty
         score[chosen] = -np.inf
+        fresh = redundancy < duplicate
+        fresh[chosen] = False
+        if fresh.any():
+            score[~fresh] = -np.inf
         best = int(np.argmax(score))
         chosen.append(best)
         redundancy = np.maximum(redundancy, similarity[best])
