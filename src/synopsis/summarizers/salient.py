@@ -37,6 +37,8 @@ from synopsis.text import content_words
 MIN_WORDS = 6
 #: Fewer content words than this says nothing of its own ("OK, we're on.").
 MIN_CONTENT_WORDS = 3
+#: More than one word in this many a talk filler ("uh", "yeah", "I mean") is a backchannel, not a statement.
+MAX_FILLER_SHARE_INVERSE = 3
 #: A sentence without final punctuation and shorter than this is a heading, list or ToC entry, not prose.
 UNPUNCTUATED_MIN_WORDS = 15
 
@@ -64,14 +66,19 @@ def _spoken(text: str) -> str:
 
 def is_informative(text: str) -> bool:
     """Whether a sentence is prose worth putting in a summary: at least :data:`MIN_WORDS` words and
-    :data:`MIN_CONTENT_WORDS` content words that are not talk fillers, final punctuation unless long, and
+    :data:`MIN_CONTENT_WORDS` content words of three letters or more that are not talk fillers, at most a
+    third of its words fillers, final punctuation unless long, and
     no more than a quarter of its tokens code-like (calls, options, paths, operators)."""
     text = _spoken(text)
     words = text.split()
     if len(words) < MIN_WORDS:
         return False
-    meaningful = [w for w in content_words(text) if w not in FILLER_WORDS and not w.isdigit()]
+    # Two letters or fewer: clitics a transcript split off ("we 'll" gives "ll"), cut-off words ("th", "c").
+    meaningful = [w for w in content_words(text) if w not in FILLER_WORDS and len(w) > 2 and not w.isdigit()]
     if len(meaningful) < MIN_CONTENT_WORDS:
+        return False
+    fillers = sum(w.lower().strip(",.") in FILLER_WORDS for w in words)
+    if fillers * MAX_FILLER_SHARE_INVERSE > len(words):  # "Yeah , uh , I mean , so , right ." is talk
         return False
     if not _FINAL_PUNCTUATION.search(text) and len(words) < UNPUNCTUATED_MIN_WORDS:
         return False
