@@ -37,6 +37,7 @@ NOT_PROSE = [
     "Installation Usage Contributing License",
     "1. Introduction",
     "$ pip install --upgrade synopsis[embeddings]",
+    "psutil currently supports the following platforms:",
 ]
 
 

@@ -47,8 +47,8 @@ DUPLICATE = 0.95
 
 # A meeting transcript's speaker label ("Grad A: ", "Professor C: ") is not part of what was said.
 _SPEAKER = re.compile(r"^[A-Z][\w.' -]{0,30}:\s+")
-# Ends like a sentence: . ! ? (or a colon introducing what follows), then closing quotes or brackets.
-_FINAL_PUNCTUATION = re.compile(r"[.!?:][\"')\]”’]*$")
+# Ends like a sentence: . ! ?, then closing quotes or brackets (a colon introduces a list or code block).
+_FINAL_PUNCTUATION = re.compile(r"[.!?][\"')\]”’]*$")
 # Tokens that only code and commands have: calls, paths, options, assignments, operators, identifiers.
 _CODE_TOKEN = re.compile(
     r"\w[(\[]|[{}<>=$|\\]|^-{1,2}\w|\w_\w|^\w+\.\w+\.\w+$|^[a-z]+[A-Z]\w*$|::|->|=>|&&|;$(?<=\);)"
