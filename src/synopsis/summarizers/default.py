@@ -26,7 +26,7 @@ logger = logging.getLogger(__name__)
 
 #: How to get an abstractive summary instead (the end of every note).
 ABSTRACTIVE_HINT = (
-    "for an abstractive summary: --method pointer-generator (the service: model \"pointer-generator\"), "
+    'for an abstractive summary: --method pointer-generator (the service: model "pointer-generator"), '
     "or --model with a BART, T5, LED or HIBRIDS checkpoint"
 )
 
@@ -49,10 +49,6 @@ class DefaultSummarizer(Summarizer):
         return cls(PointerGeneratorSummarizer.from_pretrained(None, **settings), SalientSummarizer(k=k))
 
     # ------------------------------------------------------------------ which documents go where
-    def in_domain(self, documents: Sequence[Document]) -> list[bool]:
-        """Whether the bundled model is in its domain for each document."""
-        return [not self.bundled.distances(document) for document in documents]
-
     def notes(self, documents: Sequence[Document]) -> list[str | None]:
         """For each document the bundled model is not made for, one line: what it was summarized with, why,
         and how to get an abstractive summary; ``None`` for the others."""
@@ -62,8 +58,10 @@ class DefaultSummarizer(Summarizer):
             if not far:
                 out.append(None)
                 continue
-            how = "" if self.salient.vectors_name != TfidfVectors.name else (
-                " by TF-IDF (pip install 'synopsis[embeddings]' for sentence embeddings)"
+            how = (
+                ""
+                if self.salient.vectors_name != TfidfVectors.name
+                else (" by TF-IDF (pip install 'synopsis[embeddings]' for sentence embeddings)")
             )
             out.append(
                 f"Extractive summary (the document's own sentences{how}): the bundled model was trained on "

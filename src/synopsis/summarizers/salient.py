@@ -258,4 +258,3 @@ class SalientSummarizer(_Selecting):
 
     def prepare(self) -> None:
         _ = self.vectors  # load the embedding model now
-
