@@ -162,7 +162,7 @@ def test_every_section_with_text_gets_a_summary_citing_only_its_subtree(
             assert sentence.support == 1.0
     assert sum(s.words for s in result.summary) <= 20
     data = json.loads(json.dumps(result.to_dict()))
-    assert set(data) == {"id", "prediction", "summary", "preface", "sections"}
+    assert set(data) == {"id", "note", "prediction", "summary", "preface", "sections"}
     assert data["prediction"] == "\n".join(s["text"] for s in data["summary"])
     for item in data["summary"]:
         for source in item["sources"]:
@@ -432,7 +432,7 @@ def test_cli_by_document_json_has_the_same_schema(tmp_path: Path, capsys: pytest
     )
     assert code == 0, err
     data = json.loads(out)
-    assert set(data) == {"id", "prediction", "summary", "preface", "sections"}
+    assert set(data) == {"id", "note", "prediction", "summary", "preface", "sections"}
     assert data["sections"] == [] and data["preface"] is None
     first = ["Rivers flooded the valley.", "Three bridges were closed."]
     assert [s["text"] for s in data["summary"]] == first

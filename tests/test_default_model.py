@@ -123,7 +123,7 @@ def test_in_scope_documents_get_no_note(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("document", "fragments"),
     [
-        (Document.from_text(" ".join([ABSTRACT] * 6)), ["192 words", "the first 40", "--method centrality"]),
+        (Document.from_text(" ".join([ABSTRACT] * 6)), ["192 words", "the first 40", "--method salient"]),
         (
             Document(
                 Section(children=[Section(heading=h, paragraphs=[[ABSTRACT]]) for h in ("Intro", "Method")])
@@ -132,7 +132,7 @@ def test_in_scope_documents_get_no_note(tmp_path: Path) -> None:
         ),
         (
             Document.from_text("Wir schlagen ein Modell vor, das Graphen mit Aufmerksamkeit lernt."),
-            ["0% of its words in the vocabulary", "not English", "lead-3"],
+            ["0% of its words in the vocabulary", "not English", "--method salient"],
         ),
     ],
     ids=["long", "sectioned", "not-english"],

@@ -662,7 +662,9 @@ def test_builtin_registry_offers_the_default_the_extractive_methods_and_user_mod
     body = response.json()
     assert body["default"] == "default"
     assert [(m["name"], m["method"], m["source"]) for m in body["models"]] == [
-        ("default", "pointer-generator", "builtin"),
+        ("default", "default", "builtin"),
+        ("pointer-generator", "pointer-generator", "builtin"),
+        ("salient", "salient", "builtin"),
         ("lead-3", "lead-3", "builtin"),
         ("centrality", "centrality", "builtin"),
         ("mine", "pointer-generator", "user"),

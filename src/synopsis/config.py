@@ -39,6 +39,25 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+def default_threads() -> int:
+    """The CPU threads to compute with when none are asked for: ``$OMP_NUM_THREADS`` if set, else the usable
+    cores that other processes leave free (usable cores minus the 1-minute load average, rounded), at least 1.
+
+    One thread per core (torch's own default) is the fastest setting only on an idle machine: on two cores at
+    load average 3-8, every parallel op waits for a thread whose core is busy elsewhere, and a summary took
+    5-10x as long as with one thread (issue 38). The load is read once, when a command starts."""
+    try:
+        return max(1, int(os.environ["OMP_NUM_THREADS"]))
+    except (KeyError, ValueError):
+        pass
+    cores = usable_cores()
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # no load average (Windows)
+        return cores
+    return max(1, min(cores, cores - round(load)))
+
+
 def _number(value: float) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 

@@ -7,18 +7,20 @@ Short flags, one meaning each across all commands: ``-o`` output (file or run di
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
 import typer
 
-from synopsis.config import AT_LEAST_ONE, DECODING_OPTIONS, Range, usable_cores
+from synopsis.config import AT_LEAST_ONE, DECODING_OPTIONS, Range, default_threads
 from synopsis.sharding import DEVICE_CHOICES
 
 #: What the help of a decoding flag adds: which methods take it and what it defaults to.
 NEURAL_DEFAULT = "Neural models; default: the model's."
-THREADS_HELP = "CPU threads to compute with (default: $OMP_NUM_THREADS if set, else one per core)."
+THREADS_HELP = (
+    "CPU threads to compute with (default: $OMP_NUM_THREADS if set, else the cores other processes leave "
+    "free: cores minus the load average, at least 1)."
+)
 DEVICE_HELP = f"Where models compute: {DEVICE_CHOICES}. Under a launch of N processes, one GPU each."
 #: ``--dtype`` of the experiments: the training precision of every run whose config leaves it unset
 EXPERIMENT_DTYPE_HELP = "Training precision of every run (autocast; default: the launcher's, else fp32)."
@@ -82,18 +84,9 @@ def decoding_option(name: str) -> Any:
     return ranged(None, option.flag, allowed=option.allowed, help=f"{option.help} {NEURAL_DEFAULT}")
 
 
-def default_threads() -> int:
-    """What ``--threads`` defaults to: ``$OMP_NUM_THREADS``, else the CPUs this process may use."""
-    try:
-        return max(1, int(os.environ["OMP_NUM_THREADS"]))
-    except (KeyError, ValueError):
-        return usable_cores()
-
-
 def set_torch_threads(threads: int | None) -> None:
-    """``torch.set_num_threads`` when ``--threads`` is given; otherwise torch keeps its own default (which
-    follows the same rule as :func:`default_threads`)."""
-    if threads is not None:
-        import torch
+    """``torch.set_num_threads``: ``--threads`` when given, else :func:`synopsis.config.default_threads`
+    (the cores other processes leave free: torch's default, one per core, is 5-10x slower on a busy box)."""
+    import torch
 
-        torch.set_num_threads(threads)
+    torch.set_num_threads(threads if threads is not None else default_threads())

@@ -369,6 +369,8 @@ def _print_document_summary(result: Any, output_format: str) -> None:
     typer.echo(
         f"**Summary** ({words} words)" if output_format == "markdown" else f"== summary ({words} words)"
     )
+    if result.note:  # e.g. why the default summary is extractive: one line the reader must see
+        typer.echo(f"_{result.note}_" if output_format == "markdown" else f"({result.note})")
     for sentence in result.summary:
         typer.echo(sentence.text)
 
@@ -381,7 +383,9 @@ def _print_corpus_json(job: Job) -> None:
     for start in range(0, len(job.ids), job.batch_size):
         rows = list(range(start, min(len(job.ids), start + job.batch_size)))
         for i, prediction in zip(rows, job.summarize(rows), strict=True):
-            result = cited_summary(ParsedDocument(job.documents[i], "corpus", None), prediction)
+            document = job.documents[i]
+            (note,) = job.summarizer.notes([document])
+            result = cited_summary(ParsedDocument(document, "corpus", None), prediction, note)
             record = {**result.to_dict(), "id": job.ids[i], "prediction": prediction}
             typer.echo(json.dumps(record, ensure_ascii=False))
 

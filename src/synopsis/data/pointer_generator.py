@@ -5,6 +5,8 @@ summarizer compares a document against."""
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -29,6 +31,9 @@ class SourceProfile:
     words_p99: int
     known_word_rate_min: float  # share of a document's alphabetic words in the vocabulary, lowest document
     known_word_rate_median: float
+    #: the share below which 0.1% of held-out inputs fall, by a normal fitted to logit(share): the
+    #: vocabulary threshold of :class:`~synopsis.summarizers.domain.DomainCheck` (None: not recorded)
+    known_word_rate_floor: float | None = None
 
 
 def known_word_rate(words: Sequence[str], vocab: Vocab) -> float:
@@ -45,6 +50,7 @@ def source_profile(corpus: str, sources: Sequence[Sequence[str]], vocab: Vocab) 
         raise ValueError("source_profile needs at least one document")
     lengths = sorted(len(words) for words in sources)
     rates = sorted(known_word_rate(words, vocab) for words in sources)
+    counts = [_alphabetic_counts(words, vocab) for words in sources]
     return SourceProfile(
         corpus=corpus,
         documents=len(sources),
@@ -52,7 +58,30 @@ def source_profile(corpus: str, sources: Sequence[Sequence[str]], vocab: Vocab) 
         words_p99=lengths[min(len(lengths) - 1, round(0.99 * (len(lengths) - 1)))],
         known_word_rate_min=round(rates[0], 4),
         known_word_rate_median=round(rates[len(rates) // 2], 4),
+        known_word_rate_floor=round(known_word_rate_floor(counts), 4),
     )
+
+
+#: z of the 0.1% lower tail of a normal: :func:`known_word_rate_floor`'s quantile.
+FLOOR_Z = 3.09
+
+
+def _alphabetic_counts(words: Sequence[str], vocab: Vocab) -> tuple[int, int]:
+    """(alphabetic words, those in the vocabulary) of one document."""
+    alphabetic = [w for w in words if any(c.isalpha() for c in w)]
+    return len(alphabetic), sum(w in vocab for w in alphabetic)
+
+
+def known_word_rate_floor(counts: Sequence[tuple[int, int]], z: float = FLOOR_Z) -> float:
+    """The known-word share below which a fraction Phi(-z) of documents like these fall: a normal fitted to
+    the empirical logits ``log((known + 0.5) / (unknown + 0.5))`` (smoothed, so a document of only known
+    words has a finite logit), mean minus ``z`` standard deviations, mapped back to a share. One held-out
+    document with more rare terms than the rest moves it little, unlike the minimum."""
+    logits = [math.log((known + 0.5) / (n - known + 0.5)) for n, known in counts]
+    if len(logits) < 2:
+        return min((known / n if n else 1.0) for n, known in counts)
+    floor = statistics.fmean(logits) - z * statistics.stdev(logits)
+    return 1.0 / (1.0 + math.exp(-floor))
 
 
 # ---------------------------------------------------------------------- preprocessing (training, inference)

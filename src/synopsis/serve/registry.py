@@ -197,13 +197,16 @@ def build_registry(
     registry = ModelRegistry()
     started = time.perf_counter()
     if builtin:
+        default = load_summarizer()  # the library's default: the bundled model in its domain, else salient
+        registry.add(describe(DEFAULT_MODEL, default))
         registry.add(
             describe(
-                DEFAULT_MODEL,
+                "pointer-generator",
                 load_summarizer("pointer-generator"),
-                "the bundled pointer-generator + coverage, trained on SciTLDR",
+                "the bundled pointer-generator + coverage, trained on SciTLDR, on any document",
             )
         )
+        registry.add(describe("salient", load_summarizer("salient")))
         registry.add(describe("lead-3", load_summarizer("lead-3")))
         try:
             registry.add(describe("centrality", load_summarizer("centrality")))

@@ -117,6 +117,9 @@ class StructuredSummary(BaseModel):
     section at path ``(i, j)``; the root's own text is ``preface``; by document ``sections`` is empty."""
 
     id: str | None
+    note: str | None = Field(
+        None, description="One line to show with the summary (e.g. why it is extractive), or null."
+    )
     prediction: str
     summary: list[SummarySentenceItem]
     preface: SectionSummaryItem | None = None

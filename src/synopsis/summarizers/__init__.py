@@ -17,8 +17,10 @@ from synopsis.io import read_json
 from synopsis.summarizers.base import Summarizer
 
 #: Methods ``synopsis summarize --method`` accepts (``lead-K`` takes any K >= 1).
-METHODS = ("pointer-generator", "seq2seq", "lead-K", "oracle", "centrality")
-DEFAULT_METHOD = "pointer-generator"
+METHODS = ("default", "pointer-generator", "seq2seq", "salient", "lead-K", "oracle", "centrality")
+#: Without a method or model: the bundled model where a document is in its domain, else salient sentences
+#: with a note (:class:`~synopsis.summarizers.default.DefaultSummarizer`).
+DEFAULT_METHOD = "default"
 
 
 def _model_family(model_dir: Path) -> str:
@@ -44,14 +46,16 @@ def load_summarizer(
 ) -> Summarizer:
     """Build the summarizer for ``method``; with ``model`` and no method, the directory's config decides.
 
-    ``decoding`` (checked once, when it was built) or loose ``generation`` keywords (num_beams, min_length,
-    max_length, length_penalty, no_repeat_ngram_size) are the neural methods' decoding options; ``k`` is the
-    number of sentences for centrality; ``max_source_length`` truncates neural inputs (words for the
-    pointer-generator, subword tokens for Hugging Face models); ``instruction_cache=False`` makes an
-    InstructSum model encode every prompt in full; ``dtype`` (fp32, bf16, fp16) casts a Hugging Face model's
-    weights; ``device`` is where a neural model computes: ``auto`` (a GPU when torch sees one, else the CPU),
-    ``cpu``, ``cuda`` or ``cuda:N`` (:func:`~synopsis.sharding.resolve_device`; an unusable one is an
-    :class:`~synopsis.errors.InputError`).
+    Without either: ``default``, the bundled pointer-generator for documents in its domain (paper abstracts)
+    and salient sentences for the rest, each with a note saying so (a named method or model is never
+    replaced). ``decoding`` (checked once, when it was built) or loose ``generation`` keywords (num_beams,
+    min_length, max_length, length_penalty, no_repeat_ngram_size) are the neural methods' decoding options;
+    ``k`` is the number of sentences for centrality and salient (per section by section);
+    ``max_source_length`` truncates neural inputs (words for the pointer-generator, subword tokens for
+    Hugging Face models); ``instruction_cache=False`` makes an InstructSum model encode every prompt in full;
+    ``dtype`` (fp32, bf16, fp16) casts a Hugging Face model's weights; ``device`` is where a neural model
+    computes: ``auto`` (a GPU when torch sees one, else the CPU), ``cpu``, ``cuda`` or ``cuda:N``
+    (:func:`~synopsis.sharding.resolve_device`; an unusable one is an :class:`~synopsis.errors.InputError`).
     """
     if method is None:
         method = _model_family(Path(model)) if model is not None else DEFAULT_METHOD
@@ -67,6 +71,22 @@ def load_summarizer(
         from synopsis.summarizers.extractive import OracleSummarizer
 
         return OracleSummarizer()
+    if method == "salient":
+        from synopsis.summarizers.salient import SalientSummarizer
+
+        return SalientSummarizer(k=k)
+    if method == "default":
+        if model is not None:
+            raise SynopsisError(
+                "--method default uses the bundled model; for another model give --model alone "
+                "(or with --method pointer-generator / seq2seq)"
+            )
+        from synopsis.summarizers.default import DefaultSummarizer
+
+        given = decoding.given() if decoding is not None else {}
+        return DefaultSummarizer.from_pretrained(
+            k=k, device=device, max_source_tokens=max_source_length, **given
+        )
     if method == "centrality":
         from synopsis.summarizers.extractive import CentralitySummarizer
 

@@ -132,6 +132,12 @@ class Summarizer(ABC):
         """The copy :meth:`with_options` returns, for known, non-empty ``options``."""
         raise NotImplementedError(f"{type(self).__name__} takes no options")
 
+    def notes(self, documents: Sequence[Document]) -> list[str | None]:
+        """One line per document that the reader of its summary should see (how it was summarized, or how
+        far it is from what the model was made for), ``None`` where there is nothing to say. By section it
+        is :attr:`DocumentSummary.note`; by document the front end shows it beside the summary."""
+        return [None] * len(documents)
+
     def prepare(self) -> None:  # noqa: B027 - most summarizers load everything when built
         """Load what is loaded lazily (an embedding model), so that a server pays for it before serving."""
 

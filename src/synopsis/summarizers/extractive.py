@@ -32,6 +32,10 @@ class _Selecting(Summarizer):
     def select(self, document: Document, instruction: str | None = None) -> list[int]:
         raise NotImplementedError
 
+    def select_window(self, document: Document, instruction: str | None = None) -> list[int]:
+        """The sentences chosen from one window by section (:meth:`select` unless a method says)."""
+        return self.select(document, instruction)
+
     def _summarize_batch(
         self, documents: list[Document], instructions: list[str | None], references: Any
     ) -> list[str]:
@@ -46,7 +50,7 @@ class _Selecting(Summarizer):
         instructions = list(instructions or [None] * len(windows))
         out = []
         for window, instruction in zip(windows, instructions, strict=True):
-            picked = self.select(Document.from_paragraphs([list(window.texts)]), instruction)
+            picked = self.select_window(Document.from_paragraphs([list(window.texts)]), instruction)
             out.append(
                 [
                     SummarySentence(

@@ -22,6 +22,7 @@ from synopsis.generation.config import GENERATION_CONFIG_FILE, GenerationConfig
 from synopsis.io import read_json
 from synopsis.sharding import resolve_device
 from synopsis.summarizers.base import Summarizer, SummarizerInfo, place_model
+from synopsis.summarizers.domain import Distance, DomainCheck
 
 logger = logging.getLogger(__name__)
 
@@ -320,40 +321,37 @@ class PointerGeneratorSummarizer(Summarizer):
                 summaries[row] = detokenize(words)
         return summaries
 
-    def scope_note(self, document: Document, words: Sequence[str]) -> str | None:
-        """One line saying how ``document`` is far from the inputs the model was trained for (much longer,
-        sectioned, mostly unknown words), what the model did with it and what suits it better; ``None`` if it
-        is not far, or if the model does not record its inputs (``config.source_profile``)."""
-        from synopsis.models.pointer_generator import known_word_rate
-
+    def domain_check(self) -> DomainCheck | None:
+        """The thresholds of this model's domain, from ``config.source_profile`` (``None``: not recorded)."""
         profile = self.model.config.source_profile
-        if profile is None:
-            return None
-        kind, far, better = profile.corpus, [], []
-        if len(words) > 2 * profile.words_p99:
-            read = min(len(words), self.generation.max_source_tokens)
-            far.append(f"{len(words):,} words (typically {profile.words_median}), read the first {read}")
-            better.append(
-                "--by section (every section, in windows it reads whole), a long-input model "
-                "(--method seq2seq, an LED or HIBRIDS checkpoint) or --method centrality"
-            )
-        headings = [s for s in document.sections if s.heading]
-        if len(headings) >= 2:
-            far.append(f"{len(headings)} sections, read as one plain text")
-            better.append("--by section, or HIBRIDS, which reads the section tree (docs/hibrids.md)")
-        rate = known_word_rate(words, self.vocab)
-        if rate < profile.known_word_rate_min:
-            far.append(
-                f"{rate:.0%} of its words in the vocabulary (every {kind} dev input: "
-                f"{profile.known_word_rate_min:.0%} or more): not English, or another kind of text"
-            )
-            better.append("--method lead-3, or a model trained on such text (synopsis train)")
+        return None if profile is None else DomainCheck.from_profile(profile)
+
+    def distances(self, document: Document, words: Sequence[str] | None = None) -> list[Distance]:
+        """How ``document`` is far from this model's inputs (:class:`DomainCheck`); empty: in its domain,
+        or the model records no inputs."""
+        from synopsis.models.pointer_generator import document_words
+
+        check = self.domain_check()
+        if check is None:
+            return []
+        words = document_words(document) if words is None else words
+        return check.distances(document, words, self.vocab, self.generation.max_source_tokens)
+
+    def scope_note(self, document: Document, words: Sequence[str] | None = None) -> str | None:
+        """One line saying how ``document`` is far from the inputs the model was trained for (much longer,
+        sectioned, mostly unknown words) and what suits it better; ``None`` if it is not far, or if the
+        model does not record its inputs (``config.source_profile``)."""
+        far = self.distances(document, words)
         if not far:
             return None
+        kind = self.model.config.source_profile.corpus
         return (
-            f"far from the inputs this model was trained for ({kind}): {'; '.join(far)}. "
-            f"Better suited: {'; '.join(better)}."
+            f"far from the inputs this model was trained for ({kind}): {'; '.join(d.what for d in far)}. "
+            f"Better suited: {'; '.join(d.advice for d in far)}."
         )
+
+    def notes(self, documents: Sequence[Document]) -> list[str | None]:
+        return [self.scope_note(document) for document in documents]
 
     def generation_options(self) -> dict[str, Any]:
         return asdict(self.generation)

@@ -152,15 +152,16 @@ class Summary:
         return {**self.result.to_dict(), "prediction": self.prediction}
 
 
-def cited_summary(parsed: ParsedDocument, prediction: str) -> DocumentSummary:
+def cited_summary(parsed: ParsedDocument, prediction: str, note: str | None = None) -> DocumentSummary:
     """A summary of the whole document as a :class:`DocumentSummary` without sections: each line of
-    ``prediction`` cites the document's sentences by alignment (an extractive summary's cite themselves)."""
+    ``prediction`` cites the document's sentences by alignment (an extractive summary's cite themselves);
+    ``note``: the summarizer's line for the reader (:meth:`~synopsis.summarizers.base.Summarizer.notes`)."""
     document = parsed.document
     sources = [s for paragraphs in section_sources(document, parsed.offsets).values() for p in paragraphs
                for s in p]  # fmt: skip
     whole = Window(0, document.root, (), sources, [s.text for s in sources])
     lines = [line for line in prediction.split("\n") if line.strip()]
-    return DocumentSummary(document.id, aligned_sentences(lines, whole), [])
+    return DocumentSummary(document.id, aligned_sentences(lines, whole), [], note=note)
 
 
 def _never() -> bool:
@@ -264,6 +265,7 @@ class SummarizeRunner:
         reads of it), cited by :func:`cited_summary`."""
         document = parsed.document
         summarize = self._summarize_documents or self.summarizer.summarize
+        (note,) = self.summarizer.notes([document])
         out: list[Summary] = []
         for start in range(0, len(wanted), self.batch_size):
             if hooks.cancelled():
@@ -275,7 +277,7 @@ class SummarizeRunner:
             predictions = summarize([document] * len(chunk), given)
             ms = round(1000 * (time.perf_counter() - begin), 2)
             for offset, (instruction, prediction) in enumerate(zip(chunk, predictions, strict=True)):
-                result = cited_summary(parsed, prediction)
+                result = cited_summary(parsed, prediction, note)
                 summary = Summary(start + offset, instruction, "document", prediction, result, ms, len(chunk))
                 out.append(summary)
                 if hooks.summary is not None:

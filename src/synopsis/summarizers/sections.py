@@ -146,6 +146,9 @@ class DocumentSummary:
     sections: list[SectionSummary]
     skipped_sections: int = 0  # sections without any text in their subtree
     preface: SectionSummary | None = None
+    #: one line on how this document was summarized when the reader should know (e.g. extractive because the
+    #: default model is not made for it, or how the model is far from its inputs); None: nothing to say
+    note: str | None = None
 
     @property
     def prediction(self) -> str:
@@ -160,6 +163,7 @@ class DocumentSummary:
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
+            "note": self.note,
             "prediction": self.prediction,
             "summary": [s.to_dict() for s in self.summary],
             "preface": None if self.preface is None else self.preface._fields(),
@@ -530,11 +534,12 @@ def summarize_by_section(
                 emitted[d] = _emit(d, orders[d], emitted[d], trees[d][0], index_of[d], left[d], on_section)
 
     out = []
+    notes = summarizer.notes(documents) if hasattr(summarizer, "notes") else [None] * len(documents)
     for d, (document, (root, _, skipped)) in enumerate(zip(documents, trees, strict=True)):
         if skipped:
             logger.info("%s: skipped %d empty section(s)", document.id or f"document {d + 1}", skipped)
         preface = SectionSummary(root.heading, (), root.summary, [], root.words, 0) if root.summary else None
-        result = DocumentSummary(document.id, [], root.sections, skipped, preface)
+        result = DocumentSummary(document.id, [], root.sections, skipped, preface, notes[d])
         flat = [s for section in result.walk() for s in section.summary]
         result.summary = compose(flat, document, max_words, composer)
         out.append(result)

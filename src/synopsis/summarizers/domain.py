@@ -1,0 +1,110 @@
+"""Whether a document is in the domain of a pointer-generator: like the held-out inputs it was validated on.
+
+A model trained on one kind of text (the bundled model: SciTLDR paper abstracts, ~175 words, no sections)
+writes unreadable summaries of anything else while ROUGE still rewards its words. :class:`DomainCheck` reads
+three measures of a document against the model's :class:`~synopsis.data.pointer_generator.SourceProfile`:
+
+* length: more than twice the 99th percentile of the held-out inputs' words;
+* sections: two or more headings (abstracts have none; the model reads a sectioned text as one plain text);
+* vocabulary: the share of alphabetic words in the model's vocabulary (pulled towards the held-out median
+  for short documents, :meth:`DomainCheck.shrunk_rate`) below ``known_word_rate_floor``, the
+  0.1% quantile of a logit-normal fitted to the held-out inputs' shares (``source_profile``). The lowest
+  held-out share itself (``known_word_rate_min``) is no threshold: an abstract with more rare terms than any
+  of 619 validation abstracts is common enough (3 of 320 test abstracts were below it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from synopsis.document import Document
+
+#: Documents longer than this many times the held-out inputs' 99th percentile are far.
+LENGTH_FACTOR = 2
+#: Documents with this many headings or more are far (the model reads no section tree).
+MAX_HEADINGS = 2
+#: Pseudo-words of the held-out median share added to a document's known-word share (a short document's
+#: share says little); 20 moves a 150-word abstract's share by at most a tenth of its distance to the median.
+PRIOR_WORDS = 20
+
+
+@dataclass(frozen=True)
+class Distance:
+    """One way a document is far from the model's inputs: ``what`` for people, ``advice`` what suits it."""
+
+    measure: str  # "length", "sections" or "vocabulary"
+    brief: str  # a few words ("5,667 words")
+    what: str
+    advice: str
+
+
+@dataclass(frozen=True)
+class DomainCheck:
+    """The thresholds of one model's domain (see the module docstring), from its source profile."""
+
+    corpus: str
+    words_median: int
+    max_words: int
+    min_known_word_rate: float
+    median_known_word_rate: float
+
+    @classmethod
+    def from_profile(cls, profile: Any) -> DomainCheck:
+        floor = getattr(profile, "known_word_rate_floor", None)
+        return cls(
+            corpus=profile.corpus,
+            words_median=profile.words_median,
+            max_words=LENGTH_FACTOR * profile.words_p99,
+            min_known_word_rate=profile.known_word_rate_min if floor is None else floor,
+            median_known_word_rate=profile.known_word_rate_median,
+        )
+
+    def shrunk_rate(self, rate: float, words: Sequence[str]) -> float:
+        """The known-word share pulled towards the held-out median by :data:`PRIOR_WORDS` pseudo-words: a
+        document of three words (one unknown) is no evidence of another kind of text; one of 150 is."""
+        n = sum(1 for w in words if any(c.isalpha() for c in w))
+        return (rate * n + PRIOR_WORDS * self.median_known_word_rate) / (n + PRIOR_WORDS)
+
+    def distances(
+        self, document: Document, words: Sequence[str], vocab: Any, reads: int | None = None
+    ) -> list[Distance]:
+        """How ``document`` (read by the model as ``words``, at most ``reads`` of them) is far from the
+        inputs; empty: in domain."""
+        from synopsis.data.pointer_generator import known_word_rate
+
+        out = []
+        if len(words) > self.max_words:
+            out.append(
+                Distance(
+                    "length",
+                    f"{len(words):,} words",
+                    f"{len(words):,} words (typically {self.words_median})"
+                    + (f", read the first {min(reads, len(words))}" if reads else ""),
+                    "--by section (every section, in windows it reads whole), a long-input model "
+                    "(--method seq2seq, an LED or HIBRIDS checkpoint) or --method salient",
+                )
+            )
+        headings = sum(1 for s in document.sections if s.heading)
+        if headings >= MAX_HEADINGS:
+            out.append(
+                Distance(
+                    "sections",
+                    f"{headings} sections",
+                    f"{headings} sections, read as one plain text",
+                    "--by section, or HIBRIDS, which reads the section tree (docs/hibrids.md)",
+                )
+            )
+        rate = known_word_rate(words, vocab)
+        if self.shrunk_rate(rate, words) < self.min_known_word_rate:
+            out.append(
+                Distance(
+                    "vocabulary",
+                    f"{rate:.0%} of its words known",
+                    f"{rate:.0%} of its words in the vocabulary (99.9% of {self.corpus} inputs: "
+                    f"{self.min_known_word_rate:.0%} or more): not English, or another kind of text",
+                    "--method salient, or a model trained on such text (synopsis train)",
+                )
+            )
+        return out

@@ -1,0 +1,206 @@
+"""Issue 38 items 1 and 2: the default summarizer (the bundled model in its domain, salient sentences with a
+note elsewhere), the salient method, and the domain check's vocabulary floor."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from synopsis.cli import main
+from synopsis.data.pointer_generator import document_words, known_word_rate, known_word_rate_floor
+from synopsis.document import Document, Section
+from synopsis.summarizers import load_summarizer
+from synopsis.summarizers.default import DefaultSummarizer
+from synopsis.summarizers.pointer_generator import PointerGeneratorSummarizer
+from synopsis.summarizers.salient import SalientSummarizer, TfidfVectors, is_informative, lexrank, mmr
+
+ROOT = Path(__file__).resolve().parents[1]
+SCITLDR_DEV = ROOT.parent / "shared" / "data" / "scitldr" / "dev.jsonl"
+ABSTRACT = (ROOT / "examples" / "paper_abstract.txt").read_text(encoding="utf-8")
+
+PROSE = [
+    "The committee approved the new budget for schools after a long debate.",
+    "Grad A: We should record the navigation experiments with wireless microphones.",
+    "Implementations use word stem repetition (Youmans, 1991; Reynar, 1994) to detect cohesion.",
+    "Run `make -j4 test` before you open a pull request.",
+]
+NOT_PROSE = [
+    "Mm-hmm.",
+    "PhD C: Yeah, OK, uh, right.",
+    "Number one.",
+    "make -j4 test",
+    "public static void main(String[] args) { System.out.println(x); }",
+    "Installation Usage Contributing License",
+    "1. Introduction",
+    "$ pip install --upgrade synopsis[embeddings]",
+    "psutil currently supports the following platforms:",
+]
+
+
+@pytest.mark.parametrize("text", PROSE)
+def test_prose_is_informative(text: str) -> None:
+    assert is_informative(text)
+
+
+@pytest.mark.parametrize("text", NOT_PROSE)
+def test_backchannels_fragments_code_and_toc_entries_are_not(text: str) -> None:
+    assert not is_informative(text)
+
+
+def test_lexrank_is_a_distribution_that_ranks_the_hub_first() -> None:
+    similarity = np.eye(4)
+    similarity[0, 1:] = similarity[1:, 0] = 0.9  # sentence 0 is like all others, they are unlike each other
+    scores = lexrank(similarity)
+    assert math.isclose(scores.sum(), 1.0, rel_tol=1e-6)
+    assert int(np.argmax(scores)) == 0
+
+
+def test_mmr_does_not_pick_a_near_duplicate_twice() -> None:
+    relevance = np.array([1.0, 0.9, 0.6])
+    similarity = np.array([[1.0, 0.99, 0.0], [0.99, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    assert mmr(relevance, similarity, 2, trade_off=0.7) == [0, 2]
+    similarity[0, 1] = similarity[1, 0] = 0.9  # similar, not a repeat: relevance alone picks it
+    assert mmr(relevance, similarity, 2, trade_off=1.0) == [0, 1]
+    assert mmr(relevance, similarity, 2, trade_off=0.7) == [0, 2]
+
+
+def _meeting() -> Document:
+    talk = ["Grad A: Mm-hmm.", "PhD C: Yeah.", "Grad B: OK.", "Grad A: Uh-huh.", "PhD C: Right, right."] * 8
+    points = [
+        "Professor D: The navigation experiment needs subjects who have never seen the building map.",
+        "Grad B: We will record every navigation session with two wireless microphones and a camera.",
+        "Grad B: We will record every navigation session with two wireless microphones and a camera.",
+        "PhD C: The intention model predicts whether a subject wants to enter the building or look at it.",
+    ]
+    return Document.from_paragraphs([talk[:20] + points[:2], talk[20:] + points[2:]])
+
+
+def test_salient_picks_what_was_said_not_backchannels_nor_the_same_thing_twice() -> None:
+    document = _meeting()
+    picked = [
+        document.sentences[i].text for i in SalientSummarizer(k=3, vectors=TfidfVectors()).select(document)
+    ]
+    assert len(picked) == 3 and all(is_informative(t) for t in picked), picked
+    assert len(set(picked)) == 3  # the repeated sentence once
+
+
+def test_an_instruction_moves_salient_towards_the_query() -> None:
+    document = _meeting()
+    summarizer = SalientSummarizer(k=1, vectors=TfidfVectors())
+    (plain,) = summarizer.select(document)
+    (asked,) = summarizer.select(document, "What does the intention model predict?")
+    assert "intention model" in document.sentences[asked].text
+    assert plain != asked or "intention" in document.sentences[plain].text
+
+
+def test_by_section_a_window_without_prose_gives_nothing() -> None:
+    toc = Section(heading="Contents", paragraphs=[["Installation Usage Contributing License"]])
+    body = Section(heading="Usage", paragraphs=[[PROSE[0], PROSE[3]]])
+    document = Document(Section(children=[toc, body]))
+    (result,) = SalientSummarizer(k=2, vectors=TfidfVectors()).summarize_by_section([document])
+    assert [s.text for s in result.summary] == [PROSE[0], PROSE[3]]
+    assert result.sections[0].summary == []
+
+
+def test_the_vocabulary_floor_is_a_low_quantile_not_the_minimum() -> None:
+    counts = [(100, 96), (100, 90), (100, 98), (100, 85), (100, 94)]
+    floor = known_word_rate_floor(counts)
+    assert floor < 0.85  # below the lowest document, far in the fitted tail
+    assert known_word_rate_floor(counts, z=0.0) > floor
+
+
+@pytest.mark.skipif(not SCITLDR_DEV.is_file(), reason="needs ../shared/data/scitldr")
+def test_the_bundled_model_calls_no_scitldr_dev_abstract_far() -> None:
+    summarizer = PointerGeneratorSummarizer.from_pretrained()
+    rows = [json.loads(line) for line in SCITLDR_DEV.read_text(encoding="utf-8").splitlines()]
+    far = [r for r in rows if summarizer.distances(Document.from_sentences(r["source"]))]
+    assert far == []
+
+
+@pytest.fixture(scope="module")
+def default() -> DefaultSummarizer:
+    return DefaultSummarizer(
+        PointerGeneratorSummarizer.from_pretrained(), SalientSummarizer(vectors=TfidfVectors())
+    )
+
+
+def _readme() -> Document:
+    sections = [
+        Section(heading="Contents", paragraphs=[["Installation Usage Contributing License"]]),
+        Section(heading="Installation", paragraphs=[["make -j4 test", PROSE[3]]]),
+        Section(
+            heading="Usage",
+            paragraphs=[
+                [
+                    f"The {w} option sets how the service answers a request on a busy machine."
+                    for w in ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
+                ]
+            ],
+        ),  # fmt: skip
+    ]
+    return Document(Section(children=sections))
+
+
+def test_load_summarizer_without_a_method_is_the_default() -> None:
+    assert load_summarizer().describe().method == "default"
+    assert load_summarizer("pointer-generator").describe().method == "pointer-generator"
+
+
+def test_out_of_domain_the_default_is_verbatim_sentences_with_one_note(default: DefaultSummarizer) -> None:
+    document = _readme()
+    (result,) = default.summarize_by_section([document])
+    assert result.note is not None and "\n" not in result.note
+    assert "3 sections" in result.note and "--method pointer-generator" in result.note
+    originals = {s.text for s in document.sentences}
+    assert result.summary and all(s.text in originals for s in result.summary)
+    assert all([source.text for source in s.sources] == [s.text] for s in result.summary)
+    lines = result.prediction.split("\n")
+    assert "make -j4 test" not in lines and not any(line.startswith("Installation Usage") for line in lines)
+
+
+def test_in_domain_the_default_is_the_bundled_model(default: DefaultSummarizer) -> None:
+    document = Document.from_text(ABSTRACT)
+    (result,) = default.summarize_by_section([document])
+    (bundled,) = default.bundled.summarize_by_section([document])
+    assert result.note is None and result.prediction == bundled.prediction
+    assert default.summarize([document]) == default.bundled.summarize([document])
+
+
+def test_a_mixed_batch_keeps_its_order_and_its_callbacks_see_their_documents(
+    default: DefaultSummarizer,
+) -> None:
+    documents = [_readme(), Document.from_text(ABSTRACT), _readme()]
+    seen: list[int] = []
+    results = default.summarize_by_section(documents, on_section=lambda d, _: seen.append(d))
+    assert [r.note is None for r in results] == [False, True, False]
+    assert set(seen) == {0, 1, 2}
+    assert results[0].prediction == results[2].prediction
+
+
+def test_the_cli_default_shows_the_note_and_a_named_method_is_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    readme = tmp_path / "README.md"
+    body = "\n\n".join(f"## Part {i}\n\n" + " ".join(PROSE[:1] * 3) for i in range(3))
+    readme.write_text("# Tool\n\n" + body + "\n", encoding="utf-8")
+    assert main(["summarize", str(readme), "--by", "section"]) == 0
+    out = capsys.readouterr().out
+    assert "(Extractive summary (the document's own sentences" in out
+    assert main(["summarize", str(readme), "--by", "section", "--method", "pointer-generator"]) == 0
+    out = capsys.readouterr().out
+    assert "Extractive summary" not in out and "far from the inputs this model was trained for" in out
+
+
+def test_an_abstract_with_more_rare_terms_than_any_dev_abstract_is_still_in_domain() -> None:
+    """The old check's floor was the lowest dev share (84%): 3 of 320 test abstracts fell below it."""
+    summarizer = PointerGeneratorSummarizer.from_pretrained()
+    profile = summarizer.model.config.source_profile
+    rare = [f"zq{i}x" for i in range(len(ABSTRACT.split()) // 4)]  # unknown terms: ~80% of words known
+    document = Document.from_text(ABSTRACT + " " + " ".join(rare))
+    rate = known_word_rate(document_words(document), summarizer.vocab)
+    assert 0.7 < rate < profile.known_word_rate_min, rate
+    assert summarizer.distances(document) == []
