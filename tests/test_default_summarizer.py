@@ -204,3 +204,24 @@ def test_an_abstract_with_more_rare_terms_than_any_dev_abstract_is_still_in_doma
     rate = known_word_rate(document_words(document), summarizer.vocab)
     assert 0.7 < rate < profile.known_word_rate_min, rate
     assert summarizer.distances(document) == []
+
+
+def test_the_cli_default_out_of_domain_writes_the_documents_own_sentences(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Through the runner (by section and whole): the summary is the document's sentences, not the bundled
+    model's, and the JSON carries the note."""
+    readme = tmp_path / "README.md"
+    plain = PROSE[:3]  # no inline markup, so a sentence's text is its source verbatim
+    body = "\n\n".join(f"## Part {i}\n\n{plain[i]} {plain[(i + 1) % 3]}" for i in range(3))
+    readme.write_text("# Tool\n\n" + body + "\n", encoding="utf-8")
+    source = readme.read_text(encoding="utf-8")
+    for by in ("section", "document"):
+        assert main(["summarize", str(readme), "--by", by, "--output-format", "json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert data["note"] and data["note"].startswith("Extractive summary"), by
+        assert data["summary"], by
+        for sentence in data["summary"]:
+            assert sentence["text"] in plain, (by, sentence["text"])
+            (cited,) = sentence["sources"]
+            assert source[cited["start"] : cited["end"]] == sentence["text"], by

@@ -325,14 +325,12 @@ def _run_by_section(job: Job, output: Path | None, resume: bool, max_words: int,
     """Summaries by section of a corpus to stdout (JSON lines, or text), or of files or a corpus to
     --output (JSONL: one object per line in the schema of ``--output-format json``), batch by batch."""
     from synopsis.cli.output import PredictionWriter
-    from synopsis.summarizers.sections import summarize_by_section
-
     offsets = [job.offsets.get(id(d)) for d in job.documents]
     writer = PredictionWriter(output, resume=resume) if output is not None else None
 
     def summarize_rows(rows: list[int], _: int) -> None:
-        results = summarize_by_section(
-            job.summarizer, [job.documents[i] for i in rows], [job.instructions[i] for i in rows],
+        results = job.summarizer.summarize_by_section(
+            [job.documents[i] for i in rows], [job.instructions[i] for i in rows],
             max_words=max_words, batch_size=job.batch_size, offsets=[offsets[i] for i in rows],
         )  # fmt: skip
         if writer is not None:

@@ -77,9 +77,7 @@ class DefaultSummarizer(Summarizer):
         summaries: list[str] = [""] * len(documents)
         notes = self.notes(documents)
         fits = [note is None for note in notes]
-        for i, note in enumerate(notes):
-            if note:  # by document the note has no place in the summary string: the front end shows the log
-                logger.warning("%s: %s", documents[i].id or f"document {i + 1}", note)
+        self._log_notes(documents, notes)
         for summarizer, wanted in ((self.bundled, True), (self.salient, False)):
             rows = [i for i, fit in enumerate(fits) if fit is wanted]
             if rows:
@@ -87,6 +85,14 @@ class DefaultSummarizer(Summarizer):
                 for row, summary in zip(rows, made, strict=True):
                     summaries[row] = summary
         return summaries
+
+    @staticmethod
+    def _log_notes(documents: Sequence[Document], notes: list[str | None]) -> None:
+        """Each note as a warning before the work starts, so a reader sees it first (the results carry it
+        too: :attr:`DocumentSummary.note`)."""
+        for i, note in enumerate(notes):
+            if note:
+                logger.warning("%s: %s", documents[i].id or f"document {i + 1}", note)
 
     def summarize_by_section(
         self,
@@ -102,6 +108,7 @@ class DefaultSummarizer(Summarizer):
         instructions = self._check_batch(documents, instructions)
         notes = self.notes(documents)
         fits = [note is None for note in notes]
+        self._log_notes(documents, notes)
         results: list[DocumentSummary | None] = [None] * len(documents)
         for summarizer, wanted in ((self.bundled, True), (self.salient, False)):
             rows = [i for i, fit in enumerate(fits) if fit is wanted]

@@ -40,7 +40,6 @@ from synopsis.summarizers.sections import (
     aligned_sentences,
     longer_than_input,
     section_sources,
-    summarize_by_section,
 )
 
 log = logging.getLogger(__name__)
@@ -246,8 +245,10 @@ class SummarizeRunner:
                 section_hook(index, instruction, section)
 
         begin = time.perf_counter()
-        (result,) = summarize_by_section(
-            self.summarizer, [parsed.document], None if instruction is None else [instruction],
+        # The summarizer's own method: a summarizer may route documents (the default sends documents outside
+        # its model's domain to salient sentences).
+        (result,) = self.summarizer.summarize_by_section(
+            [parsed.document], None if instruction is None else [instruction],
             max_words=self.max_words, batch_size=self.batch_size, offsets=[parsed.offsets],
             on_section=on_section, progress=hooks.progress, summarize_windows=self._summarize_windows,
             cancelled=hooks.cancelled,
