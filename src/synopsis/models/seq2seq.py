@@ -30,7 +30,6 @@ from transformers import (
 )
 
 from synopsis.checkpoint import CONFIG_FILE, check_finite_tensors, read_config
-from synopsis.config import DECODING_OPTIONS, DecodingOptions
 from synopsis.errors import CheckpointError, ConfigError, InputError
 from synopsis.models.hibrids import (
     SECTION_MARKER_KINDS,
@@ -50,15 +49,7 @@ WEIGHT_FILES = (
     "pytorch_model.bin",
     "pytorch_model.bin.index.json",
 )
-#: Decoding options users know from ``generate()`` (summarize's flags, a training config's ``generation``).
-GENERATION_OPTIONS = tuple(DECODING_OPTIONS)
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "spiece.model", "sentencepiece.bpe.model", "vocab.txt")
-
-
-def check_generation_options(options: dict[str, Any]) -> None:
-    """Refuse impossible decoding settings (unknown names, out-of-range values) naming the option: the one
-    check of :class:`synopsis.config.DecodingOptions`."""
-    DecodingOptions.from_mapping(options)
 
 
 def read_model_config(model_dir: str | Path) -> dict[str, Any]:
