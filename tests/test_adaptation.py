@@ -10,9 +10,11 @@ import torch
 from tiny_models import bart_config, t5_config
 from transformers import AutoConfig, BartForConditionalGeneration, T5ForConditionalGeneration
 
-from synopsis.models.adaptation import convert_from_base
-from synopsis.models.hibrids import HibridsBartConfig, HibridsBartForConditionalGeneration
-from synopsis.models.registry import MODEL_TYPES, checkpoint_type
+from synopsis.errors import CheckpointError
+from synopsis.models.adaptation import convert_from_base, method_tables
+from synopsis.models.hibrids import HibridsBartConfig, HibridsBartForConditionalGeneration, convert_to_hibrids
+from synopsis.models.instructsum import convert_to_instructsum
+from synopsis.models.registry import MODEL_TYPES, checkpoint_type, stacked_type
 
 
 @pytest.mark.parametrize("entry", ["import synopsis.models.seq2seq", "synopsis.models.register_methods()"])
@@ -100,3 +102,41 @@ def test_method_classes_are_named_registered_and_laid_out_as_their_base(tmp_path
         loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / config.model_type)
         assert type(loaded) is generation_class
         assert loaded.config.architectures == [generation_class.__name__]
+
+
+def test_which_methods_stack_is_read_off_the_registrys_composed_types() -> None:
+    """One list: every composed type is what stacking one of its methods on the rest gives, and a type the
+    table has no composition for is refused naming the families the method stacks on."""
+    for entry in MODEL_TYPES.values():
+        for method in entry.methods:
+            rest = [
+                t
+                for t in MODEL_TYPES.values()
+                if t.family == entry.family and t.methods == entry.methods - {method} and t.name != "mt5"
+            ]
+            assert rest
+            assert [stacked_type(t.name, method).name for t in rest] == [entry.name] * len(rest)
+    assert stacked_type("hibrids_bart", "hie_bart").name == "hibrids_hie_bart"
+    assert stacked_type("hie_bart", "hie_bart").name == "hie_bart"  # converted again with new settings
+    with pytest.raises(
+        CheckpointError, match="HIBRIDS needs a BART or T5 or LED checkpoint, this one is 'mt5'"
+    ):
+        stacked_type("mt5", "hibrids")
+    with pytest.raises(
+        CheckpointError, match="InstructSum needs a T5 checkpoint, this one is 'hibrids_bart'"
+    ):
+        stacked_type("hibrids_bart", "instructsum")
+
+
+def test_instructsum_on_a_hibrids_t5_is_the_composed_type_with_its_tables() -> None:
+    """The InstructSum converter finds the composition through the registry as HIBRIDS' does (before, it
+    built a plain InstructSum T5 that had no place for HIBRIDS' tables)."""
+    torch.manual_seed(0)
+    hibrids = convert_to_hibrids(T5ForConditionalGeneration(t5_config()))
+    for _, table in method_tables(hibrids):
+        torch.nn.init.normal_(table)
+    converted = convert_to_instructsum(hibrids)
+    assert converted.config.model_type == "instructsum_hibrids_t5"
+    assert {n: t.tolist() for n, t in method_tables(converted)} == {
+        n: t.tolist() for n, t in method_tables(hibrids)
+    }

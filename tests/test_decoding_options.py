@@ -5,6 +5,7 @@ the CLI and the service never check classes."""
 from __future__ import annotations
 
 import ast
+import json
 import math
 from pathlib import Path
 
@@ -41,20 +42,19 @@ def test_cli_flag_agrees_with_the_definition(name: str) -> None:
     param = _summarize_params()[option.flag]
     assert param.name == name and param.default is None
     assert param.help.startswith(option.help) and str(option.allowed) in param.help
-    with pytest.raises(typer.BadParameter, match=f"must be {option.allowed}"):
-        param.callback(None, param, math.nan)  # type: ignore[misc]
+    assert param.callback is None  # checked once, where the command builds its DecodingOptions
 
 
 @pytest.mark.parametrize("name", list(DECODING_OPTIONS))
 def test_service_field_agrees_with_the_definition(name: str) -> None:
     option = DECODING_OPTIONS[name]
     field = SummarizeOptions.model_json_schema()["properties"][name]
-    bounds = next(kind for kind in field["anyOf"] if kind["type"] != "null")
+    kind = next(kind for kind in field["anyOf"] if kind["type"] != "null")
     assert field["description"] == option.help
-    assert bounds["type"] == ("number" if option.type is float else "integer")
-    assert (bounds["minimum"], bounds["maximum"]) == (option.request_range.low, option.request_range.high)
+    assert kind["type"] == ("number" if option.type is float else "integer")
+    assert (field["minimum"], field["maximum"]) == (option.request_range.low, option.request_range.high)
     # a request may ask only for what the CLI allows
-    assert bounds["minimum"] in option.allowed and bounds["maximum"] in option.allowed
+    assert field["minimum"] in option.allowed and field["maximum"] in option.allowed
 
 
 def test_the_cli_and_the_service_offer_the_same_decoding_options() -> None:
@@ -109,14 +109,21 @@ def test_pointer_generator_with_options_shares_weights_and_keeps_its_own() -> No
         summarizer.with_options(k=2)
     info = summarizer.describe()
     assert (info.method, info.options, info.instructions, info.extractive) == (
-        "pointer-generator", tuple(DECODING_OPTIONS), False, False
+        "pointer-generator",
+        tuple(DECODING_OPTIONS),
+        False,
+        False,
     )
 
 
 def test_extractive_summarizers_describe_themselves() -> None:
     lead = load_summarizer("lead-2").describe()
     assert (lead.method, lead.description, lead.options, lead.extractive, lead.by_section) == (
-        "lead-2", "the first 2 sentences", (), True, True
+        "lead-2",
+        "the first 2 sentences",
+        (),
+        True,
+        True,
     )
     with pytest.raises(ConfigError, match="does not take option 'num_beams'"):
         load_summarizer("lead-2").with_options(num_beams=2)
@@ -159,3 +166,49 @@ def test_the_cli_and_the_service_never_check_a_summarizers_class(package: str) -
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance":
                 names = {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}
                 assert not names & summarizer_classes, f"{path}:{node.lineno}"
+
+
+BAD_DECODING = [
+    ({"num_beams": 0}, "--num-beams must be >= 1, got 0"),
+    ({"no_repeat_ngram_size": -1}, "--no-repeat-ngram-size must be >= 0, got -1"),
+    ({"length_penalty": math.inf}, "--length-penalty: must be a finite number, got inf"),
+    ({"min_length": 9, "max_length": 4}, "--min-length 9 is larger than --max-length 4"),
+]
+
+
+@pytest.mark.parametrize("options,message", BAD_DECODING)
+def test_a_bad_decoding_option_is_one_message_from_the_cli_the_api_and_the_library(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], options: dict, message: str
+) -> None:
+    """Checked once, where the value enters (building DecodingOptions); before, the CLI's parser callback,
+    the request schema's bounds and DecodingOptions each said it their own way."""
+    from fastapi.testclient import TestClient
+    from helpers.cli import run_cli
+
+    from synopsis.serve import ServeSettings, create_app
+    from synopsis.serve.registry import ModelRegistry
+
+    path = tmp_path / "doc.txt"
+    path.write_text(TEXT)
+    flags = [str(item) for name, value in options.items() for item in (DECODING_OPTIONS[name].flag, value)]
+    code, _, err = run_cli(capsys, "summarize", path, "--method", "pointer-generator", *flags)
+    assert code == 2 and err.strip().splitlines() == [f"error: {message}"]
+
+    registry = ModelRegistry()
+    registry.add(describe("pg", _tiny_pointer_generator()))
+    with TestClient(create_app(registry, ServeSettings(batch_window_ms=0))) as client:
+        body = json.dumps({"document": TEXT, "model": "pg", "options": options})  # inf as JSON's Infinity
+        response = client.post("/v1/summarize", content=body, headers={"content-type": "application/json"})
+    error = response.json()["error"]
+    assert response.status_code == 422 and error["message"] == message
+    assert error["field"] == f"options.{next(iter(options))}"
+
+    with pytest.raises(ConfigError) as library:
+        _tiny_pointer_generator().with_options(**options)
+    assert str(library.value) == message
+
+
+def test_a_request_may_ask_for_less_than_the_cli_allows() -> None:
+    assert DecodingOptions.from_mapping({"num_beams": 17}).num_beams == 17
+    with pytest.raises(ConfigError, match=r"--num-beams must be in \[1, 16\] in one request, got 17"):
+        DecodingOptions.from_mapping({"num_beams": 17}, request=True)

@@ -291,12 +291,12 @@ def test_one_sniffer_for_pasted_text_and_files(tmp_path: Path) -> None:
         (
             {"document": TEXT, "model": "echo", "options": {"num_beams": 0}},
             "options.num_beams",
-            "greater than or equal to 1",
+            "--num-beams must be >= 1, got 0",  # the message the CLI and the library give
         ),
         (
             {"document": TEXT, "model": "echo", "options": {"max_length": 0}},
             "options.max_length",
-            "greater than or equal to 1",
+            "--max-length must be >= 1, got 0",
         ),
         (
             {"document": TEXT, "model": "echo", "options": {"length_penalty": "x"}},

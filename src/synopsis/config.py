@@ -350,8 +350,12 @@ class DecodingOptions:
             raise ConfigError(f"--min-length {low} is larger than --max-length {high}")
 
     @classmethod
-    def from_mapping(cls, options: Mapping[str, Any] | None) -> DecodingOptions:
-        """Options by name (``None`` values: unset); an unknown name is a :class:`ConfigError` naming it."""
+    def from_mapping(cls, options: Mapping[str, Any] | None, *, request: bool = False) -> DecodingOptions:
+        """Options by name (``None`` values: unset); an unknown name is a :class:`ConfigError` naming it.
+
+        Where a value enters (the CLI's flags, a request's ``options``, a library call, a stored file), it is
+        checked here, once, with one message for one mistake. ``request``: also within the tighter bound one
+        HTTP request may ask for (``request_range``), after the range every caller shares."""
         options = dict(options or {})
         unknown = sorted(set(options) - set(DECODING_OPTIONS))
         if unknown:
@@ -361,7 +365,14 @@ class DecodingOptions:
         for name, value in options.items():
             if value is not None:
                 _check_type(value, DECODING_OPTIONS[name].type, DECODING_OPTIONS[name].flag)
-        return cls(**options)
+        checked = cls(**options)
+        for name, value in checked.given().items() if request else ():
+            limit = DECODING_OPTIONS[name].request_range
+            if value not in limit:
+                raise ConfigError(
+                    f"{DECODING_OPTIONS[name].flag} must be {limit} in one request, got {value!r}"
+                )
+        return checked
 
     def given(self) -> dict[str, Any]:
         """The options that are set, by name: keyword arguments of Hugging Face ``generate()``."""

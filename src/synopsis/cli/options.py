@@ -79,9 +79,14 @@ def dtype_option(help: str) -> Any:  # noqa: A002
 
 def decoding_option(name: str) -> Any:
     """The flag of one decoding option (``--num-beams``, ...): its name, range and help come from the one
-    definition the service's request schema shares (:data:`synopsis.config.DECODING_OPTIONS`)."""
+    definition the service's request schema shares (:data:`synopsis.config.DECODING_OPTIONS`). The range is
+    shown in ``--help`` and checked where the command builds its :class:`~synopsis.config.DecodingOptions`
+    (one message for the CLI, the service and the library), not by a parser callback."""
+    from rich.markup import escape  # typer renders help as rich markup: "[1, 16]" would vanish
+
     option = DECODING_OPTIONS[name]
-    return ranged(None, option.flag, allowed=option.allowed, help=f"{option.help} {NEURAL_DEFAULT}")
+    described = f"{option.help} {NEURAL_DEFAULT} {escape(f'[{option.allowed}]')}"
+    return typer.Option(None, option.flag, help=described)
 
 
 def set_torch_threads(threads: int | None) -> None:

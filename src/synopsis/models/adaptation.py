@@ -15,7 +15,9 @@ swapped for subclasses, plus a few tables of its own. The pieces every such meth
   ``AutoModelForSeq2SeqLM``, so ``from_pretrained`` of a saved checkpoint rebuilds the method's model.
   Each method module calls it at import; importing :mod:`synopsis.models` imports them all.
 * :func:`convert_from_base`: a loaded checkpoint as the method's model, every weight copied and the new
-  tables zero, so the result computes exactly what the source computes until it is trained.
+  tables zero, so the result computes exactly what the source computes until it is trained;
+  :func:`stack_method` converts to the type the registry says a method makes of the checkpoint's type
+  (:func:`synopsis.models.registry.stacked_type`): a method stacked on another needs no converter of its own.
 """
 
 from __future__ import annotations
@@ -29,6 +31,10 @@ import torch
 from torch import nn
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, PreTrainedConfig, PreTrainedModel
 from transformers import initialization as init
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+from transformers.models.auto.modeling_auto import MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING
+
+from synopsis.models.registry import stacked_type
 
 logger = logging.getLogger(__name__)
 
@@ -149,3 +155,24 @@ def convert_from_base(model: PreTrainedModel, model_class: type, config: PreTrai
         type(model).__name__, model_class.__name__, sum(p.numel() for n, p in tables if n in missing),
     )  # fmt: skip
     return converted
+
+
+def stack_method(model: PreTrainedModel, method: str, **settings: Any) -> PreTrainedModel:
+    """``model`` with ``method`` stacked on it (:func:`convert_from_base`): the type the registry names
+    (:func:`~synopsis.models.registry.stacked_type`, e.g. HIBRIDS on a Hie-BART is ``hibrids_hie_bart``), its
+    config every setting of ``model``'s plus ``settings``, its classes the ones registered with the Auto
+    classes. A type that carries ``method`` already is converted again with the new settings, its tables kept.
+
+    Refuses a type the method does not stack on (:class:`~synopsis.errors.CheckpointError`) and a model that
+    is not its config type's class (ValueError).
+    """
+    from synopsis.models import register_methods
+
+    register_methods()  # the target's classes register when their module is imported
+    target = stacked_type(model.config, method)
+    source_class = MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING[type(model.config)]
+    if not isinstance(model, source_class):
+        raise ValueError(f"expected a {source_class.__name__}, got {type(model).__name__}")
+    config_class = CONFIG_MAPPING[target.name]
+    config = config_class.from_base(model.config, **settings)
+    return convert_from_base(model, MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING[config_class], config)

@@ -28,7 +28,8 @@ per forward pass and hands it to every layer as keyword arguments. Because the m
 Methods stack on Hie-BART at the attention: :class:`HieBartAttention` takes an optional ``attention_bias``,
 an additive per-head term on the word heads' scores, and :class:`HieBartEncoder` builds its layers'
 attention from ``self_attention_class``; HIBRIDS on Hie-BART (:mod:`synopsis.models.hibrids.hie_bart`)
-uses both. Config, init and registration come from :mod:`synopsis.models.adaptation`.
+uses both. Config, init, registration and conversion (:func:`convert_to_hie_bart`) come from
+:mod:`synopsis.models.adaptation`.
 """
 
 from __future__ import annotations
@@ -39,12 +40,12 @@ import torch
 from huggingface_hub.dataclasses import strict
 from torch import nn
 from torch.nn import functional as F
-from transformers import BartConfig
+from transformers import BartConfig, PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutput
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.bart.modeling_bart import BartEncoder, eager_attention_forward
 
-from synopsis.models.adaptation import AdaptedModel, DerivedConfig
+from synopsis.models.adaptation import AdaptedModel, DerivedConfig, stack_method
 from synopsis.models.bases import (
     AdaptedBartForConditionalGeneration,
     AdaptedBartModel,
@@ -270,3 +271,14 @@ HieBartModel, HieBartForConditionalGeneration = method_classes(
     "BART with Hie-BART's sentence-level heads in the encoder self-attention.",
     encoder_class=HieBartEncoder,
 )
+
+
+def convert_to_hie_bart(
+    model: PreTrainedModel, *, word_heads: int, sentence_start_token: str = DEFAULT_SENTENCE_START_TOKEN
+) -> PreTrainedModel:
+    """A BART (stock, Hie-BART or with other methods stacked: HIBRIDS gives ``hibrids_hie_bart``, its tables
+    kept) with ``word_heads`` word-level heads and the rest sentence-level: the same weights, so with every
+    head word-level it computes what ``model`` computes. Bad settings are a ValueError of
+    :class:`HieBartConfig`; the sentence-start token's id is set with the tokenizer
+    (:func:`synopsis.models.seq2seq.add_sentence_start_token`)."""
+    return stack_method(model, "hie_bart", word_heads=word_heads, sentence_start_token=sentence_start_token)

@@ -2,7 +2,8 @@
 
 A checkpoint's ``config.json`` names its ``model_type``; everything that depends on it (which inputs the
 model reads, the task prefix, which conversions apply, how long a source may be) is looked up here, so no
-other module keeps a list of model types. Pure data: importing it builds no model.
+other module keeps a list of model types. The entries that carry several methods are also the one list of
+which methods stack on which (:func:`stacked_type`). Pure data: importing it builds no model.
 """
 
 from __future__ import annotations
@@ -11,12 +12,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from synopsis.errors import CheckpointError
+
 #: The model type of InstructSum's T5 (Nishida et al.), whose encoder reads ``segment_ids``.
 INSTRUCTSUM_MODEL_TYPE = "instructsum_t5"
 #: Batch-record fields a HIBRIDS model reads (Cao & Wang, 2022).
 SECTION_INPUTS = ("section_ids", "section_relations")
 #: Batch-record field InstructSum's block mask reads.
 SEGMENT_INPUTS = ("segment_ids",)
+#: The methods a checkpoint type may carry, as their papers name them.
+METHOD_NAMES = {"hie_bart": "Hie-BART", "hibrids": "HIBRIDS", "instructsum": "InstructSum"}
 
 
 @dataclass(frozen=True)
@@ -100,3 +105,30 @@ def is_family(config: Any, family: str, *, stock: bool | None = None) -> bool:
 
 #: HIBRIDS checkpoint types (derived from the table).
 HIBRIDS_MODEL_TYPES = model_types(lambda t: t.hibrids)
+
+
+def _stacks_on(source: CheckpointType, method: str) -> CheckpointType | None:
+    # methods attach to the family's own classes: a stock type of another name (mT5) takes none
+    if source.stock and source.name != source.family:
+        return None
+    methods = source.methods | {method}
+    return next((t for t in MODEL_TYPES.values() if t.family == source.family and t.methods == methods), None)
+
+
+def stacked_type(config: Any, method: str) -> CheckpointType:
+    """The type a checkpoint of ``config``'s type becomes with ``method`` stacked on it: the entry of the same
+    family that carries the source's methods plus ``method`` (the source's own type when it carries it
+    already). Which methods stack on which is read off the composed entries of :data:`MODEL_TYPES` alone.
+
+    Refuses (:class:`~synopsis.errors.CheckpointError`, naming the families it stacks on) a type without one.
+    """
+    source = checkpoint_type(config)
+    target = _stacks_on(source, method) if source is not None else None
+    if target is None:
+        families = dict.fromkeys(t.family for t in MODEL_TYPES.values() if _stacks_on(t, method) is not None)
+        name = config if isinstance(config, str) else getattr(config, "model_type", None)
+        raise CheckpointError(
+            f"{METHOD_NAMES[method]} needs a {' or '.join(f.upper() for f in families)} checkpoint, "
+            f"this one is {name!r}"
+        )
+    return target

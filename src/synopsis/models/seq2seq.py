@@ -30,26 +30,16 @@ from transformers import (
 )
 
 from synopsis.checkpoint import CONFIG_FILE, check_finite_tensors, read_config
-from synopsis.config import DECODING_OPTIONS, DecodingOptions
 from synopsis.errors import CheckpointError, ConfigError, InputError
-from synopsis.models.adaptation import convert_from_base
 from synopsis.models.hibrids import (
     SECTION_MARKER_KINDS,
-    HibridsHieBartConfig,
-    HibridsHieBartForConditionalGeneration,
-    InstructSumHibridsT5Config,
-    InstructSumHibridsT5ForConditionalGeneration,
     add_qs_tokens,
     add_section_tokens,
     convert_to_hibrids,
 )
-from synopsis.models.hie_bart import (
-    DEFAULT_SENTENCE_START_TOKEN,
-    HieBartConfig,
-    HieBartForConditionalGeneration,
-)
+from synopsis.models.hie_bart import DEFAULT_SENTENCE_START_TOKEN, HieBartConfig, convert_to_hie_bart
 from synopsis.models.instructsum import convert_to_instructsum
-from synopsis.models.registry import SUPPORTED_MODEL_TYPES, checkpoint_type, is_family, is_hibrids
+from synopsis.models.registry import SUPPORTED_MODEL_TYPES, stacked_type
 
 logger = logging.getLogger(__name__)
 
@@ -59,15 +49,7 @@ WEIGHT_FILES = (
     "pytorch_model.bin",
     "pytorch_model.bin.index.json",
 )
-#: Decoding options users know from ``generate()`` (summarize's flags, a training config's ``generation``).
-GENERATION_OPTIONS = tuple(DECODING_OPTIONS)
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "spiece.model", "sentencepiece.bpe.model", "vocab.txt")
-
-
-def check_generation_options(options: dict[str, Any]) -> None:
-    """Refuse impossible decoding settings (unknown names, out-of-range values) naming the option: the one
-    check of :class:`synopsis.config.DecodingOptions`."""
-    DecodingOptions.from_mapping(options)
 
 
 def read_model_config(model_dir: str | Path) -> dict[str, Any]:
@@ -237,40 +219,27 @@ def convert_hie_bart(
     word_heads: int,
     sentence_start_token: str = DEFAULT_SENTENCE_START_TOKEN,
 ) -> PreTrainedModel:
-    """A stock BART (or Hie-BART) as Hie-BART with ``word_heads`` word-level heads: the same weights.
-    A HIBRIDS BART becomes HIBRIDS on Hie-BART (``hibrids_hie_bart``), its tables kept.
+    """A BART (stock, Hie-BART or HIBRIDS: :func:`~synopsis.models.hie_bart.convert_to_hie_bart`) as
+    Hie-BART with ``word_heads`` word-level heads: the same weights.
 
     ``sentence_start_token``: BART's ``<s>`` (the paper's) or a new token (e.g. ``<sent>``, added to the
     tokenizer and the embeddings when there are sentence heads)."""
-    if not is_family(model.config, "bart"):
-        raise CheckpointError(f"Hie-BART needs a BART checkpoint, this one is {model.config.model_type!r}")
+    stacked_type(model.config, "hie_bart")  # a one-line refusal before reading BART's settings
     heads = model.config.encoder_attention_heads
     if not 1 <= word_heads <= heads:
         raise ConfigError(f"word_heads must be in 1..{heads} (the model's encoder heads), got {word_heads}")
     if not sentence_start_token.strip():
         raise ConfigError("sentence_start_token must be a token, got an empty string")
-    config_class, model_class = HieBartConfig, HieBartForConditionalGeneration
-    if is_hibrids(model.config):  # the methods compose: the biases stay on
-        config_class, model_class = HibridsHieBartConfig, HibridsHieBartForConditionalGeneration
-    config = config_class.from_base(
-        model.config, word_heads=word_heads, sentence_start_token=sentence_start_token
-    )
-    converted = convert_from_base(model, model_class, config)
-    if config.sentence_heads > 0:
+    converted = convert_to_hie_bart(model, word_heads=word_heads, sentence_start_token=sentence_start_token)
+    if converted.config.sentence_heads > 0:
         add_sentence_start_token(converted, tokenizer)
     return converted
 
 
 def convert_instructsum(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> PreTrainedModel:
-    """A T5 whose encoder reads instructions with InstructSum's block mask: the same weights. A HIBRIDS T5
-    becomes HIBRIDS on InstructSum (``instructsum_hibrids_t5``), its tables kept. Through
+    """A T5 whose encoder reads instructions with InstructSum's block mask: the same weights (a HIBRIDS T5
+    keeps its tables: :func:`~synopsis.models.instructsum.convert_to_instructsum`). Through
     :func:`convert_seq2seq` its generation config gets the paper's decoding (:data:`METHOD_DECODING`)."""
-    entry = checkpoint_type(model.config)
-    if entry is None or entry.family != "t5" or not entry.methods <= {"instructsum", "hibrids"}:
-        raise CheckpointError(f"InstructSum needs a T5 checkpoint, this one is {model.config.model_type!r}")
-    if entry.hibrids:  # the methods compose: the biases stay on
-        config = InstructSumHibridsT5Config.from_base(model.config)
-        return convert_from_base(model, InstructSumHibridsT5ForConditionalGeneration, config)
     return convert_to_instructsum(model)
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from synopsis.config import DECODING_OPTIONS, DecodingOptions
 from synopsis.document import Document
 from synopsis.errors import ConfigError, SynopsisError
 from synopsis.summarizers import Summarizer, load_summarizer
@@ -74,6 +75,12 @@ class ModelEntry:
         Raises :class:`OptionError` for an option this model does not take, or a combination it refuses
         (the message names the option); the caller reports it as a 422.
         """
+        try:  # the values first, as the CLI checks them before it loads a model
+            DecodingOptions.from_mapping(
+                {name: value for name, value in options.items() if name in DECODING_OPTIONS}, request=True
+            )
+        except ConfigError as err:
+            raise OptionError(_named_option(options, err), str(err)) from None
         unsupported = [name for name in options if name not in self.options]
         if unsupported:
             takes = ", ".join(self.options) or "none"
@@ -84,9 +91,8 @@ class ModelEntry:
         try:
             return self.summarizer.with_options(**options)
         except (ValueError, ConfigError) as err:
-            # Cross-field problems (min_length > max_length, also against the model's own defaults).
-            named = [name for name in options if name in str(err)]  # the option the message is about
-            raise OptionError((named or list(options))[0], str(err)) from None
+            # A cross-field problem (min_length > max_length, also against the model's own defaults).
+            raise OptionError(_named_option(options, err), str(err)) from None
 
     def public(self) -> dict[str, Any]:
         return {
@@ -97,6 +103,13 @@ class ModelEntry:
             "options": list(self.options),
             "source": self.source,
         }
+
+
+def _named_option(options: Mapping[str, Any], err: Exception) -> str:
+    """The option an error's message is about, by name or by flag (DecodingOptions names the CLI's flag)."""
+    message = str(err)
+    flags = {name: DECODING_OPTIONS[name].flag if name in DECODING_OPTIONS else name for name in options}
+    return next((name for name in options if name in message or flags[name] in message), next(iter(options)))
 
 
 class OptionError(ConfigError):

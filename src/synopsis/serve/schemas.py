@@ -37,12 +37,15 @@ Text = Annotated[str, AfterValidator(_encodable)]
 
 
 def _decoding_field(name: str) -> Any:
-    """A request field for the decoding option ``name`` (:data:`synopsis.config.DECODING_OPTIONS`): within
-    its per-request bounds, described by its help text; floats are finite."""
+    """A request field for the decoding option ``name`` (:data:`synopsis.config.DECODING_OPTIONS`), described
+    by its help text. Its per-request bounds are in the OpenAPI schema; they are checked where the request's
+    :class:`~synopsis.config.DecodingOptions` is built (``from_mapping(request=True)``), so a bad value gets
+    the one message the CLI and the library give."""
     option = DECODING_OPTIONS[name]
     bounds = option.request_range
-    finite = {"allow_inf_nan": False} if option.type is float else {}
-    return Field(None, ge=bounds.low, le=bounds.high, description=option.help, **finite)
+    return Field(
+        None, description=option.help, json_schema_extra={"minimum": bounds.low, "maximum": bounds.high}
+    )
 
 
 class SummarizeOptions(_Strict):

@@ -48,6 +48,7 @@ from synopsis.config import (
     HARDWARE,
     NON_NEGATIVE,
     POSITIVE,
+    DecodingOptions,
     ForHardware,
     Range,
     to_dict,
@@ -58,7 +59,6 @@ from synopsis.io import open_for_atomic_write, write_directory_atomically, write
 from synopsis.models.inputs import Seq2SeqInputs, SourceEncoding
 from synopsis.models.seq2seq import (
     CONVERTERS,
-    check_generation_options,
     convert_seq2seq,
     enable_gradient_checkpointing,
     load_seq2seq,
@@ -153,7 +153,7 @@ class Seq2SeqTrainConfig(ForHardware):
             raise ValueError(
                 f"convert.method must be one of {', '.join(CONVERTERS)}, got {self.convert.get('method')!r}"
             )
-        check_generation_options(self.generation or {})
+        DecodingOptions.from_mapping(self.generation)  # where a config's decoding enters: the one check
         if (form := self.label_smoothing_form) not in LABEL_SMOOTHING_FORMS:
             raise ValueError(f"label_smoothing_form must be 'others' or 'uniform', got {form!r}")
 

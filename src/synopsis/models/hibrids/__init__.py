@@ -88,7 +88,7 @@ from synopsis.models.hibrids.bias import (
     window_bias,
     window_index,
 )
-from synopsis.models.hibrids.conversion import HIBRIDS_FAMILIES, convert_to_hibrids
+from synopsis.models.hibrids.conversion import convert_to_hibrids
 from synopsis.models.hibrids.hie_bart import (
     HibridsHieBartAttention,
     HibridsHieBartConfig,
@@ -141,7 +141,6 @@ __all__ = [
     "FULL_INDEX",
     "FULL_OTHER_BUCKET",
     "FULL_RELATIONS",
-    "HIBRIDS_FAMILIES",
     "MAX_PATH_LENGTH",
     "OUTSIDE_NODES",
     "QUESTION_NODE",

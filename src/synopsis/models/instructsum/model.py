@@ -12,12 +12,12 @@ from typing import Any, Literal
 
 import torch
 from huggingface_hub.dataclasses import strict
-from transformers import AutoConfig, AutoModelForSeq2SeqLM, T5Config, T5ForConditionalGeneration
+from transformers import AutoConfig, AutoModelForSeq2SeqLM, PreTrainedModel, T5Config
 from transformers.modeling_outputs import BaseModelOutput
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.t5.modeling_t5 import T5Attention, T5Stack, eager_attention_forward
 
-from synopsis.models.adaptation import AdaptedModel, DerivedConfig, convert_from_base
+from synopsis.models.adaptation import AdaptedModel, DerivedConfig, stack_method
 from synopsis.models.bases import AdaptedT5ForConditionalGeneration
 from synopsis.models.instructsum.prompts import INSTRUCTION_SEGMENT, SOURCE_SEGMENT
 
@@ -282,18 +282,16 @@ class InstructSumT5ForConditionalGeneration(AdaptedT5ForConditionalGeneration):
         return super().forward(attention_mask=attention_mask, encoder_outputs=encoder_outputs, **kwargs)
 
 
-def convert_to_instructsum(model: T5ForConditionalGeneration) -> InstructSumT5ForConditionalGeneration:
+def convert_to_instructsum(model: PreTrainedModel) -> InstructSumT5ForConditionalGeneration:
     """The same weights in an InstructSum model (no new parameters); returns ``model`` if it already is one.
+    A HIBRIDS T5 becomes HIBRIDS on InstructSum (``instructsum_hibrids_t5``), its tables kept.
 
     The new model is on ``model``'s device and dtype, in its train/eval mode; ``synopsis convert`` (through
     ``synopsis.models.seq2seq.convert_seq2seq``) gives it the source's generation settings.
     """
     if isinstance(model, InstructSumT5ForConditionalGeneration):
         return model
-    if not isinstance(model, T5ForConditionalGeneration):
-        raise TypeError(f"InstructSum converts a T5ForConditionalGeneration, got {type(model).__name__}")
-    config = InstructSumT5Config.from_base(model.config)
-    return convert_from_base(model, InstructSumT5ForConditionalGeneration, config)
+    return stack_method(model, "instructsum")
 
 
 def is_instructsum(model: Any) -> bool:
