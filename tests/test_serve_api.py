@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from helpers.fakes import FakeSummarizer
+from helpers.fakes import FakeSummarizer, fake_gpus
 from helpers.server import wait_for
 
 from synopsis.data.readers import sniff_format
@@ -665,12 +665,10 @@ def test_every_model_of_the_registry_computes_on_the_device_health_and_models_sa
 def test_serve_refuses_an_unusable_device_or_dtype_in_one_line_before_loading(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import torch
-
     import synopsis.serve.registry
     from synopsis.cli import main
 
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    fake_gpus(monkeypatch, 0)
     loaded: list[object] = []
     monkeypatch.setattr(synopsis.serve.registry, "load_summarizer", lambda *a, **k: loaded.append(k))
     assert main(["serve", "--device", "cuda:7"]) == 2
@@ -689,9 +687,7 @@ def test_serve_auto_places_the_models_on_the_gpu_torch_sees_with_the_dtype(
     import synopsis.serve.registry
     from synopsis.serve import build_registry
 
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    fake_gpus(monkeypatch, 1)
     asked: list[tuple[Any, Any, Any]] = []
 
     def recording(method: Any = None, model: Any = None, **kwargs: Any) -> Any:

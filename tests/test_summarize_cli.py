@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from helpers.cli import run_cli
+from helpers.fakes import fake_gpus
 
 from synopsis.cli import main
 from synopsis.data.example import Example, write_examples
@@ -119,18 +120,10 @@ def test_corpus_with_a_very_short_document_is_summarized_with_a_one_line_warning
 NO_GPU = "torch sees no CUDA GPU on this machine; use --device cpu or auto"
 
 
-def _fake_gpus(monkeypatch: pytest.MonkeyPatch, count: int) -> None:
-    import torch
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: count > 0)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-
-
 def test_a_gpu_torch_does_not_see_is_a_one_line_error_before_anything_loads(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _fake_gpus(monkeypatch, 0)
+    fake_gpus(monkeypatch, 0)
     doc = tmp_path / "doc.txt"
     doc.write_text(TEXT)
     corpus = ["summarize", str(tmp_path / "corpus.jsonl"), "--corpus", "jsonl"]
@@ -161,7 +154,7 @@ def test_the_options_reach_load_summarizer_and_auto_picks_the_gpu_torch_sees(
     import synopsis.summarizers
     from synopsis.summarizers.extractive import LeadSummarizer
 
-    _fake_gpus(monkeypatch, 2)
+    fake_gpus(monkeypatch, 2)
     asked: list[dict[str, object]] = []
 
     def recording(*args: object, **kwargs: object) -> LeadSummarizer:
@@ -194,7 +187,7 @@ def test_a_launch_of_n_processes_keeps_one_gpu_per_process(monkeypatch: pytest.M
     from synopsis.errors import InputError
     from synopsis.sharding import Shard
 
-    _fake_gpus(monkeypatch, 2)
+    fake_gpus(monkeypatch, 2)
     second = Shard(1, 2, torch.device("cuda", 1))  # the launcher's GPU of process 1
     assert process_device("auto", second) == process_device("cuda", second) == torch.device("cuda", 1)
     assert process_device("cpu", second) == torch.device("cpu")
