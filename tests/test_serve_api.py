@@ -679,6 +679,28 @@ def test_serve_refuses_an_unusable_device_or_dtype_in_one_line_before_loading(
     assert loaded == []
 
 
+def test_each_worker_places_its_models_on_the_device_and_dtype_serve_was_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``serve --workers N``: the configuration travels in the environment to every worker's registry."""
+    import synopsis.serve.registry
+    from synopsis.serve.app import CONFIG_ENV, create_app_from_env
+
+    built: list[dict[str, Any]] = []
+
+    def recording(models: Any, **kwargs: Any) -> ModelRegistry:
+        built.append(kwargs)
+        registry = ModelRegistry()
+        registry.add(describe("lead-3", load_summarizer("lead-3")))
+        return registry
+
+    monkeypatch.setattr(synopsis.serve.registry, "build_registry", recording)
+    config = {"models": {}, "builtin": True, "device": "cuda:1", "dtype": "bf16", "settings": {}}
+    monkeypatch.setenv(CONFIG_ENV, json.dumps(config))
+    create_app_from_env()
+    assert (built[0]["device"], built[0]["dtype"]) == ("cuda:1", "bf16")
+
+
 def test_serve_auto_places_the_models_on_the_gpu_torch_sees_with_the_dtype(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
