@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from helpers.documents import LONG_README
 from tiny_models import save_tiny_t5
 
 from synopsis.cli import main
@@ -115,3 +116,30 @@ def test_cli_and_api_agree(
         for sentence in record["summary"]:
             for source in sentence["sources"]:  # offsets into the file, which is the pasted text
                 assert INPUTS[name][source["start"] : source["end"]].split() == source["text"].split()
+
+
+@pytest.mark.parametrize("by", ["auto", "document"])
+def test_the_default_models_note_is_the_same_through_cli_and_api_plain_and_streamed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], client: TestClient, by: str
+) -> None:
+    """Out of its domain (a long README) the default summarizes with salient sentences and one note, which
+    the API's summary items carry in ``structured.note`` as the CLI's JSON does in ``note``."""
+    path = tmp_path / "README.md"
+    path.write_text(LONG_README)
+    (record,) = _cli(capsys, str(path), "--by", by)
+    assert record["note"] and record["note"].startswith("Extractive summary")
+
+    body = {"document": LONG_README, "model": "default", "by": by}
+    answer = client.post("/v1/summarize", json=body)
+    assert answer.status_code == 200, answer.text
+    (item,) = answer.json()["summaries"]
+    assert _comparable(item["structured"]) == _comparable(record)  # the note included
+
+    streamed = client.post("/v1/summarize", json={**body, "stream": True})
+    events = [json.loads(line) for line in streamed.text.splitlines()]
+    (summary,) = [event for event in events if event["event"] == "summary"]
+    assert summary["structured"]["note"] == record["note"]
+    (done,) = [event for event in events if event["event"] == "done"]
+    assert done["response"]["summaries"][0]["structured"]["note"] == record["note"]
+    documented = client.get("/openapi.json").json()["components"]["schemas"]["StructuredSummary"]
+    assert "description" in documented["properties"]["note"]

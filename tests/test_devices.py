@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import torch
+from helpers.fakes import fake_gpus
 
 from synopsis.document import Document
 from synopsis.errors import InputError
@@ -20,16 +21,10 @@ from synopsis.sharding import compute_device, resolve_device
 META = torch.device("meta")
 
 
-def _fake_gpus(monkeypatch: pytest.MonkeyPatch, count: int) -> None:
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: count > 0)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-
-
 def test_auto_is_a_gpu_when_torch_sees_one_else_the_cpu(monkeypatch) -> None:
-    _fake_gpus(monkeypatch, 0)
+    fake_gpus(monkeypatch, 0)
     assert resolve_device("auto") == resolve_device(None) == resolve_device("CPU") == torch.device("cpu")
-    _fake_gpus(monkeypatch, 2)
+    fake_gpus(monkeypatch, 2)
     assert resolve_device("auto") == resolve_device("cuda") == torch.device("cuda", 0)
     assert resolve_device("cuda:1") == torch.device("cuda", 1)
     assert resolve_device(META) == META  # a torch.device is taken as it is
@@ -40,7 +35,7 @@ def test_auto_is_a_gpu_when_torch_sees_one_else_the_cpu(monkeypatch) -> None:
 
 
 def test_a_launch_keeps_one_gpu_per_process(monkeypatch) -> None:
-    _fake_gpus(monkeypatch, 2)
+    fake_gpus(monkeypatch, 2)
     monkeypatch.setenv("WORLD_SIZE", "4")
     for rank, gpu in ((0, 0), (1, 1), (3, 1)):
         monkeypatch.setenv("LOCAL_RANK", str(rank))
@@ -59,7 +54,7 @@ def test_a_launch_keeps_one_gpu_per_process(monkeypatch) -> None:
 def test_an_unusable_device_is_a_one_line_input_error(
     monkeypatch: pytest.MonkeyPatch, spec: str, gpus: int, message: str
 ) -> None:
-    _fake_gpus(monkeypatch, gpus)
+    fake_gpus(monkeypatch, gpus)
     with pytest.raises(InputError) as caught:
         resolve_device(spec)
     assert str(caught.value).startswith(message) and "\n" not in str(caught.value)
@@ -70,7 +65,7 @@ def test_an_unusable_device_is_a_one_line_input_error(
 def test_load_summarizer_refuses_an_unusable_device_before_reading_weights(monkeypatch, tmp_path) -> None:
     from synopsis.summarizers import load_summarizer
 
-    _fake_gpus(monkeypatch, 0)
+    fake_gpus(monkeypatch, 0)
     with pytest.raises(InputError, match="torch sees no CUDA GPU"):
         load_summarizer("pointer-generator", device="cuda")
     with pytest.raises(InputError, match="torch sees no CUDA GPU"):
@@ -239,7 +234,7 @@ def test_trainers_compute_where_device_says(monkeypatch) -> None:
 def test_experiment_device_and_dtype_are_checked_before_any_work(monkeypatch, tmp_path, capsys) -> None:
     from synopsis.cli import main
 
-    _fake_gpus(monkeypatch, 0)
+    fake_gpus(monkeypatch, 0)
     out = tmp_path / "out"
     assert main(["experiment", "hibrids", "--device", "cuda", "-o", str(out), "--data", str(tmp_path)]) == 2
     assert main(["experiment", "instructsum", "--dtype", "fp64", "-o", str(out)]) == 2

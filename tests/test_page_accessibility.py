@@ -11,6 +11,7 @@ import test_serve_browser
 
 # The browser fixtures (a real uvicorn server and Debian's Chromium); the module skips where they are absent.
 browser, page, server_url = test_serve_browser.browser, test_serve_browser.page, test_serve_browser.server_url
+default_server_url = test_serve_browser.default_server_url
 sync_api = test_serve_browser.sync_api
 axe_package = pytest.importorskip("axe_playwright_python", reason="pip install axe-playwright-python")
 AXE_SCRIPT = (Path(axe_package.__file__).parent / "axe.min.js").read_text(encoding="utf-8")
@@ -57,3 +58,21 @@ def test_the_page_has_a_favicon_and_favicon_ico_is_served(page: Any, server_url:
             assert response.status == 200
             assert response.headers["content-type"].startswith("image/svg+xml")
             assert b"<svg" in response.read()
+
+
+def test_the_page_with_the_default_models_note_and_the_device_has_no_serious_axe_violation(
+    browser: Any, default_server_url: str
+) -> None:
+    expect = sync_api.expect
+    context = browser.new_context()
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    try:
+        page.goto(default_server_url + "/")
+        expect(page.get_by_test_id("device")).to_have_text("Models compute on cpu")
+        page.get_by_test_id("document").fill(test_serve_browser.LONG_README)
+        page.get_by_test_id("submit").click()
+        expect(page.get_by_test_id("summary-note")).to_have_count(1)
+        assert serious_violations(page) == []
+    finally:
+        context.close()

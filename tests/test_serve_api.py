@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from helpers.fakes import FakeSummarizer
+from helpers.fakes import FakeSummarizer, fake_gpus
 from helpers.server import wait_for
 
 from synopsis.data.readers import sniff_format
@@ -143,6 +143,7 @@ def test_health_reports_models_and_pool(client: TestClient) -> None:
     body = client.get("/health").json()
     assert body["status"] == "ok"
     assert body["models"] == 4
+    assert body["device"] == "cpu"  # the fakes have no weights: they compute on the CPU
     assert body["pool"] == {"threads": 2, "queue_size": 64, "running": 0, "waiting": 0}
 
 
@@ -158,6 +159,8 @@ def test_models_lists_names_options_and_instruction_support(client: TestClient) 
         "instructions": False,
         "options": [],
         "source": "builtin",
+        "device": None,  # no weights: nothing to place
+        "dtype": None,
     }
     assert by_name["echo"]["instructions"] is True and by_name["echo"]["options"] == ["k"]
 
@@ -639,6 +642,87 @@ def test_the_service_does_not_import_the_cli() -> None:
 
 
 # ----------------------------------------------------------------------------- the real models
+@pytest.mark.slow
+def test_every_model_of_the_registry_computes_on_the_device_health_and_models_say_it() -> None:
+    import torch
+
+    from synopsis.serve import build_registry
+    from synopsis.summarizers.pointer_generator import bundled_model_dir
+
+    meta = torch.device("meta")  # shapes only: where every model was placed, without a GPU
+    registry = build_registry({"mine": bundled_model_dir()}, warm_up=False, device=meta)
+    neural = {entry.name: entry.summarizer.device for entry in registry if not entry.extractive}
+    assert neural == {"default": meta, "pointer-generator": meta, "mine": meta}
+    with TestClient(create_app(registry, ServeSettings())) as test_client:
+        assert test_client.get("/health").json()["device"] == "meta"
+        listed = test_client.get("/v1/models").json()["models"]
+    models = {m["name"]: (m["device"], m["dtype"]) for m in listed}
+    assert models["mine"] == ("meta", "float32") and models["lead-3"] == (None, None)
+    schema = create_app(registry, ServeSettings()).openapi()["components"]["schemas"]
+    assert "device" in schema["HealthResponse"]["required"]
+
+
+def test_serve_refuses_an_unusable_device_or_dtype_in_one_line_before_loading(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import synopsis.serve.registry
+    from synopsis.cli import main
+
+    fake_gpus(monkeypatch, 0)
+    loaded: list[object] = []
+    monkeypatch.setattr(synopsis.serve.registry, "load_summarizer", lambda *a, **k: loaded.append(k))
+    assert main(["serve", "--device", "cuda:7"]) == 2
+    err = capsys.readouterr().err
+    assert err == "error: --device cuda:7: torch sees no CUDA GPU on this machine; use --device cpu or auto\n"
+    assert main(["serve", "--dtype", "fp64"]) == 2
+    assert "fp32, bf16, fp16" in capsys.readouterr().err
+    assert loaded == []
+
+
+def test_each_worker_places_its_models_on_the_device_and_dtype_serve_was_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``serve --workers N``: the configuration travels in the environment to every worker's registry."""
+    import synopsis.serve.registry
+    from synopsis.serve.app import CONFIG_ENV, create_app_from_env
+
+    built: list[dict[str, Any]] = []
+
+    def recording(models: Any, **kwargs: Any) -> ModelRegistry:
+        built.append(kwargs)
+        registry = ModelRegistry()
+        registry.add(describe("lead-3", load_summarizer("lead-3")))
+        return registry
+
+    monkeypatch.setattr(synopsis.serve.registry, "build_registry", recording)
+    config = {"models": {}, "builtin": True, "device": "cuda:1", "dtype": "bf16", "settings": {}}
+    monkeypatch.setenv(CONFIG_ENV, json.dumps(config))
+    create_app_from_env()
+    assert (built[0]["device"], built[0]["dtype"]) == ("cuda:1", "bf16")
+
+
+def test_serve_auto_places_the_models_on_the_gpu_torch_sees_with_the_dtype(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import torch
+
+    import synopsis.serve.registry
+    from synopsis.serve import build_registry
+
+    fake_gpus(monkeypatch, 1)
+    asked: list[tuple[Any, Any, Any]] = []
+
+    def recording(method: Any = None, model: Any = None, **kwargs: Any) -> Any:
+        asked.append((method or model, kwargs.get("device"), kwargs.get("dtype")))
+        return load_summarizer("lead-3")
+
+    monkeypatch.setattr(synopsis.serve.registry, "load_summarizer", recording)
+    build_registry({"mine": tmp_path}, warm_up=False, dtype="bf16")
+    gpu = torch.device("cuda", 0)
+    assert asked[:2] == [(None, gpu, None), ("pointer-generator", gpu, None)]
+    assert asked[-1] == (tmp_path, gpu, "bf16")  # --dtype: the --model (Hugging Face) ones
+
+
 @pytest.fixture(scope="module")
 def real_client() -> Iterator[TestClient]:
     from synopsis.serve import build_registry

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.documents import LONG_README
 from helpers.fakes import FakeSummarizer
 from helpers.server import running_server
 
@@ -20,6 +21,7 @@ from synopsis.document import Document
 from synopsis.serve import ModelEntry, ModelRegistry, ServeSettings, create_app, describe
 from synopsis.summarizers import load_summarizer
 
+ABSTRACT = (Path(__file__).resolve().parents[1] / "examples" / "paper_abstract.txt").read_text()
 CHROMIUM = "/usr/bin/chromium"
 # Without the background-networking flags Chromium keeps trying hosts it cannot reach (ENVIRONMENT.md).
 CHROMIUM_ARGS = [
@@ -184,6 +186,47 @@ def test_upload_a_file(page: Any, tmp_path: Path) -> None:
     expect(page.get_by_test_id("document")).to_have_value(DOCUMENT)
     expect(page.locator("#format")).to_have_value("markdown")
     expect(page.locator("#outline .heading")).to_have_text(["Flood report", "Damage", "Outlook"])
+
+
+def test_the_page_says_where_the_models_compute(page: Any) -> None:
+    expect = sync_api.expect
+    expect(page.get_by_test_id("device")).to_have_text("Models compute on cpu")  # /health's device
+    page.get_by_test_id("model").select_option("lead-3")
+    expect(page.locator("#model-info")).not_to_contain_text("runs on")  # no weights, no device
+
+
+@pytest.fixture(scope="module")
+def default_server_url() -> Iterator[str]:
+    """A server with the library's default (the bundled model in its domain, else salient sentences)."""
+    registry = ModelRegistry()
+    registry.add(describe("default", load_summarizer(device="cpu")))
+    with running_server(create_app(registry, ServeSettings())) as url:
+        yield url
+
+
+def test_the_default_models_note_is_shown_above_its_summary(browser: Any, default_server_url: str) -> None:
+    expect = sync_api.expect
+    context = browser.new_context()
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    try:
+        page.goto(default_server_url + "/")
+        expect(page.get_by_test_id("model")).to_have_value("default")
+        expect(page.locator("#model-info")).to_contain_text("It runs on cpu (float32).")
+        page.get_by_test_id("document").fill(LONG_README)  # a README: out of the bundled model's domain
+        page.get_by_test_id("submit").click()
+        note = page.get_by_test_id("summary-note")
+        expect(note).to_have_count(1)
+        expect(note).to_contain_text("Extractive summary (the document's own sentences")
+        expect(note).to_contain_text("--method pointer-generator")
+        order = page.locator(".result > *").evaluate_all("nodes => nodes.map(n => n.dataset.testid || '')")
+        assert order.index("summary-note") < order.index("summary")  # read before the summary
+        page.get_by_test_id("document").fill(ABSTRACT)
+        page.get_by_test_id("submit").click()
+        expect(page.get_by_test_id("summary")).to_have_count(2)
+        expect(note).to_have_count(1)  # a paper abstract has none: the bundled model summarized it
+    finally:
+        context.close()
 
 
 def test_api_reference_page_renders_offline(browser: Any, server_url: str) -> None:

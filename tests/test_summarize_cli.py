@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from helpers.cli import run_cli
+from helpers.fakes import fake_gpus
 
 from synopsis.cli import main
 from synopsis.data.example import Example, write_examples
@@ -113,3 +114,83 @@ def test_corpus_with_a_very_short_document_is_summarized_with_a_one_line_warning
     assert "UserWarning" not in err
     predictions = [json.loads(line) for line in out.read_text().splitlines()]
     assert [p["id"] for p in predictions] == ["long", "short"] and all(p["prediction"] for p in predictions)
+
+
+# ------------------------------------------------------------------------------ --device and --dtype
+NO_GPU = "torch sees no CUDA GPU on this machine; use --device cpu or auto"
+
+
+def test_a_gpu_torch_does_not_see_is_a_one_line_error_before_anything_loads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_gpus(monkeypatch, 0)
+    doc = tmp_path / "doc.txt"
+    doc.write_text(TEXT)
+    corpus = ["summarize", str(tmp_path / "corpus.jsonl"), "--corpus", "jsonl"]
+    for command in (["summarize", str(doc)], corpus):
+        code, out, err = _run([*command, "--device", "cuda:7"], capsys)
+        assert code == 2 and out == ""
+        assert err == f"error: --device cuda:7: {NO_GPU}\n"
+
+
+def test_device_cpu_runs_there_and_says_so_on_stderr_unless_quiet(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = tmp_path / "doc.txt"
+    doc.write_text(TEXT)
+    on_cpu = ["summarize", str(doc), "--method", "pointer-generator", "--device", "cpu"]
+    code, out, err = _run(on_cpu, capsys)
+    assert code == 0 and out.strip()
+    assert [line for line in err.splitlines() if "runs on" in line] == ["model runs on cpu (float32)"]
+    code, out, err = _run(["-q", *on_cpu], capsys)
+    assert code == 0 and out.strip() and err == ""
+
+
+def test_the_options_reach_load_summarizer_and_auto_picks_the_gpu_torch_sees(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    import synopsis.summarizers
+    from synopsis.summarizers.extractive import LeadSummarizer
+
+    fake_gpus(monkeypatch, 2)
+    asked: list[dict[str, object]] = []
+
+    def recording(*args: object, **kwargs: object) -> LeadSummarizer:
+        asked.append(kwargs)
+        return LeadSummarizer(1)
+
+    monkeypatch.setattr(synopsis.summarizers, "load_summarizer", recording)
+    doc = tmp_path / "doc.txt"
+    doc.write_text(TEXT)
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"id": "a", "text": TEXT}) + "\n")
+    runs = {
+        ("--dtype", "bf16"): (torch.device("cuda", 0), "bf16"),
+        ("--device", "cuda:1"): (torch.device("cuda", 1), None),
+        ("--device", "cpu", "--dtype", "fp16"): (torch.device("cpu"), "fp16"),
+    }
+    for flags, wanted in runs.items():
+        for inputs in ([str(doc)], [str(corpus), "--corpus", "jsonl", "-o", str(tmp_path / "out.txt")]):
+            code, _, err = _run(["summarize", *inputs, *flags], capsys)
+            assert code == 0, err
+            assert (asked[-1]["device"], asked[-1]["dtype"]) == wanted
+    code, _, err = _run(["summarize", str(doc), "--dtype", "fp64"], capsys)
+    assert code == 2 and "fp32, bf16, fp16" in err
+
+
+def test_a_launch_of_n_processes_keeps_one_gpu_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from synopsis.cli.summarize import process_device
+    from synopsis.errors import InputError
+    from synopsis.sharding import Shard
+
+    fake_gpus(monkeypatch, 2)
+    second = Shard(1, 2, torch.device("cuda", 1))  # the launcher's GPU of process 1
+    assert process_device("auto", second) == process_device("cuda", second) == torch.device("cuda", 1)
+    assert process_device("cpu", second) == torch.device("cpu")
+    with pytest.raises(InputError, match="2 processes were launched, one GPU each"):
+        process_device("cuda:0", second)
+    assert process_device("cuda:1", Shard()) == torch.device("cuda", 1)  # one process: any GPU

@@ -1,5 +1,6 @@
 """Fake summarizers for the service's tests: real :class:`~synopsis.summarizers.Summarizer` subclasses (they
-describe themselves and make copies with options like any method), whose output is cheap and predictable."""
+describe themselves and make copies with options like any method), whose output is cheap and predictable;
+and fake GPUs (:func:`fake_gpus`) for the device tests on a machine without one."""
 
 from __future__ import annotations
 
@@ -29,3 +30,12 @@ class FakeSummarizer(Summarizer):
         self, documents: list[Document], instructions: list[str | None], references: Any
     ) -> list[str]:
         raise NotImplementedError(f"{type(self).__name__} overrides summarize")
+
+
+def fake_gpus(monkeypatch: Any, count: int) -> None:
+    """torch sees ``count`` CUDA GPUs (0: none), the current one GPU 0; nothing is ever computed on them."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: count > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)

@@ -24,6 +24,9 @@ THREADS_HELP = (
 DEVICE_HELP = f"Where models compute: {DEVICE_CHOICES}. Under a launch of N processes, one GPU each."
 #: ``--dtype`` of the experiments: the training precision of every run whose config leaves it unset
 EXPERIMENT_DTYPE_HELP = "Training precision of every run (autocast; default: the launcher's, else fp32)."
+#: ``--dtype`` of ``summarize`` and ``serve``: the weights' precision for inference (the library refuses it
+#: for a model it cannot cast, and warns that half precision on the CPU is slow)
+INFERENCE_DTYPE_HELP = "Hugging Face models: compute in this precision (default: as stored)"
 #: the precisions ``--dtype`` takes
 DTYPES = ("fp32", "bf16", "fp16")
 

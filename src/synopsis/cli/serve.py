@@ -12,10 +12,18 @@ from pathlib import Path
 
 import typer
 
-from synopsis.cli.options import ranged, set_torch_threads, threads_option
+from synopsis.cli.options import (
+    INFERENCE_DTYPE_HELP,
+    device_option,
+    dtype_option,
+    ranged,
+    set_torch_threads,
+    threads_option,
+)
 from synopsis.config import AT_LEAST_ONE, Range
 from synopsis.errors import ConfigError, InputError
 from synopsis.io import read_text
+from synopsis.sharding import resolve_device
 
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 TOKEN_ENV = "SYNOPSIS_API_TOKEN"
@@ -75,6 +83,8 @@ def serve(
         1, "--workers", allowed=AT_LEAST_ONE, help="Worker processes; each loads every model (memory x N)."
     ),
     threads: int | None = threads_option(),
+    device: str = device_option(),
+    dtype: str | None = dtype_option(INFERENCE_DTYPE_HELP + "; the --model ones"),
     inference_threads: int | None = ranged(
         None,
         "--inference-threads",
@@ -200,6 +210,7 @@ def serve(
     # --threads is what every computing command takes: torch's intra-op threads per computation.
     set_torch_threads(threads)
     settings = ServeSettings(**options)  # checks the values before any model loads
+    resolve_device(device)  # and the device (a one-line error, exit 2), before any worker starts
 
     config = _log_config(level)
     logging.config.dictConfig(config)
@@ -225,7 +236,8 @@ def serve(
         "backlog": backlog,
     }
     if workers == 1:
-        app = create_app(build_registry(models, builtin=not no_builtin), settings)
+        registry = build_registry(models, builtin=not no_builtin, device=device, dtype=dtype)
+        app = create_app(registry, settings)
         uvicorn.run(app, **common)
         return
     # uvicorn starts each worker from an import string; the configuration travels in the environment,
@@ -233,6 +245,7 @@ def serve(
     if threads is not None:  # worker processes set torch's threads from the environment they inherit
         os.environ["OMP_NUM_THREADS"] = str(threads)
     os.environ[CONFIG_ENV] = json.dumps(
-        {"models": models, "builtin": not no_builtin, "settings": settings.to_dict()}
+        {"models": models, "builtin": not no_builtin, "device": device, "dtype": dtype,
+         "settings": settings.to_dict()}  # fmt: skip
     )
     uvicorn.run("synopsis.serve.app:create_app_from_env", factory=True, workers=workers, **common)

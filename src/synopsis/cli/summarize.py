@@ -16,7 +16,16 @@ from typing import Any
 
 import typer
 
-from synopsis.cli.options import decoding_option, ranged, set_torch_threads, switch, threads_option
+from synopsis.cli.options import (
+    INFERENCE_DTYPE_HELP,
+    decoding_option,
+    device_option,
+    dtype_option,
+    ranged,
+    set_torch_threads,
+    switch,
+    threads_option,
+)
 from synopsis.cli.provenance import check_resume, run_record
 from synopsis.cli.runtime import refuse_to_overwrite_inputs
 from synopsis.cli.summarize_corpus import Job, in_batches, run_sharded
@@ -118,9 +127,8 @@ def summarize(
         "summary), or json (one object per document: id, prediction, summary and sections with sources).",
     ),
     threads: int | None = threads_option(),
-    dtype: str | None = typer.Option(
-        None, "--dtype", help="Hugging Face models: run in fp32, bf16 or fp16 (default: as stored)."
-    ),
+    device: str = device_option(),
+    dtype: str | None = dtype_option(INFERENCE_DTYPE_HELP),
     text_column: str | None = typer.Option(None, "--text-column", help="--corpus jsonl/csv/hf: the text."),
     summary_column: str | None = typer.Option(
         None, "--summary-column", help="--corpus jsonl/csv/hf: the reference (for the oracle)."
@@ -140,7 +148,10 @@ def summarize(
                 dict(num_beams=num_beams, min_length=min_length, max_length=max_length,
                      length_penalty=length_penalty, no_repeat_ngram_size=no_repeat_ngram_size)
             )  # fmt: skip
-            spec = ModelSpec(method, model, k, max_source_length, not no_cache, dtype, threads, decoding)
+            spec = ModelSpec(
+                method, model, k, max_source_length, not no_cache, dtype, threads, decoding,
+                process_device(device, shard),
+            )  # fmt: skip
             run = RunSpec(
                 inputs, corpus, split, input_format, list(instruction or []), max_input_mb, skip_bad_lines,
                 _columns(text_column, summary_column, id_column), output, resume, batch_size,
@@ -176,6 +187,7 @@ class ModelSpec:
     dtype: str | None
     threads: int | None
     decoding: DecodingOptions
+    device: Any = "auto"  #: a ``torch.device`` (:func:`process_device`), or ``auto``
 
     def load(self) -> Summarizer:
         from synopsis.summarizers import load_summarizer
@@ -184,7 +196,26 @@ class ModelSpec:
         return load_summarizer(
             self.method, self.model, k=self.k, max_source_length=self.max_source_length,
             instruction_cache=self.instruction_cache, dtype=self.dtype, decoding=self.decoding,
+            device=self.device,
         )  # fmt: skip
+
+
+def process_device(device: str, shard: Shard) -> Any:
+    """The ``torch.device`` this process's model computes on, checked before any input is read (a one-line
+    :class:`InputError`, exit 2). Under a launch of N processes each takes its own GPU (``auto`` and
+    ``cuda`` mean the launcher's GPU of this process); ``cuda:N`` would put every process on one GPU and
+    is refused there."""
+    from synopsis.sharding import resolve_device
+
+    if shard.distributed and shard.device is not None and device.strip().lower() in ("auto", "cuda"):
+        return shard.device
+    chosen = resolve_device(device)
+    if shard.distributed and chosen.type == "cuda" and ":" in device:
+        raise InputError(
+            f"--device {device}: {shard.world} processes were launched, one GPU each; use --device auto or "
+            "cuda (each process its own GPU), or cpu"
+        )
+    return chosen
 
 
 @dataclass(frozen=True)
@@ -411,9 +442,7 @@ def _prepare(shard: Shard, run: RunSpec, spec: ModelSpec) -> Job:
     refuse_to_overwrite_inputs(output, [*inputs, spec.model], "--output")
     _check_model_path(spec.model)
 
-    summarizer = spec.load()
-    if shard.device is not None:
-        summarizer.to(shard.device)
+    summarizer = spec.load()  # on spec.device: with one line saying where the model runs
     info = summarizer.describe()
     if instructions_given and not info.instructions:
         log.warning("--instruction is ignored: %s does not take instructions", type(summarizer).__name__)

@@ -101,5 +101,8 @@ def create_app_from_env() -> FastAPI:
 
     logging.captureWarnings(True)  # as in the single-process server: a model's warning is one log line
     config = json.loads(os.environ[CONFIG_ENV])
-    registry = build_registry(config.get("models", {}), builtin=config.get("builtin", True))
+    registry = build_registry(
+        config.get("models", {}), builtin=config.get("builtin", True),
+        device=config.get("device", "auto"), dtype=config.get("dtype"),
+    )  # fmt: skip
     return create_app(registry, ServeSettings(**config.get("settings", {})))

@@ -19,6 +19,7 @@ from typing import Any
 from synopsis.config import DECODING_OPTIONS, DecodingOptions
 from synopsis.document import Document
 from synopsis.errors import ConfigError, SynopsisError
+from synopsis.sharding import resolve_device
 from synopsis.summarizers import Summarizer, load_summarizer
 from synopsis.summarizers.base import SummarizerInfo
 
@@ -102,6 +103,8 @@ class ModelEntry:
             "instructions": self.instructions,
             "options": list(self.options),
             "source": self.source,
+            "device": self.info.device,
+            "dtype": self.info.dtype,
         }
 
 
@@ -160,6 +163,13 @@ class ModelRegistry:
     def names(self) -> list[str]:
         return list(self._entries)
 
+    @property
+    def device(self) -> str:
+        """Where its models compute (``cuda:0``, ``cpu``; several, comma-separated, when they differ), as
+        their weights say; extractive methods without weights compute on the CPU."""
+        devices = [entry.info.device for entry in self if entry.info.device is not None]
+        return ", ".join(dict.fromkeys(devices)) or "cpu"
+
     def warm_up(self) -> None:
         """Summarize a short text with every model once, so lazy initialisation happens before serving."""
         document = Document.from_text(_WARM_UP_TEXT)
@@ -200,22 +210,34 @@ def parse_model_spec(spec: str) -> tuple[str, Path]:
 
 
 def build_registry(
-    models: Mapping[str, str | Path] | None = None, *, builtin: bool = True, warm_up: bool = True
+    models: Mapping[str, str | Path] | None = None,
+    *,
+    builtin: bool = True,
+    warm_up: bool = True,
+    device: Any = "auto",
+    dtype: str | None = None,
 ) -> ModelRegistry:
     """The server's models: the bundled default, the extractive methods, then each ``NAME=DIR``.
 
-    The centrality method needs the optional embedding model (``synopsis[embeddings]``); without it the
-    server starts without that entry and says so in the log.
+    Every model with weights computes on ``device`` (``auto``: a GPU when torch sees one, else the CPU;
+    :func:`~synopsis.sharding.resolve_device`), so the batcher's calls run there too; ``dtype`` (fp32, bf16,
+    fp16) is the precision of the ``NAME=DIR`` Hugging Face models (the library refuses it for a
+    pointer-generator; the bundled one stays as stored). The centrality method needs the optional
+    embedding model (``synopsis[embeddings]``); without it the server starts without that entry and says
+    so in the log.
     """
     registry = ModelRegistry()
     started = time.perf_counter()
+    target = resolve_device(device)  # once: an unusable device is refused before any weights are read
+    if dtype is not None and not models:
+        logger.warning("--dtype %s applies to --model NAME=DIR Hugging Face models; none is served", dtype)
     if builtin:
-        default = load_summarizer()  # the library's default: the bundled model in its domain, else salient
-        registry.add(describe(DEFAULT_MODEL, default))
+        # the library's default: the bundled model in its domain, else salient sentences
+        registry.add(describe(DEFAULT_MODEL, load_summarizer(device=target)))
         registry.add(
             describe(
                 "pointer-generator",
-                load_summarizer("pointer-generator"),
+                load_summarizer("pointer-generator", device=target),
                 "the bundled pointer-generator + coverage, trained on SciTLDR, on any document",
             )
         )
@@ -228,12 +250,14 @@ def build_registry(
     for name, directory in (models or {}).items():
         if name in registry:
             raise ConfigError(f"--model {name}=...: the name '{name}' is taken by a built-in model")
-        entry = describe(name, load_summarizer(None, Path(directory)), source="user")
+        summarizer = load_summarizer(None, Path(directory), device=target, dtype=dtype)
+        entry = describe(name, summarizer, source="user")
         registry.add(entry)
     logger.info(
-        "loaded %d model(s) in %.1f s: %s",
+        "loaded %d model(s) in %.1f s, computing on %s: %s",
         len(registry),
         time.perf_counter() - started,
+        registry.device,
         ", ".join(registry.names()),
     )
     if warm_up:

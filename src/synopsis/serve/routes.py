@@ -75,11 +75,13 @@ def service_router(service: SummarizeService, documented: Documented) -> APIRout
 
     @router.get("/health", response_model=HealthResponse)
     async def health() -> dict[str, Any]:
-        """Liveness and load: the number of models and the inference pool's running/waiting jobs."""
+        """Liveness and load: the number of models, where they compute, and the inference pool's
+        running/waiting jobs."""
         return {
             "status": "ok",
             "version": __version__,
             "models": len(service.registry),
+            "device": service.registry.device,
             "pool": service.pool.stats(),
         }
 

@@ -219,6 +219,8 @@ class ModelInfo(BaseModel):
     instructions: bool = Field(..., description="Whether the model uses instructions (others ignore them).")
     options: list[str]
     source: Literal["builtin", "user"]
+    device: str | None = Field(None, description="Where its model computes (cpu, cuda:0); null: no model.")
+    dtype: str | None = Field(None, description="Its weights' precision (float32, bfloat16); null: no model.")
 
 
 class ModelsResponse(BaseModel):
@@ -230,6 +232,9 @@ class HealthResponse(BaseModel):
     status: Literal["ok"]
     version: str
     models: int
+    device: str = Field(
+        ..., description="Where the models compute (synopsis serve --device): cpu, cuda:0, ..."
+    )
     pool: dict[str, int]
 
 

@@ -98,7 +98,8 @@
       return;
     }
     const uses = model.instructions ? "uses instructions" : "ignores instructions (one plain summary each time)";
-    $("model-info").textContent = model.description + ". This model " + uses + ".";
+    const runs = model.device ? " It runs on " + model.device + " (" + model.dtype + ")." : "";
+    $("model-info").textContent = model.description + ". This model " + uses + "." + runs;
     document.querySelectorAll("[data-option]").forEach((field) => {
       field.hidden = !model.options.includes(field.dataset.option);
     });
@@ -121,6 +122,18 @@
       updateModelInfo();
     } catch (err) {
       showError("Could not load the models: " + err.message);
+    }
+  }
+
+  // Where the server's models compute (synopsis serve --device), from /health (open without a token).
+  async function loadDevice() {
+    try {
+      const response = await fetch("/health");
+      if (!response.ok) return;
+      const data = await response.json();
+      $("device").textContent = "Models compute on " + data.device;
+    } catch (err) {
+      $("device").textContent = "";
     }
   }
 
@@ -204,7 +217,15 @@
       text.className = "summary";
       text.setAttribute("data-testid", "summary");
       text.textContent = result.summary;
-      item.append(head, text);
+      item.appendChild(head);
+      if (result.note) {  // e.g. why the default's summary is extractive: read before the summary
+        const note = document.createElement("p");
+        note.className = "summary-note";
+        note.setAttribute("data-testid", "summary-note");
+        note.textContent = result.note;
+        item.appendChild(note);
+      }
+      item.appendChild(text);
       for (const warning of result.warnings) {
         const note = document.createElement("p");
         note.className = "hint";
@@ -356,6 +377,7 @@
             total_ms: null,
             options: opts,
             warnings: [],
+            note: event.structured ? event.structured.note : null,
             // by document the same schema has no sections: the outline of section summaries is by section only
             structured: event.by === "section" ? event.structured : null,
           };
@@ -428,6 +450,7 @@
         model: r.model,
         instruction: r.instruction,
         summary: r.summary,
+        note: r.note,
         structured: r.structured,
         options: r.options,
         timing_ms: { summary: r.summary_ms, request: r.total_ms },
@@ -458,5 +481,6 @@
     $("clear").addEventListener("click", clearResults);
     renderResults();
     loadModels();
+    loadDevice();
   });
 })();
