@@ -187,7 +187,8 @@ def test_probe_command_builds_its_config_from_flags_and_sets(monkeypatch, tmp_pa
 
     seen = []
     monkeypatch.setattr(probe, "run_probe", lambda cfg, output, data: seen.append(cfg) or "table")
-    args = ["experiment", "hibrids-probe", "-o", str(tmp_path), "--seeds", "3, 4", "--set", "train_documents=7"]
+    sets = ["--set", "train_documents=7"]
+    args = ["experiment", "hibrids-probe", "-o", str(tmp_path), "--seeds", "3, 4", *sets]
     assert main(args) == 0
     assert main([*args, "--steps", "5"]) == 0
     assert [(c.seeds, c.steps, c.train_documents) for c in seen] == [([3, 4], 600, 7), ([3, 4], 5, 7)]
