@@ -180,3 +180,15 @@ def test_tree_probe_documents_scores_and_a_tiny_run(tmp_path) -> None:
     assert "| hibrids-enc+dec |" in table
     rows = json.loads((tmp_path / "results.json").read_text())["rows"]
     assert [r["variant"] for r in rows] == ["base", "hibrids-enc+dec"]
+
+
+def test_probe_command_builds_its_config_from_flags_and_sets(monkeypatch, tmp_path) -> None:
+    import synopsis.experiments.hibrids_probe as probe
+
+    seen = []
+    monkeypatch.setattr(probe, "run_probe", lambda cfg, output, data: seen.append(cfg) or "table")
+    sets = ["--set", "train_documents=7"]
+    args = ["experiment", "hibrids-probe", "-o", str(tmp_path), "--seeds", "3, 4", *sets]
+    assert main(args) == 0
+    assert main([*args, "--steps", "5"]) == 0
+    assert [(c.seeds, c.steps, c.train_documents) for c in seen] == [([3, 4], 600, 7), ([3, 4], 5, 7)]

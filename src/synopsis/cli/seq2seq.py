@@ -240,15 +240,11 @@ def hibrids_probe_experiment(
     """HIBRIDS tree probe: write the heading path of a marked sentence; base, LVLSECTOK, HIBRIDS-ENC, +DEC."""
     from rich.console import Console
 
-    from synopsis.config import load_config, merge, parse_overrides
     from synopsis.experiments.hibrids_probe import ProbeConfig, run_probe
     from synopsis.sharding import compute_device
 
-    set_torch_threads(threads)
-    given: dict[str, object] = {"seeds": [int(s) for s in seeds.split(",") if s.strip()]}
-    if steps is not None:
-        given["steps"] = steps
-    cfg = load_config(ProbeConfig, None, merge(given, parse_overrides(sets)))
+    seed_list = [int(s) for s in seeds.split(",") if s.strip()]
+    cfg = _experiment_config(ProbeConfig, None, sets, threads, seeds=seed_list, steps=steps)
     with compute_device(device):
         Console().print(run_probe(cfg, output, DEFAULT_SHARED))
 

@@ -58,13 +58,10 @@ def _clean(text: str) -> str:
 
 
 def _turns(value: Any, where: str) -> set[int]:
-    try:
-        spans = [(int(start), int(end)) for start, end in value]
-    except (TypeError, ValueError):
-        raise InputError(
-            f"{where}: field 'relevant_text_span' must be a list of [start, end] turn pairs"
-        ) from None
-    return {turn for start, end in spans for turn in range(start, end + 1)}
+    """The turns a ``relevant_text_span`` field covers."""
+    from synopsis.data.readers.qmsum import turn_spans
+
+    return {turn for start, end in turn_spans(value, where) for turn in range(start, end + 1)}
 
 
 @dataclass

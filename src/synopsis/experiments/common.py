@@ -107,10 +107,9 @@ def plot_rouge_and_loss(
 ) -> None:
     """Two panels: dev ROUGE bars per metric and their average for each row (named by ``row[label]``), and
     the dev loss (bars, or a line over an ordered setting)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    from synopsis.training.plots import save_figure  # selects the Agg backend, before any figure
 
     labels = [row[label] for row in rows]
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.2), dpi=110)
@@ -136,7 +135,4 @@ def plot_rouge_and_loss(
         right.set_xlabel(xlabel)
     right.set_ylabel("dev loss (cross-entropy per token)")
     fig.suptitle(title)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)

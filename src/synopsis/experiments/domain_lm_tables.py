@@ -164,11 +164,10 @@ def render_markdown(results: dict[str, Any]) -> str:
 
 def plot_table5(table5: dict[str, dict[str, float]], path: str | Path) -> Path:
     """Heatmap of Table 5; a red box marks the best given attributes per target, a dashed one the correct."""
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.patches import Rectangle
+
+    from synopsis.training.plots import save_figure  # selects the Agg backend, before any figure
 
     rows = list(table5)
     cols = list(next(iter(table5.values())))
@@ -202,12 +201,7 @@ def plot_table5(table5: dict[str, dict[str, float]], path: str | Path) -> Path:
         ax.add_patch(Rectangle((j - 0.5, best - 0.5), 1, 1, fill=False, lw=2.2, ec="red"))
     ax.set_title("(in) model test perplexity; red = best per target, dashed = correct attributes", fontsize=9)
     fig.colorbar(image, ax=ax, label="perplexity (lower is better)")
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def write_outputs(results: dict[str, Any], output_dir: str | Path, plot: bool = True) -> None:

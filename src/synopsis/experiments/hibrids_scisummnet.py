@@ -392,11 +392,10 @@ def _abstract_note(split: dict[str, Any]) -> str:
 
 def _plot_biases(biases: dict[str, Any], path: Path) -> None:
     """One heatmap per HIBRIDS table (PathLen across, LvlDiff down); grey = impossible or never reached."""
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
+
+    from synopsis.training.plots import save_figure  # selects the Agg backend, before any figure
 
     panels = [(variant, name, bias) for variant, bias in biases.items() for name in bias["tables"]]
     fig, axes = plt.subplots(
@@ -421,7 +420,4 @@ def _plot_biases(biases: dict[str, Any], path: Path) -> None:
         ax.set_title(f"{variant}: {name}" + (f" (mean of {heads} heads)" if heads > 1 else ""), fontsize=9)
         fig.colorbar(image, ax=ax, fraction=0.046)
     fig.suptitle("Learned HIBRIDS biases (grey: impossible pair or never reached); small models, CPU scale")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)

@@ -445,10 +445,9 @@ def _table(cfg: InstructSumExperimentConfig, rows: list[dict[str, Any]], extra: 
 
 def _plot(rows: list[dict[str, Any]], path: Path) -> None:
     """Dev ROUGE bars per variant, and the dev loss."""
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    from synopsis.training.plots import save_figure  # selects the Agg backend, before any figure
 
     labels = [_label(row).replace(" (", "\n(") for row in rows]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), dpi=110)
@@ -465,7 +464,4 @@ def _plot(rows: list[dict[str, Any]], path: Path) -> None:
     right.set_ylabel("dev loss (cross-entropy per token)")
     right.grid(axis="y", alpha=0.3)
     fig.suptitle("InstructSum on QMSum dev, small T5s from random init (not the paper's scale)")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)

@@ -75,16 +75,26 @@ class DefaultSummarizer(Summarizer):
         self, documents: list[Document], instructions: list[str | None], references: Any
     ) -> list[str]:
         summaries: list[str] = [""] * len(documents)
-        notes = self.notes(documents)
-        fits = [note is None for note in notes]
-        self._log_notes(documents, notes)
-        for summarizer, wanted in ((self.bundled, True), (self.salient, False)):
-            rows = [i for i, fit in enumerate(fits) if fit is wanted]
-            if rows:
-                made = summarizer.summarize([documents[i] for i in rows], [instructions[i] for i in rows])
-                for row, summary in zip(rows, made, strict=True):
-                    summaries[row] = summary
+        _, routes = self._routes(documents)
+        for summarizer, _, rows in routes:
+            made = summarizer.summarize([documents[i] for i in rows], [instructions[i] for i in rows])
+            for row, summary in zip(rows, made, strict=True):
+                summaries[row] = summary
         return summaries
+
+    def _routes(
+        self, documents: Sequence[Document]
+    ) -> tuple[list[str | None], list[tuple[Summarizer, bool, list[int]]]]:
+        """Each document's note (logged before the work) and ``(summarizer, bundled, rows)`` per summarizer
+        with documents to do: the bundled model's rows are the documents in its domain, salient's the rest."""
+        notes = self.notes(documents)
+        self._log_notes(documents, notes)
+        routes = []
+        for summarizer, bundled in ((self.bundled, True), (self.salient, False)):
+            rows = [i for i, note in enumerate(notes) if (note is None) is bundled]
+            if rows:
+                routes.append((summarizer, bundled, rows))
+        return notes, routes
 
     @staticmethod
     def _log_notes(documents: Sequence[Document], notes: list[str | None]) -> None:
@@ -106,19 +116,14 @@ class DefaultSummarizer(Summarizer):
         ``options`` are :func:`~synopsis.summarizers.sections.summarize_by_section`'s; ``summarize_windows``
         (a shared queue) serves only the bundled model's documents (this summarizer's windows are its)."""
         instructions = self._check_batch(documents, instructions)
-        notes = self.notes(documents)
-        fits = [note is None for note in notes]
-        self._log_notes(documents, notes)
+        notes, routes = self._routes(documents)
         results: list[DocumentSummary | None] = [None] * len(documents)
-        for summarizer, wanted in ((self.bundled, True), (self.salient, False)):
-            rows = [i for i, fit in enumerate(fits) if fit is wanted]
-            if not rows:
-                continue
+        for summarizer, bundled, rows in routes:
             made = summarizer.summarize_by_section(
                 [documents[i] for i in rows],
                 [instructions[i] for i in rows],
                 max_words=max_words,
-                **_for_rows(options, rows, shared_queue=wanted),
+                **_for_rows(options, rows, shared_queue=bundled),
             )
             for row, result in zip(rows, made, strict=True):
                 result.note = notes[row]

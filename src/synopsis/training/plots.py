@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import matplotlib
 
@@ -11,6 +12,9 @@ from synopsis.io import open_for_atomic_write
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def plot_curves(
@@ -33,10 +37,16 @@ def plot_curves(
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend()
+    return save_figure(fig, path)
+
+
+def save_figure(fig: Figure, path: str | Path) -> Path:
+    """Lay ``fig`` out, write it to ``path`` as a PNG (its folder made; an interrupt never leaves half a
+    PNG) and close it."""
     fig.tight_layout()
     path = Path(path)
     try:
-        with open_for_atomic_write(path, "wb") as handle:  # an interrupt never leaves half a PNG
+        with open_for_atomic_write(path, "wb") as handle:
             fig.savefig(handle, format="png")
     finally:
         plt.close(fig)

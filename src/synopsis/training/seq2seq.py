@@ -550,7 +550,8 @@ class Seq2SeqTrainer:
     def save_config(self) -> None:
         """``config.yaml`` in the run directory (main process)."""
         if self.distributed.is_main:
-            save_config(self.config, self.run_dir / "config.yaml")
+            with open_for_atomic_write(self.run_dir / "config.yaml") as handle:
+                yaml.safe_dump(to_dict(self.config), handle, sort_keys=False)
 
 
 def memory_plan(config: Seq2SeqTrainConfig) -> MemoryPlan:
@@ -585,11 +586,6 @@ def memory_plan(config: Seq2SeqTrainConfig) -> MemoryPlan:
         parameters=sum(p.numel() for p in model.parameters()),
         device_type=config.device_type,
     )
-
-
-def save_config(config: Seq2SeqTrainConfig, path: Path) -> None:
-    with open_for_atomic_write(path) as handle:
-        yaml.safe_dump(to_dict(config), handle, sort_keys=False)
 
 
 def train_seq2seq(

@@ -40,7 +40,8 @@ def _domain(meeting: str) -> str:
     return "committee"  # Welsh Parliament, Parliament of Canada
 
 
-def _spans(value: Any, where: str) -> list[tuple[int, int]]:
+def turn_spans(value: Any, where: str) -> list[tuple[int, int]]:
+    """A ``relevant_text_span`` field: its ``[start, end]`` turn pairs (inclusive), or a typed error."""
     try:
         spans = [(int(start), int(end)) for start, end in value]
     except (TypeError, ValueError):
@@ -59,7 +60,7 @@ def meeting_document(
     intervals = []  # (start, -end, topic): sorting picks the latest start, then the shortest span
     for t, topic in enumerate(topics):
         name = require(topic, "topic", str, f"{where}: topic_list[{t}]")
-        for start, end in _spans(topic.get("relevant_text_span", []), f"{where}: topic_list[{t}]"):
+        for start, end in turn_spans(topic.get("relevant_text_span", []), f"{where}: topic_list[{t}]"):
             intervals.append((start, -end, name))
     root = Section()
     current: Section = root
@@ -155,7 +156,7 @@ def read_qmsum(
         for kind, i, query in selected:
             doc = document
             if relevant_span_only and kind == "specific":
-                spans = _spans(query.get("relevant_text_span", []), f"{where}: specific_query_list[{i}]")
+                spans = turn_spans(query.get("relevant_text_span", []), f"{where}: specific_query_list[{i}]")
                 turns = sorted({t for start, end in spans for t in range(start, end + 1)})
                 doc = meeting_document(record, where, meeting, turns, strip_markers=strip_markers)
                 doc.id = f"{meeting}#{kind}-{i}"  # a different document from the whole meeting
