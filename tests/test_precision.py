@@ -205,5 +205,5 @@ def test_summarize_dtype_casts_a_hugging_face_model(shared_data: Path, tmp_path:
     assert main(["summarize", str(document), "--model", str(bart), "--dtype", "fp64"]) == 2
     assert main(["summarize", str(document), "--method", "lead-3", "--dtype", "bf16"]) == 2
     err = capsys.readouterr().err
-    assert "--dtype must be one of fp32, bf16, fp16, got 'fp64'" in err
+    assert "Invalid value for '--dtype': must be one of fp32, bf16, fp16, got 'fp64'" in err
     assert "--dtype applies to Hugging Face (seq2seq) models, not to lead-3" in err
