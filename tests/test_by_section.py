@@ -22,7 +22,6 @@ from synopsis.summarizers.sections import (
     plan_windows,
     support,
 )
-from synopsis.text import locate_sentences
 
 PAPER = """# A Study of Things
 
@@ -97,13 +96,6 @@ def test_offsets_are_none_for_formats_rebuilt_by_their_reader(tmp_path: Path) ->
     path = tmp_path / "doc.json"
     path.write_text(json.dumps(Document.from_text("One sentence. Two.").to_dict()))
     assert read_source(path).offsets is None
-
-
-def test_locate_sentences_is_ordered_and_says_none_for_what_is_not_there() -> None:
-    source = "Alpha beta. Alpha beta. Gamma."
-    assert locate_sentences(source, ["Alpha beta.", "Alpha beta.", "Delta.", "Gamma."]) == [
-        (0, 11), (12, 23), None, (24, 30),
-    ]  # fmt: skip
 
 
 # ---------------------------------------------------------------------- windows

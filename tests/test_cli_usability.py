@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import typer
+from helpers.cli import one_line_error
 from helpers.cli import run_cli as run
 
 from synopsis.cli import app
@@ -27,15 +28,6 @@ TEXT = (
     "Rivers flooded the valley after a week of rain. Three bridges were closed on Monday.\n\n"
     "Officials expect the bridges to reopen next week. A bakery in the town won an award."
 )
-
-
-def one_line_error(code: int, err: str, *fragments: str) -> str:
-    lines = err.strip().splitlines()
-    assert code == 2, err
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
-    return lines[0]
 
 
 def jsonl_corpus(path: Path, count: int) -> Path:

@@ -8,27 +8,13 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers.cli import one_line_error
+from helpers.cli import run_cli as run
 
-from synopsis.cli import main
 from synopsis.errors import InputError
 from synopsis.io import iter_jsonl, read_text
 
 TEXT = "Rivers flooded the valley. Three bridges were closed.\n\nOfficials expect them to reopen."
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str, str]:
-    code = main([str(a) for a in argv])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def one_line_error(code: int, err: str, *fragments: str) -> str:
-    lines = err.strip().splitlines()
-    assert code == 2, err
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
-    return lines[0]
 
 
 def nested_json(depth: int) -> str:

@@ -7,7 +7,20 @@ from typing import Any
 from synopsis.document import Document
 from synopsis.errors import InputError
 from synopsis.serve.settings import DocumentLimits
-from synopsis.summarizers.runner import read_source
+from synopsis.summarizers.runner import ParsedDocument, read_source
+
+
+def read_pasted(
+    text: str,
+    format: str = "auto",  # noqa: A002
+    limits: DocumentLimits | None = None,
+) -> ParsedDocument:
+    """A pasted document as the library reads it (:func:`synopsis.summarizers.runner.read_source`), checked
+    against ``limits`` (default: :class:`DocumentLimits`' defaults) before any of its work is queued;
+    :class:`InputError` for unusable input and for a document over them."""
+    parsed = read_source(text, format)
+    check_limits(parsed.document, limits or DocumentLimits())
+    return parsed
 
 
 def parse_document(
@@ -15,11 +28,8 @@ def parse_document(
     format: str = "auto",  # noqa: A002
     limits: DocumentLimits | None = None,
 ) -> tuple[Document, str]:
-    """A pasted document and the format it was read as (:func:`synopsis.summarizers.runner.read_source`);
-    :class:`InputError` for unusable input and for a document over ``limits`` (default:
-    :class:`DocumentLimits`' defaults)."""
-    parsed = read_source(text, format)
-    check_limits(parsed.document, limits or DocumentLimits())
+    """:func:`read_pasted`'s document and the format it was read as."""
+    parsed = read_pasted(text, format, limits)
     return parsed.document, parsed.format
 
 

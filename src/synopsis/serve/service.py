@@ -23,14 +23,14 @@ from fastapi import Request
 
 from synopsis.errors import InputError, SynopsisError
 from synopsis.serve.batching import Batcher, SharedWindows, options_key
-from synopsis.serve.documents import check_limits
+from synopsis.serve.documents import read_pasted
 from synopsis.serve.errors import ApiError, ClientGone
 from synopsis.serve.metrics import ServiceMetrics
 from synopsis.serve.pool import InferencePool, QueueFullError
 from synopsis.serve.registry import ModelEntry, ModelRegistry, OptionError
 from synopsis.serve.settings import ServeSettings
 from synopsis.serve.streaming import guarded, parsed_event, section_event, summary_event
-from synopsis.summarizers.runner import RunHooks, SummarizeRunner, Summary, read_source
+from synopsis.summarizers.runner import RunHooks, SummarizeRunner, Summary
 from synopsis.summarizers.sections import Cancelled
 
 logger = logging.getLogger("synopsis.serve")
@@ -173,8 +173,7 @@ class SummarizeService:
                 summary=summary,
                 cancelled=stop.is_set,
             )
-            read = read_source(body.document, body.format)
-            check_limits(read.document, self.settings.document_limits)  # before any window is queued
+            read = read_pasted(body.document, body.format, self.settings.document_limits)
             try:
                 runner.run(read, instructions, hooks)
             except Cancelled:

@@ -88,21 +88,15 @@ class DefaultSummarizer(Summarizer):
         """Each document's note (logged before the work) and ``(summarizer, bundled, rows)`` per summarizer
         with documents to do: the bundled model's rows are the documents in its domain, salient's the rest."""
         notes = self.notes(documents)
-        self._log_notes(documents, notes)
+        for i, note in enumerate(notes):
+            if note:  # first, so a reader sees it before the work; the results carry it too
+                logger.warning("%s: %s", documents[i].id or f"document {i + 1}", note)
         routes = []
         for summarizer, bundled in ((self.bundled, True), (self.salient, False)):
             rows = [i for i, note in enumerate(notes) if (note is None) is bundled]
             if rows:
                 routes.append((summarizer, bundled, rows))
         return notes, routes
-
-    @staticmethod
-    def _log_notes(documents: Sequence[Document], notes: list[str | None]) -> None:
-        """Each note as a warning before the work starts, so a reader sees it first (the results carry it
-        too: :attr:`DocumentSummary.note`)."""
-        for i, note in enumerate(notes):
-            if note:
-                logger.warning("%s: %s", documents[i].id or f"document {i + 1}", note)
 
     def summarize_by_section(
         self,
