@@ -459,3 +459,10 @@ def test_subtree_windows_fit_with_headings_and_keep_each_sentence_in_its_section
     (last,) = spanning[-1:]
     sub = window_document(last)
     assert [n.heading for n in sub.sections] == ["Long", "Child"] and sub.sections[1].parent is sub.root
+
+
+def test_content_words_keep_hyphenated_and_underscored_words_drop_function_words_and_punctuation() -> None:
+    from synopsis.text import content_words
+
+    text = "The state-of-the-art model's 3 results, _ and __x: ok!"
+    assert content_words(text) == ["state-of-the-art", "model's", "3", "results", "__x", "ok"]

@@ -93,3 +93,41 @@ def test_bytes_are_read_as_utf8_text_and_anything_else_is_one_line_error() -> No
         read_source(b"\xff\xfe broken")
     with pytest.raises(InputError, match="empty"):
         read_source("  \n")
+
+
+def test_awaited_model_calls_give_the_same_summaries_and_hooks_as_blocking_ones() -> None:
+    """The service awaits its batcher by document (``summarize_async``); the CLI blocks (``summarize``): the
+    same calls, summaries, citations and hook events, in the same order."""
+    import asyncio
+
+    summarizer = LeadSummarizer(2)
+    text = "The dam broke. The valley flooded. Crews came at dawn. Roads stayed shut for a week."
+    instructions = ["What broke?", "What flooded?", "Who came?"]
+
+    def traced() -> tuple[RunHooks, list[Any]]:
+        events: list[Any] = []
+        return RunHooks(summary=lambda s: events.append(s.to_dict() | {"index": s.index})), events
+
+    calls: list[Any] = []
+
+    def blocking(documents: Any, wanted: Any) -> list[str]:
+        calls.append(("blocking", len(documents), wanted))
+        return summarizer.summarize(documents, wanted)
+
+    async def awaited(documents: Any, wanted: Any) -> list[str]:
+        calls.append(("awaited", len(documents), wanted))
+        await asyncio.sleep(0)
+        return summarizer.summarize(documents, wanted)
+
+    runner = SummarizeRunner(summarizer, by="document", batch_size=2, summarize_documents=blocking)
+    hooks, events = traced()
+    parsed, sectioned = runner.read(text, hooks)
+    assert sectioned is False
+    blocked = runner.summarize(parsed, sectioned, instructions, hooks)
+    hooks_async, events_async = traced()
+    done = asyncio.run(runner.summarize_async(parsed, instructions, hooks_async, awaited))
+    assert [s.to_dict() for s in done] == [s.to_dict() for s in blocked]
+    assert events_async == events and len(events) == 3
+    assert [c[1:] for c in calls if c[0] == "awaited"] == [c[1:] for c in calls if c[0] == "blocking"]
+    assert [c[1:] for c in calls if c[0] == "blocking"] == [(2, instructions[:2]), (1, instructions[2:])]
+    assert events[0]["summary"][0]["sources"], "each summary sentence cites the document"

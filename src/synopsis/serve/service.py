@@ -15,14 +15,14 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from fastapi import Request
 
 from synopsis.errors import InputError, SynopsisError
-from synopsis.serve.batching import Batcher, SharedWindows, options_key
+from synopsis.serve.batching import Batcher, SharedCalls, options_key
 from synopsis.serve.documents import read_pasted
 from synopsis.serve.errors import ApiError, ClientGone
 from synopsis.serve.metrics import ServiceMetrics
@@ -30,7 +30,7 @@ from synopsis.serve.pool import InferencePool, QueueFullError
 from synopsis.serve.registry import ModelEntry, ModelRegistry, OptionError
 from synopsis.serve.settings import ServeSettings
 from synopsis.serve.streaming import guarded, parsed_event, section_event, summary_event
-from synopsis.summarizers.runner import RunHooks, SummarizeRunner, Summary
+from synopsis.summarizers.runner import ParsedDocument, RunHooks, SummarizeRunner, Summary
 from synopsis.summarizers.sections import Cancelled
 
 logger = logging.getLogger("synopsis.serve")
@@ -46,12 +46,13 @@ class SummarizeService:
         self.settings = settings
         # Unbatched requests, outlines and evaluations run here, within --inference-threads.
         self.pool = InferencePool(settings.inference_threads, settings.queue_size)
-        # Batched requests wait for their batches, which run on ``batch_pool``: they wait on threads of their
-        # own (as many as one batch holds), never on the pool's.
+        # Batched requests wait for their batches, which run on the batchers' workers: they wait on threads of
+        # their own (as many as one batch holds), never on the pool's.
         self.request_pool = InferencePool(settings.max_batch, settings.queue_size)
-        # Batches run on threads of their own, up to ``batch_workers`` at once.
-        self.batch_pool = InferencePool(settings.batches_at_once, settings.queue_size)
+        # Batches of all models run up to ``batch_workers`` at once.
+        self.batch_slots = threading.BoundedSemaphore(settings.batches_at_once)
         self.batchers: dict[str, Batcher] = {}
+        self._batchers_lock = threading.Lock()
         self.metrics = ServiceMetrics(registry.names(), self._queues, self._caches, self._running)
 
     # ------------------------------------------------------------------ state for /metrics and /health
@@ -66,24 +67,27 @@ class SummarizeService:
         return {name: queue.running for name, queue in self.batchers.items()}
 
     def batcher(self, name: str) -> Batcher:
-        if name not in self.batchers:  # made on the event loop, on first use
-            self.batchers[name] = Batcher(
-                name,
-                self.batch_pool,
-                self.settings.batch_window_ms / 1000,
-                self.settings.max_batch,
-                # With one torch thread a batch uses one core: two at once use two (torch releases the GIL
-                # in its ops). With as many torch threads as cores one batch fills them: the default is 1.
-                concurrency=self.settings.batches_at_once,
-                observe=self.metrics.observe_batch,
-            )
-        return self.batchers[name]
+        with self._batchers_lock:  # made on first use
+            if name not in self.batchers:
+                self.batchers[name] = Batcher(
+                    name,
+                    self.settings.batch_window_ms / 1000,
+                    self.settings.max_batch,
+                    # With one torch thread a batch uses one core: two at once use two (torch releases the
+                    # GIL in its ops). With as many torch threads as cores one batch fills them: the default
+                    # is 1.
+                    concurrency=self.settings.batches_at_once,
+                    slots=self.batch_slots,
+                    observe=self.metrics.observe_batch,
+                )
+            return self.batchers[name]
 
     async def close(self) -> None:
-        for queue in self.batchers.values():
-            await queue.close()
-        self.batchers.clear()  # their events belong to this event loop
-        for pool in (self.pool, self.request_pool, self.batch_pool):
+        with self._batchers_lock:
+            for queue in self.batchers.values():
+                queue.close()
+            self.batchers.clear()
+        for pool in (self.pool, self.request_pool):
             pool.shutdown()
 
     # ------------------------------------------------------------------ a request's time and errors
@@ -135,25 +139,31 @@ class SummarizeService:
         submitted: float,
     ) -> AsyncIterator[dict[str, Any]]:
         """The request's events from the runner, as they happen: ``parsed``, then ``section`` (by section)
-        and ``summary`` events."""
+        and ``summary`` events.
+
+        The runner reads the document on a thread. Without batching it goes on there; with batching a
+        by-section run goes on there too, handing its windows to the model's batcher, while by document the
+        event loop hands the summaries to the batcher and awaits them: the summaries of one batch are then
+        answered in one turn of the loop, not by one waking thread after another (which, with every core busy,
+        spreads the next requests over more than a window)."""
         # An extractive method picks sentences in microseconds: a batch window would only delay it.
         batched = self.settings.batching and not entry.extractive
         documents = windows = None
         if batched:
-            queue, key, loop = self.batcher(entry.name), options_key(options), asyncio.get_running_loop()
+            queue, key = self.batcher(entry.name), options_key(options)
             # --queue-size bounds the summaries waiting for a batch too (at least one full batch may wait);
             # windows are bounded by the request threads (at most one batch of each request's waits).
             limit = max(self.settings.queue_size, self.settings.max_batch)
-            documents = SharedWindows(queue, summarizer, key, loop, windows=False, limit=limit)
-            windows = SharedWindows(queue, summarizer, key, loop)
+            documents = SharedCalls(queue, summarizer, key, windows=False, limit=limit)
+            windows = SharedCalls(queue, summarizer, key)
         runner = SummarizeRunner(
             summarizer, by=body.by, max_words=body.max_words,
             batch_size=self.settings.max_batch,  # batched or not: the most items of one model call
-            summarize_documents=documents, summarize_windows=windows,
+            summarize_windows=windows,
         )  # fmt: skip
         stop = threading.Event()
 
-        def job(emit: Emit) -> None:
+        def hooks(emit: Emit) -> RunHooks:
             started = time.perf_counter()
 
             def parsed(read: Any, _: bool) -> None:
@@ -167,17 +177,33 @@ class SummarizeService:
                 else:
                     emit(summary_event(done, done.batch_size))
 
-            hooks = RunHooks(
+            return RunHooks(
                 parsed=parsed,
                 section=lambda index, instruction, section: emit(section_event(index, instruction, section)),
                 summary=summary,
                 cancelled=stop.is_set,
             )
-            read = read_pasted(body.document, body.format, self.settings.document_limits)
+
+        def read(run: RunHooks) -> tuple[ParsedDocument, bool]:
+            return runner.read(read_pasted(body.document, body.format, self.settings.document_limits), run)
+
+        def summarize(parsed: ParsedDocument, sectioned: bool, run: RunHooks) -> None:
             try:
-                runner.run(read, instructions, hooks)
+                runner.summarize(parsed, sectioned, instructions, run)
             except Cancelled:
                 logger.info("request withdrawn: %s", "the rest of its work was not computed")
+
+        async def produce(emit: Emit) -> None:
+            run = hooks(emit)
+            if documents is None:  # unbatched: read and summarized on one pool thread
+                await asyncio.wrap_future(self.pool.submit(lambda: summarize(*read(run), run)))
+                return
+            # Read on the pool (a few threads: reading holds the GIL, more threads would only take turns).
+            parsed, sectioned = await asyncio.wrap_future(self.pool.submit(lambda: read(run)))
+            if sectioned:  # its windows wait for their batches on a request thread of its own
+                await asyncio.wrap_future(self.request_pool.submit(lambda: summarize(parsed, True, run)))
+            else:
+                await runner.summarize_async(parsed, instructions, run, documents.call_async)
 
         def withdraw() -> None:
             stop.set()  # the runner stops before its next batch
@@ -185,29 +211,29 @@ class SummarizeService:
                 if shared is not None:
                     shared.cancel()  # and what waits for a batch leaves the queue
 
-        return self.events_from_thread(request, job, self.request_pool if batched else self.pool, withdraw)
+        return self.events_from(request, produce, withdraw)
 
-    async def events_from_thread(
+    async def events_from(
         self,
         request: Request,
-        job: Callable[[Emit], None],
-        threads: InferencePool,
+        produce: Callable[[Emit], Awaitable[None]],
         withdraw: Callable[[], None],
     ) -> AsyncIterator[dict[str, Any]]:
-        """Run ``job(emit)`` on ``threads`` and yield every event it emits, as it emits it; ``withdraw()``
-        takes back the job's work when the request ends early (timeout, client gone)."""
+        """Run ``produce(emit)`` and yield every event it emits (from the event loop or from a thread), as it
+        emits it; ``withdraw()`` takes back its work when the request ends early (timeout, client gone)."""
         loop = asyncio.get_running_loop()
         events: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
 
         def emit(event: dict[str, Any]) -> None:
             loop.call_soon_threadsafe(events.put_nowait, event)
 
-        future = threads.submit(lambda: job(emit))
-        future.add_done_callback(lambda _: loop.call_soon_threadsafe(events.put_nowait, None))
+        # After the events its threads emitted (call_soon_threadsafe keeps their order).
+        task = asyncio.ensure_future(produce(emit))
+        task.add_done_callback(lambda _: loop.call_soon(events.put_nowait, None))
         finished = False
 
         def stop() -> None:
-            future.cancel()  # only succeeds while the job still waits for a thread
+            task.cancel()  # a job still waiting for a thread never starts
             if not finished:
                 withdraw()
 
@@ -216,7 +242,7 @@ class SummarizeService:
                 event = await guarded(request, events.get(), self.remaining(request), stop)
                 if event is None:
                     finished = True
-                    future.result()  # the job's exception, if it failed
+                    task.result()  # the work's exception, if it failed
                     return
                 yield event
         finally:

@@ -238,7 +238,7 @@ class PointerGeneratorSummarizer(Summarizer):
 
         from synopsis.generation import source_vocabulary_mask
         from synopsis.models.pointer_generator import document_words, encode_batch
-        from synopsis.summarizers.sections import SummarySentence, cite, support
+        from synopsis.summarizers.sections import cited_sentence
 
         if not windows:
             return []
@@ -282,8 +282,7 @@ class PointerGeneratorSummarizer(Summarizer):
                         mass = [0.0] * len(window.sources)
                         for position, weight in enumerate(weights):
                             mass[owners[row][position]] += weight
-                        cited = cite(text, window.sources, mass)
-                        sentences.append(SummarySentence(text, cited, support(text, cited)))
+                        sentences.append(cited_sentence(text, window.sources, mass))
                     out[row] = sentences
         return out
 

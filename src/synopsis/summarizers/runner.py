@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -182,7 +182,9 @@ class RunHooks:
     cancelled: Callable[[], bool] = field(default=_never)
 
 
-SummarizeDocuments = Callable[[list[Document], list[str | None]], list[str]]
+#: One model call by document: the documents and their instructions (None: plain summaries).
+DocumentsCall = tuple[list[Document], list[str | None] | None]
+SummarizeDocuments = Callable[[list[Document], list[str | None] | None], list[str]]
 SummarizeWindows = Callable[[list[Window], list[str | None]], list[list[SummarySentence]]]
 
 
@@ -225,14 +227,62 @@ class SummarizeRunner:
         """Read ``source`` once (unless already a :class:`ParsedDocument`) and summarize it once per
         instruction (once without any), reporting through ``hooks``."""
         hooks = hooks or RunHooks()
+        parsed, sectioned = self.read(source, hooks, format=format, max_mb=max_mb)
+        return self.summarize(parsed, sectioned, instructions, hooks)
+
+    def read(
+        self,
+        source: Path | str | bytes | ParsedDocument,
+        hooks: RunHooks | None = None,
+        *,
+        format: str = "auto",  # noqa: A002
+        max_mb: float | None = None,
+    ) -> tuple[ParsedDocument, bool]:
+        """The first half of :meth:`run`: the document read once and whether it is summarized by section
+        (reported to ``hooks.parsed``)."""
         parsed = source if isinstance(source, ParsedDocument) else read_source(source, format, max_mb)
         sectioned = decide_by_section(self.by, self.summarizer, parsed.document)
-        if hooks.parsed is not None:
+        if hooks is not None and hooks.parsed is not None:
             hooks.parsed(parsed, sectioned)
+        return parsed, sectioned
+
+    def summarize(
+        self,
+        parsed: ParsedDocument,
+        sectioned: bool,
+        instructions: Sequence[str] = (),
+        hooks: RunHooks | None = None,
+    ) -> list[Summary]:
+        """The second half of :meth:`run`: one summary per instruction (one without any)."""
+        hooks = hooks or RunHooks()
         wanted: list[str | None] = list(instructions) or [None]
         if sectioned:
             return [self._by_section(parsed, i, instruction, hooks) for i, instruction in enumerate(wanted)]
-        return self._by_document(parsed, wanted, hooks)
+        calls = self._by_document(parsed, wanted, hooks)
+        summarize = self._summarize_documents or self.summarizer.summarize
+        try:
+            call = next(calls)
+            while True:
+                call = calls.send(summarize(*call))
+        except StopIteration as done:
+            return done.value
+
+    async def summarize_async(
+        self,
+        parsed: ParsedDocument,
+        instructions: Sequence[str],
+        hooks: RunHooks,
+        summarize_documents: Callable[[list[Document], list[str | None] | None], Awaitable[list[str]]],
+    ) -> list[Summary]:
+        """:meth:`summarize` by document with model calls that are awaited (the service's batcher, from its
+        event loop): the same calls, in the same order, with the same summaries and hooks."""
+        calls = self._by_document(parsed, list(instructions) or [None], hooks)
+        try:
+            call = next(calls)
+            while True:
+                call = calls.send(await summarize_documents(*call))
+        except StopIteration as done:
+            return done.value
 
     def _by_section(
         self, parsed: ParsedDocument, index: int, instruction: str | None, hooks: RunHooks
@@ -261,11 +311,11 @@ class SummarizeRunner:
 
     def _by_document(
         self, parsed: ParsedDocument, wanted: list[str | None], hooks: RunHooks
-    ) -> list[Summary]:
+    ) -> Generator[DocumentsCall, list[str], list[Summary]]:
         """The instructions ``batch_size`` at a time, each a summary of the whole document (what the model
-        reads of it), cited by :func:`cited_summary`."""
+        reads of it), cited by :func:`cited_summary`. Yields each model call ``(documents, instructions)`` and
+        is sent its predictions: the caller makes the call, blocking or awaited."""
         document = parsed.document
-        summarize = self._summarize_documents or self.summarizer.summarize
         (note,) = self.summarizer.notes([document])
         out: list[Summary] = []
         for start in range(0, len(wanted), self.batch_size):
@@ -274,8 +324,7 @@ class SummarizeRunner:
             chunk = wanted[start : start + self.batch_size]
             begin = time.perf_counter()
             # All-None instructions go as None, as a plain summary is asked for.
-            given = None if all(i is None for i in chunk) else chunk
-            predictions = summarize([document] * len(chunk), given)
+            predictions = yield [document] * len(chunk), None if all(i is None for i in chunk) else chunk
             ms = round(1000 * (time.perf_counter() - begin), 2)
             for offset, (instruction, prediction) in enumerate(zip(chunk, predictions, strict=True)):
                 result = cited_summary(parsed, prediction, note)
