@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import typer
 
@@ -160,22 +160,32 @@ def _experiment_config(
     return load_config(cls, config, merge(values, parse_overrides(sets)))
 
 
-def _experiment_command(
-    module: str, config_class: str, runner: str, *, data: str, runs: tuple[str, str], doc: str
-) -> Callable[..., None]:
-    """The command of the experiment in ``synopsis.experiments.<module>`` (imported when it runs):
-    ``config_class`` from ``--config`` (e.g. ``configs/<module>.yaml``), the options and ``--set``, then
-    ``runner(cfg, output, data_dir)``'s table on stdout. ``runs``: the config's list of runs (field, help),
-    its ``--<field>`` a comma-separated subset; ``data``: what the shared data folder must hold."""
-    field, runs_help = runs
+class _Experiment(NamedTuple):
+    """One experiment of ``synopsis.experiments.<module>`` (imported when it runs): ``config_class`` from
+    ``--config`` (e.g. ``configs/<module>.yaml``), then ``runner(cfg, output, data_dir)``'s table.
+    ``data``: what the shared data folder must hold; ``runs``: the config's list of runs (field, help), its
+    ``--<field>`` a comma-separated subset; ``doc``: the command's help."""
+
+    module: str
+    config_class: str
+    runner: str
+    data: str
+    runs: tuple[str, str]
+    doc: str
+
+
+def _experiment_command(spec: _Experiment) -> Callable[..., None]:
+    """The command of ``spec``: its config from the YAML, the options and ``--set``, then the runner's
+    table on stdout."""
+    module, field = spec.module, spec.runs[0]
 
     def command(
         output: Path = _output_option(f"runs/{module}"),
         config: Path | None = typer.Option(
             None, "--config", "-c", help=f"Experiment YAML (configs/{module}.yaml)."
         ),
-        data_dir: Path = typer.Option(DEFAULT_SHARED, "--data", help=f"Shared data folder ({data})."),
-        chosen: str | None = typer.Option(None, f"--{field}", help=runs_help),
+        data_dir: Path = typer.Option(DEFAULT_SHARED, "--data", help=f"Shared data folder ({spec.data})."),
+        chosen: str | None = typer.Option(None, f"--{field}", help=spec.runs[1]),
         max_steps: int | None = _MAX_STEPS,
         sets: list[str] | None = typer.Option(
             None, "--set", help="Any experiment config key, value as YAML: --set d_model=128 (repeatable)."
@@ -191,40 +201,36 @@ def _experiment_command(
 
         experiment = importlib.import_module(f"synopsis.experiments.{module}")
         given = {field: chosen, "max_steps": max_steps}
-        cfg = _experiment_config(getattr(experiment, config_class), config, sets, threads, **given)
+        cfg = _experiment_config(getattr(experiment, spec.config_class), config, sets, threads, **given)
         account = f"the {field} finished so far are kept in {output}"
         with reporting_interrupts(lambda: account), compute_device(device), default_precision(dtype):
-            table = getattr(experiment, runner)(cfg, output, data_dir)
+            table = getattr(experiment, spec.runner)(cfg, output, data_dir)
         stdout_console().print(table)
 
-    command.__doc__ = doc
+    command.__doc__ = spec.doc
     return command
 
 
-hie_bart_heads_experiment = _experiment_command(
-    "hie_bart_heads",
-    "HeadSweepConfig",
-    "run_head_sweep",
-    data="scitldr/, tokenizers/",
-    runs=("ratios", "Word:sentence head splits, e.g. '8:0,6:2,4:4'."),
-    doc="Hie-BART word:sentence head ratios (the paper's Table 2) with small models on SciTLDR, on CPU.",
-)
-instructsum_experiment = _experiment_command(
-    "instructsum_qmsum",
-    "InstructSumExperimentConfig",
-    "run_instructsum_experiment",
-    data="qmsum/train, qmsum/val, tokenizers/t5",
-    runs=("variants", "Comma-separated subset of no-instruction,full,instructsum."),
-    doc="InstructSum on QMSum with small T5s on CPU: no instruction vs full attention vs the cached model.",
-)
-hibrids_experiment = _experiment_command(
-    "hibrids_scisummnet",
-    "HibridsExperimentConfig",
-    "run_hibrids_experiment",
-    data="scisummnet/, tokenizers/",
-    runs=("variants", "Comma-separated subset of base,sectok,hibrids-enc,hibrids-dec."),
-    doc="HIBRIDS (Cao & Wang, 2022): base, SECTOK, HIBRIDS-ENC and -DEC as small models on SciSummNet.",
-)
+#: ``synopsis experiment <name>``: the experiments whose commands are alike, in the order --help lists them
+_EXPERIMENTS = {
+    "hie-bart-heads": _Experiment(
+        "hie_bart_heads", "HeadSweepConfig", "run_head_sweep", "scitldr/, tokenizers/",
+        ("ratios", "Word:sentence head splits, e.g. '8:0,6:2,4:4'."),
+        "Hie-BART word:sentence head ratios (the paper's Table 2) with small models on SciTLDR, on CPU.",
+    ),
+    "instructsum": _Experiment(
+        "instructsum_qmsum", "InstructSumExperimentConfig", "run_instructsum_experiment",
+        "qmsum/train, qmsum/val, tokenizers/t5",
+        ("variants", "Comma-separated subset of no-instruction,full,instructsum."),
+        "InstructSum on QMSum with small T5s on CPU: no instruction vs full attention vs the cached model.",
+    ),
+    "hibrids": _Experiment(
+        "hibrids_scisummnet", "HibridsExperimentConfig", "run_hibrids_experiment", "scisummnet/, tokenizers/",
+        ("variants", "Comma-separated subset of base,sectok,hibrids-enc,hibrids-dec."),
+        "HIBRIDS (Cao & Wang, 2022): base, SECTOK, HIBRIDS-ENC and -DEC as small models on SciSummNet.",
+    ),
+}  # fmt: skip
+EXPERIMENT_COMMANDS = {name: _experiment_command(spec) for name, spec in _EXPERIMENTS.items()}
 
 
 def hibrids_probe_experiment(
