@@ -10,10 +10,12 @@ import typer
 
 from synopsis.cli.options import (
     EXPERIMENT_DTYPE_HELP,
+    count_option,
     device_option,
     dtype_option,
     ranged,
     set_torch_threads,
+    switch,
     threads_option,
 )
 from synopsis.cli.runtime import (
@@ -23,7 +25,7 @@ from synopsis.cli.runtime import (
     stdout_console,
     training_account,
 )
-from synopsis.config import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE
+from synopsis.config import NON_NEGATIVE, POSITIVE
 
 if TYPE_CHECKING:  # the training module imports transformers; the CLI loads it only when used
     from synopsis.training.seq2seq import Seq2SeqTrainConfig
@@ -45,27 +47,25 @@ def train(
     random_init: bool | None = typer.Option(
         None, "--random-init/--no-random-init", help="Random weights from the model's config.json."
     ),
-    max_steps: int | None = ranged(None, "--max-steps", allowed=AT_LEAST_ONE, help="Optimizer steps."),
-    batch_size: int | None = ranged(
-        None, "--batch-size", allowed=AT_LEAST_ONE, help="Examples per forward pass (per process)."
+    max_steps: int | None = count_option(None, "--max-steps", help="Optimizer steps."),
+    batch_size: int | None = count_option(
+        None, "--batch-size", help="Examples per forward pass (per process)."
     ),
-    grad_accum_steps: int | None = ranged(
-        None, "--grad-accum", allowed=AT_LEAST_ONE, help="Global batch = --batch-size x this, any world size."
+    grad_accum_steps: int | None = count_option(
+        None, "--grad-accum", help="Global batch = --batch-size x this, any world size."
     ),
     learning_rate: float | None = ranged(None, "--lr", allowed=POSITIVE, help="Peak learning rate."),
-    eval_every: int | None = ranged(
-        None, "--eval-every", allowed=AT_LEAST_ONE, help="Dev ROUGE every this many steps."
-    ),
+    eval_every: int | None = count_option(None, "--eval-every", help="Dev ROUGE every this many steps."),
     patience: int | None = ranged(
         None, "--patience", allowed=NON_NEGATIVE, help="Early stopping patience (evaluations; 0: off)."
     ),
     sets: list[str] | None = typer.Option(
         None, "--set", help="Any config key, value as YAML: --set warmup_steps=100 (repeatable)."
     ),
-    resume: bool = typer.Option(False, "--resume", help="Continue from the run's latest checkpoint."),
+    resume: bool = switch("--resume", "Continue from the run's latest checkpoint."),
     threads: int | None = threads_option(),
-    dry_run: bool = typer.Option(
-        False, "--dry-run", help="Print the memory plan per device (from config.json alone) and exit."
+    dry_run: bool = switch(
+        "--dry-run", "Print the memory plan per device (from config.json alone) and exit."
     ),
     plan_json: Path | None = typer.Option(None, "--json", help="With --dry-run: write the plan as JSON."),
 ) -> None:
@@ -141,7 +141,7 @@ def _output_option(default: str) -> Path:
     return typer.Option(Path(default), "--output-dir", "--output", "-o", help="Output directory.")
 
 
-_MAX_STEPS = ranged(None, "--max-steps", allowed=AT_LEAST_ONE, help="Optimizer steps per model.")
+_MAX_STEPS = count_option(None, "--max-steps", help="Optimizer steps per model.")
 
 
 def _experiment_config(
@@ -235,7 +235,7 @@ EXPERIMENT_COMMANDS = {name: _experiment_command(spec) for name, spec in _EXPERI
 
 def hibrids_probe_experiment(
     output: Path = _output_option("runs/hibrids_probe"),
-    steps: int | None = ranged(None, "--steps", allowed=AT_LEAST_ONE, help="Optimizer steps per run."),
+    steps: int | None = count_option(None, "--steps", help="Optimizer steps per run."),
     seeds: str = typer.Option("0,1,2", "--seeds", help="Comma-separated seeds."),
     sets: list[str] | None = typer.Option(
         None, "--set", help="Any probe config key, value as YAML: --set train_documents=500 (repeatable)."
@@ -258,11 +258,8 @@ def hibrids_probe_experiment(
 def convert_hie_bart(
     source: Path = typer.Argument(..., help="A BART checkpoint directory (Hugging Face format)."),
     output: Path = typer.Argument(..., help="New directory for the Hie-BART checkpoint."),
-    word_heads: int = ranged(
-        ...,
-        "--word-heads",
-        allowed=AT_LEAST_ONE,
-        help="Word-level heads per encoder layer; the rest are sentence-level.",
+    word_heads: int = count_option(
+        ..., "--word-heads", help="Word-level heads per encoder layer; the rest are sentence-level."
     ),
     sentence_marker: str = typer.Option(
         "<s>",
@@ -298,7 +295,7 @@ def convert_hibrids(
     output: Path = typer.Argument(..., help="New directory for the HIBRIDS checkpoint."),
     encoder: bool = typer.Option(True, "--encoder/--no-encoder", help="Bias every encoder self-attention."),
     decoder: bool = typer.Option(True, "--decoder/--no-decoder", help="Bias the last cross-attention."),
-    selected: bool = typer.Option(False, "--selected", help="HIBRIDS-S: a table of salient relations only."),
+    selected: bool = switch("--selected", "HIBRIDS-S: a table of salient relations only."),
 ) -> None:
     """Write a HIBRIDS checkpoint: the same weights plus zero-initialised section-tree bias tables (so it
     computes exactly the base model until trained); its config.json records the choice."""
@@ -315,9 +312,7 @@ def convert_section_tokens(
     kind: str = typer.Option(
         "sectok", "--kind", help="sectok: one [SEC] token; lvlsectok: [SEC-L1], [SEC-L2], ... by depth."
     ),
-    max_depth: int = ranged(
-        4, "--max-depth", allowed=AT_LEAST_ONE, help="Deepest LVLSECTOK level (deeper uses it)."
-    ),
+    max_depth: int = count_option(4, "--max-depth", help="Deepest LVLSECTOK level (deeper uses it)."),
 ) -> None:
     """The SECTOK / LVLSECTOK baselines of HIBRIDS: a marker token starts every section of the input."""
     from synopsis.models.seq2seq import convert_checkpoint
