@@ -325,7 +325,7 @@ def domain_lm_experiment(
     ),
     plan_json: Path | None = typer.Option(None, "--json", help="With --dry-run: write the plan as JSON."),
     device: str = shared_options.device_option(),
-    dtype: str | None = shared_options.dtype_option(shared_options.EXPERIMENT_DTYPE_HELP),
+    dtype: str | None = shared_options.experiment_dtype_option(),
 ) -> None:
     """Leave-one-domain-out: train on the other domains, test on the unseen one; Tables 4-6 + heatmap."""
     from synopsis.experiments.domain_lm import memory_plan, run_experiment

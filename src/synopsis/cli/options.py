@@ -91,6 +91,17 @@ def dtype_option(help: str) -> Any:  # noqa: A002
     return typer.Option(None, "--dtype", help=f"{help} ({', '.join(DTYPES)})", callback=_check_dtype)
 
 
+def experiment_dtype_option() -> Any:
+    """``--dtype`` of the experiments: the training precision of every run whose config leaves it unset."""
+    return dtype_option(EXPERIMENT_DTYPE_HELP)
+
+
+def inference_dtype_option(which: str = "") -> Any:
+    """``--dtype`` of a command that summarizes: the weights' precision for inference; ``which`` says which
+    models it applies to where that is not all of them."""
+    return dtype_option(INFERENCE_DTYPE_HELP + which)
+
+
 def decoding_option(name: str) -> Any:
     """The flag of one decoding option (``--num-beams``, ...): its name, range and help come from the one
     definition the service's request schema shares (:data:`synopsis.config.DECODING_OPTIONS`). The range is

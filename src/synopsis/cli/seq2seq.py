@@ -9,10 +9,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import typer
 
 from synopsis.cli.options import (
-    EXPERIMENT_DTYPE_HELP,
     count_option,
     device_option,
-    dtype_option,
+    experiment_dtype_option,
     ranged,
     set_torch_threads,
     switch,
@@ -192,7 +191,7 @@ def _experiment_command(spec: _Experiment) -> Callable[..., None]:
         ),
         threads: int | None = threads_option(),
         device: str = device_option(),
-        dtype: str | None = dtype_option(EXPERIMENT_DTYPE_HELP),
+        dtype: str | None = experiment_dtype_option(),
     ) -> None:
         import importlib
 

@@ -13,10 +13,9 @@ from pathlib import Path
 import typer
 
 from synopsis.cli.options import (
-    INFERENCE_DTYPE_HELP,
     count_option,
     device_option,
-    dtype_option,
+    inference_dtype_option,
     ranged,
     set_torch_threads,
     switch,
@@ -86,7 +85,7 @@ def serve(
     ),
     threads: int | None = threads_option(),
     device: str = device_option(),
-    dtype: str | None = dtype_option(INFERENCE_DTYPE_HELP + "; the --model ones"),
+    dtype: str | None = inference_dtype_option("; the --model ones"),
     inference_threads: int | None = count_option(
         None,
         "--inference-threads",

@@ -17,11 +17,10 @@ from typing import Any
 import typer
 
 from synopsis.cli.options import (
-    INFERENCE_DTYPE_HELP,
     count_option,
     decoding_option,
     device_option,
-    dtype_option,
+    inference_dtype_option,
     ranged,
     set_torch_threads,
     switch,
@@ -125,7 +124,7 @@ def summarize(
     ),
     threads: int | None = threads_option(),
     device: str = device_option(),
-    dtype: str | None = dtype_option(INFERENCE_DTYPE_HELP),
+    dtype: str | None = inference_dtype_option(),
     text_column: str | None = typer.Option(None, "--text-column", help="--corpus jsonl/csv/hf: the text."),
     summary_column: str | None = typer.Option(
         None, "--summary-column", help="--corpus jsonl/csv/hf: the reference (for the oracle)."
