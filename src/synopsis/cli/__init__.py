@@ -61,9 +61,8 @@ convert_app.command("hibrids")(seq2seq_cli.convert_hibrids)
 convert_app.command("section-tokens")(seq2seq_cli.convert_section_tokens)
 train_app.command("pointer-generator")(pointer_generator_cli.train)
 train_app.command("seq2seq")(seq2seq_cli.train)
-experiment_app.command("hie-bart-heads")(seq2seq_cli.hie_bart_heads_experiment)
-experiment_app.command("instructsum")(seq2seq_cli.instructsum_experiment)
-experiment_app.command("hibrids")(seq2seq_cli.hibrids_experiment)
+for name, command in seq2seq_cli.EXPERIMENT_COMMANDS.items():
+    experiment_app.command(name)(command)
 experiment_app.command("hibrids-probe")(seq2seq_cli.hibrids_probe_experiment)
 experiment_app.command("domain-lm")(lm_cli.domain_lm_experiment)
 

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from synopsis.cli.options import ranged
+from synopsis.cli.options import count_option, ranged, seed_option, switch
 from synopsis.cli.runtime import refuse_to_overwrite_inputs, stdout_console
-from synopsis.config import AT_LEAST_ONE, POSITIVE, Range
+from synopsis.config import NON_NEGATIVE, POSITIVE
 from synopsis.errors import InputError
 from synopsis.progress import track
 
@@ -56,9 +56,7 @@ def _read_corpus(
 # Options shared by both commands (typer needs them spelled out per command).
 _CORPUS = typer.Option("auto", "--corpus", help=_CORPUS_HELP)
 _SPLIT = typer.Option(None, "--split", help="Split inside a corpus folder (train, dev/val).")
-_SKIP_BAD_LINES = typer.Option(
-    False, "--skip-bad-lines", help="Skip malformed lines or records and report how many."
-)
+_SKIP_BAD_LINES = switch("--skip-bad-lines", "Skip malformed lines or records and report how many.")
 #: The reader options of ``convert`` and ``stats``: parameter -> (the readers' keyword, type, flag, help);
 #: each is off (``None``, ``False``) unless given.
 _READER_FLAGS: dict[str, tuple[str, Any, str, str]] = {
@@ -220,19 +218,13 @@ def instructsum(
     ratio: float = ranged(
         0.7,
         "--levenshtein",
-        allowed=Range(0, None, low_open=True),
+        allowed=POSITIVE,
         help="Drop a target at least this x its length (words) from all others.",
     ),
-    min_cluster_size: int = ranged(
-        5, "--min-cluster-size", allowed=AT_LEAST_ONE, help="Drop clusters smaller than this."
-    ),
-    min_title_words: int = ranged(
-        2, "--min-title-words", allowed=AT_LEAST_ONE, help="Cluster only titles this long."
-    ),
-    keep_noncontiguous: bool = typer.Option(
-        False,
-        "--keep-noncontiguous",
-        help="Keep instructions whose relevant target sentences are not contiguous.",
+    min_cluster_size: int = count_option(5, "--min-cluster-size", help="Drop clusters smaller than this."),
+    min_title_words: int = count_option(2, "--min-title-words", help="Cluster only titles this long."),
+    keep_noncontiguous: bool = switch(
+        "--keep-noncontiguous", "Keep instructions whose relevant target sentences are not contiguous."
     ),
     test_category_absent: str | None = typer.Option(
         None,
@@ -240,10 +232,10 @@ def instructsum(
         help="Split: clusters with no article in a category starting with this (paper: Geography) are test.",
     ),
     dev_clusters: int = ranged(
-        50, "--dev-clusters", allowed=Range(0, None), help="Split: random non-test clusters for dev."
+        50, "--dev-clusters", allowed=NON_NEGATIVE, help="Split: random non-test clusters for dev."
     ),
-    seed: int = ranged(0, "--seed", allowed=Range(0, None), help="Split: random seed."),
-    skip_bad_lines: bool = typer.Option(False, "--skip-bad-lines", help="Skip malformed article lines."),
+    seed: int = seed_option("Split: random seed."),
+    skip_bad_lines: bool = switch("--skip-bad-lines", "Skip malformed article lines."),
 ) -> None:
     """Build InstructSum data: title clusters, filters and cumulative instructions; or QMSum instructions."""
     from synopsis.data import instructsum as build

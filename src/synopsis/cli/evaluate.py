@@ -16,7 +16,7 @@ from typing import Any
 
 import typer
 
-from synopsis.cli.options import default_threads, ranged, threads_option
+from synopsis.cli.options import default_threads, ranged, seed_option, switch, threads_option
 from synopsis.cli.runtime import refuse_to_overwrite_inputs, stdout_console
 from synopsis.config import NON_NEGATIVE
 from synopsis.errors import ConfigError, InputError
@@ -214,7 +214,7 @@ def evaluate(
     mode: str = typer.Option(
         "rouge-score", "--mode", help="ROUGE convention: rouge-score or perl (ROUGE-1.5.5)."
     ),
-    no_stemmer: bool = typer.Option(False, "--no-stemmer", help="ROUGE without Porter stemming."),
+    no_stemmer: bool = switch("--no-stemmer", "ROUGE without Porter stemming."),
     sentences: str = typer.Option(
         "auto",
         "--sentences",
@@ -228,25 +228,21 @@ def evaluate(
         help="ascii: the --mode's own tokenizer (a-z/0-9 runs; text in other scripts is refused); unicode: "
         "words of any script, one token per character in Chinese, Japanese, Thai (ROUGE, BLEU, METEOR).",
     ),
-    wordnet_exceptions: bool = typer.Option(
-        False,
-        "--wordnet-exceptions",
-        help="perl mode: look up ROUGE-1.5.5's WordNet exceptions before stemming.",
+    wordnet_exceptions: bool = switch(
+        "--wordnet-exceptions", "perl mode: look up ROUGE-1.5.5's WordNet exceptions before stemming."
     ),
     metrics: str = typer.Option(
         "rouge,bleu,meteor,novel,repeat,length",
         "--metrics",
         help="Comma-separated metrics to compute; qs: hierarchy P/R/F1 and question BLEU-4 of QS hierarchies",
     ),
-    qs_lenient: bool = typer.Option(
-        False,
-        "--qs-lenient",
-        help="qs: parse malformed predicted hierarchies leniently and count what is dropped.",
+    qs_lenient: bool = switch(
+        "--qs-lenient", "qs: parse malformed predicted hierarchies leniently and count what is dropped."
     ),
     bootstrap: int = ranged(
         1000, "--bootstrap", allowed=NON_NEGATIVE, help="Bootstrap resamples for 95% CIs (0: none)."
     ),
-    seed: int = ranged(0, "--seed", allowed=NON_NEGATIVE, help="Bootstrap seed."),
+    seed: int = seed_option("Bootstrap seed."),
     json_out: Path | None = typer.Option(None, "--json", help="Also write the report as JSON here."),
     threads: int | None = threads_option(),
     corpus: str | None = typer.Option(

@@ -8,9 +8,9 @@ from pathlib import Path
 import typer
 
 from synopsis.cli import options as shared_options
-from synopsis.cli.options import ranged, set_torch_threads, threads_option
+from synopsis.cli.options import count_option, ranged, seed_option, set_torch_threads, switch, threads_option
 from synopsis.cli.runtime import print_plan, reporting_interrupts, stdout_console, training_account
-from synopsis.config import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE
+from synopsis.config import POSITIVE
 from synopsis.errors import CheckpointError, ConfigError, InputError
 
 log = logging.getLogger("synopsis.cli")
@@ -105,16 +105,13 @@ def train(
     held_out: str | None = typer.Option(
         None, "--held-out", help="Leave this domain out of training, e.g. 'style=spoken, topic=everyday'."
     ),
-    max_epochs: int | None = ranged(
-        None, "--max-epochs", allowed=AT_LEAST_ONE, help="Override training.max_epochs."
-    ),
+    max_epochs: int | None = count_option(None, "--max-epochs", help="Override training.max_epochs."),
     sets: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
-    resume: bool = typer.Option(False, "--resume", help="Continue from the run's latest checkpoint."),
+    resume: bool = switch("--resume", "Continue from the run's latest checkpoint."),
     threads: int | None = threads_option(),
-    dry_run: bool = typer.Option(
-        False,
+    dry_run: bool = switch(
         "--dry-run",
-        help="Print the memory plan per device and exit; reads the corpus for the vocabulary size only.",
+        "Print the memory plan per device and exit; reads the corpus for the vocabulary size only.",
     ),
     plan_json: Path | None = typer.Option(None, "--json", help="With --dry-run: write the plan as JSON."),
 ) -> None:
@@ -280,11 +277,11 @@ def sample_command(
     model_dir: Path = typer.Option(..., "--model", "-m", help="A model directory (…/model) from `lm train`."),
     attribute: list[str] | None = typer.Option(None, "--attribute", "-a", help="name=value (repeatable)."),
     prompt: str = typer.Option("", "--prompt", help="Text the sample continues."),
-    length: int = ranged(60, "--length", allowed=AT_LEAST_ONE, help="Words to sample."),
+    length: int = count_option(60, "--length", help="Words to sample."),
     temperature: float = ranged(
         1.0, "--temperature", allowed=POSITIVE, help="Softmax temperature (< 1: safer, > 1: wilder)."
     ),
-    seed: int = ranged(0, "--seed", allowed=NON_NEGATIVE, help="Random seed."),
+    seed: int = seed_option("Random seed."),
     threads: int | None = threads_option(),
 ) -> None:
     """Sample text given domain attributes."""
@@ -311,9 +308,7 @@ def domain_lm_experiment(
     output_dir: Path = typer.Option(
         Path("runs/domain_lm"), "--output-dir", "-o", help="Experiment directory (results, tables, models)."
     ),
-    max_epochs: int | None = ranged(
-        None, "--max-epochs", allowed=AT_LEAST_ONE, help="Override training.max_epochs."
-    ),
+    max_epochs: int | None = count_option(None, "--max-epochs", help="Override training.max_epochs."),
     sets: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
     grid: str | None = typer.Option(
         None,
@@ -321,17 +316,16 @@ def domain_lm_experiment(
         help="Choose E, H and BPTT on dev per model: paper (E 100/200/300 x H 50/100/150 x BPTT 4/8/16, 27 "
         "trainings per model), cpu (E 100/200 x H 50/100, BPTT 16) or none (the config's sizes).",
     ),
-    fresh: bool = typer.Option(False, "--fresh", help="Retrain models that already have results."),
+    fresh: bool = switch("--fresh", "Retrain models that already have results."),
     threads: int | None = threads_option(),
-    dry_run: bool = typer.Option(
-        False,
+    dry_run: bool = switch(
         "--dry-run",
-        help="Print the memory plan per device of the largest model (in_out) and exit; reads the corpus for "
+        "Print the memory plan per device of the largest model (in_out) and exit; reads the corpus for "
         "the vocabulary size only.",
     ),
     plan_json: Path | None = typer.Option(None, "--json", help="With --dry-run: write the plan as JSON."),
     device: str = shared_options.device_option(),
-    dtype: str | None = shared_options.dtype_option(shared_options.EXPERIMENT_DTYPE_HELP),
+    dtype: str | None = shared_options.experiment_dtype_option(),
 ) -> None:
     """Leave-one-domain-out: train on the other domains, test on the unseen one; Tables 4-6 + heatmap."""
     from synopsis.experiments.domain_lm import memory_plan, run_experiment

@@ -12,7 +12,7 @@ from typing import Any
 
 import typer
 
-from synopsis.config import AT_LEAST_ONE, DECODING_OPTIONS, Range, default_threads
+from synopsis.config import AT_LEAST_ONE, DECODING_OPTIONS, NON_NEGATIVE, Range, default_threads
 from synopsis.sharding import DEVICE_CHOICES
 
 #: What the help of a decoding flag adds: which methods take it and what it defaults to.
@@ -51,6 +51,17 @@ def ranged(default: Any, *names: str, allowed: Range, help: str, **kwargs: Any) 
     return typer.Option(default, *names, help=described, callback=_checker(allowed), **kwargs)
 
 
+def count_option(default: int | None, *names: str, help: str, **kwargs: Any) -> Any:  # noqa: A002
+    """A whole-number option that must be >= 1, a count or a limit (``None``: unset, the command's own
+    default), checked as :func:`ranged` checks."""
+    return ranged(default, *names, allowed=AT_LEAST_ONE, help=help, **kwargs)
+
+
+def seed_option(help: str) -> Any:  # noqa: A002
+    """``--seed``: a random seed, 0 unless given, never negative; ``help`` says what it seeds."""
+    return ranged(0, "--seed", allowed=NON_NEGATIVE, help=help)
+
+
 def switch(name: str, help: str) -> Any:  # noqa: A002
     """An on/off ``typer.Option``, off unless given."""
     return typer.Option(False, name, help=help)
@@ -58,7 +69,7 @@ def switch(name: str, help: str) -> Any:  # noqa: A002
 
 def threads_option() -> Any:
     """``--threads``: the same option, default and range in every command that computes."""
-    return ranged(None, "--threads", allowed=AT_LEAST_ONE, help=THREADS_HELP)
+    return count_option(None, "--threads", help=THREADS_HELP)
 
 
 def device_option() -> Any:
@@ -78,6 +89,17 @@ def dtype_option(help: str) -> Any:  # noqa: A002
     """``--dtype`` (fp32, bf16, fp16; unset: the command's default), checked while the command line is
     parsed; ``help`` says what the precision applies to in that command."""
     return typer.Option(None, "--dtype", help=f"{help} ({', '.join(DTYPES)})", callback=_check_dtype)
+
+
+def experiment_dtype_option() -> Any:
+    """``--dtype`` of the experiments: the training precision of every run whose config leaves it unset."""
+    return dtype_option(EXPERIMENT_DTYPE_HELP)
+
+
+def inference_dtype_option(which: str = "") -> Any:
+    """``--dtype`` of a command that summarizes: the weights' precision for inference; ``which`` says which
+    models it applies to where that is not all of them."""
+    return dtype_option(INFERENCE_DTYPE_HELP + which)
 
 
 def decoding_option(name: str) -> Any:

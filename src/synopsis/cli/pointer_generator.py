@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from synopsis.cli.options import set_torch_threads, threads_option
+from synopsis.cli.options import set_torch_threads, switch, threads_option
 from synopsis.cli.runtime import (
     print_plan,
     refuse_to_overwrite_inputs,
@@ -30,14 +30,12 @@ def train(
     output_dir: Path | None = typer.Option(
         None, "--output-dir", "-o", help="Run directory (checkpoints, model); required unless --dry-run."
     ),
-    resume: bool = typer.Option(False, "--resume", help="Continue the run in --output-dir exactly."),
+    resume: bool = switch("--resume", "Continue the run in --output-dir exactly."),
     threads: int | None = threads_option(),
     quiet: bool = typer.Option(
         False, "--quiet", "-q", help="Errors only; no progress messages (the same as synopsis -q)."
     ),
-    dry_run: bool = typer.Option(
-        False, "--dry-run", help="Print the memory plan per device (from the config alone) and exit."
-    ),
+    dry_run: bool = switch("--dry-run", "Print the memory plan per device (from the config alone) and exit."),
     plan_json: Path | None = typer.Option(None, "--json", help="With --dry-run: write the plan as JSON."),
 ) -> None:
     """Train a pointer-generator network (See et al., 2017) with the paper's two-phase schedule."""

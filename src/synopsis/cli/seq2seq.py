@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import typer
 
 from synopsis.cli.options import (
-    EXPERIMENT_DTYPE_HELP,
+    count_option,
     device_option,
-    dtype_option,
+    experiment_dtype_option,
     ranged,
     set_torch_threads,
+    switch,
     threads_option,
 )
 from synopsis.cli.runtime import (
@@ -23,7 +24,7 @@ from synopsis.cli.runtime import (
     stdout_console,
     training_account,
 )
-from synopsis.config import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE
+from synopsis.config import NON_NEGATIVE, POSITIVE
 
 if TYPE_CHECKING:  # the training module imports transformers; the CLI loads it only when used
     from synopsis.training.seq2seq import Seq2SeqTrainConfig
@@ -45,27 +46,25 @@ def train(
     random_init: bool | None = typer.Option(
         None, "--random-init/--no-random-init", help="Random weights from the model's config.json."
     ),
-    max_steps: int | None = ranged(None, "--max-steps", allowed=AT_LEAST_ONE, help="Optimizer steps."),
-    batch_size: int | None = ranged(
-        None, "--batch-size", allowed=AT_LEAST_ONE, help="Examples per forward pass (per process)."
+    max_steps: int | None = count_option(None, "--max-steps", help="Optimizer steps."),
+    batch_size: int | None = count_option(
+        None, "--batch-size", help="Examples per forward pass (per process)."
     ),
-    grad_accum_steps: int | None = ranged(
-        None, "--grad-accum", allowed=AT_LEAST_ONE, help="Global batch = --batch-size x this, any world size."
+    grad_accum_steps: int | None = count_option(
+        None, "--grad-accum", help="Global batch = --batch-size x this, any world size."
     ),
     learning_rate: float | None = ranged(None, "--lr", allowed=POSITIVE, help="Peak learning rate."),
-    eval_every: int | None = ranged(
-        None, "--eval-every", allowed=AT_LEAST_ONE, help="Dev ROUGE every this many steps."
-    ),
+    eval_every: int | None = count_option(None, "--eval-every", help="Dev ROUGE every this many steps."),
     patience: int | None = ranged(
         None, "--patience", allowed=NON_NEGATIVE, help="Early stopping patience (evaluations; 0: off)."
     ),
     sets: list[str] | None = typer.Option(
         None, "--set", help="Any config key, value as YAML: --set warmup_steps=100 (repeatable)."
     ),
-    resume: bool = typer.Option(False, "--resume", help="Continue from the run's latest checkpoint."),
+    resume: bool = switch("--resume", "Continue from the run's latest checkpoint."),
     threads: int | None = threads_option(),
-    dry_run: bool = typer.Option(
-        False, "--dry-run", help="Print the memory plan per device (from config.json alone) and exit."
+    dry_run: bool = switch(
+        "--dry-run", "Print the memory plan per device (from config.json alone) and exit."
     ),
     plan_json: Path | None = typer.Option(None, "--json", help="With --dry-run: write the plan as JSON."),
 ) -> None:
@@ -141,7 +140,7 @@ def _output_option(default: str) -> Path:
     return typer.Option(Path(default), "--output-dir", "--output", "-o", help="Output directory.")
 
 
-_MAX_STEPS = ranged(None, "--max-steps", allowed=AT_LEAST_ONE, help="Optimizer steps per model.")
+_MAX_STEPS = count_option(None, "--max-steps", help="Optimizer steps per model.")
 
 
 def _experiment_config(
@@ -160,29 +159,39 @@ def _experiment_config(
     return load_config(cls, config, merge(values, parse_overrides(sets)))
 
 
-def _experiment_command(
-    module: str, config_class: str, runner: str, *, data: str, runs: tuple[str, str], doc: str
-) -> Callable[..., None]:
-    """The command of the experiment in ``synopsis.experiments.<module>`` (imported when it runs):
-    ``config_class`` from ``--config`` (e.g. ``configs/<module>.yaml``), the options and ``--set``, then
-    ``runner(cfg, output, data_dir)``'s table on stdout. ``runs``: the config's list of runs (field, help),
-    its ``--<field>`` a comma-separated subset; ``data``: what the shared data folder must hold."""
-    field, runs_help = runs
+class _Experiment(NamedTuple):
+    """One experiment of ``synopsis.experiments.<module>`` (imported when it runs): ``config_class`` from
+    ``--config`` (e.g. ``configs/<module>.yaml``), then ``runner(cfg, output, data_dir)``'s table.
+    ``data``: what the shared data folder must hold; ``runs``: the config's list of runs (field, help), its
+    ``--<field>`` a comma-separated subset; ``doc``: the command's help."""
+
+    module: str
+    config_class: str
+    runner: str
+    data: str
+    runs: tuple[str, str]
+    doc: str
+
+
+def _experiment_command(spec: _Experiment) -> Callable[..., None]:
+    """The command of ``spec``: its config from the YAML, the options and ``--set``, then the runner's
+    table on stdout."""
+    module, field = spec.module, spec.runs[0]
 
     def command(
         output: Path = _output_option(f"runs/{module}"),
         config: Path | None = typer.Option(
             None, "--config", "-c", help=f"Experiment YAML (configs/{module}.yaml)."
         ),
-        data_dir: Path = typer.Option(DEFAULT_SHARED, "--data", help=f"Shared data folder ({data})."),
-        chosen: str | None = typer.Option(None, f"--{field}", help=runs_help),
+        data_dir: Path = typer.Option(DEFAULT_SHARED, "--data", help=f"Shared data folder ({spec.data})."),
+        chosen: str | None = typer.Option(None, f"--{field}", help=spec.runs[1]),
         max_steps: int | None = _MAX_STEPS,
         sets: list[str] | None = typer.Option(
             None, "--set", help="Any experiment config key, value as YAML: --set d_model=128 (repeatable)."
         ),
         threads: int | None = threads_option(),
         device: str = device_option(),
-        dtype: str | None = dtype_option(EXPERIMENT_DTYPE_HELP),
+        dtype: str | None = experiment_dtype_option(),
     ) -> None:
         import importlib
 
@@ -191,45 +200,41 @@ def _experiment_command(
 
         experiment = importlib.import_module(f"synopsis.experiments.{module}")
         given = {field: chosen, "max_steps": max_steps}
-        cfg = _experiment_config(getattr(experiment, config_class), config, sets, threads, **given)
+        cfg = _experiment_config(getattr(experiment, spec.config_class), config, sets, threads, **given)
         account = f"the {field} finished so far are kept in {output}"
         with reporting_interrupts(lambda: account), compute_device(device), default_precision(dtype):
-            table = getattr(experiment, runner)(cfg, output, data_dir)
+            table = getattr(experiment, spec.runner)(cfg, output, data_dir)
         stdout_console().print(table)
 
-    command.__doc__ = doc
+    command.__doc__ = spec.doc
     return command
 
 
-hie_bart_heads_experiment = _experiment_command(
-    "hie_bart_heads",
-    "HeadSweepConfig",
-    "run_head_sweep",
-    data="scitldr/, tokenizers/",
-    runs=("ratios", "Word:sentence head splits, e.g. '8:0,6:2,4:4'."),
-    doc="Hie-BART word:sentence head ratios (the paper's Table 2) with small models on SciTLDR, on CPU.",
-)
-instructsum_experiment = _experiment_command(
-    "instructsum_qmsum",
-    "InstructSumExperimentConfig",
-    "run_instructsum_experiment",
-    data="qmsum/train, qmsum/val, tokenizers/t5",
-    runs=("variants", "Comma-separated subset of no-instruction,full,instructsum."),
-    doc="InstructSum on QMSum with small T5s on CPU: no instruction vs full attention vs the cached model.",
-)
-hibrids_experiment = _experiment_command(
-    "hibrids_scisummnet",
-    "HibridsExperimentConfig",
-    "run_hibrids_experiment",
-    data="scisummnet/, tokenizers/",
-    runs=("variants", "Comma-separated subset of base,sectok,hibrids-enc,hibrids-dec."),
-    doc="HIBRIDS (Cao & Wang, 2022): base, SECTOK, HIBRIDS-ENC and -DEC as small models on SciSummNet.",
-)
+#: ``synopsis experiment <name>``: the experiments whose commands are alike, in the order --help lists them
+_EXPERIMENTS = {
+    "hie-bart-heads": _Experiment(
+        "hie_bart_heads", "HeadSweepConfig", "run_head_sweep", "scitldr/, tokenizers/",
+        ("ratios", "Word:sentence head splits, e.g. '8:0,6:2,4:4'."),
+        "Hie-BART word:sentence head ratios (the paper's Table 2) with small models on SciTLDR, on CPU.",
+    ),
+    "instructsum": _Experiment(
+        "instructsum_qmsum", "InstructSumExperimentConfig", "run_instructsum_experiment",
+        "qmsum/train, qmsum/val, tokenizers/t5",
+        ("variants", "Comma-separated subset of no-instruction,full,instructsum."),
+        "InstructSum on QMSum with small T5s on CPU: no instruction vs full attention vs the cached model.",
+    ),
+    "hibrids": _Experiment(
+        "hibrids_scisummnet", "HibridsExperimentConfig", "run_hibrids_experiment", "scisummnet/, tokenizers/",
+        ("variants", "Comma-separated subset of base,sectok,hibrids-enc,hibrids-dec."),
+        "HIBRIDS (Cao & Wang, 2022): base, SECTOK, HIBRIDS-ENC and -DEC as small models on SciSummNet.",
+    ),
+}  # fmt: skip
+EXPERIMENT_COMMANDS = {name: _experiment_command(spec) for name, spec in _EXPERIMENTS.items()}
 
 
 def hibrids_probe_experiment(
     output: Path = _output_option("runs/hibrids_probe"),
-    steps: int | None = ranged(None, "--steps", allowed=AT_LEAST_ONE, help="Optimizer steps per run."),
+    steps: int | None = count_option(None, "--steps", help="Optimizer steps per run."),
     seeds: str = typer.Option("0,1,2", "--seeds", help="Comma-separated seeds."),
     sets: list[str] | None = typer.Option(
         None, "--set", help="Any probe config key, value as YAML: --set train_documents=500 (repeatable)."
@@ -252,11 +257,8 @@ def hibrids_probe_experiment(
 def convert_hie_bart(
     source: Path = typer.Argument(..., help="A BART checkpoint directory (Hugging Face format)."),
     output: Path = typer.Argument(..., help="New directory for the Hie-BART checkpoint."),
-    word_heads: int = ranged(
-        ...,
-        "--word-heads",
-        allowed=AT_LEAST_ONE,
-        help="Word-level heads per encoder layer; the rest are sentence-level.",
+    word_heads: int = count_option(
+        ..., "--word-heads", help="Word-level heads per encoder layer; the rest are sentence-level."
     ),
     sentence_marker: str = typer.Option(
         "<s>",
@@ -292,7 +294,7 @@ def convert_hibrids(
     output: Path = typer.Argument(..., help="New directory for the HIBRIDS checkpoint."),
     encoder: bool = typer.Option(True, "--encoder/--no-encoder", help="Bias every encoder self-attention."),
     decoder: bool = typer.Option(True, "--decoder/--no-decoder", help="Bias the last cross-attention."),
-    selected: bool = typer.Option(False, "--selected", help="HIBRIDS-S: a table of salient relations only."),
+    selected: bool = switch("--selected", "HIBRIDS-S: a table of salient relations only."),
 ) -> None:
     """Write a HIBRIDS checkpoint: the same weights plus zero-initialised section-tree bias tables (so it
     computes exactly the base model until trained); its config.json records the choice."""
@@ -309,9 +311,7 @@ def convert_section_tokens(
     kind: str = typer.Option(
         "sectok", "--kind", help="sectok: one [SEC] token; lvlsectok: [SEC-L1], [SEC-L2], ... by depth."
     ),
-    max_depth: int = ranged(
-        4, "--max-depth", allowed=AT_LEAST_ONE, help="Deepest LVLSECTOK level (deeper uses it)."
-    ),
+    max_depth: int = count_option(4, "--max-depth", help="Deepest LVLSECTOK level (deeper uses it)."),
 ) -> None:
     """The SECTOK / LVLSECTOK baselines of HIBRIDS: a marker token starts every section of the input."""
     from synopsis.models.seq2seq import convert_checkpoint

@@ -13,14 +13,15 @@ from pathlib import Path
 import typer
 
 from synopsis.cli.options import (
-    INFERENCE_DTYPE_HELP,
+    count_option,
     device_option,
-    dtype_option,
+    inference_dtype_option,
     ranged,
     set_torch_threads,
+    switch,
     threads_option,
 )
-from synopsis.config import AT_LEAST_ONE, Range
+from synopsis.config import NON_NEGATIVE, POSITIVE, Range
 from synopsis.errors import ConfigError, InputError
 from synopsis.io import read_text
 from synopsis.sharding import resolve_device
@@ -79,69 +80,59 @@ def serve(
     model: list[str] = typer.Option(
         [], "--model", help="Offer a model directory under a name: NAME=DIR (repeatable)."
     ),
-    workers: int = ranged(
-        1, "--workers", allowed=AT_LEAST_ONE, help="Worker processes; each loads every model (memory x N)."
+    workers: int = count_option(
+        1, "--workers", help="Worker processes; each loads every model (memory x N)."
     ),
     threads: int | None = threads_option(),
     device: str = device_option(),
-    dtype: str | None = dtype_option(INFERENCE_DTYPE_HELP + "; the --model ones"),
-    inference_threads: int | None = ranged(
+    dtype: str | None = inference_dtype_option("; the --model ones"),
+    inference_threads: int | None = count_option(
         None,
         "--inference-threads",
-        allowed=AT_LEAST_ONE,
         help="Requests parsed and summarized at once, each on a thread of its own (default: min(2, cores)).",
     ),
     queue_size: int = ranged(
-        64, "--queue-size", allowed=Range(0, None), help="Requests that may wait for a thread (then 503)."
+        64, "--queue-size", allowed=NON_NEGATIVE, help="Requests that may wait for a thread (then 503)."
     ),
     timeout: float = ranged(
-        60.0, "--timeout", allowed=Range(0, None, low_open=True), help="Seconds per request (then 504)."
+        60.0, "--timeout", allowed=POSITIVE, help="Seconds per request (then 504)."
     ),
     max_body_mb: float = ranged(
-        10.0, "--max-body-mb", allowed=Range(0, None, low_open=True), help="Largest request body (then 413)."
+        10.0, "--max-body-mb", allowed=POSITIVE, help="Largest request body (then 413)."
     ),
-    max_instructions: int = ranged(
-        16, "--max-instructions", allowed=AT_LEAST_ONE, help="Instructions per request (then 422)."
+    max_instructions: int = count_option(
+        16, "--max-instructions", help="Instructions per request (then 422)."
     ),
     # default None: the service's own limit (serve.settings.DocumentLimits; importing it here would load
     # the web framework for every command)
-    max_sections: int | None = ranged(
-        None, "--max-sections", allowed=AT_LEAST_ONE, help="Sections per document (then 422; default 5000)."
+    max_sections: int | None = count_option(
+        None, "--max-sections", help="Sections per document (then 422; default 5000)."
     ),
-    max_sentences: int | None = ranged(
-        None,
-        "--max-sentences",
-        allowed=AT_LEAST_ONE,
-        help="Sentences per document (then 422; default 50000).",
+    max_sentences: int | None = count_option(
+        None, "--max-sentences", help="Sentences per document (then 422; default 50000)."
     ),
-    max_document_words: int | None = ranged(
-        None,
-        "--max-document-words",
-        allowed=AT_LEAST_ONE,
-        help="Words per document (then 422; default 1000000).",
+    max_document_words: int | None = count_option(
+        None, "--max-document-words", help="Words per document (then 422; default 1000000)."
     ),
     header_timeout: float = ranged(
         10.0,
         "--header-timeout",
-        allowed=Range(0, None, low_open=True),
+        allowed=POSITIVE,
         help="Seconds a connection may take to send its request headers (then closed).",
     ),
     keep_alive: float = ranged(
         5.0,
         "--keep-alive",
-        allowed=Range(0, None, low_open=True),
+        allowed=POSITIVE,
         help="Seconds an idle connection is kept open for its next request.",
     ),
-    max_connections: int = ranged(
+    max_connections: int = count_option(
         1000,
         "--max-connections",
-        allowed=AT_LEAST_ONE,
         help="Open connections per worker; beyond, the oldest one without a request in progress is closed.",
     ),
-    no_builtin: bool = typer.Option(
-        False,
-        "--no-builtin",
-        help="Offer only the --model models (not the bundled default, lead-3, centrality).",
+    no_builtin: bool = switch(
+        "--no-builtin", "Offer only the --model models (not the bundled default, lead-3, centrality)."
     ),
     batch_window_ms: float = ranged(
         20.0,
@@ -149,11 +140,10 @@ def serve(
         allowed=Range(0, 10_000),
         help="Batch summaries for one model arriving within this window into one call (0: off).",
     ),
-    max_batch: int = ranged(16, "--max-batch", allowed=AT_LEAST_ONE, help="Summaries per batched call."),
-    batch_workers: int | None = ranged(
+    max_batch: int = count_option(16, "--max-batch", help="Summaries per batched call."),
+    batch_workers: int | None = count_option(
         None,
         "--batch-workers",
-        allowed=AT_LEAST_ONE,
         help="Batches of one model running at once, each on a thread of its own "
         "(default: cores // torch threads, at least 1).",
     ),

@@ -17,10 +17,10 @@ from typing import Any
 import typer
 
 from synopsis.cli.options import (
-    INFERENCE_DTYPE_HELP,
+    count_option,
     decoding_option,
     device_option,
-    dtype_option,
+    inference_dtype_option,
     ranged,
     set_torch_threads,
     switch,
@@ -29,7 +29,7 @@ from synopsis.cli.options import (
 from synopsis.cli.provenance import check_resume, run_record
 from synopsis.cli.runtime import refuse_to_overwrite_inputs
 from synopsis.cli.summarize_corpus import Job, in_batches, run_sharded
-from synopsis.config import AT_LEAST_ONE, POSITIVE, DecodingOptions
+from synopsis.config import POSITIVE, DecodingOptions
 from synopsis.errors import InputError
 from synopsis.io import missing_path
 from synopsis.progress import ProgressReporter, track
@@ -82,22 +82,20 @@ def summarize(
         "Continue an interrupted run: keep what --output holds and skip those examples "
         "(by id for .jsonl, by count for one-per-line files).",
     ),
-    k: int = ranged(3, "--k", allowed=AT_LEAST_ONE, help="Sentences to extract (centrality)."),
+    k: int = count_option(3, "--k", help="Sentences to extract (centrality)."),
     num_beams: int | None = decoding_option("num_beams"),
     min_length: int | None = decoding_option("min_length"),
     max_length: int | None = decoding_option("max_length"),
     length_penalty: float | None = decoding_option("length_penalty"),
     no_repeat_ngram_size: int | None = decoding_option("no_repeat_ngram_size"),
-    max_source_length: int | None = ranged(
+    max_source_length: int | None = count_option(
         None,
         "--max-source-length",
-        allowed=AT_LEAST_ONE,
         help="Truncate model inputs (pointer-generator: words; Hugging Face models: tokens).",
     ),
-    batch_size: int | None = ranged(
+    batch_size: int | None = count_option(
         None,
         "--batch-size",
-        allowed=AT_LEAST_ONE,
         help=f"Documents per batch (default: {NEURAL_BATCH_SIZE} for neural models, 1 for extractive "
         "methods, so that each summary is written as soon as it is made).",
     ),
@@ -117,9 +115,7 @@ def summarize(
         "sources of every sentence; auto: by section when a document is longer than the model's input "
         "(corpus runs: by document).",
     ),
-    max_words: int = ranged(
-        150, "--max-words", allowed=AT_LEAST_ONE, help="By section: longest document summary, in words."
-    ),
+    max_words: int = count_option(150, "--max-words", help="By section: longest document summary, in words."),
     output_format: str = typer.Option(
         "text",
         "--output-format",
@@ -128,7 +124,7 @@ def summarize(
     ),
     threads: int | None = threads_option(),
     device: str = device_option(),
-    dtype: str | None = dtype_option(INFERENCE_DTYPE_HELP),
+    dtype: str | None = inference_dtype_option(),
     text_column: str | None = typer.Option(None, "--text-column", help="--corpus jsonl/csv/hf: the text."),
     summary_column: str | None = typer.Option(
         None, "--summary-column", help="--corpus jsonl/csv/hf: the reference (for the oracle)."

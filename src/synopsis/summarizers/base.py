@@ -177,7 +177,16 @@ class Summarizer(ABC):
         """A summary of every section of each document and a document summary of at most ``max_words``
         words composed from them, every sentence with its sources: see
         :func:`synopsis.summarizers.sections.summarize_by_section` for the options."""
-        return summarize_by_section(self, documents, instructions, max_words=max_words, **options)
+        checked = self._check_batch(documents, instructions)
+        return self._by_section(documents, checked, {"max_words": max_words, **options})
+
+    def _by_section(
+        self, documents: Sequence[Document], instructions: list[str | None], options: dict[str, Any]
+    ) -> list[DocumentSummary]:
+        """What :meth:`summarize_by_section` does with a checked batch (``options`` with ``max_words``): the
+        hook a summarizer that sends each document to another one overrides, so that the public signature is
+        written once."""
+        return summarize_by_section(self, documents, instructions, **options)
 
     def to(self, device: Any) -> Summarizer:
         """Move the model (if any) to ``device`` (see :func:`~synopsis.sharding.resolve_device`), e.g. a

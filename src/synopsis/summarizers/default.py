@@ -20,7 +20,7 @@ from synopsis.document import Document
 from synopsis.summarizers.base import Summarizer, SummarizerInfo
 from synopsis.summarizers.pointer_generator import PointerGeneratorSummarizer
 from synopsis.summarizers.salient import SalientSummarizer, TfidfVectors
-from synopsis.summarizers.sections import DEFAULT_MAX_WORDS, DocumentSummary, SummarySentence, Window
+from synopsis.summarizers.sections import DocumentSummary, SummarySentence, Window
 
 logger = logging.getLogger(__name__)
 
@@ -98,25 +98,18 @@ class DefaultSummarizer(Summarizer):
                 routes.append((summarizer, bundled, rows))
         return notes, routes
 
-    def summarize_by_section(
-        self,
-        documents: Sequence[Document],
-        instructions: Sequence[str | None] | None = None,
-        *,
-        max_words: int = DEFAULT_MAX_WORDS,
-        **options: Any,
+    def _by_section(
+        self, documents: Sequence[Document], instructions: list[str | None], options: dict[str, Any]
     ) -> list[DocumentSummary]:
         """By section, each document with the summarizer its domain calls for; the far ones carry their note.
         ``options`` are :func:`~synopsis.summarizers.sections.summarize_by_section`'s; ``summarize_windows``
         (a shared queue) serves only the bundled model's documents (this summarizer's windows are its)."""
-        instructions = self._check_batch(documents, instructions)
         notes, routes = self._routes(documents)
         results: list[DocumentSummary | None] = [None] * len(documents)
         for summarizer, bundled, rows in routes:
             made = summarizer.summarize_by_section(
                 [documents[i] for i in rows],
                 [instructions[i] for i in rows],
-                max_words=max_words,
                 **_for_rows(options, rows, shared_queue=bundled),
             )
             for row, result in zip(rows, made, strict=True):
