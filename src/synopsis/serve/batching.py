@@ -88,7 +88,7 @@ class Batcher:
         self.concurrency = concurrency
         self._slots = slots  # shared by the batchers of all models
         self._observe = observe  # (model, batch size) for the metrics
-        self._changed = threading.Condition()  # guards the queue, the counters and the workers
+        self._changed = threading.Condition()  # an RLock: guards the queue, the counters and the workers
         self._queue: deque[BatchItem] = deque()
         self._workers: list[threading.Thread] = []
         self._closed = False
@@ -96,11 +96,13 @@ class Batcher:
         self.running = 0  # batches running now (at most ``concurrency``; a /metrics gauge)
 
     def __len__(self) -> int:
-        return sum(not item.future.done() for item in self._queue)
+        with self._changed:  # /metrics reads it from the event loop while workers change the queue
+            return sum(not item.future.done() for item in self._queue)
 
     def waiting(self, windows: bool = False) -> int:
         """The whole documents (or, with ``windows``, the windows) waiting for a batch."""
-        return sum(item.windows == windows and not item.future.done() for item in self._queue)
+        with self._changed:
+            return sum(item.windows == windows and not item.future.done() for item in self._queue)
 
     def _ready(self, key: Hashable) -> int:
         return sum(1 for item in self._queue if item.key == key and not item.future.done())
