@@ -29,11 +29,13 @@ from synopsis.serve.metrics import ServiceMetrics
 from synopsis.serve.pool import InferencePool, QueueFullError
 from synopsis.serve.registry import ModelEntry, ModelRegistry, OptionError
 from synopsis.serve.settings import ServeSettings
-from synopsis.serve.streaming import guarded, parsed_event, section_event, summary_event
+from synopsis.serve.streaming import guarded, parsed_event, section_event, summary_event, until_disconnected
 from synopsis.summarizers.runner import ParsedDocument, RunHooks, SummarizeRunner, Summary
 from synopsis.summarizers.sections import Cancelled
 
 logger = logging.getLogger("synopsis.serve")
+# What ends a request's events besides its events: its work done, its client gone, its time out.
+_DONE, _GONE, _TIMED_OUT = object(), object(), object()
 T = TypeVar("T")
 Emit = Callable[[dict[str, Any]], None]
 
@@ -163,7 +165,8 @@ class SummarizeService:
         )  # fmt: skip
         stop = threading.Event()
 
-        def hooks(emit: Emit) -> RunHooks:
+        def read(emit: Emit) -> tuple[ParsedDocument, bool, RunHooks]:
+            """On a thread: the document read, and the hooks that turn the rest of the run into events."""
             started = time.perf_counter()
 
             def parsed(read: Any, _: bool) -> None:
@@ -177,15 +180,14 @@ class SummarizeService:
                 else:
                     emit(summary_event(done, done.batch_size))
 
-            return RunHooks(
+            run = RunHooks(
                 parsed=parsed,
                 section=lambda index, instruction, section: emit(section_event(index, instruction, section)),
                 summary=summary,
                 cancelled=stop.is_set,
             )
-
-        def read(run: RunHooks) -> tuple[ParsedDocument, bool]:
-            return runner.read(read_pasted(body.document, body.format, self.settings.document_limits), run)
+            limits = self.settings.document_limits
+            return (*runner.read(read_pasted(body.document, body.format, limits), run), run)
 
         def summarize(parsed: ParsedDocument, sectioned: bool, run: RunHooks) -> None:
             try:
@@ -194,12 +196,11 @@ class SummarizeService:
                 logger.info("request withdrawn: %s", "the rest of its work was not computed")
 
         async def produce(emit: Emit) -> None:
-            run = hooks(emit)
             if documents is None:  # unbatched: read and summarized on one pool thread
-                await asyncio.wrap_future(self.pool.submit(lambda: summarize(*read(run), run)))
+                await asyncio.wrap_future(self.pool.submit(lambda: summarize(*read(emit))))
                 return
             # Read on the pool (a few threads: reading holds the GIL, more threads would only take turns).
-            parsed, sectioned = await asyncio.wrap_future(self.pool.submit(lambda: read(run)))
+            parsed, sectioned, run = await asyncio.wrap_future(self.pool.submit(lambda: read(emit)))
             if sectioned:  # its windows wait for their batches on a request thread of its own
                 await asyncio.wrap_future(self.request_pool.submit(lambda: summarize(parsed, True, run)))
             else:
@@ -220,30 +221,42 @@ class SummarizeService:
         withdraw: Callable[[], None],
     ) -> AsyncIterator[dict[str, Any]]:
         """Run ``produce(emit)`` and yield every event it emits (from the event loop or from a thread), as it
-        emits it; ``withdraw()`` takes back its work when the request ends early (timeout, client gone)."""
+        emits it; ``withdraw()`` takes back its work when the request ends early: its time runs out
+        (``TimeoutError``) or its client leaves (:class:`ClientGone`)."""
         loop = asyncio.get_running_loop()
-        events: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        events: asyncio.Queue[Any] = asyncio.Queue()
+
+        loop_thread = threading.get_ident()
 
         def emit(event: dict[str, Any]) -> None:
-            loop.call_soon_threadsafe(events.put_nowait, event)
+            if threading.get_ident() == loop_thread:  # by document with batching, the loop emits
+                events.put_nowait(event)
+            else:
+                loop.call_soon_threadsafe(events.put_nowait, event)
 
-        # After the events its threads emitted (call_soon_threadsafe keeps their order).
+        # Its end, the client leaving and the deadline are events too: one watcher and one timer for the
+        # request, not one of each per event (each costs the event loop a task or two).
         task = asyncio.ensure_future(produce(emit))
-        task.add_done_callback(lambda _: loop.call_soon(events.put_nowait, None))
+        task.add_done_callback(lambda _: events.put_nowait(_DONE))  # after what its threads emitted
+        gone = asyncio.ensure_future(until_disconnected(request.receive))
+        gone.add_done_callback(lambda watcher: watcher.cancelled() or events.put_nowait(_GONE))
+        timer = loop.call_later(self.remaining(request), events.put_nowait, _TIMED_OUT)
         finished = False
-
-        def stop() -> None:
-            task.cancel()  # a job still waiting for a thread never starts
-            if not finished:
-                withdraw()
-
         try:
             while True:
-                event = await guarded(request, events.get(), self.remaining(request), stop)
-                if event is None:
+                event = await events.get()
+                if event is _DONE:
                     finished = True
                     task.result()  # the work's exception, if it failed
                     return
+                if event is _GONE:
+                    raise ClientGone()
+                if event is _TIMED_OUT:
+                    raise TimeoutError()
                 yield event
         finally:
-            stop()
+            timer.cancel()
+            gone.cancel()
+            if not finished:
+                task.cancel()  # a job still waiting for a thread never starts
+                withdraw()

@@ -34,7 +34,8 @@ STREAM_EVENT_SCHEMA: dict[str, Any] = {
 }
 
 
-async def _until_disconnected(receive: Receive) -> None:
+async def until_disconnected(receive: Receive) -> None:
+    """Returns when the client has gone away."""
     # After the body only a disconnect can arrive; the server delivers it when the client goes away.
     while (await receive())["type"] != "http.disconnect":
         pass
@@ -47,7 +48,7 @@ async def guarded(request: Request, work: Awaitable[T], timeout: float, withdraw
     back (a waiting job is cancelled before it runs) and ``work`` is cancelled.
     """
     task = asyncio.ensure_future(work)
-    gone = asyncio.ensure_future(_until_disconnected(request.receive))
+    gone = asyncio.ensure_future(until_disconnected(request.receive))
     try:
         done, _ = await asyncio.wait({task, gone}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
     except BaseException:
