@@ -314,7 +314,6 @@ def test_requests_within_the_window_share_one_call() -> None:
     settings = ServeSettings(batch_window_ms=300, max_batch=4, inference_threads=1)
     results: dict[int, Any] = {}
     with TestClient(create_app(_registry(recorder), settings)) as client:
-
         threads = [_instruction_request(client, results, i) for i in range(6)]
         for thread in threads:
             thread.start()
@@ -422,7 +421,6 @@ def test_batches_run_concurrently_up_to_batch_workers() -> None:
     settings = ServeSettings(batch_window_ms=20, max_batch=8, batch_workers=2)
     results: dict[int, Any] = {}
     with TestClient(create_app(_registry(model), settings)) as client:
-
         threads = [_instruction_request(client, results, i) for i in range(3)]
         try:
             threads[0].start()
@@ -456,7 +454,6 @@ def test_what_is_ready_is_split_over_the_free_workers(workers: int, sizes: list[
     settings = ServeSettings(batch_window_ms=1000, max_batch=8, batch_workers=workers)  # all four in it
     results: dict[int, Any] = {}
     with TestClient(create_app(_registry(recorder), settings)) as client:
-
         threads = [_instruction_request(client, results, i) for i in range(4)]
         try:
             for thread in threads:
@@ -673,3 +670,39 @@ def test_schemathesis_finds_no_failures(auth: bool, tmp_path: Path) -> None:
             command += ["-H", f"Authorization: Bearer {TOKEN}"]
         result = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
+
+
+def test_the_batcher_serves_threads_directly_and_never_computes_a_withdrawn_item() -> None:
+    """Items come from any thread and go straight back to it; an item withdrawn within its window never
+    reaches the model; ``limit`` refuses a request's items whole; a closed batcher refuses all."""
+    from synopsis.serve.batching import Batcher
+    from synopsis.serve.pool import QueueFullError
+
+    model = RecordingSummarizer()
+    batcher = Batcher("rec", window_s=0.3, max_batch=8, concurrency=1)
+    documents = [Document.from_text(f"Sentence {i} here.") for i in range(3)]
+    futures: list[Any] = []
+    submitter = threading.Thread(
+        target=lambda: futures.extend(batcher.submit(documents, ["a", "b", "c"], model, ()))
+    )
+    submitter.start()
+    submitter.join(5)
+    assert futures[1].cancel()  # withdrawn while its window is open
+    assert [futures[0].result(5).summary, futures[2].result(5).summary] == [
+        "a: Sentence 0 here.",
+        "c: Sentence 2 here.",
+    ]
+    assert model.calls == [["a", "c"]] and futures[0].result().batch_size == 2
+    gate = threading.Event()
+    held = RecordingSummarizer(gate)
+    running = batcher.submit(documents[:1], [None], held, ("held",))
+    wait_for(lambda: held.calls == [None])  # the only worker is busy: what comes next waits
+    batcher.submit(documents[:2], [None, None], model, ())
+    with pytest.raises(QueueFullError, match="2 summaries waiting"):
+        batcher.submit(documents, [None] * 3, model, (), limit=4)
+    assert batcher.waiting() == 2
+    gate.set()
+    assert running[0].result(5).summary == "plain: Sentence 0 here."
+    batcher.close()
+    with pytest.raises(QueueFullError, match="shutting down"):
+        batcher.submit(documents, [None] * 3, model, ())
