@@ -212,6 +212,11 @@ FUNCTION_WORDS = frozenset(
 )
 
 
+def has_letter(word: str) -> bool:
+    """Whether ``word`` holds a letter (``isalpha()`` first: one C call settles most words)."""
+    return word.isalpha() or any(c.isalpha() for c in word)
+
+
 def content_words(text: str | list[str]) -> list[str]:
     """The lowercased content words of ``text`` (or of already-tokenised words): word tokens that hold a
     letter or digit and are not :data:`FUNCTION_WORDS`."""

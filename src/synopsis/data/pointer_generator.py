@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from synopsis.text import word_tokenize
+from synopsis.text import has_letter, word_tokenize
 
 if TYPE_CHECKING:
     from synopsis.document import Document
@@ -38,7 +38,7 @@ class SourceProfile:
 
 def known_word_rate(words: Sequence[str], vocab: Vocab) -> float:
     """Share of the alphabetic words (numbers and punctuation aside) in the vocabulary; 1.0 if none."""
-    alphabetic = [w for w in words if w.isalpha() or any(c.isalpha() for c in w)]  # isalpha: most, in C
+    alphabetic = [w for w in words if has_letter(w)]
     if not alphabetic:
         return 1.0
     return sum(w in vocab for w in alphabetic) / len(alphabetic)
@@ -68,7 +68,7 @@ FLOOR_Z = 3.09
 
 def _alphabetic_counts(words: Sequence[str], vocab: Vocab) -> tuple[int, int]:
     """(alphabetic words, those in the vocabulary) of one document."""
-    alphabetic = [w for w in words if w.isalpha() or any(c.isalpha() for c in w)]  # isalpha: most, in C
+    alphabetic = [w for w in words if has_letter(w)]
     return len(alphabetic), sum(w in vocab for w in alphabetic)
 
 

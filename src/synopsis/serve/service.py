@@ -165,11 +165,11 @@ class SummarizeService:
         )  # fmt: skip
         stop = threading.Event()
 
-        def read(emit: Emit) -> tuple[ParsedDocument, bool, RunHooks]:
+        def read_document(emit: Emit) -> tuple[ParsedDocument, bool, RunHooks]:
             """On a thread: the document read, and the hooks that turn the rest of the run into events."""
             started = time.perf_counter()
 
-            def parsed(read: Any, _: bool) -> None:
+            def parsed(read: ParsedDocument, _: bool) -> None:
                 emit(parsed_event(read.document, read.format, submitted, started, time.perf_counter()))
 
             def summary(done: Summary) -> None:
@@ -197,10 +197,10 @@ class SummarizeService:
 
         async def produce(emit: Emit) -> None:
             if documents is None:  # unbatched: read and summarized on one pool thread
-                await asyncio.wrap_future(self.pool.submit(lambda: summarize(*read(emit))))
+                await asyncio.wrap_future(self.pool.submit(lambda: summarize(*read_document(emit))))
                 return
             # Read on the pool (a few threads: reading holds the GIL, more threads would only take turns).
-            parsed, sectioned, run = await asyncio.wrap_future(self.pool.submit(lambda: read(emit)))
+            parsed, sectioned, run = await asyncio.wrap_future(self.pool.submit(lambda: read_document(emit)))
             if sectioned:  # its windows wait for their batches on a request thread of its own
                 await asyncio.wrap_future(self.request_pool.submit(lambda: summarize(parsed, True, run)))
             else:
@@ -225,7 +225,6 @@ class SummarizeService:
         (``TimeoutError``) or its client leaves (:class:`ClientGone`)."""
         loop = asyncio.get_running_loop()
         events: asyncio.Queue[Any] = asyncio.Queue()
-
         loop_thread = threading.get_ident()
 
         def emit(event: dict[str, Any]) -> None:

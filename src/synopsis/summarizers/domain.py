@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from synopsis.document import Document
+from synopsis.text import has_letter
 
 #: Documents longer than this many times the held-out inputs' 99th percentile are far.
 LENGTH_FACTOR = 2
@@ -64,7 +65,7 @@ class DomainCheck:
     def shrunk_rate(self, rate: float, words: Sequence[str]) -> float:
         """The known-word share pulled towards the held-out median by :data:`PRIOR_WORDS` pseudo-words: a
         document of three words (one unknown) is no evidence of another kind of text; one of 150 is."""
-        n = sum(1 for w in words if w.isalpha() or any(c.isalpha() for c in w))
+        n = sum(1 for w in words if has_letter(w))
         return (rate * n + PRIOR_WORDS * self.median_known_word_rate) / (n + PRIOR_WORDS)
 
     def distances(
