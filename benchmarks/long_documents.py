@@ -28,12 +28,12 @@ from pathlib import Path
 from synopsis.data.readers import read_corpus
 from synopsis.document import Document
 from synopsis.evaluation.rouge import RougeScorer
+from synopsis.summarizers.citing import aligned_sentences
 from synopsis.summarizers.sections import (
     COMPOSERS,
     Source,
     SummarySentence,
     Window,
-    aligned_sentences,
     compose,
     section_sources,
 )

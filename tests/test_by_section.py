@@ -13,6 +13,7 @@ from helpers.cli import run_cli
 
 from synopsis.document import Document, Section
 from synopsis.generation import AllowedTokensProcessor, source_vocabulary_mask
+from synopsis.summarizers.citing import support
 from synopsis.summarizers.extractive import LeadSummarizer
 from synopsis.summarizers.runner import read_source
 from synopsis.summarizers.sections import (
@@ -20,7 +21,6 @@ from synopsis.summarizers.sections import (
     SummarySentence,
     compose,
     plan_windows,
-    support,
 )
 
 PAPER = """# A Study of Things

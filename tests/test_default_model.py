@@ -117,7 +117,7 @@ def test_the_profile_is_saved_with_the_model(tmp_path: Path) -> None:
 def test_in_scope_documents_get_no_note(tmp_path: Path) -> None:
     summarizer = _profiled_summarizer(tmp_path)
     document = Document.from_text(ABSTRACT)
-    assert summarizer.scope_note(document, document_words(document)) is None
+    assert summarizer.scope_note(document) is None
 
 
 @pytest.mark.parametrize(
@@ -141,7 +141,7 @@ def test_far_documents_get_one_line_saying_why_what_was_done_and_what_fits(
     tmp_path: Path, document: Document, fragments: list[str]
 ) -> None:
     summarizer = _profiled_summarizer(tmp_path)
-    note = summarizer.scope_note(document, document_words(document))
+    note = summarizer.scope_note(document)
     assert note is not None and "\n" not in note
     for fragment in fragments:
         assert fragment in note, (fragment, note)
@@ -165,9 +165,9 @@ def test_the_bundled_model_knows_its_scope() -> None:
     profile = summarizer.model.config.source_profile
     assert profile is not None and profile.corpus == "scitldr"
     example = Document.from_text((ROOT / "examples" / "paper_abstract.txt").read_text(encoding="utf-8"))
-    assert summarizer.scope_note(example, document_words(example)) is None
+    assert summarizer.scope_note(example) is None
     assert known_word_rate(document_words(example), summarizer.vocab) > profile.known_word_rate_min
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     long_text = Document.from_text(readme)
-    assert summarizer.scope_note(long_text, document_words(long_text)) is not None
+    assert summarizer.scope_note(long_text) is not None
     assert (bundled_model_dir() / "model.safetensors").stat().st_size < 50 * 2**20

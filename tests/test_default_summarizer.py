@@ -181,6 +181,29 @@ def test_a_mixed_batch_keeps_its_order_and_its_callbacks_see_their_documents(
     assert results[0].prediction == results[2].prediction
 
 
+def test_a_document_is_checked_once_per_summarizer_until_it_is_edited(
+    default: DefaultSummarizer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request asks for a document's domain three times (its note, the routing, the warning before
+    decoding); the words and distances are computed once, and again after an edit (``reindex``)."""
+    from synopsis.summarizers.domain import DomainCheck
+    from synopsis.summarizers.runner import SummarizeRunner
+
+    checked: list[int] = []
+    original = DomainCheck.distances
+    monkeypatch.setattr(
+        DomainCheck, "distances", lambda self, d, *a, **k: checked.append(id(d)) or original(self, d, *a, **k)
+    )
+    (summary,) = SummarizeRunner(default, by="document").run(ABSTRACT)
+    assert summary.result.note is None and len(checked) == 1
+    document = Document.from_text(ABSTRACT)
+    default.summarize([document])
+    assert default.notes([document]) == [None] and len(checked) == 2
+    document.root.paragraphs[0][0] = "A sentence that was edited."
+    document.reindex()
+    assert default.notes([document]) == [None] and len(checked) == 3
+
+
 def test_the_cli_default_shows_the_note_and_a_named_method_is_kept(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

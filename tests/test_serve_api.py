@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from fastapi.testclient import TestClient
 from helpers.fakes import FakeSummarizer, fake_gpus
 from helpers.server import wait_for
@@ -27,6 +28,7 @@ from synopsis.errors import ConfigError, InputError
 from synopsis.serve import ModelEntry, ModelRegistry, ServeSettings, create_app, describe, parse_model_spec
 from synopsis.serve.app import static_dir
 from synopsis.serve.documents import parse_document
+from synopsis.serve.settings import default_batch_workers
 from synopsis.summarizers import load_summarizer
 
 MARKDOWN = """# Flood report
@@ -145,6 +147,20 @@ def test_health_reports_models_and_pool(client: TestClient) -> None:
     assert body["models"] == 4
     assert body["device"] == "cpu"  # the fakes have no weights: they compute on the CPU
     assert body["pool"] == {"threads": 2, "queue_size": 64, "running": 0, "waiting": 0}
+    batches = default_batch_workers()  # batching is on by default
+    assert body["compute"] == {"torch_threads": torch.get_num_threads(), "batch_workers": batches}
+
+
+def test_what_startup_made_is_frozen_while_the_app_serves() -> None:
+    """Startup's objects are left out of the collector's full passes while the app serves (each one walked
+    them all with the GIL held), and handed back when it stops."""
+    import gc
+
+    before = gc.get_freeze_count()  # 0 unless a test left a server running
+    with TestClient(create_app(_registry(), ServeSettings())) as test_client:
+        assert gc.get_freeze_count() > before + 1000
+        assert test_client.get("/health").status_code == 200
+    assert gc.get_freeze_count() == 0
 
 
 def test_models_lists_names_options_and_instruction_support(client: TestClient) -> None:

@@ -706,3 +706,56 @@ def test_the_batcher_serves_threads_directly_and_never_computes_a_withdrawn_item
     batcher.close()
     with pytest.raises(QueueFullError, match="shutting down"):
         batcher.submit(documents, [None] * 3, model, ())
+
+
+def test_a_batch_awaited_from_an_event_loop_wakes_it_once_and_closing_answers_what_waits() -> None:
+    """Six requests awaiting one batch are answered in one wake-up of their loop (one per item spread the
+    answers, and so the clients' next requests, over more than a window); a batcher closed while items
+    wait answers them (the server is shutting down) instead of leaving them waiting."""
+    import asyncio
+
+    from synopsis.serve.batching import Batcher, SharedCalls
+    from synopsis.serve.pool import QueueFullError
+
+    model = RecordingSummarizer()
+    documents = [Document.from_text(f"Sentence {i} here.") for i in range(6)]
+
+    async def requests(batcher: Batcher) -> tuple[list[Any], int]:
+        loop = asyncio.get_running_loop()
+        wakes = 0
+        threadsafe = loop.call_soon_threadsafe
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            nonlocal wakes
+            wakes += 1
+            return threadsafe(*args, **kwargs)
+
+        loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
+        calls = [SharedCalls(batcher, model, (), windows=False) for _ in documents]
+        done = await asyncio.gather(
+            *(c.call_async([d], [f"q{i}"]) for i, (c, d) in enumerate(zip(calls, documents, strict=True)))
+        )
+        return done, wakes
+
+    batcher = Batcher("rec", window_s=0.2, max_batch=8, concurrency=1)
+    done, wakes = asyncio.run(requests(batcher))
+    assert [summary for (summary,) in done] == [f"q{i}: Sentence {i} here." for i in range(6)]
+    assert model.sizes == [6] and wakes == 1
+
+    gate = threading.Event()
+    held = RecordingSummarizer(gate)
+    closing = Batcher("held", window_s=0.01, max_batch=8, concurrency=1)
+
+    async def waiting_when_closed() -> None:
+        first, second = (SharedCalls(closing, m, (), windows=False) for m in (held, model))
+        running = asyncio.ensure_future(first.call_async(documents[:1], None))
+        await asyncio.to_thread(wait_for, lambda: held.calls == [None])  # the only worker is busy
+        queued = asyncio.ensure_future(second.call_async(documents[1:2], None))
+        await asyncio.to_thread(wait_for, lambda: closing.waiting() == 1)
+        closing.close()
+        with pytest.raises(QueueFullError, match="shutting down"):
+            await asyncio.wait_for(queued, 5)
+        gate.set()
+        assert await asyncio.wait_for(running, 5) == ["plain: Sentence 0 here."]
+
+    asyncio.run(waiting_when_closed())

@@ -25,7 +25,8 @@ A request's runner (:class:`~synopsis.summarizers.runner.SummarizeRunner`) runs 
 hands its documents, or by section each batch of its windows, to the model's batcher through
 :class:`SharedCalls`, which blocks that thread until the summaries are back; by document, once the request's
 thread has read the document, the event loop hands its summaries to the batcher and awaits them
-(:meth:`SharedCalls.call_async`), so a batch's summaries are answered in one turn of the loop.
+(:meth:`SharedCalls.call_async`): a finished batch wakes the loop once for all its items, so a batch's
+summaries are answered in one turn of the loop.
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ class BatchItem:
     summarizer: Summarizer  # the request's copy (options applied); items of one batch share ``key``
     key: Hashable  # the request's options and ``windows``: only equal keys share a call
     windows: bool = False
+    #: the event loop that awaits the item and what to call there once it is done (see ``_answer``)
+    wake: tuple[asyncio.AbstractEventLoop, Callable[[], None]] | None = None
     future: Future[BatchResult] = field(default_factory=Future)
     arrived: float = field(default_factory=time.monotonic)
 
@@ -116,12 +119,14 @@ class Batcher:
         *,
         windows: bool = False,
         limit: int | None = None,
+        wake: tuple[asyncio.AbstractEventLoop, Callable[[], None]] | None = None,
     ) -> list[Future[BatchResult]]:
         """Queue one summary per document (per window with ``windows``), from any thread; wait on the futures
-        (cancel one to withdraw its item if it has not run yet). More than ``limit`` items of the kind
-        waiting is :class:`QueueFullError`, and nothing is queued."""
+        (cancel one to withdraw its item if it has not run yet), or with ``wake`` (an event loop and a
+        callback) be called on that loop when an item is done. More than ``limit`` items of the kind waiting
+        is :class:`QueueFullError`, and nothing is queued."""
         items = [
-            BatchItem(document, instruction, summarizer, (windows, key), windows)
+            BatchItem(document, instruction, summarizer, (windows, key), windows, wake)
             for document, instruction in zip(documents, instructions, strict=True)
         ]
         with self._changed:
@@ -143,11 +148,13 @@ class Batcher:
         return [item.future for item in items]
 
     def close(self) -> None:
-        """Stop the workers once their running batch ends; what waits is cancelled."""
+        """Stop the workers once their running batch ends; what waits fails as the server shuts down."""
         with self._changed:
             self._closed = True
             for item in self._queue:
-                item.future.cancel()
+                if item.future.set_running_or_notify_cancel():  # False: withdrawn already
+                    item.future.set_exception(QueueFullError("server shutting down"))
+            _answer(self._queue)
             self._queue.clear()
             self._changed.notify_all()
 
@@ -215,8 +222,31 @@ class Batcher:
             for item, summary in zip(batch, summaries, strict=True):
                 item.future.set_result(BatchResult(summary, ms, len(batch)))
         finally:
+            _answer(batch)
             with self._changed:
                 self.running -= 1
+
+
+def _answer(items: Sequence[BatchItem]) -> None:
+    """Tell the event loops that await ``items`` (done) once for all of them: one wake-up of a loop per
+    batch, and the batch's requests answered in one turn of it. (A wake-up per item would let the loop
+    answer each as this thread hands it over, the handovers spread by waits for the GIL, and the next
+    requests of those clients arrive spread over more than a window.)"""
+    calls: dict[asyncio.AbstractEventLoop, list[Callable[[], None]]] = {}
+    for item in items:
+        if item.wake is not None:
+            loop, callback = item.wake
+            calls.setdefault(loop, []).append(callback)
+    for loop, callbacks in calls.items():
+        try:
+            loop.call_soon_threadsafe(_call_each, callbacks)
+        except RuntimeError:  # the loop is closed: nobody waits any more
+            pass
+
+
+def _call_each(callbacks: list[Callable[[], None]]) -> None:
+    for callback in callbacks:
+        callback()
 
 
 def _call(batch: list[BatchItem]) -> tuple[list[Any], float]:
@@ -274,9 +304,19 @@ class SharedCalls:
             self._withdraw(futures)
 
     async def call_async(self, items: Sequence[Any], instructions: Sequence[str | None] | None) -> list[Any]:
-        futures = self._submit(items, instructions)
+        loop = asyncio.get_running_loop()
+        answered = loop.create_future()
+        futures: list[Future[BatchResult]] = []
+
+        def check() -> None:  # on the loop, when a batch with some of these items is done
+            if not answered.done() and all(future.done() for future in futures):
+                answered.set_result(None)
+
+        futures = self._submit(items, instructions, (loop, check))
         try:
-            return self._summaries(await asyncio.gather(*map(asyncio.wrap_future, futures)))
+            check()  # none to wait for
+            await answered
+            return self._summaries([future.result() for future in futures])
         finally:
             self._withdraw(futures)
 
@@ -287,14 +327,20 @@ class SharedCalls:
             for future in self._waiting:
                 future.cancel()
 
-    def _submit(self, items: Sequence[Any], instructions: Sequence[str | None] | None) -> list[Future[Any]]:
+    def _submit(
+        self,
+        items: Sequence[Any],
+        instructions: Sequence[str | None] | None,
+        wake: tuple[asyncio.AbstractEventLoop, Callable[[], None]] | None = None,
+    ) -> list[Future[Any]]:
         wanted = list(instructions) if instructions is not None else [None] * len(items)
         with self._lock:
             if self._cancelled:
                 raise CancelledError()
             self._waiting = self._batcher.submit(
-                items, wanted, self._summarizer, self._key, windows=self._windows, limit=self._limit
-            )
+                items, wanted, self._summarizer, self._key,
+                windows=self._windows, limit=self._limit, wake=wake,
+            )  # fmt: skip
             return self._waiting
 
     def _withdraw(self, futures: list[Future[BatchResult]]) -> None:

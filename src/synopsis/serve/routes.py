@@ -9,6 +9,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import torch
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, Response, StreamingResponse
 
@@ -75,14 +76,18 @@ def service_router(service: SummarizeService, documented: Documented) -> APIRout
 
     @router.get("/health", response_model=HealthResponse)
     async def health() -> dict[str, Any]:
-        """Liveness and load: the number of models, where they compute, and the inference pool's
-        running/waiting jobs."""
+        """Liveness and load: the number of models, where and with how many threads they compute, and the
+        inference pool's running/waiting jobs."""
         return {
             "status": "ok",
             "version": __version__,
             "models": len(service.registry),
             "device": service.registry.device,
             "pool": service.pool.stats(),
+            "compute": {
+                "torch_threads": torch.get_num_threads(),
+                "batch_workers": service.settings.batches_at_once if service.settings.batching else 0,
+            },
         }
 
     @router.get(

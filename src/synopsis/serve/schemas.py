@@ -236,6 +236,11 @@ class HealthResponse(BaseModel):
         ..., description="Where the models compute (synopsis serve --device): cpu, cuda:0, ..."
     )
     pool: dict[str, int]
+    compute: dict[str, int] = Field(
+        ...,
+        description="torch's intra-op threads per computation (synopsis serve --threads) and the batches of "
+        "one model that may run at once (--batch-workers; 0: batching off)",
+    )
 
 
 class ErrorBody(BaseModel):

@@ -165,12 +165,13 @@ class SummarizeService:
         )  # fmt: skip
         stop = threading.Event()
 
-        def read_document(emit: Emit) -> tuple[ParsedDocument, bool, RunHooks]:
-            """On a thread: the document read, and the hooks that turn the rest of the run into events."""
+        def read_document(emit: Emit, emit_parsed: Emit) -> tuple[ParsedDocument, bool, RunHooks]:
+            """On a thread: the document read (its event to ``emit_parsed``), and the hooks that turn the rest
+            of the run into events."""
             started = time.perf_counter()
 
             def parsed(read: ParsedDocument, _: bool) -> None:
-                emit(parsed_event(read.document, read.format, submitted, started, time.perf_counter()))
+                emit_parsed(parsed_event(read.document, read.format, submitted, started, time.perf_counter()))
 
             def summary(done: Summary) -> None:
                 if documents is not None and windows is not None:
@@ -197,10 +198,17 @@ class SummarizeService:
 
         async def produce(emit: Emit) -> None:
             if documents is None:  # unbatched: read and summarized on one pool thread
-                await asyncio.wrap_future(self.pool.submit(lambda: summarize(*read_document(emit))))
+                await asyncio.wrap_future(self.pool.submit(lambda: summarize(*read_document(emit, emit))))
                 return
-            # Read on the pool (a few threads: reading holds the GIL, more threads would only take turns).
-            parsed, sectioned, run = await asyncio.wrap_future(self.pool.submit(lambda: read_document(emit)))
+            # Read on the pool (a few threads: reading holds the GIL, more threads would only take turns); its
+            # event is emitted here once it returns: one wake-up of the loop, not two, before the summaries
+            # are queued (what delays a request on its way to the batcher spreads a batch's requests).
+            read: list[dict[str, Any]] = []
+            parsed, sectioned, run = await asyncio.wrap_future(
+                self.pool.submit(lambda: read_document(emit, read.append))
+            )
+            for event in read:
+                emit(event)
             if sectioned:  # its windows wait for their batches on a request thread of its own
                 await asyncio.wrap_future(self.request_pool.submit(lambda: summarize(parsed, True, run)))
             else:

@@ -18,12 +18,12 @@ from typing import Any
 from synopsis.document import Document
 from synopsis.errors import ConfigError, InputError
 from synopsis.sharding import resolve_device
+from synopsis.summarizers.citing import aligned_sentences
 from synopsis.summarizers.sections import (
     DEFAULT_MAX_WORDS,
     DocumentSummary,
     SummarySentence,
     Window,
-    aligned_sentences,
     summarize_by_section,
     window_document,
 )

@@ -17,7 +17,8 @@ import numpy as np
 from synopsis.document import Document
 from synopsis.errors import InputError, SynopsisError
 from synopsis.summarizers.base import Summarizer, SummarizerInfo
-from synopsis.summarizers.sections import SummarySentence, Window, support
+from synopsis.summarizers.citing import support
+from synopsis.summarizers.sections import SummarySentence, Window
 
 
 def _join(sentences: Sequence[str]) -> str:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
+import weakref
 from collections.abc import Sequence
 from dataclasses import asdict, fields
 from importlib import resources
@@ -73,6 +75,13 @@ class PointerGeneratorSummarizer(Summarizer):
         self.model = model.eval()
         self.vocab = vocab
         self.generation = generation or GenerationConfig()
+        # Each document's words and distances, computed once: a request asks for them up to three times
+        # (its note, the default summarizer's routing, the warning before decoding). Weak keys: an entry
+        # goes with its document.
+        self._read: weakref.WeakKeyDictionary[Document, tuple[Any, list[str], list[Distance]]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._read_lock = threading.Lock()
 
     @classmethod
     def from_pretrained(
@@ -238,7 +247,7 @@ class PointerGeneratorSummarizer(Summarizer):
 
         from synopsis.generation import source_vocabulary_mask
         from synopsis.models.pointer_generator import document_words, encode_batch
-        from synopsis.summarizers.sections import cited_sentence
+        from synopsis.summarizers.citing import cited_sentence
 
         if not windows:
             return []
@@ -290,12 +299,10 @@ class PointerGeneratorSummarizer(Summarizer):
         self, documents: list[Document], instructions: list[str | None], references: Any
     ) -> list[str]:
         """Instructions are ignored: the pointer-generator is not controllable."""
-        from synopsis.models.pointer_generator import document_words
-
         articles, min_lengths = [], []
         for i, document in enumerate(documents):
             name = document.id or f"document {i + 1}"
-            tokens = document_words(document)
+            tokens, far = self._words_and_distances(document)
             if not tokens:
                 raise InputError(f"{name}: document is empty; nothing to summarize")
             if len(tokens) < self.generation.min_length:
@@ -307,7 +314,7 @@ class PointerGeneratorSummarizer(Summarizer):
                     len(tokens),
                     self.generation.min_length,
                 )
-            note = self.scope_note(document, tokens)
+            note = self._note(far)
             if note:
                 logger.warning("%s: %s", name, note)
             articles.append(tokens)
@@ -325,22 +332,36 @@ class PointerGeneratorSummarizer(Summarizer):
         profile = self.model.config.source_profile
         return None if profile is None else DomainCheck.from_profile(profile)
 
-    def distances(self, document: Document, words: Sequence[str] | None = None) -> list[Distance]:
+    def distances(self, document: Document) -> list[Distance]:
         """How ``document`` is far from this model's inputs (:class:`DomainCheck`); empty: in its domain,
         or the model records no inputs."""
+        return self._words_and_distances(document)[1]
+
+    def _words_and_distances(self, document: Document) -> tuple[list[str], list[Distance]]:
+        """The words the model reads of ``document`` and :meth:`distances`, computed once per document
+        (again after :meth:`~synopsis.document.Document.reindex`, which makes a new sentence list)."""
         from synopsis.models.pointer_generator import document_words
 
+        sentences = document.sentences
+        with self._read_lock:
+            known = self._read.get(document)
+        if known is not None and known[0] is sentences:
+            return known[1], known[2]
+        words = document_words(document)
         check = self.domain_check()
-        if check is None:
-            return []
-        words = document_words(document) if words is None else words
-        return check.distances(document, words, self.vocab, self.generation.max_source_tokens)
+        reads = self.generation.max_source_tokens
+        far = [] if check is None else check.distances(document, words, self.vocab, reads)
+        with self._read_lock:
+            self._read[document] = (sentences, words, far)
+        return words, far
 
-    def scope_note(self, document: Document, words: Sequence[str] | None = None) -> str | None:
+    def scope_note(self, document: Document) -> str | None:
         """One line saying how ``document`` is far from the inputs the model was trained for (much longer,
         sectioned, mostly unknown words) and what suits it better; ``None`` if it is not far, or if the
         model does not record its inputs (``config.source_profile``)."""
-        far = self.distances(document, words)
+        return self._note(self.distances(document))
+
+    def _note(self, far: list[Distance]) -> str | None:
         if not far:
             return None
         kind = self.model.config.source_profile.corpus

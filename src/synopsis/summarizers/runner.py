@@ -21,6 +21,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from synopsis.data.readers.base import read_input
 from synopsis.document import Document
 from synopsis.errors import InputError
 from synopsis.io import check_file
+from synopsis.summarizers.citing import aligned_sentences, source_words
 from synopsis.summarizers.sections import (
     DEFAULT_MAX_WORDS,
     Cancelled,
@@ -37,7 +39,6 @@ from synopsis.summarizers.sections import (
     SectionSummary,
     SummarySentence,
     Window,
-    aligned_sentences,
     longer_than_input,
     section_sources,
 )
@@ -66,6 +67,16 @@ class ParsedDocument:
     document: Document
     format: str
     offsets: Offsets | None
+
+    @cached_property
+    def citable(self) -> tuple[Window, list[set[str]]]:
+        """What a summary of the whole document cites (:func:`cited_summary`): every sentence as a source
+        of one window, and each source's content words; computed once, however many summaries cite it."""
+        document = self.document
+        sources = [s for paragraphs in section_sources(document, self.offsets).values() for p in paragraphs
+                   for s in p]  # fmt: skip
+        whole = Window(0, document.root, (), sources, [s.text for s in sources])
+        return whole, source_words(whole)
 
 
 def sentence_offsets(document: Document, format: str) -> Offsets | None:  # noqa: A002
@@ -155,12 +166,9 @@ def cited_summary(parsed: ParsedDocument, prediction: str, note: str | None = No
     """A summary of the whole document as a :class:`DocumentSummary` without sections: each line of
     ``prediction`` cites the document's sentences by alignment (an extractive summary's cite themselves);
     ``note``: the summarizer's line for the reader (:meth:`~synopsis.summarizers.base.Summarizer.notes`)."""
-    document = parsed.document
-    sources = [s for paragraphs in section_sources(document, parsed.offsets).values() for p in paragraphs
-               for s in p]  # fmt: skip
-    whole = Window(0, document.root, (), sources, [s.text for s in sources])
+    whole, words = parsed.citable
     lines = [line for line in prediction.split("\n") if line.strip()]
-    return DocumentSummary(document.id, aligned_sentences(lines, whole), [], note=note)
+    return DocumentSummary(parsed.document.id, aligned_sentences(lines, whole, words), [], note=note)
 
 
 def _never() -> bool:
@@ -316,8 +324,8 @@ class SummarizeRunner:
         reads of it), cited by :func:`cited_summary`. Yields each model call ``(documents, instructions)`` and
         is sent its predictions: the caller makes the call, blocking or awaited."""
         document = parsed.document
-        (note,) = self.summarizer.notes([document])
         out: list[Summary] = []
+        note = None
         for start in range(0, len(wanted), self.batch_size):
             if hooks.cancelled():
                 raise Cancelled(f"cancelled with {len(wanted) - start} of {len(wanted)} summaries left")
@@ -326,6 +334,10 @@ class SummarizeRunner:
             # All-None instructions go as None, as a plain summary is asked for.
             predictions = yield [document] * len(chunk), None if all(i is None for i in chunk) else chunk
             ms = round(1000 * (time.perf_counter() - begin), 2)
+            if start == 0:
+                # After the first call, not before: nothing delays it, and a summarizer that checks the
+                # document's domain has done so in it and remembers (PointerGeneratorSummarizer.distances).
+                (note,) = self.summarizer.notes([document])
             for offset, (instruction, prediction) in enumerate(zip(chunk, predictions, strict=True)):
                 result = cited_summary(parsed, prediction, note)
                 summary = Summary(start + offset, instruction, "document", prediction, result, ms, len(chunk))

@@ -341,50 +341,6 @@ def plan_windows(
     return windows, split
 
 
-# ---------------------------------------------------------------------- citing and support
-def support(text: str, sources: Sequence[Source]) -> float | None:
-    """The share of ``text``'s content words found among the content words of ``sources`` (``None`` when
-    ``text`` has no content words)."""
-    return _support(content_words(text), [set(content_words(s.text)) for s in sources])
-
-
-def _support(words: Sequence[str], vocab: Sequence[set[str]]) -> float | None:
-    found = set().union(*vocab)
-    return sum(w in found for w in words) / len(words) if words else None
-
-
-def cited_sentence(
-    text: str, sources: Sequence[Source], mass: Sequence[float], vocab: Sequence[set[str]] | None = None
-) -> SummarySentence:
-    """A summary sentence with the sources it cites and its :func:`support`: for each of its content words,
-    the source holding that word with the most ``mass`` (attention, or lexical overlap); the source of most
-    mass when no word is found; in input order, each once. ``vocab``: each source's content words, when the
-    caller has them."""
-    words = content_words(text)
-    vocab = [set(content_words(s.text)) for s in sources] if vocab is None else vocab
-    chosen: set[int] = set()
-    for word in words:
-        holders = [i for i, v in enumerate(vocab) if word in v]
-        if holders:
-            chosen.add(max(holders, key=lambda i: (mass[i], -i)))
-    if not chosen and sources:
-        chosen.add(max(range(len(sources)), key=lambda i: (mass[i], -i)))
-    cited = sorted(chosen)
-    return SummarySentence(text, [sources[i] for i in cited], _support(words, [vocab[i] for i in cited]))
-
-
-def aligned_sentences(sentences: Sequence[str], window: Window) -> list[SummarySentence]:
-    """Summary sentences cited by lexical alignment with the window's sentences (the fallback for models
-    whose attention is not read): a source's mass is the number of the summary sentence's content words it
-    holds."""
-    vocab = [set(content_words(s.text)) for s in window.sources]  # once per window, not per sentence
-    out = []
-    for text in sentences:
-        words = set(content_words(text))
-        out.append(cited_sentence(text, window.sources, [len(words & v) for v in vocab], vocab))
-    return out
-
-
 # ---------------------------------------------------------------------- composing the document summary
 def compose(
     sections: Sequence[SummarySentence], document: Document, max_words: int, method: str = "coverage"
