@@ -203,11 +203,11 @@ class SummarizeService:
             # Read on the pool (a few threads: reading holds the GIL, more threads would only take turns); its
             # event is emitted here once it returns: one wake-up of the loop, not two, before the summaries
             # are queued (what delays a request on its way to the batcher spreads a batch's requests).
-            read: list[dict[str, Any]] = []
+            read_events: list[dict[str, Any]] = []
             parsed, sectioned, run = await asyncio.wrap_future(
-                self.pool.submit(lambda: read_document(emit, read.append))
+                self.pool.submit(lambda: read_document(emit, read_events.append))
             )
-            for event in read:
+            for event in read_events:
                 emit(event)
             if sectioned:  # its windows wait for their batches on a request thread of its own
                 await asyncio.wrap_future(self.request_pool.submit(lambda: summarize(parsed, True, run)))

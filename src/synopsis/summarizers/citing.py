@@ -13,7 +13,7 @@ from synopsis.text import content_words
 def support(text: str, sources: Sequence[Source]) -> float | None:
     """The share of ``text``'s content words found among the content words of ``sources`` (``None`` when
     ``text`` has no content words)."""
-    return _support(content_words(text), [set(content_words(s.text)) for s in sources])
+    return _support(content_words(text), source_words(sources))
 
 
 def _support(words: Sequence[str], vocab: Sequence[set[str]]) -> float | None:
@@ -33,7 +33,7 @@ def cited_sentence(
     mass when no word is found; in input order, each once. ``vocab`` (each source's content words) and
     ``words`` (the sentence's), when the caller has them."""
     words = content_words(text) if words is None else words
-    vocab = [set(content_words(s.text)) for s in sources] if vocab is None else vocab
+    vocab = source_words(sources) if vocab is None else vocab
     chosen: set[int] = set()
     for word in words:
         holders = [i for i, v in enumerate(vocab) if word in v]
@@ -45,9 +45,9 @@ def cited_sentence(
     return SummarySentence(text, [sources[i] for i in cited], _support(words, [vocab[i] for i in cited]))
 
 
-def source_words(window: Window) -> list[set[str]]:
-    """Each of the window's sources' content words (what :func:`aligned_sentences` aligns with)."""
-    return [set(content_words(s.text)) for s in window.sources]
+def source_words(sources: Sequence[Source]) -> list[set[str]]:
+    """Each source's content words (what a summary sentence's words are looked up in)."""
+    return [set(content_words(s.text)) for s in sources]
 
 
 def aligned_sentences(
@@ -55,8 +55,8 @@ def aligned_sentences(
 ) -> list[SummarySentence]:
     """Summary sentences cited by lexical alignment with the window's sentences (the fallback for models
     whose attention is not read): a source's mass is the number of the summary sentence's content words it
-    holds. ``vocab``: :func:`source_words` of the window, when the caller has it."""
-    vocab = source_words(window) if vocab is None else vocab  # once per window, not per sentence
+    holds. ``vocab``: :func:`source_words` of the window's sources, when the caller has it."""
+    vocab = source_words(window.sources) if vocab is None else vocab  # once per window, not per sentence
     out = []
     for text in sentences:
         words = content_words(text)

@@ -78,10 +78,10 @@ class PointerGeneratorSummarizer(Summarizer):
         # Each document's words and distances, computed once: a request asks for them up to three times
         # (its note, the default summarizer's routing, the warning before decoding). Weak keys: an entry
         # goes with its document.
-        self._read: weakref.WeakKeyDictionary[Document, tuple[Any, list[str], list[Distance]]] = (
+        self._checked: weakref.WeakKeyDictionary[Document, tuple[Any, list[str], list[Distance]]] = (
             weakref.WeakKeyDictionary()
         )
-        self._read_lock = threading.Lock()
+        self._checked_lock = threading.Lock()
 
     @classmethod
     def from_pretrained(
@@ -343,16 +343,16 @@ class PointerGeneratorSummarizer(Summarizer):
         from synopsis.models.pointer_generator import document_words
 
         sentences = document.sentences
-        with self._read_lock:
-            known = self._read.get(document)
+        with self._checked_lock:
+            known = self._checked.get(document)
         if known is not None and known[0] is sentences:
             return known[1], known[2]
         words = document_words(document)
         check = self.domain_check()
         reads = self.generation.max_source_tokens
         far = [] if check is None else check.distances(document, words, self.vocab, reads)
-        with self._read_lock:
-            self._read[document] = (sentences, words, far)
+        with self._checked_lock:
+            self._checked[document] = (sentences, words, far)
         return words, far
 
     def scope_note(self, document: Document) -> str | None:

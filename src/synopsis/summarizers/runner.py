@@ -76,7 +76,7 @@ class ParsedDocument:
         sources = [s for paragraphs in section_sources(document, self.offsets).values() for p in paragraphs
                    for s in p]  # fmt: skip
         whole = Window(0, document.root, (), sources, [s.text for s in sources])
-        return whole, source_words(whole)
+        return whole, source_words(sources)
 
 
 def sentence_offsets(document: Document, format: str) -> Offsets | None:  # noqa: A002
