@@ -708,6 +708,58 @@ def test_the_batcher_serves_threads_directly_and_never_computes_a_withdrawn_item
         batcher.submit(documents, [None] * 3, model, ())
 
 
+def test_the_workers_batches_even_out_over_the_items_in_flight() -> None:
+    """Two workers. With a batch running, what is ready leaves at once (not at its window's end) once it
+    holds its share of the items in flight, and takes no more than that share (1 running and 6 ready: 4);
+    a worker that has just finished waits for more while fewer than its share are ready, so the 2 left
+    ride with the next arrivals instead of making a batch of their own. Without these rules, clients that
+    wait for their answers fall into lasting cohorts of uneven, smaller batches (docs/serve.md)."""
+    from synopsis.serve.batching import Batcher
+
+    class Held(RecordingSummarizer):
+        """Each call waits for its own release."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.releases: list[threading.Event] = []
+
+        def summarize(self, documents: Sequence[Document], instructions: Any = None) -> list[str]:
+            release = threading.Event()
+            with self.lock:
+                self.releases.append(release)
+            out = super().summarize(documents, instructions)
+            if not release.wait(10):
+                raise RuntimeError("the test never released the call")
+            return out
+
+    model = Held()
+    window = 1.0  # far longer than any step below takes on a loaded machine
+    batcher = Batcher("rec", window_s=window, max_batch=16, concurrency=2)
+    document = Document.from_text("Rivers flooded the valley.")
+    try:
+        batcher.submit([document], ["x"], model, ())
+        wait_for(lambda: model.sizes == [1])  # alone: it waited for its window
+        started = time.monotonic()
+        ys = batcher.submit([document] * 6, [f"y{i}" for i in range(6)], model, ())
+        wait_for(lambda: len(model.sizes) == 2)
+        assert time.monotonic() - started < window / 2  # it did not wait for its window
+        assert model.calls[1] == ["y0", "y1", "y2", "y3"]  # its share of 7 in flight on 2 workers
+        model.releases[0].set()  # the first worker is free; 2 wait, fewer than its share (3 of 6)
+        time.sleep(0.1)
+        assert len(model.sizes) == 2  # it waits for more
+        batcher.submit([document] * 2, ["r0", "r1"], model, ())
+        wait_for(lambda: len(model.sizes) == 3)
+        assert model.calls[2] == ["y4", "y5", "r0", "r1"]
+        assert time.monotonic() - started < window  # at once: the 4 hold their share (4 of 8)
+    finally:
+        for release in model.releases:
+            release.set()
+        wait_for(lambda: all(future.done() for future in ys))
+        batcher.close()
+    summaries = [future.result().summary for future in ys]
+    assert summaries == [f"y{i}: Rivers flooded the valley." for i in range(6)]
+
+
 def test_a_batch_awaited_from_an_event_loop_wakes_it_once_and_closing_answers_what_waits() -> None:
     """Six requests awaiting one batch are answered in one wake-up of their loop (one per item spread the
     answers, and so the clients' next requests, over more than a window); a batcher closed while items
