@@ -733,7 +733,7 @@ def test_the_workers_batches_even_out_over_the_items_in_flight() -> None:
             return out
 
     model = Held()
-    window = 1.0  # far longer than any step below takes on a loaded machine
+    window = 2.0  # far longer than any step below takes on a loaded machine
     batcher = Batcher("rec", window_s=window, max_batch=16, concurrency=2)
     document = Document.from_text("Rivers flooded the valley.")
     try:
