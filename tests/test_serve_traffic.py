@@ -760,6 +760,31 @@ def test_the_workers_batches_even_out_over_the_items_in_flight() -> None:
     assert summaries == [f"y{i}: Rivers flooded the valley." for i in range(6)]
 
 
+def test_a_running_batch_with_other_options_makes_no_batch_leave_before_its_window() -> None:
+    """The share counts only what could share the call: one summary with other options running lets a
+    lone summary wait out its window for company, as without a batch running."""
+    from synopsis.serve.batching import Batcher
+
+    gate = threading.Event()
+    model = RecordingSummarizer(gate)
+    window = 0.5
+    batcher = Batcher("rec", window_s=window, max_batch=16, concurrency=2)
+    document = Document.from_text("Rivers flooded the valley.")
+    try:
+        batcher.submit([document], ["b"], model, ("other",))
+        wait_for(lambda: model.sizes == [1])  # held: it runs on one worker, the other is free
+        batcher.submit([document], ["a"], model, ())
+        time.sleep(window / 2)
+        assert model.sizes == [1]  # the lone "a" still waits for its window
+        futures = batcher.submit([document], ["a2"], model, ())
+        wait_for(lambda: len(model.sizes) == 2)
+        assert model.calls[1] == ["a", "a2"]
+    finally:
+        gate.set()
+        batcher.close()
+    assert futures[0].result(5).summary == "a2: Rivers flooded the valley."
+
+
 def test_a_batch_awaited_from_an_event_loop_wakes_it_once_and_closing_answers_what_waits() -> None:
     """Six requests awaiting one batch are answered in one wake-up of their loop (one per item spread the
     answers, and so the clients' next requests, over more than a window); a batcher closed while items

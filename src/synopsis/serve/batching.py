@@ -15,9 +15,9 @@ costs two thread switches (in and out) and the event loop only sees the request'
 a window closes is split evenly over the free workers (16 summaries and two free workers make two batches of 8
 on two cores; torch releases the GIL in its ops, so batches of one torch thread each run on cores of their
 own), and no batch takes more than its share of the items in flight (waiting or running, over the workers).
-While another batch runs, a batch that holds its share leaves at once: waiting longer would only idle its
-core. A worker that has just finished a batch waits up to one more window while fewer than its share are
-ready, for the answers it gave come back as the next requests of clients that wait on them (see
+While another batch with its key runs, a batch that holds its share leaves at once: waiting longer would
+only idle its core. A worker that has just finished a batch waits up to one more window while fewer than its
+share are ready, for the answers it gave come back as the next requests of clients that wait on them (see
 :meth:`Batcher._take`). ``slots`` bounds the batches of all models running at once.
 
 Bounds: while a worker is idle, no item waits longer than the window plus the batch it rides in (with every
@@ -39,7 +39,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import CancelledError, Future
 from contextlib import nullcontext
@@ -101,7 +101,7 @@ class Batcher:
         self._closed = False
         self.calls = 0  # batched calls made (for tests and logs)
         self.running = 0  # batches running now (at most ``concurrency``; a /metrics gauge)
-        self.running_items = 0  # the items of those batches
+        self._running_items: Counter[Hashable] = Counter()  # the items of those batches, by key
 
     def __len__(self) -> int:
         with self._changed:  # /metrics reads it from the event loop while workers change the queue
@@ -114,7 +114,7 @@ class Batcher:
 
     def _share(self) -> int:
         """A worker's share of the items in flight (waiting or running)."""
-        return -(-(len(self) + self.running_items) // self.concurrency)
+        return -(-(len(self) + sum(self._running_items.values())) // self.concurrency)
 
     def _ready(self, key: Hashable) -> int:
         return sum(1 for item in self._queue if item.key == key and not item.future.done())
@@ -186,8 +186,10 @@ class Batcher:
 
     def _take(self, free_since: float) -> list[BatchItem]:
         """The next batch (empty: its items were withdrawn) once its window has closed, it is full, or,
-        while another batch runs, it holds its share of the items in flight (waiting or running, over the
-        workers), which is also the most it takes.
+        while another batch with its key runs, it holds its share of the items in flight (waiting or
+        running, over the workers), which is also the most it takes. (Only a batch with its key counts
+        there: one with other options running says nothing of when this one's company comes. With one
+        worker and one key, the share is all that waits, and neither rule changes what the window does.)
 
         The share evens out the workers' batches: 12 ready while 4 run make a batch of 8 at once, and the
         other worker's 4, once answered and back, join the 4 left. For that, a worker that has just finished
@@ -210,7 +212,8 @@ class Batcher:
                 left = first.arrived + self.window_s - now  # from the first item's arrival
                 if ready < share:
                     left = max(left, free_since + self.window_s - now)
-                if left <= 0 or ready >= self.max_batch or (self.running and ready >= share):
+                alongside = self._running_items[first.key] > 0  # a batch that could have been this one's
+                if left <= 0 or ready >= self.max_batch or (alongside and ready >= share):
                     break
                 self._changed.wait(left)
             ready_items = [item for item in self._queue if item.key == first.key]
@@ -223,7 +226,7 @@ class Batcher:
             batch = [item for item in batch if item.future.set_running_or_notify_cancel()]
             if batch:
                 self.running += 1
-                self.running_items += len(batch)
+                self._running_items[first.key] += len(batch)
                 self.calls += 1
             if self._queue:
                 self._changed.notify_all()  # another free worker may take the rest
@@ -255,7 +258,10 @@ class Batcher:
             _answer(batch)
             with self._changed:
                 self.running -= 1
-                self.running_items -= len(batch)
+                key = batch[0].key
+                self._running_items[key] -= len(batch)
+                if not self._running_items[key]:
+                    del self._running_items[key]  # options come and go: keep only the running ones
 
 
 def _answer(items: Sequence[BatchItem]) -> None:
