@@ -68,7 +68,8 @@ def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> list[dict[str, Any]]
     code = main(["-q", "summarize", *args, "--output-format", "json"])
     out, err = capsys.readouterr()
     assert code == 0, err
-    return [json.loads(line) for line in out.splitlines() if line.strip()]
+    value = json.loads(out)  # one JSON value: the summary's object, or an array of them
+    return value if isinstance(value, list) else [value]
 
 
 def _comparable(record: dict[str, Any]) -> dict[str, Any]:

@@ -37,7 +37,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -261,24 +261,25 @@ def part_files(output: Path) -> list[Path]:
     return [path for _, path in sorted(found)]
 
 
-def part_record(index: int, example_id: str, prediction: str) -> str:
-    """One line of a part file."""
-    return json.dumps({"index": index, "id": example_id, "prediction": prediction}, ensure_ascii=False) + "\n"
+def part_record(index: int, example_id: str, prediction: str | Mapping[str, Any]) -> str:
+    """One line of a part file: a summary's record (or a bare prediction) with its position in the input."""
+    record = {"prediction": prediction} if isinstance(prediction, str) else dict(prediction)
+    return json.dumps({**record, "index": index, "id": example_id}, ensure_ascii=False) + "\n"
 
 
-def read_part(path: Path, ids: Sequence[str]) -> dict[int, str]:
-    """``{index: prediction}`` from a part file of a run over ``ids``.
+def read_part(path: Path, ids: Sequence[str]) -> dict[int, dict[str, Any]]:
+    """``{index: record}`` (without ``index``) from a part file of a run over ``ids``.
 
     A last line cut short (a kill while it was written) is dropped from the file with a warning, as
     ``--resume`` does with the output itself; a record that is not JSON, or names an id that is not
     ``ids[index]``, is an :class:`OutputError` (the part belongs to another corpus or was edited).
     """
-    out: dict[int, str] = {}
+    out: dict[int, dict[str, Any]] = {}
     for number, line in enumerate(whole_lines_to_resume(path), start=1):
         try:
             record = json.loads(line)
-            index, example_id, prediction = record["index"], str(record["id"]), record["prediction"]
-        except (json.JSONDecodeError, KeyError, TypeError):
+            index, example_id, prediction = record.pop("index"), str(record["id"]), record["prediction"]
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
             raise OutputError(
                 f"{path}:{number}: not a line of a part file ({{'index', 'id', 'prediction'}})"
             ) from None
@@ -289,7 +290,7 @@ def read_part(path: Path, ids: Sequence[str]) -> dict[int, str]:
             )
         if not isinstance(prediction, str):
             raise OutputError(f"{path}:{number}: 'prediction' must be a string")
-        out[index] = prediction
+        out[index] = record
     return out
 
 

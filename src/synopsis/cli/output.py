@@ -1,13 +1,21 @@
-"""Predictions streamed to a file as they are made: whole lines only, flushed after every batch, resumable.
+"""What ``synopsis summarize`` writes, in one of four forms, on the screen or in a file alike.
 
-Formats: ``.jsonl`` holds one ``{"id", "prediction"}`` object per line (a summary's sentences separated by
-``"\\n"`` inside the string); any other name holds one prediction per line, its sentences joined by a space
-(``synopsis evaluate`` splits them again for ROUGE-Lsum, as Hugging Face's ``run_summarization.py`` does).
+The form follows ``--output-format``, or else the ``--output`` file's extension (:func:`output_form`):
+``.json`` one JSON value (a summary's object, or an array of them when the run makes several), ``.jsonl``
+one line per summary with the same fields, ``.md`` Markdown, anything else text. Where the output goes never
+changes what it holds: the screen (:class:`Screen`) and a file (:class:`PredictionWriter`) are two sinks of
+the same writers (:func:`record_writer`). Every record is :meth:`~synopsis.summarizers.runner.Summary.record`
+(``id``, ``prediction``, ``summary``, ``preface``, ``sections``, ``note``). Text and Markdown show document
+files as blocks (``== id`` before each when there are several; by section each section's heading and summary
+as soon as it is done, then the document summary); a corpus run's text is one prediction per line, its
+sentences joined by a space (what ``synopsis evaluate`` reads, splitting them again for ROUGE-Lsum, as
+Hugging Face's ``run_summarization.py`` does).
 
-A batch is written with one ``write`` while Ctrl-C and SIGTERM are held back, so an interrupted run leaves
-only whole lines. ``resume=True`` keeps what the file holds and reports which examples to skip: by id for
-JSONL, by count for plain lines. A last line cut short by ``kill -9`` (or a full disk) is dropped with a
-warning first, so an interrupted run and its resumed run write the same file as one uninterrupted run.
+Forms written line by line (JSONL; a corpus run's text) are resumable. A batch is written with one ``write``
+while Ctrl-C and SIGTERM are held back, so an interrupted run leaves only whole lines. ``resume=True`` keeps
+what the file holds and reports which examples to skip: by id for JSONL, by count for plain lines. A last
+line cut short by ``kill -9`` (or a full disk) is dropped with a warning first, so an interrupted run and its
+resumed run write the same file as one uninterrupted run.
 """
 
 from __future__ import annotations
@@ -19,9 +27,12 @@ import os
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+import typer
 
 from synopsis.cli.runtime import deferred_signals
-from synopsis.errors import OutputError
+from synopsis.errors import InputError, OutputError
 from synopsis.io import output_error, whole_lines_to_resume
 
 log = logging.getLogger("synopsis.cli")
@@ -32,10 +43,30 @@ def as_line(prediction: str) -> str:
     return " ".join(prediction.replace("\r", "\n").split("\n"))
 
 
+#: What ``--output-format`` takes; without it, an ``--output`` file's extension decides (else ``text``).
+FORMS = ("text", "markdown", "json", "jsonl")
+_BY_SUFFIX = {".json": "json", ".jsonl": "jsonl", ".md": "markdown", ".markdown": "markdown"}
+
+
+def output_form(output_format: str | None, output: Path | None) -> str:
+    """The form of a run's output: ``--output-format`` when given (a flag the user sets wins), else the
+    ``--output`` file's extension, else text."""
+    if output_format is not None:
+        if output_format not in FORMS:
+            raise InputError(f"--output-format must be one of {', '.join(FORMS)}, got '{output_format}'")
+        return output_format
+    return _BY_SUFFIX.get(output.suffix.lower(), "text") if output is not None else "text"
+
+
+def line_by_line(form: str, corpus: bool) -> bool:
+    """Whether ``form`` writes one line per summary (so that ``--resume`` and a launch's parts work): JSONL,
+    and a corpus run's text."""
+    return form == "jsonl" or (form == "text" and corpus)
+
+
 def render_lines(ids: Sequence[str], predictions: Sequence[str | dict], jsonl: bool) -> list[str]:
-    """The lines of a predictions file: ``{"id", "prediction"}`` objects, or one prediction per line. A
-    prediction may be a whole record (a summary by section: ``{"prediction", "summary", "sections"}``), whose
-    other fields the JSONL line keeps."""
+    """The lines of a predictions file: records (:meth:`~synopsis.summarizers.runner.Summary.record`, or a
+    bare prediction) as JSON objects under their ids, or one prediction per line."""
     records = [p if isinstance(p, dict) else {"prediction": p} for p in predictions]
     if jsonl:
         return [
@@ -53,9 +84,9 @@ def is_jsonl(path: Path) -> bool:
 class PredictionWriter:
     """See the module docstring. ``written`` counts the predictions the file holds (kept and new)."""
 
-    def __init__(self, path: Path, resume: bool = False) -> None:
+    def __init__(self, path: Path, resume: bool = False, jsonl: bool | None = None) -> None:
         self.path = path
-        self.jsonl = is_jsonl(path)
+        self.jsonl = is_jsonl(path) if jsonl is None else jsonl
         self.done_ids: Counter[str] = Counter()
         self.done_lines = 0
         if resume and path.exists():
@@ -98,9 +129,10 @@ class PredictionWriter:
 
     def write(self, ids: Sequence[str], predictions: Sequence[str | dict]) -> None:
         """Append one batch as whole lines, in one write that a signal cannot cut."""
-        self._append(render_lines(ids, predictions, self.jsonl))
+        self.append(render_lines(ids, predictions, self.jsonl))
 
-    def _append(self, lines: Sequence[str]) -> None:
+    def append(self, lines: Sequence[str]) -> None:
+        """Append ``lines`` (each ending in a newline) in one write that a signal cannot cut."""
         data = memoryview("".join(lines).encode("utf-8"))
         assert self._fd is not None, "write after close"
         with deferred_signals():
@@ -129,6 +161,25 @@ class PredictionWriter:
                 os.close(fd)
 
 
+class Screen:
+    """Standard output as a sink of the writers: what a file would hold, printed (nothing to resume)."""
+
+    path: Path | None = None
+
+    def __init__(self) -> None:
+        self.written = 0
+
+    def skipped(self, ids: Sequence[str]) -> list[bool]:
+        return [False] * len(ids)
+
+    def append(self, lines: Sequence[str]) -> None:
+        typer.echo("".join(lines), nl=False)
+        self.written += len(lines)
+
+    def close(self) -> None:
+        pass
+
+
 class PartWriter(PredictionWriter):
     """One process's part file of a sharded run (:mod:`synopsis.sharding`): appended to, whole lines only,
     each record with the example's position in the input."""
@@ -136,7 +187,134 @@ class PartWriter(PredictionWriter):
     def __init__(self, path: Path) -> None:
         super().__init__(path, resume=path.exists())  # the main process has already cut any half line
 
-    def write_records(self, indices: Sequence[int], ids: Sequence[str], predictions: Sequence[str]) -> None:
+    def write_records(
+        self, indices: Sequence[int], ids: Sequence[str], predictions: Sequence[str | dict]
+    ) -> None:
         from synopsis.sharding import part_record
 
-        self._append([part_record(i, d, p) for i, d, p in zip(indices, ids, predictions, strict=True)])
+        self.append([part_record(i, d, p) for i, d, p in zip(indices, ids, predictions, strict=True)])
+
+
+# ---------------------------------------------------------------------- the writers of records
+class RecordWriter:
+    """Writes the runner's summaries to a sink (:class:`Screen` or :class:`PredictionWriter`) in one form;
+    :meth:`section` and :meth:`summary` are the runner's hooks (``RunHooks``). This base writes one line per
+    summary (JSONL, or a corpus run's text)."""
+
+    def __init__(self, sink: Any, labelled: bool, jsonl: bool = False) -> None:
+        self.sink = sink
+        self.labelled = labelled  #: several summaries in the run: each is named
+        self.jsonl = jsonl
+        self.summaries = 0
+        self.empty = 0
+
+    def section(self, index: int, instruction: str | None, node: Any) -> None:
+        """A section's summary, as soon as it is done (by section)."""
+
+    def summary(self, done: Any) -> None:
+        self.summaries += 1
+        self.empty += not done.prediction.strip()
+        self._write(done)
+
+    def _write(self, done: Any) -> None:
+        record = done.record()
+        self.sink.append(render_lines([record["id"]], [record], self.jsonl))
+
+    def close(self) -> None:
+        self.sink.close()
+
+
+class JsonWriter(RecordWriter):
+    """One JSON value: the summary's object, or an array of them when the run makes several."""
+
+    def __init__(self, sink: Any, labelled: bool) -> None:
+        super().__init__(sink, labelled)
+        self.records: list[dict[str, Any]] = []
+
+    def _write(self, done: Any) -> None:
+        self.records.append(done.record())
+
+    def close(self) -> None:
+        if self.records:
+            value = self.records if self.labelled or len(self.records) > 1 else self.records[0]
+            self.sink.append([json.dumps(value, ensure_ascii=False) + "\n"])
+        super().close()
+
+
+class BlockWriter(RecordWriter):
+    """Text or Markdown blocks: ``== id`` before each summary when there are several; by section each
+    section's heading and summary as soon as it is done, then the document summary with its word count;
+    ``outline``: a generated question-summary hierarchy as an indented outline."""
+
+    def __init__(self, sink: Any, labelled: bool, markdown: bool, outline: bool = False) -> None:
+        super().__init__(sink, labelled)
+        self.markdown, self.outline = markdown, outline
+        self.started: set[int] = set()
+        self.headers = 0
+        self.labels: Sequence[str | None] = ()  #: the ids of the batch being summarized, by position
+
+    def _header(self, label: str | None, index: int) -> None:
+        if index in self.started:
+            return
+        self.started.add(index)
+        if self.labelled:
+            self.sink.append([f"{'' if self.headers == 0 else chr(10)}== {label}\n"])
+        self.headers += 1
+
+    def section(self, index: int, instruction: str | None, node: Any) -> None:
+        self._header(self.labels[index] if index < len(self.labels) else None, index)
+        self.sink.append(section_lines(node, self.markdown))
+
+    def _write(self, done: Any) -> None:
+        label = done.record()["id"]
+        self._header(label, done.index)
+        self.started.discard(done.index)  # the next item may take this index again
+        if done.by == "section":
+            self.sink.append(document_summary_lines(done.result, self.markdown))
+            return
+        prediction = as_outline(done.prediction, label) if self.outline else done.prediction
+        self.sink.append([prediction + "\n"])
+
+
+def record_writer(form: str, sink: Any, labelled: bool, corpus: bool, outline: bool = False) -> RecordWriter:
+    """The writer of ``form`` (:data:`FORMS`) to ``sink``."""
+    if form == "json":
+        return JsonWriter(sink, labelled)
+    if line_by_line(form, corpus):
+        return RecordWriter(sink, labelled, form == "jsonl")
+    return BlockWriter(sink, labelled, form == "markdown", outline)
+
+
+def section_lines(section: Any, markdown: bool) -> list[str]:
+    """A section's heading (``#`` by depth) and summary."""
+    lines = []
+    if section.path or section.heading is not None:
+        heading = section.heading if section.heading is not None else "(untitled)"
+        lines.append(f"{'#' * max(1, len(section.path))} {heading}\n")
+    bullet = "- " if markdown else ""
+    lines += [f"{bullet}{sentence.text}\n" for sentence in section.summary]
+    return [*lines, "\n"]
+
+
+def document_summary_lines(result: Any, markdown: bool) -> list[str]:
+    """A summary by section's document summary, with its word count (and its note, one line)."""
+    words = sum(s.words for s in result.summary)
+    lines = [f"**Summary** ({words} words)\n" if markdown else f"== summary ({words} words)\n"]
+    if result.note:  # e.g. why the default summary is extractive: one line the reader must see
+        lines.append(f"_{result.note}_\n" if markdown else f"({result.note})\n")
+    return lines + [f"{sentence.text}\n" for sentence in result.summary]
+
+
+def as_outline(prediction: str, doc_id: str) -> str:
+    """A generated hierarchy as an outline; what could not be parsed is said in one warning line."""
+    from synopsis.qs import parse_lenient, render_outline
+
+    parsed = parse_lenient(prediction)
+    if parsed.problems:
+        log.warning(
+            "%s: malformed generated hierarchy (%d problem(s), %d pair(s) dropped); showing what parsed",
+            doc_id,
+            len(parsed.problems),
+            parsed.dropped,
+        )
+    return render_outline(parsed.tree)

@@ -49,7 +49,12 @@ def _recordable(output: Path) -> bool:
 
 
 def check_resume(
-    output: Path, resume: bool, produced_by: Mapping[str, Any], ids: Sequence[str], write: bool = True
+    output: Path,
+    resume: bool,
+    produced_by: Mapping[str, Any],
+    ids: Sequence[str],
+    write: bool = True,
+    jsonl: bool | None = None,
 ) -> None:
     """Record ``produced_by`` for a fresh run's ``output``; on ``--resume``, refuse an output made by other
     options (:class:`OutputError` naming each difference) or holding ids that ``ids`` lacks. ``write``:
@@ -72,7 +77,7 @@ def check_resume(
             log.warning(
                 "%s: no record of the options that wrote it (%s); resuming on trust", output, sidecar.name
             )
-        _refuse_foreign_ids(output, ids)
+        _refuse_foreign_ids(output, ids, output.suffix.lower() == ".jsonl" if jsonl is None else jsonl)
     if write and not (continuing and sidecar.exists()):
         write_json(sidecar, produced_by)
 
@@ -86,12 +91,12 @@ def _differences(recorded: Mapping[str, Any], given: Mapping[str, Any]) -> list[
     ]
 
 
-def _refuse_foreign_ids(output: Path, ids: Sequence[str]) -> None:
+def _refuse_foreign_ids(output: Path, ids: Sequence[str], jsonl: bool) -> None:
     """JSONL outputs name their examples: each must be one of ``ids``; plain outputs (one line per example,
     in order) may hold at most ``len(ids)`` lines."""
     with open(output, "rb") as handle:
         lines = [line for line in handle if line.endswith(b"\n")]  # a last line cut short is redone
-    if output.suffix.lower() != ".jsonl":
+    if not jsonl:
         if len(lines) > len(ids):
             raise OutputError(
                 f"--resume: {output} holds {len(lines)} predictions, more than the {len(ids)} documents of "

@@ -7,7 +7,6 @@ terminal), and ``--resume`` continues an interrupted run where it stopped.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from dataclasses import dataclass
@@ -26,15 +25,17 @@ from synopsis.cli.options import (
     switch,
     threads_option,
 )
+from synopsis.cli.output import PredictionWriter, Screen, line_by_line, output_form, record_writer
 from synopsis.cli.provenance import check_resume, run_record
 from synopsis.cli.runtime import refuse_to_overwrite_inputs
-from synopsis.cli.summarize_corpus import Job, in_batches, run_sharded
+from synopsis.cli.summarize_corpus import Job, run_in_batches, run_sharded
 from synopsis.config import POSITIVE, DecodingOptions
 from synopsis.errors import InputError
 from synopsis.io import missing_path
-from synopsis.progress import ProgressReporter, track
+from synopsis.progress import track
 from synopsis.sharding import Shard, part_files, remove_parts
 from synopsis.summarizers.base import Summarizer
+from synopsis.summarizers.runner import ParsedDocument, RequestItem, SummarizeRequest, read_source
 
 log = logging.getLogger("synopsis.cli")
 
@@ -74,13 +75,14 @@ def summarize(
         None,
         "--output",
         "-o",
-        help="Write predictions here as they are made: x.jsonl ({id, prediction} lines) or any other name "
-        "for one prediction per line (sentences joined by a space).",
+        help="Write the summaries here, as they are made, in the form its extension names (unless "
+        "--output-format says): .json one JSON value, .jsonl one line per summary, .md Markdown, any other "
+        "name text (a corpus: one prediction per line, sentences joined by a space).",
     ),
     resume: bool = switch(
         "--resume",
-        "Continue an interrupted run: keep what --output holds and skip those examples "
-        "(by id for .jsonl, by count for one-per-line files).",
+        "Continue an interrupted run: keep what --output holds and skip those summaries (forms written line "
+        "by line: .jsonl by id, a corpus's text by count).",
     ),
     k: int = count_option(3, "--k", help="Sentences to extract (centrality)."),
     num_beams: int | None = decoding_option("num_beams"),
@@ -112,15 +114,17 @@ def summarize(
         "--by",
         help="document: one summary of what the model reads; section: a summary of every section (each cut "
         "into windows the model reads whole), with a document summary of at most --max-words and the "
-        "sources of every sentence; auto: by section when a document is longer than the model's input "
-        "(corpus runs: by document).",
+        "sources of every sentence; auto: by section when a document is longer than the model's input, "
+        "decided per document (corpus runs: by document, as the papers' evaluations truncate).",
     ),
     max_words: int = count_option(150, "--max-words", help="By section: longest document summary, in words."),
-    output_format: str = typer.Option(
-        "text",
+    output_format: str | None = typer.Option(
+        None,
         "--output-format",
-        help="stdout: text or markdown (by section: the outline of section summaries, then the document "
-        "summary), or json (one object per document: id, prediction, summary and sections with sources).",
+        help="text or markdown (by section: the outline of section summaries, then the document summary; a "
+        "corpus's text: one prediction per line), json (one value: the summary's object, an array of them "
+        "when there are several: id, prediction, summary and sections with sources) or jsonl (one such "
+        "object per line). Default: --output's extension, else text; the screen and a file hold the same.",
     ),
     threads: int | None = threads_option(),
     device: str = device_option(),
@@ -139,7 +143,8 @@ def summarize(
 
     with launched() as shard:
         with errors_from_main_only(shard):
-            _check_by(by, output_format, method, outline, corpus, shard)
+            form = output_form(output_format, output)
+            _check_by(by, method, outline)
             decoding = DecodingOptions.from_mapping(
                 dict(num_beams=num_beams, min_length=min_length, max_length=max_length,
                      length_penalty=length_penalty, no_repeat_ngram_size=no_repeat_ngram_size)
@@ -152,23 +157,32 @@ def summarize(
                 inputs, corpus, split, input_format, list(instruction or []), max_input_mb, skip_bad_lines,
                 _columns(text_column, summary_column, id_column), output, resume, batch_size,
             )  # fmt: skip
-            job = _prepare(shard, run, spec)
+            job = _prepare(shard, run, spec, Wanted(by, max_words, form))
             if output is not None:  # --resume continues only an output of the same options and input
                 record = run_record(spec, by, max_words, run.instructions)
-                check_resume(output, resume, record, job.ids, write=shard.is_main)
-        if output is None and corpus is None:  # document files to stdout: the library's runner, file by file
-            _print_files(job, by, max_words, output_format, outline)
+                check_resume(output, resume, record, job.ids, write=shard.is_main, jsonl=form == "jsonl")
+        _write(job, output, resume, shard, outline)
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """What a run makes of its documents: ``--by``, ``--max-words`` and the output's form."""
+
+    by: str
+    max_words: int
+    form: str
+
+
+def _write(job: Job, output: Path | None, resume: bool, shard: Shard, outline: bool) -> None:
+    """The request through the runner to its writer: a launch's part files merged in input order (or a
+    one-process ``--resume`` of one), else batch by batch to the screen or ``--output``, in one form."""
+    form = job.request.output_format
+    if output is not None and line_by_line(form, job.corpus):
+        if shard.distributed or (resume and part_files(output)):
+            run_sharded(job, output, resume, shard, jsonl=form == "jsonl")
             return
-        if _by_section(by, job, corpus):
-            _run_by_section(job, output, resume, max_words, output_format)
-            return
-        if output is None and output_format == "json":
-            _print_corpus_json(job)
-            return
-        if output is not None and (shard.distributed or (resume and part_files(output))):
-            run_sharded(job, output, resume, shard)
-        else:
-            _run(job, output, resume, outline)
+    sink = PredictionWriter(output, resume=resume, jsonl=form == "jsonl") if output is not None else Screen()
+    run_in_batches(job, record_writer(form, sink, len(job.items) > 1, job.corpus, outline))
 
 
 @dataclass(frozen=True)
@@ -236,284 +250,105 @@ def _columns(text: str | None, summary: str | None, example_id: str | None) -> d
     return {key: value for key, value in given.items() if value is not None}
 
 
-OUTPUT_FORMATS = ("text", "markdown", "json")
-
-
-def _check_by(
-    by: str, output_format: str, method: str | None, outline: bool, corpus: str | None, shard: Shard
-) -> None:
+def _check_by(by: str, method: str | None, outline: bool) -> None:
     """Options that make no sense together (by section) are one-line errors, before any model loads."""
     from synopsis.summarizers.runner import BY
 
     if by not in BY:
         raise InputError(f"--by must be one of {', '.join(BY)}, got '{by}'")
-    if output_format not in OUTPUT_FORMATS:
-        raise InputError(f"--output-format must be one of {', '.join(OUTPUT_FORMATS)}, got '{output_format}'")
     if by == "section" and method == "oracle":
         raise InputError("--method oracle needs a reference per document, not per section: use --by document")
     if by == "section" and outline:
         raise InputError("--outline shows a generated question-summary hierarchy: use --by document with it")
-    if by == "section" and shard.distributed:
-        raise InputError(f"--by section runs in one process ({shard.world} were launched)")
 
 
-def _by_section(by: str, job: Job, corpus: str | None) -> bool:
-    """Whether a run that writes --output (or a corpus) goes by section: ``auto`` when one of the files is
-    longer than the model's input (corpus runs: by document)."""
-    from synopsis.summarizers.runner import decide_by_section
-
-    if by != "auto" or corpus is not None:
-        return by == "section"
-    seen: set[int] = set()
-    for document in job.documents:  # one per (file, instruction): each file once
-        if id(document) not in seen and decide_by_section(by, job.summarizer, document):
-            return True
-        seen.add(id(document))
-    return False
-
-
-def _print_files(job: Job, by: str, max_words: int, output_format: str, outline: bool) -> None:
-    """Each document file through :class:`~synopsis.summarizers.runner.SummarizeRunner` (read once, ``by``
-    decided once per file, one summary per --instruction), printed as it is made: text or markdown (by
-    section: each section as soon as it is done, then the document summary), or one JSON object per
-    summary in the one schema."""
-    from synopsis.summarizers.runner import SummarizeRunner
-
-    runner = SummarizeRunner(
-        job.summarizer, by=by, max_words=max_words, batch_size=job.batch_size,
-        summarize_documents=lambda documents, instructions: job.check_not_blank(
-            job.summarizer.summarize(documents, instructions)
-        ),
-    )  # fmt: skip
-    instructions = [i for i in dict.fromkeys(job.instructions) if i is not None]
-    printer = _FilePrinter(len(job.parsed) > 1 or len(instructions) > 1, len(instructions) > 1, output_format)
-    for path, parsed in job.parsed.items():
-        printer.path = path
-        # A long document's windows: a count with the rate on stderr (a spinner on a terminal).
-        with ProgressReporter("summarizing by section", None, "windows") as progress:
-
-            def advance(done: int, _: int, progress: ProgressReporter = progress) -> None:
-                progress.advance(done - progress.completed)
-
-            runner.run(parsed, instructions, printer.hooks(advance, outline))
-
-
-class _FilePrinter:
-    """The runner's hooks for one file after another on stdout, ``== label`` before each summary when
-    there are several (files or instructions)."""
-
-    def __init__(self, labelled: bool, per_instruction: bool, output_format: str) -> None:
-        self.labelled, self.per_instruction, self.output_format = labelled, per_instruction, output_format
-        self.path = Path()
-        self.printed = 0
-        self.sectioned = False
-
-    def label(self, instruction: str | None) -> str:
-        return f"{self.path} | {instruction}" if self.per_instruction else str(self.path)
-
-    def header(self, instruction: str | None) -> None:
-        if self.labelled and self.output_format != "json":
-            typer.echo(f"{'' if self.printed == 0 else chr(10)}== {self.label(instruction)}")
-        self.printed += 1
-
-    def hooks(self, progress: Any, outline: bool) -> Any:
-        from synopsis.summarizers.runner import RunHooks
-
-        text = self.output_format != "json"
-        started: set[int] = set()
-
-        def parsed(_: Any, by_section: bool) -> None:
-            self.sectioned = by_section
-
-        def section(index: int, instruction: str | None, node: Any) -> None:
-            if index not in started:  # by section, the label comes before the first section
-                started.add(index)
-                self.header(instruction)
-            if text:
-                _print_section(node, self.output_format)
-
-        def summary(done: Any) -> None:
-            if not text:
-                record = {**done.to_dict(), "id": self.label(done.instruction)}
-                typer.echo(json.dumps(record, ensure_ascii=False))
-            elif self.sectioned:
-                if done.index not in started:
-                    self.header(done.instruction)
-                _print_document_summary(done.result, self.output_format)
-            else:
-                self.header(done.instruction)
-                prediction = done.prediction
-                typer.echo(_as_outline(prediction, self.label(done.instruction)) if outline else prediction)
-
-        return RunHooks(parsed=parsed, section=section, summary=summary, progress=progress)
-
-
-def _run_by_section(job: Job, output: Path | None, resume: bool, max_words: int, output_format: str) -> None:
-    """Summaries by section of a corpus to stdout (JSON lines, or text), or of files or a corpus to
-    --output (JSONL: one object per line in the schema of ``--output-format json``), batch by batch."""
-    from synopsis.cli.output import PredictionWriter
-    offsets = [job.offsets.get(id(d)) for d in job.documents]
-    writer = PredictionWriter(output, resume=resume) if output is not None else None
-
-    def summarize_rows(rows: list[int], _: int) -> None:
-        results = job.summarizer.summarize_by_section(
-            [job.documents[i] for i in rows], [job.instructions[i] for i in rows],
-            max_words=max_words, batch_size=job.batch_size, offsets=[offsets[i] for i in rows],
-        )  # fmt: skip
-        if writer is not None:
-            writer.write([job.ids[i] for i in rows], [r.to_dict() for r in results])
-            return
-        for i, result in zip(rows, results, strict=True):
-            if output_format == "json":
-                typer.echo(json.dumps({**result.to_dict(), "id": job.ids[i]}, ensure_ascii=False))
-            else:
-                typer.echo(f"{'' if i == 0 else chr(10)}== {job.ids[i]}")
-                for section in result.walk():
-                    if not section.skipped and (section.summary or section.path):
-                        _print_section(section, output_format)
-                _print_document_summary(result, output_format)
-
-    in_batches(job.ids, writer, job.batch_size, "summarizing by section", summarize_rows)
-    if writer is not None:
-        log.info("wrote %d summaries by section to %s", writer.written, output)
-
-
-def _print_section(section: Any, output_format: str) -> None:
-    """A section's heading (``#`` by depth) and summary, as soon as it is done."""
-    if section.path or section.heading is not None:
-        heading = section.heading if section.heading is not None else "(untitled)"
-        typer.echo(f"{'#' * max(1, len(section.path))} {heading}")
-    bullet = "- " if output_format == "markdown" else ""
-    for sentence in section.summary:
-        typer.echo(f"{bullet}{sentence.text}")
-    typer.echo("")
-
-
-def _print_document_summary(result: Any, output_format: str) -> None:
-    words = sum(s.words for s in result.summary)
-    typer.echo(
-        f"**Summary** ({words} words)" if output_format == "markdown" else f"== summary ({words} words)"
-    )
-    if result.note:  # e.g. why the default summary is extractive: one line the reader must see
-        typer.echo(f"_{result.note}_" if output_format == "markdown" else f"({result.note})")
-    for sentence in result.summary:
-        typer.echo(sentence.text)
-
-
-def _print_corpus_json(job: Job) -> None:
-    """A corpus by document to stdout, one object per example in the one JSON schema (no offsets: a corpus
-    reader rebuilds the text)."""
-    from synopsis.summarizers.runner import ParsedDocument, cited_summary
-
-    for start in range(0, len(job.ids), job.batch_size):
-        rows = list(range(start, min(len(job.ids), start + job.batch_size)))
-        for i, prediction in zip(rows, job.summarize(rows), strict=True):
-            document = job.documents[i]
-            (note,) = job.summarizer.notes([document])
-            result = cited_summary(ParsedDocument(document, "corpus", None), prediction, note)
-            record = {**result.to_dict(), "id": job.ids[i], "prediction": prediction}
-            typer.echo(json.dumps(record, ensure_ascii=False))
-
-
-def _prepare(shard: Shard, run: RunSpec, spec: ModelSpec) -> Job:
-    """Check the options, load the summarizer and read the documents (every process alike)."""
-    from synopsis.data.readers import detect_corpus, read_corpus
-    from synopsis.summarizers.runner import read_source
-
-    inputs, corpus, output, instructions_given = run.inputs, run.corpus, run.output, run.instructions
-    parsed: dict[Path, Any] = {}
-    if shard.distributed and output is None:
-        raise InputError(
-            f"{shard.world} processes write one file: give --output (-o); to print summaries, run one process"
-        )
-    if run.resume and output is None:
-        raise InputError("--resume continues a run that writes --output; give the same --output")
-    if corpus is not None and len(inputs) != 1:
-        raise InputError("--corpus takes exactly one input path")
-    if corpus is not None and len(instructions_given) > 1:
-        raise InputError("--corpus takes at most one --instruction (it applies to every example)")
-    for path in inputs:
-        if not path.exists():
-            raise missing_path(path)
-    refuse_to_overwrite_inputs(output, [*inputs, spec.model], "--output")
+def _prepare(shard: Shard, run: RunSpec, spec: ModelSpec, wanted: Wanted) -> Job:
+    """Check the options, load the summarizer and read the documents (every process alike) into one
+    :class:`~synopsis.summarizers.runner.SummarizeRequest`."""
+    output, corpus = run.output, run.corpus is not None
+    _check_run(shard, run, wanted.form)
+    refuse_to_overwrite_inputs(output, [*run.inputs, spec.model], "--output")
     _check_model_path(spec.model)
 
     summarizer = spec.load()  # on spec.device: with one line saying where the model runs
     info = summarizer.describe()
-    if instructions_given and not info.instructions:
+    if run.instructions and not info.instructions:
         log.warning("--instruction is ignored: %s does not take instructions", type(summarizer).__name__)
-
-    if corpus is not None:
-        stats: dict[str, int] = {}
-        name = detect_corpus(inputs[0]) if corpus == "auto" else corpus
-        # Generic JSONL/CSV need no reference column to be summarized (only the oracle reads references).
-        options = {"summary_column": None} if name in ("jsonl", "csv", "hf") and not info.references else {}
-        options.update(run.columns)
-        reader = read_corpus(
-            name, inputs[0], split=run.split, skip_bad_lines=run.skip_bad_lines, stats=stats, **options
-        )
-        examples = list(track(reader, f"reading {inputs[0]}", None, "examples"))
-        if stats.get("skipped"):
-            log.info("skipped %d malformed line(s) in %s", stats["skipped"], inputs[0])
-        if not examples:
-            raise InputError(f"{inputs[0]}: no examples found for corpus '{corpus}'")
-        ids = [e.id for e in examples]
-        documents = [e.document for e in examples]
-        instructions = [(instructions_given or [None])[0] or e.instruction for e in examples]
-        references: list[Any] | None = [e.references for e in examples]
-    else:
-        parsed = {path: read_source(path, run.input_format, run.max_input_mb) for path in inputs}
-        documents = [parsed[path].document for path in inputs]
-        ids = [str(p) for p in inputs]
-        references = None
-        if len(instructions_given) > 1:  # one summary per (document, instruction), in order, labelled
-            ids = [f"{doc_id} | {text}" for doc_id in ids for text in instructions_given]
-            documents = [doc for doc in documents for _ in instructions_given]
-            instructions = instructions_given * len(inputs)
-        else:
-            instructions = [(instructions_given or [None])[0]] * len(documents)
-
+    items = _corpus_items(run, info) if corpus else _file_items(run)
+    # A corpus by document unless asked: the papers' evaluations read what the model reads of each.
+    by = "document" if corpus and wanted.by == "auto" else wanted.by
+    request = SummarizeRequest(items, by, wanted.max_words, spec.decoding, wanted.form)
     size = run.batch_size or (1 if info.extractive else NEURAL_BATCH_SIZE)
     label = None if info.extractive else str(spec.model) if spec.model is not None else "the bundled model"
     if output is not None and not run.resume and shard.is_main:
         for stale in remove_parts(output):  # a fresh run: parts of an earlier run must not be resumed
             log.info("removed %s, left by an earlier interrupted run", stale)
-    return Job(summarizer, ids, documents, instructions, references, size, label, parsed)
+    return Job(summarizer, request, size, label, corpus)
 
 
-def _run(job: Job, output: Path | None, resume: bool, outline: bool) -> None:
-    """Summarize batch by batch; each batch goes to --output (or stdout) as soon as it is done."""
-    from synopsis.cli.output import PredictionWriter
+def _check_run(shard: Shard, run: RunSpec, form: str) -> None:
+    """What a run's inputs and output allow, before any model loads (one-line errors)."""
+    output, corpus = run.output, run.corpus is not None
+    if shard.distributed and output is None:
+        raise InputError(
+            f"{shard.world} processes write one file: give --output (-o); to print summaries, run one process"
+        )
+    if shard.distributed and not line_by_line(form, corpus):
+        raise InputError(
+            f"{shard.world} processes write their parts line by line: --output of JSONL (or a corpus's "
+            f"text), not {form}"
+        )
+    if run.resume and output is None:
+        raise InputError("--resume continues a run that writes --output; give the same --output")
+    if run.resume and not line_by_line(form, corpus):
+        raise InputError(
+            f"--resume continues output written line by line (JSONL, or a corpus run's text); {output} holds "
+            f"{form}, written whole: run again without --resume"
+        )
+    if corpus and len(run.inputs) != 1:
+        raise InputError("--corpus takes exactly one input path")
+    if corpus and len(run.instructions) > 1:
+        raise InputError("--corpus takes at most one --instruction (it applies to every example)")
+    for path in run.inputs:
+        if not path.exists():
+            raise missing_path(path)
 
-    writer = PredictionWriter(output, resume=resume) if output is not None else None
-    empty = 0
 
-    def summarize_rows(rows: list[int], done: int) -> None:
-        nonlocal empty
-        predictions = job.summarize(rows)
-        empty += sum(not p.strip() for p in predictions)
-        batch_ids = [job.ids[i] for i in rows]
-        if writer is not None:
-            writer.write(batch_ids, predictions)
-        else:
-            _print(batch_ids, predictions, first=done == 0, many=len(job.ids) > 1, outline=outline)
+def _corpus_items(run: RunSpec, info: Any) -> list[RequestItem]:
+    """A corpus's examples, one item each (no offsets: a corpus reader rebuilds the text)."""
+    from synopsis.data.readers import detect_corpus, read_corpus
 
-    done = in_batches(job.ids, writer, job.batch_size, "summarizing", summarize_rows)
-    if done is None:
-        return
-    if empty:
-        log.warning("%d of %d summaries are empty", empty, done)
-    if writer is not None:
-        log.info("wrote %d summaries to %s", writer.written, output)
+    stats: dict[str, int] = {}
+    path = run.inputs[0]
+    name = detect_corpus(path) if run.corpus == "auto" else str(run.corpus)
+    # Generic JSONL/CSV need no reference column to be summarized (only the oracle reads references).
+    options = {"summary_column": None} if name in ("jsonl", "csv", "hf") and not info.references else {}
+    options.update(run.columns)
+    reader = read_corpus(
+        name, path, split=run.split, skip_bad_lines=run.skip_bad_lines, stats=stats, **options
+    )
+    examples = list(track(reader, f"reading {path}", None, "examples"))
+    if stats.get("skipped"):
+        log.info("skipped %d malformed line(s) in %s", stats["skipped"], path)
+    if not examples:
+        raise InputError(f"{path}: no examples found for corpus '{run.corpus}'")
+    given = (run.instructions or [None])[0]
+    return [
+        RequestItem(e.id, ParsedDocument(e.document, "corpus", None), given or e.instruction, e.references)
+        for e in examples
+    ]
 
 
-def _print(ids: list[str], predictions: list[str], first: bool, many: bool, outline: bool) -> None:
-    for i, (doc_id, prediction) in enumerate(zip(ids, predictions, strict=True)):
-        if outline:
-            prediction = _as_outline(prediction, doc_id)
-        if many:
-            typer.echo(f"{'' if first and i == 0 else chr(10)}== {doc_id}")
-        typer.echo(prediction)
+def _file_items(run: RunSpec) -> list[RequestItem]:
+    """Each document file read once, one item per instruction (``file | instruction`` when several)."""
+    wanted: list[str | None] = list(run.instructions) or [None]
+    items = []
+    for path in run.inputs:
+        parsed = read_source(path, run.input_format, run.max_input_mb)
+        for instruction in wanted:
+            name = f"{path} | {instruction}" if len(wanted) > 1 else str(path)
+            items.append(RequestItem(name, parsed, instruction))
+    return items
 
 
 def _check_model_path(model: Path | None) -> None:
@@ -526,18 +361,3 @@ def _check_model_path(model: Path | None) -> None:
             f"use --method {model})"
         )
     raise InputError(f"{model}: no such model directory")
-
-
-def _as_outline(prediction: str, doc_id: str) -> str:
-    """A generated hierarchy as an outline; what could not be parsed is said in one warning line."""
-    from synopsis.qs import parse_lenient, render_outline
-
-    parsed = parse_lenient(prediction)
-    if parsed.problems:
-        log.warning(
-            "%s: malformed generated hierarchy (%d problem(s), %d pair(s) dropped); showing what parsed",
-            doc_id,
-            len(parsed.problems),
-            parsed.dropped,
-        )
-    return render_outline(parsed.tree)

@@ -1,16 +1,18 @@
-"""The runs of ``synopsis summarize`` over many documents: batch by batch, resumable, and split across the
-processes of a launch.
+"""The loops of ``synopsis summarize``: batch by batch, resumable, and split across the processes of a launch.
 
-A :class:`Job` is what a run works on (the summarizer and its examples in input order). :func:`in_batches`
-is the one loop of a one-process run (what is left to do, progress, Ctrl-C account, the writer closed);
-:func:`run_sharded` cuts the same batches among the processes of ``torchrun``/``accelerate launch`` into part
-files and merges them in input order (:mod:`synopsis.sharding`), so that the output is the same byte for byte.
+A :class:`Job` is what a run works on: the request's items (one per document and instruction, in output
+order) and the library's runner (:class:`~synopsis.summarizers.runner.SummarizeRunner`), which summarizes a
+batch of them and reports each summary, and by section each section, to a writer
+(:mod:`synopsis.cli.output`). :func:`run_in_batches` is the one loop of a one-process run (what is left to do,
+progress, Ctrl-C account, the writer closed); :func:`run_sharded` cuts the same batches among the processes
+of ``torchrun``/``accelerate launch`` into part files and merges them in input order
+(:mod:`synopsis.sharding`), so that the output is the same byte for byte.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,40 +23,44 @@ from synopsis.cli.runtime import reporting_interrupts, resume_command
 from synopsis.errors import CheckpointError, SynopsisError
 from synopsis.progress import ProgressReporter, progress_enabled
 from synopsis.sharding import Shard, part_files
+from synopsis.summarizers.runner import RequestItem, RunHooks, SummarizeRequest, SummarizeRunner, Summary
 
 log = logging.getLogger("synopsis.cli")
 
 
 @dataclass
 class Job:
-    """One run's work: the summarizer and the examples in input order, ``batch_size`` per model call."""
+    """One run's work: the request and the runner of its summarizer, ``batch_size`` items per batch."""
 
     summarizer: Any
-    ids: list[str]
-    documents: list[Any]
-    instructions: list[str | None]
-    references: list[Any] | None
+    request: SummarizeRequest
     batch_size: int
     #: a neural model's name (its path): an all-empty first batch from it means broken weights; None for
     #: an extractive method
     model: str | None = None
-    #: document files (not a corpus), each read once (:class:`~synopsis.summarizers.runner.ParsedDocument`)
-    parsed: dict[Path, Any] = field(default_factory=dict)
+    corpus: bool = False
+    runner: SummarizeRunner = field(init=False)
     _checked: bool = False
 
-    @property
-    def offsets(self) -> dict[int, Any]:
-        """Each file's sentence offsets, by ``id`` of its Document."""
-        return {id(p.document): p.offsets for p in self.parsed.values()}
-
-    def summarize(self, rows: list[int]) -> list[str]:
-        """Summaries of the documents at ``rows`` (see :meth:`check_not_blank`)."""
-        predictions = self.summarizer.summarize(
-            [self.documents[i] for i in rows],
-            [self.instructions[i] for i in rows],
-            None if self.references is None else [self.references[i] for i in rows],
+    def __post_init__(self) -> None:
+        self.runner = SummarizeRunner.for_request(
+            self.summarizer, self.request, batch_size=self.batch_size, summarize_documents=self._summarize
         )
-        return self.check_not_blank(predictions)
+
+    @property
+    def items(self) -> Sequence[RequestItem]:
+        return self.request.items
+
+    @property
+    def ids(self) -> list[str]:
+        return [str(item.id) for item in self.request.items]
+
+    def run(self, rows: list[int], hooks: RunHooks) -> list[Summary]:
+        """The summaries of the items at ``rows`` (one batch), reported to ``hooks`` as they are made."""
+        return self.runner.run_items([self.request.items[i] for i in rows], hooks)
+
+    def _summarize(self, documents: list[Any], instructions: Any, references: Any = None) -> list[str]:
+        return self.check_not_blank(self.summarizer.summarize(documents, instructions, references))
 
     def check_not_blank(self, predictions: list[str]) -> list[str]:
         """An all-empty first batch from a model means untrained or corrupt weights: stop the run before it
@@ -68,6 +74,34 @@ class Job:
         return predictions
 
 
+def run_in_batches(job: Job, writer: Any) -> None:
+    """A one-process run: every item ``writer`` (:func:`synopsis.cli.output.record_writer`) does not hold
+    yet, a batch at a time, through the runner, to the writer."""
+    hooks = RunHooks(section=writer.section, summary=writer.summary)
+    # A long document's windows: a count with the rate on stderr (a spinner on a terminal).
+    with ProgressReporter(
+        "summarizing by section", None, "windows", enabled=False if job.corpus else None
+    ) as bar:
+        seen = [0]  # windows of the document being summarized by section
+
+        def advance(done: int, _: int) -> None:
+            seen[0] = 0 if done < seen[0] else seen[0]
+            bar.advance(done - seen[0])
+            seen[0] = done
+
+        def summarize_rows(rows: list[int], _: int) -> None:
+            writer.labels = [job.items[i].id for i in rows]
+            job.run(rows, RunHooks(section=hooks.section, summary=hooks.summary, progress=advance))
+
+        done = in_batches(job.ids, writer, job.batch_size, "summarizing", summarize_rows)
+    if done is None:
+        return
+    if writer.empty:
+        log.warning("%d of %d summaries are empty", writer.empty, done)
+    if writer.sink.path is not None:
+        log.info("wrote %d summaries to %s", writer.summaries, writer.sink.path)
+
+
 def in_batches(
     ids: list[str],
     writer: Any,
@@ -75,25 +109,25 @@ def in_batches(
     label: str,
     summarize_rows: Callable[[list[int], int], None],
 ) -> int | None:
-    """The one loop of a one-process run: the documents ``writer`` (a PredictionWriter, or None for stdout)
-    does not hold yet, ``batch_size`` at a time, to ``summarize_rows(rows, done_so_far)``, under one
-    progress bar, with Ctrl-C saying what was saved; ``writer`` is closed at the end. Returns how many
-    documents were summarized, or None when the output already held them all."""
-    todo = [i for i, skip in enumerate(writer.skipped(ids) if writer else [False] * len(ids)) if not skip]
-    if writer is not None and len(todo) < len(ids):
-        log.info("resuming: %s holds %d of %d predictions", writer.path, len(ids) - len(todo), len(ids))
+    """The one loop of a one-process run: the documents ``writer`` (a record writer of
+    :mod:`synopsis.cli.output`) does not hold yet, ``batch_size`` at a time, to ``summarize_rows(rows,
+    done_so_far)``, under one progress bar, with Ctrl-C saying what was saved; ``writer`` is closed at the
+    end. Returns how many documents were summarized, or None when the output already held them all."""
+    sink = writer.sink
+    todo = [i for i, skip in enumerate(sink.skipped(ids)) if not skip]
+    if len(todo) < len(ids):
+        log.info("resuming: %s holds %d of %d predictions", sink.path, len(ids) - len(todo), len(ids))
     if not todo:
-        if writer is not None:
-            writer.close()
-            log.info("nothing left to do: %s already holds all %d predictions", writer.path, len(ids))
+        writer.close()
+        log.info("nothing left to do: %s already holds all %d predictions", sink.path, len(ids))
         return None
     done = 0
 
     def account() -> str:
-        if writer is None:
+        if sink.path is None:
             return f"stopped after {done} of {len(todo)} documents"
         return (
-            f"{writer.written} of {len(ids)} predictions are in {writer.path} (whole lines); "
+            f"{sink.written} of {len(ids)} predictions are in {sink.path} (whole lines); "
             f"resume with: {resume_command()}"
         )
 
@@ -111,12 +145,11 @@ def in_batches(
                 done += len(rows)
                 bar.advance(len(rows))
     finally:
-        if writer is not None:
-            writer.close()
+        writer.close()
     return done
 
 
-def run_sharded(job: Job, output: Path, resume: bool, shard: Shard) -> None:
+def run_sharded(job: Job, output: Path, resume: bool, shard: Shard, jsonl: bool) -> None:
     """A corpus run split across the processes of a launch (or a one-process ``--resume`` of one).
 
     The main process works out what is left (:func:`_plan`); the work is cut into the batches a
@@ -134,7 +167,7 @@ def run_sharded(job: Job, output: Path, resume: bool, shard: Shard) -> None:
     plan: Any = None
     if shard.is_main:
         try:
-            plan = _plan(ids, output, resume, shard)
+            plan = _plan(ids, output, resume, shard, jsonl)
         except SynopsisError as err:
             plan = err
     plan = shard.broadcast(plan)
@@ -175,10 +208,10 @@ def run_sharded(job: Job, output: Path, resume: bool, shard: Shard) -> None:
             ProgressReporter(description, len(mine), "documents", enabled=shown) as progress,
         ):
             for rows in my_batches:
-                predictions = job.summarize(rows)
-                empty += sum(not p.strip() for p in predictions)
+                summaries = job.run(rows, RunHooks())
+                empty += sum(not s.prediction.strip() for s in summaries)
                 assert writer is not None
-                writer.write_records(rows, [ids[i] for i in rows], predictions)
+                writer.write_records(rows, [ids[i] for i in rows], [s.record() for s in summaries])
                 done += len(rows)
                 progress.advance(len(rows))
     finally:
@@ -186,7 +219,7 @@ def run_sharded(job: Job, output: Path, resume: bool, shard: Shard) -> None:
             writer.close()
     with reporting_interrupts(account):
         counts = shard.gather([(done, empty)])
-        if not shard.is_main or not _merge(ids, output, kept, todo):
+        if not shard.is_main or not _merge(ids, output, kept, todo, jsonl):
             return
     made, blanks = sum(c[0] for c in counts), sum(c[1] for c in counts)
     if blanks:
@@ -195,13 +228,16 @@ def run_sharded(job: Job, output: Path, resume: bool, shard: Shard) -> None:
     log.info("wrote %d summaries to %s%s", len(ids), output, processes)
 
 
-def _plan(ids: list[str], output: Path, resume: bool, shard: Shard) -> tuple[list[int], list[bool]]:
+def _plan(
+    ids: list[str], output: Path, resume: bool, shard: Shard, jsonl: bool
+) -> tuple[list[int], list[bool]]:
     """(positions left to summarize, positions ``output`` holds already): from the output so far (kept as it
     is, as a one-process ``--resume`` does) and the part files of earlier runs, whatever their size."""
     from synopsis.cli.output import PredictionWriter
     from synopsis.sharding import read_part
 
-    writer = PredictionWriter(output, resume=resume)  # a fresh run empties the output; --resume keeps it
+    # A fresh run empties the output; --resume keeps it.
+    writer = PredictionWriter(output, resume=resume, jsonl=jsonl)
     try:
         kept = writer.skipped(ids)
     finally:
@@ -223,14 +259,14 @@ def _plan(ids: list[str], output: Path, resume: bool, shard: Shard) -> tuple[lis
     return todo, kept
 
 
-def _merge(ids: list[str], output: Path, kept: list[bool], todo: list[int]) -> bool:
+def _merge(ids: list[str], output: Path, kept: list[bool], todo: list[int], jsonl: bool) -> bool:
     """Main process: ``output`` := what it held, then every other prediction (from the part files) in input
     order, written atomically; then the parts are deleted. False if there was nothing to add."""
-    from synopsis.cli.output import is_jsonl, render_lines
+    from synopsis.cli.output import render_lines
     from synopsis.errors import OutputError
     from synopsis.sharding import read_part, remove_parts, write_in_order
 
-    predictions: dict[int, str] = {}
+    predictions: dict[int, dict[str, Any]] = {}
     for path in part_files(output):
         predictions.update(read_part(path, ids))
     missing = [i for i in range(len(ids)) if not kept[i] and i not in predictions]
@@ -244,7 +280,7 @@ def _merge(ids: list[str], output: Path, kept: list[bool], todo: list[int]) -> b
         return False
     rest = [i for i in range(len(ids)) if not kept[i]]
     head = output.read_bytes()
-    lines = render_lines([ids[i] for i in rest], [predictions[i] for i in rest], is_jsonl(output))
+    lines = render_lines([ids[i] for i in rest], [predictions[i] for i in rest], jsonl)
     write_in_order(output, head, lines)
     remove_parts(output)
     return True

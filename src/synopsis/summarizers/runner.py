@@ -147,7 +147,8 @@ def decide_by_section(by: str, summarizer: Any, document: Document) -> bool:
 @dataclass
 class Summary:
     """One instruction's summary: ``prediction`` as the model wrote it (by section: the composed document
-    summary), ``result`` its sentences with their sources (by section: and every section's summary)."""
+    summary), ``result`` its sentences with their sources (by section: and every section's summary);
+    ``id``: the request item's name (a file, an example id, ``file | instruction``)."""
 
     index: int
     instruction: str | None
@@ -156,10 +157,47 @@ class Summary:
     result: DocumentSummary
     ms: float
     batch_size: int = 1
+    id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The one JSON schema (``--output-format json``, the service's ``structured``)."""
         return {**self.result.to_dict(), "prediction": self.prediction}
+
+    def record(self) -> dict[str, Any]:
+        """:meth:`to_dict` under the item's ``id``: one record of ``synopsis summarize``'s output, in every
+        form (a JSON value, a JSONL line, a line of text, a block)."""
+        data = self.to_dict()
+        return {**data, "id": self.id if self.id is not None else data["id"]}
+
+
+@dataclass(frozen=True)
+class RequestItem:
+    """One summary a request asks for: a document as read (:class:`ParsedDocument`), named ``id``, with one
+    instruction (``None``: a plain summary) and its reference summaries (the oracle reads them)."""
+
+    id: str | None
+    parsed: ParsedDocument
+    instruction: str | None = None
+    references: Sequence[str] | None = None
+
+
+@dataclass(frozen=True)
+class SummarizeRequest:
+    """What ``synopsis summarize`` and ``POST /v1/summarize`` ask, typed once at the edge: the items (one
+    per document and instruction, in output order), ``by`` (decided per document when ``auto``),
+    ``max_words``, one :class:`~synopsis.config.DecodingOptions` (checked when it was built) and the
+    output's form (the CLI's writers read it; the runner does not)."""
+
+    items: Sequence[RequestItem]
+    by: str = DEFAULT_BY
+    max_words: int = DEFAULT_MAX_WORDS
+    decoding: DecodingOptions = field(default_factory=DecodingOptions)
+    output_format: str = "text"
+
+    def __post_init__(self) -> None:
+        check_by(self.by)
+        if self.max_words < 1:
+            raise InputError(f"max_words must be >= 1, got {self.max_words}")
 
 
 def cited_summary(parsed: ParsedDocument, prediction: str, note: str | None = None) -> DocumentSummary:
@@ -190,14 +228,22 @@ class RunHooks:
     cancelled: Callable[[], bool] = field(default=_never)
 
 
-#: One model call by document: the documents and their instructions (None: plain summaries).
-DocumentsCall = tuple[list[Document], list[str | None] | None]
-SummarizeDocuments = Callable[[list[Document], list[str | None] | None], list[str]]
+#: One model call by document: the documents, their instructions (None: plain summaries) and references
+#: (None unless the summarizer reads them).
+DocumentsCall = tuple[list[Document], list[str | None] | None, list[Sequence[str]] | None]
+SummarizeDocuments = Callable[..., list[str]]
 SummarizeWindows = Callable[[list[Window], list[str | None]], list[list[SummarySentence]]]
 
 
+def _call(summarize: Callable[..., Any], call: DocumentsCall) -> Any:
+    """One model call: references only to a call that has them (the service's batcher takes two)."""
+    documents, instructions, references = call
+    return summarize(documents, instructions) if references is None else summarize(*call)
+
+
 class SummarizeRunner:
-    """One summarizer with one set of decoding options, ``by`` and ``max_words``: :meth:`run` summarizes a
+    """One summarizer with one set of decoding options, ``by`` and ``max_words``: :meth:`run_items`
+    summarizes the items of a :class:`SummarizeRequest` (a batch of them at a time), :meth:`run` one
     document once per instruction (see the module docstring).
 
     ``summarize_documents`` / ``summarize_windows`` (default: the summarizer's own ``summarize`` /
@@ -222,6 +268,42 @@ class SummarizeRunner:
         self.batch_size = batch_size
         self._summarize_documents = summarize_documents
         self._summarize_windows = summarize_windows
+        self._decided: dict[int, bool] = {}  # id(ParsedDocument) -> by section, decided once per document
+
+    @classmethod
+    def for_request(cls, summarizer: Any, request: SummarizeRequest, **calls: Any) -> SummarizeRunner:
+        """The runner of ``request``'s options (``calls``: ``batch_size`` and the model calls, as above)."""
+        return cls(summarizer, request.decoding, by=request.by, max_words=request.max_words, **calls)
+
+    def run_items(self, items: Sequence[RequestItem], hooks: RunHooks | None = None) -> list[Summary]:
+        """One summary per item, in order, each reported to ``hooks.summary`` as it is ready: ``by`` is
+        decided per document (:func:`decide_by_section`); the items summarized whole share model calls of
+        ``batch_size``, made first; the others go by section, in their place (their sections reported to
+        ``hooks.section`` as each is done)."""
+        hooks = hooks or RunHooks()
+        sectioned = [self.sectioned(item.parsed, hooks) for item in items]
+        whole = [item for item, by_section in zip(items, sectioned, strict=True) if not by_section]
+        done = iter(self._drive(self._by_document(whole, RunHooks(cancelled=hooks.cancelled))))
+        out = []
+        for position, (item, by_section) in enumerate(zip(items, sectioned, strict=True)):
+            if by_section:
+                summary = self._by_section(item.parsed, position, item.instruction, hooks, item.id)
+            else:
+                summary = next(done)
+                summary.index = position
+                if hooks.summary is not None:
+                    hooks.summary(summary)
+            out.append(summary)
+        return out
+
+    def sectioned(self, parsed: ParsedDocument, hooks: RunHooks | None = None) -> bool:
+        """Whether ``parsed`` goes by section (decided, and reported to ``hooks.parsed``, once)."""
+        key = id(parsed)
+        if key not in self._decided:
+            self._decided[key] = decide_by_section(self.by, self.summarizer, parsed.document)
+            if hooks is not None and hooks.parsed is not None:
+                hooks.parsed(parsed, self._decided[key])
+        return self._decided[key]
 
     def run(
         self,
@@ -249,10 +331,7 @@ class SummarizeRunner:
         """The first half of :meth:`run`: the document read once and whether it is summarized by section
         (reported to ``hooks.parsed``)."""
         parsed = source if isinstance(source, ParsedDocument) else read_source(source, format, max_mb)
-        sectioned = decide_by_section(self.by, self.summarizer, parsed.document)
-        if hooks is not None and hooks.parsed is not None:
-            hooks.parsed(parsed, sectioned)
-        return parsed, sectioned
+        return parsed, self.sectioned(parsed, hooks)
 
     def summarize(
         self,
@@ -266,12 +345,15 @@ class SummarizeRunner:
         wanted: list[str | None] = list(instructions) or [None]
         if sectioned:
             return [self._by_section(parsed, i, instruction, hooks) for i, instruction in enumerate(wanted)]
-        calls = self._by_document(parsed, wanted, hooks)
+        return self._drive(self._by_document(_items(parsed, wanted), hooks))
+
+    def _drive(self, calls: Generator[DocumentsCall, list[str], list[Summary]]) -> list[Summary]:
+        """Run a :meth:`_by_document` generator with blocking model calls."""
         summarize = self._summarize_documents or self.summarizer.summarize
         try:
             call = next(calls)
             while True:
-                call = calls.send(summarize(*call))
+                call = calls.send(_call(summarize, call))
         except StopIteration as done:
             return done.value
 
@@ -284,16 +366,21 @@ class SummarizeRunner:
     ) -> list[Summary]:
         """:meth:`summarize` by document with model calls that are awaited (the service's batcher, from its
         event loop): the same calls, in the same order, with the same summaries and hooks."""
-        calls = self._by_document(parsed, list(instructions) or [None], hooks)
+        calls = self._by_document(_items(parsed, list(instructions) or [None]), hooks)
         try:
             call = next(calls)
             while True:
-                call = calls.send(await summarize_documents(*call))
+                call = calls.send(await _call(summarize_documents, call))
         except StopIteration as done:
             return done.value
 
     def _by_section(
-        self, parsed: ParsedDocument, index: int, instruction: str | None, hooks: RunHooks
+        self,
+        parsed: ParsedDocument,
+        index: int,
+        instruction: str | None,
+        hooks: RunHooks,
+        name: str | None = None,
     ) -> Summary:
         on_section = None
         if hooks.section is not None:
@@ -312,36 +399,50 @@ class SummarizeRunner:
             cancelled=hooks.cancelled,
         )  # fmt: skip
         ms = round(1000 * (time.perf_counter() - begin), 2)
-        summary = Summary(index, instruction, "section", result.prediction, result, ms)
+        summary = Summary(index, instruction, "section", result.prediction, result, ms, id=name)
         if hooks.summary is not None:
             hooks.summary(summary)
         return summary
 
     def _by_document(
-        self, parsed: ParsedDocument, wanted: list[str | None], hooks: RunHooks
+        self, items: Sequence[RequestItem], hooks: RunHooks
     ) -> Generator[DocumentsCall, list[str], list[Summary]]:
-        """The instructions ``batch_size`` at a time, each a summary of the whole document (what the model
-        reads of it), cited by :func:`cited_summary`. Yields each model call ``(documents, instructions)`` and
-        is sent its predictions: the caller makes the call, blocking or awaited."""
-        document = parsed.document
+        """The items ``batch_size`` at a time, each a summary of its whole document (what the model reads of
+        it), cited by :func:`cited_summary`. Yields each model call ``(documents, instructions, references)``
+        and is sent its predictions: the caller makes the call, blocking or awaited."""
         out: list[Summary] = []
-        note = None
-        for start in range(0, len(wanted), self.batch_size):
+        notes: dict[int, str | None] = {}
+        for start in range(0, len(items), self.batch_size):
             if hooks.cancelled():
-                raise Cancelled(f"cancelled with {len(wanted) - start} of {len(wanted)} summaries left")
-            chunk = wanted[start : start + self.batch_size]
+                raise Cancelled(f"cancelled with {len(items) - start} of {len(items)} summaries left")
+            chunk = items[start : start + self.batch_size]
             begin = time.perf_counter()
             # All-None instructions go as None, as a plain summary is asked for.
-            predictions = yield [document] * len(chunk), None if all(i is None for i in chunk) else chunk
+            instructions = [item.instruction for item in chunk]
+            references = [item.references or [] for item in chunk]
+            predictions = yield (
+                [item.parsed.document for item in chunk],
+                None if all(i is None for i in instructions) else instructions,
+                None if all(item.references is None for item in chunk) else references,
+            )
             ms = round(1000 * (time.perf_counter() - begin), 2)
-            if start == 0:
-                # After the first call, not before: nothing delays it, and a summarizer that checks the
-                # document's domain has done so in it and remembers (PointerGeneratorSummarizer.distances).
-                (note,) = self.summarizer.notes([document])
-            for offset, (instruction, prediction) in enumerate(zip(chunk, predictions, strict=True)):
-                result = cited_summary(parsed, prediction, note)
-                summary = Summary(start + offset, instruction, "document", prediction, result, ms, len(chunk))
+            # After the call, not before: nothing delays it, and a summarizer that checks the document's
+            # domain has done so in it and remembers (PointerGeneratorSummarizer.distances).
+            fresh = list({id(i.parsed): i.parsed for i in chunk if id(i.parsed) not in notes}.values())
+            if fresh:
+                asked = self.summarizer.notes([p.document for p in fresh])
+                notes.update(zip(map(id, fresh), asked, strict=True))
+            for offset, (item, prediction) in enumerate(zip(chunk, predictions, strict=True)):
+                result = cited_summary(item.parsed, prediction, notes[id(item.parsed)])
+                summary = Summary(
+                    start + offset, item.instruction, "document", prediction, result, ms, len(chunk), item.id
+                )
                 out.append(summary)
                 if hooks.summary is not None:
                     hooks.summary(summary)
         return out
+
+
+def _items(parsed: ParsedDocument, instructions: Sequence[str | None]) -> list[RequestItem]:
+    """One document's items, one per instruction."""
+    return [RequestItem(parsed.document.id, parsed, instruction) for instruction in instructions]
