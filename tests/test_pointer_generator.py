@@ -393,3 +393,30 @@ def test_encoder_equals_a_packed_bidirectional_lstm() -> None:
     (grad_ours,) = torch.autograd.grad((ours**2).sum() + c_ours.sum(), embedded)
     (grad_ref,) = torch.autograd.grad((reference**2).sum() + c_n.sum(), embedded)
     assert torch.allclose(grad_ours, grad_ref, atol=1e-5)
+
+
+@pytest.mark.parametrize("num_beams", [1, 3])
+def test_max_length_counts_words_as_its_help_says(num_beams: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--max-length N``: at most N words, and N when the minimum asks for it, each summary ended by EOS
+    (before: the decoders counted EOS in max_length, so a summary that ended had at most N - 1 words)."""
+    import synopsis.generation as generation
+    from synopsis.summarizers.pointer_generator import PointerGeneratorSummarizer
+
+    searched: list = []
+    for name in ("beam_search", "greedy_search"):
+        original = getattr(generation, name)
+
+        def recording(*args, original=original, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            searched.extend(hypotheses := original(*args, **kwargs))
+            return hypotheses
+
+        monkeypatch.setattr(generation, name, recording)
+    model, vocab = tiny_model()
+    for length in (1, 4, 7):
+        options = {"num_beams": num_beams, "min_length": length, "max_length": length}
+        summarizer = PointerGeneratorSummarizer(model, vocab).with_options(**options)
+        searched.clear()
+        assert [len(words) for words in summarizer.generate(ARTICLES)] == [length, length]
+        assert all(h.finished for h in searched)
+        free = PointerGeneratorSummarizer(model, vocab).with_options(**{**options, "min_length": 0})
+        assert all(len(words) <= length for words in free.generate(ARTICLES))

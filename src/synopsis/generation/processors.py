@@ -58,6 +58,23 @@ class MinLengthProcessor(LogitsProcessor):
         return log_probs
 
 
+class MaxLengthProcessor(LogitsProcessor):
+    """Force EOS as the ``max_length``-th token (EOS counted), so that a decoder run for ``max_length`` steps
+    ends every hypothesis with at most ``max_length - 1`` words and EOS, none cut without it (Hugging Face's
+    ``ForcedEOSTokenLogitsProcessor``)."""
+
+    def __init__(self, max_length: int, eos_id: int) -> None:
+        self.max_length = _check_int("max_length", max_length, 1)
+        self.eos_id = _check_int("eos_id", eos_id, 0)
+
+    def __call__(self, tokens: torch.Tensor, log_probs: torch.Tensor) -> torch.Tensor:
+        if tokens.size(1) + 1 < self.max_length:
+            return log_probs
+        forced = torch.full_like(log_probs, float("-inf"))
+        forced[:, self.eos_id] = 0.0
+        return forced
+
+
 def _keep_a_way_out(blocked: torch.Tensor, log_probs: torch.Tensor) -> torch.Tensor:
     """A row that a ban would leave with no finite score keeps its unbanned scores, so a hypothesis can
     always continue or end instead of becoming -inf everywhere (the trap of naive blocking)."""

@@ -156,7 +156,13 @@ class PointerGeneratorSummarizer(Summarizer):
         the search reorders it with the beams."""
         import torch
 
-        from synopsis.generation import AllowedTokensProcessor, beam_search, build_processors, greedy_search
+        from synopsis.generation import (
+            AllowedTokensProcessor,
+            MaxLengthProcessor,
+            beam_search,
+            build_processors,
+            greedy_search,
+        )
 
         g, vocab = self.generation, self.vocab
         min_length = g.min_length if min_length is None else min_length
@@ -179,15 +185,17 @@ class PointerGeneratorSummarizer(Summarizer):
                 ),
             )
             trace = lambda state, row: state[1][row]  # noqa: E731 - one expression
-        # The decoders count EOS as a token; min/max_length here count words.
+        # The decoders count EOS as a token; min/max_length here count words (as --max-length's help says):
+        # at most max_length words, then EOS, forced last.
         processors = build_processors({**asdict(g), "min_length": min_length + 1}, vocab.eos_id)
         if allowed is not None:
             processors.append(AllowedTokensProcessor(allowed))
+        processors.append(MaxLengthProcessor(g.max_length + 1, vocab.eos_id))
         common = dict(
             batch_size=batch.input_ids.size(0),
             bos_id=vocab.bos_id,
             eos_id=vocab.eos_id,
-            max_length=g.max_length,
+            max_length=g.max_length + 1,
             processors=processors,
             trace=trace,
         )
