@@ -64,15 +64,16 @@ class Summarizer(ABC):
 
     def summarize(
         self,
-        documents: Sequence[Document],
+        documents: Sequence[Document | str],
         instructions: Sequence[str | None] | None = None,
         references: Sequence[Sequence[str]] | None = None,
     ) -> list[str]:
-        """One summary per document (the batch is checked here, once for every method)."""
+        """One summary per document (a :class:`Document`, or plain text: read as
+        :meth:`Document.from_text` reads it); the batch is checked here, once for every method."""
         checked = self._check_batch(documents, instructions, references)
         if not documents:
             return []
-        return self._summarize_batch(list(documents), checked, references)
+        return self._summarize_batch(as_documents(documents), checked, references)
 
     @abstractmethod
     def _summarize_batch(
@@ -168,7 +169,7 @@ class Summarizer(ABC):
 
     def summarize_by_section(
         self,
-        documents: Sequence[Document],
+        documents: Sequence[Document | str],
         instructions: Sequence[str | None] | None = None,
         *,
         max_words: int = DEFAULT_MAX_WORDS,
@@ -178,7 +179,7 @@ class Summarizer(ABC):
         words composed from them, every sentence with its sources: see
         :func:`synopsis.summarizers.sections.summarize_by_section` for the options."""
         checked = self._check_batch(documents, instructions)
-        return self._by_section(documents, checked, {"max_words": max_words, **options})
+        return self._by_section(as_documents(documents), checked, {"max_words": max_words, **options})
 
     def _by_section(
         self, documents: Sequence[Document], instructions: list[str | None], options: dict[str, Any]
@@ -210,6 +211,12 @@ class Summarizer(ABC):
         if references is not None and len(references) != len(documents):
             raise InputError(f"got {len(references)} reference lists for {len(documents)} documents")
         return list(instructions)
+
+
+def as_documents(documents: Sequence[Document | str]) -> list[Document]:
+    """A batch as Documents: plain text (``str``) is read as :meth:`Document.from_text` reads it (paragraphs
+    at blank lines, sentences split), so the library takes what a user has at hand."""
+    return [Document.from_text(d) if isinstance(d, str) else d for d in documents]
 
 
 #: the precisions ``dtype=`` / ``--dtype`` take for inference, by name
