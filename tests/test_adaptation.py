@@ -7,7 +7,7 @@ import sys
 
 import pytest
 import torch
-from tiny_models import bart_config, t5_config
+from helpers.tiny_models import bart_config, t5_config
 from transformers import AutoConfig, BartForConditionalGeneration, T5ForConditionalGeneration
 
 from synopsis.errors import CheckpointError

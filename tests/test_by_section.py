@@ -354,7 +354,7 @@ def test_nonsense_by_section_options_are_one_line_errors(
 def test_seq2seq_checkpoint_by_section_windows_fit_its_input_and_share_batches(
     tmp_path: Path, shared_data: Path
 ) -> None:
-    from tiny_models import save_tiny_bart
+    from helpers.tiny_models import save_tiny_bart
 
     from synopsis.summarizers import load_summarizer
 

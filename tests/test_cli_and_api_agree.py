@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from helpers.documents import LONG_README
-from tiny_models import save_tiny_t5
+from helpers.tiny_models import save_tiny_t5
 
 from synopsis.cli import main
 from synopsis.serve import ServeSettings, build_registry, create_app

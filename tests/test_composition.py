@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import torch
 from helpers.models import randomize_tables
+from helpers.tiny_models import t5_config, t5_tokenizer
 from test_hibrids_init import _spread
 from test_instructsum import ARTICLE, INSTRUCTIONS, TITLE, real_rows, sharp_t5
 from test_instructsum_path import DOCUMENT, instruction_run
-from tiny_models import t5_config, t5_tokenizer
 from transformers import AutoModelForSeq2SeqLM
 
 from synopsis.models.hibrids import (
@@ -199,7 +199,7 @@ def test_the_same_tokens_under_another_tree_never_share_a_cache_entry(tokenizer)
 
 
 def test_both_conversion_orders_give_one_type_that_round_trips(shared_data: Path, tmp_path: Path) -> None:
-    from tiny_models import save_tiny_t5
+    from helpers.tiny_models import save_tiny_t5
 
     from synopsis.models.seq2seq import convert_checkpoint, convert_seq2seq, load_seq2seq
 

@@ -161,7 +161,7 @@ def test_pointer_generator_inputs_are_made_on_the_models_device() -> None:
 
 
 def _seq2seq_models(root: Path, tokenizers: Path) -> dict[str, Path]:
-    from tiny_models import save_tiny_bart, save_tiny_t5
+    from helpers.tiny_models import save_tiny_bart, save_tiny_t5
 
     from synopsis.models.seq2seq import convert_checkpoint
 

@@ -246,7 +246,7 @@ def test_pointer_generator_two_processes_match_one_then_resume_on_one(
 # ------------------------------------------------------------------------------------------ seq2seq
 @pytest.fixture(scope="module")
 def bart_dir(shared_data: Path, tmp_path_factory) -> Path:
-    from tiny_models import save_tiny_bart
+    from helpers.tiny_models import save_tiny_bart
 
     return save_tiny_bart(
         tmp_path_factory.mktemp("bart"),

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
-from tiny_models import save_tiny_bart, save_tiny_led, save_tiny_t5
+from helpers.tiny_models import save_tiny_bart, save_tiny_led, save_tiny_t5
 
 from synopsis.data.readers import read_corpus, read_document
 from synopsis.document import Document

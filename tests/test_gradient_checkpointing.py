@@ -61,8 +61,8 @@ def _stock(family: str) -> Callable[[], tuple[torch.nn.Module, dict[str, torch.T
 
 
 def _instructsum(shared_data: Path) -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
+    from helpers.tiny_models import t5_tokenizer
     from test_instructsum import prompts, sharp_t5
-    from tiny_models import t5_tokenizer
 
     from synopsis.models.instructsum import collate_prompts, convert_to_instructsum
 

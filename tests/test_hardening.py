@@ -128,7 +128,7 @@ def test_a_symlink_loop_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[st
 
 @pytest.fixture(scope="module")
 def tiny_bart(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Path:
-    from tiny_models import save_tiny_bart
+    from helpers.tiny_models import save_tiny_bart
 
     return save_tiny_bart(tmp_path_factory.mktemp("bart") / "bart", shared_data / "tokenizers")
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 from helpers.models import randomize_tables
-from tiny_models import BOS, LED_WINDOW, PAD, bart_config, led_config, t5_config
+from helpers.tiny_models import BOS, LED_WINDOW, PAD, bart_config, led_config, t5_config
 from torch.nn import functional as F
 from transformers import (
     AutoConfig,
@@ -286,7 +286,7 @@ def test_section_markers() -> None:
 
 @pytest.mark.parametrize("kind", ["sectok", "lvlsectok"])
 def test_add_section_tokens_keeps_the_text_tokenization(shared_data, kind: str) -> None:
-    from tiny_models import bart_tokenizer
+    from helpers.tiny_models import bart_tokenizer
 
     tokenizer = copy.deepcopy(bart_tokenizer(shared_data / "tokenizers"))  # the cached one stays unchanged
     model = BartForConditionalGeneration(bart_config(vocab_size=len(tokenizer)))
@@ -774,7 +774,7 @@ def encode_document(tokenizer, document: Document) -> tuple[list[int], list[int]
 
 
 def test_flat_and_sectioned_documents_differ_only_with_nonzero_tables(shared_data, tmp_path) -> None:
-    from tiny_models import bart_tokenizer, save_tiny_bart
+    from helpers.tiny_models import bart_tokenizer, save_tiny_bart
 
     tokenizer = bart_tokenizer(shared_data / "tokenizers")
     sentences = [
@@ -874,7 +874,7 @@ def test_converted_checkpoints_round_trip_through_the_auto_classes(family: str, 
 
 
 def test_converting_a_real_tiny_checkpoint_keeps_every_weight(shared_data, tmp_path) -> None:
-    from tiny_models import save_tiny_led, save_tiny_t5
+    from helpers.tiny_models import save_tiny_led, save_tiny_t5
 
     for save, cls in (
         (save_tiny_t5, T5ForConditionalGeneration),

@@ -94,7 +94,7 @@ def test_the_composed_model_round_trips_through_the_auto_classes(tmp_path) -> No
 
 
 def test_both_conversion_orders_give_the_same_model_type(shared_data, tmp_path) -> None:
-    from tiny_models import save_tiny_bart
+    from helpers.tiny_models import save_tiny_bart
 
     from synopsis.models.seq2seq import convert_checkpoint, convert_seq2seq, load_seq2seq
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tiny_models import bart_config, led_config, t5_config
+from helpers.tiny_models import bart_config, led_config, t5_config
 from transformers import AutoModelForSeq2SeqLM
 
 from synopsis.models.hibrids import HibridsBartConfig, HibridsLEDConfig, HibridsT5Config

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_models import save_tiny_bart, save_tiny_led, save_tiny_t5
+from helpers.tiny_models import save_tiny_bart, save_tiny_led, save_tiny_t5
 
 from synopsis.cli import main
 from synopsis.data.example import Example, write_examples

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tiny_models import TOY_BART
+from helpers.tiny_models import TOY_BART
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, BartConfig, BartForConditionalGeneration
 
 from synopsis.models.hie_bart import (

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from tiny_models import bart_tokenizer, t5_tokenizer
+from helpers.tiny_models import bart_tokenizer, t5_tokenizer
 from transformers import AddedToken, BartConfig, LEDConfig, T5Config
 
 from synopsis.data.readers import read_document

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_models import t5_tokenizer
+from helpers.tiny_models import t5_tokenizer
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, T5Config, T5ForConditionalGeneration
 
 from synopsis.models.instructsum import (

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 import torch
+from helpers.tiny_models import t5_tokenizer
 from test_instructsum import sharp_t5
-from tiny_models import t5_tokenizer
 
 from synopsis.cli import main
 from synopsis.data.example import Example, write_examples
@@ -180,7 +180,7 @@ def test_cli_one_summary_per_instruction_in_order(instructsum_dir: Path, tmp_pat
 
 
 def test_convert_refuses_what_is_not_t5(tmp_path: Path, shared_data: Path, capsys) -> None:
-    from tiny_models import save_tiny_bart
+    from helpers.tiny_models import save_tiny_bart
 
     bart = save_tiny_bart(tmp_path / "bart", shared_data / "tokenizers")
     assert main(["convert", "instructsum", str(bart), str(tmp_path / "out")]) == 2

@@ -134,7 +134,7 @@ def test_plan_is_within_25_percent_of_the_measured_peak(case: tuple) -> None:
 def test_dry_run_plans_from_config_json_alone(shared_data: Path, tmp_path: Path, capsys) -> None:
     """No weights in the directory (they are never read) and no data: the plan still comes out, with the
     parameter count of the real model built from that config."""
-    from tiny_models import save_tiny_bart
+    from helpers.tiny_models import save_tiny_bart
     from transformers import AutoConfig, AutoModelForSeq2SeqLM
 
     model_dir = save_tiny_bart(tmp_path / "bart", shared_data / "tokenizers")

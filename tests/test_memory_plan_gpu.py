@@ -94,7 +94,7 @@ def test_t5_bias_is_one_tensor_per_stack_and_hibrids_decoder_layers_stay_eager()
 
 
 def test_cuda_plans_state_the_context_and_workspaces_apart(shared_data: Path, tmp_path: Path, capsys) -> None:
-    from tiny_models import save_tiny_bart
+    from helpers.tiny_models import save_tiny_bart
 
     from synopsis.cli import main
 
@@ -135,8 +135,8 @@ MEASURED_ON_H100 = [
 
 def plan_for_measured_row(row: tuple, shared_data: Path, device_type: str = "cuda"):  # noqa: ANN201
     """The plan of one :data:`MEASURED_ON_H100` row (also used by benchmarks/gpu_check.py's tables)."""
-    from paper_models import ARCHITECTURES
-    from tiny_models import bart_tokenizer
+    from helpers.paper_models import ARCHITECTURES
+    from helpers.tiny_models import bart_tokenizer
     from transformers import BartConfig, LEDConfig
 
     from synopsis.models.seq2seq import convert_seq2seq

@@ -91,7 +91,7 @@ def test_seq2seq_configs_fit_their_hardware_by_their_own_plan(
 ) -> None:
     """``--dry-run`` on the published architecture of the config's starting checkpoint (config.json only):
     it fits the devices the config names, and the header states the plan's figures."""
-    from paper_models import save_architecture
+    from helpers.paper_models import save_architecture
 
     from synopsis.training.seq2seq import Seq2SeqTrainConfig, memory_plan
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from helpers.data import missing_shared_data
-from tiny_models import save_tiny_bart, save_tiny_t5
+from helpers.tiny_models import save_tiny_bart, save_tiny_t5
 from transformers import GenerationConfig
 
 from synopsis.models.seq2seq import convert_checkpoint, load_seq2seq

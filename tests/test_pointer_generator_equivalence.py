@@ -1,5 +1,5 @@
 """The fast pointer-generator (fused LSTM encoder, fused attention energy, CopyMixture) against the
-implementation it replaced (``tests/pointer_generator_reference.py``) on the same weights, and the bundled
+implementation it replaced (``helpers/pointer_generator_reference.py``) on the same weights, and the bundled
 model's summaries pinned from before the change."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from pointer_generator_reference import ReferencePointerGenerator
+from helpers.pointer_generator_reference import ReferencePointerGenerator
 
 from synopsis.document import Document
 from synopsis.models.pointer_generator import (

@@ -91,7 +91,7 @@ def test_fp16_scales_the_loss_skips_an_overflowing_step_and_saves_the_scaler() -
 
 # ------------------------------------------------------------------------------------------ trainers
 def test_seq2seq_bf16_losses_close_to_fp32_and_fp32_checkpoints(shared_data: Path, tmp_path: Path) -> None:
-    from tiny_models import save_tiny_bart
+    from helpers.tiny_models import save_tiny_bart
 
     from synopsis.data.example import write_examples
     from synopsis.data.readers import read_corpus
@@ -186,7 +186,7 @@ def test_domain_lm_bf16_losses_close_to_fp32(variant: str) -> None:
 
 # ------------------------------------------------------------------------------------------ summarize --dtype
 def test_summarize_dtype_casts_a_hugging_face_model(shared_data: Path, tmp_path: Path, capsys) -> None:
-    from tiny_models import save_tiny_bart
+    from helpers.tiny_models import save_tiny_bart
 
     from synopsis.cli import main
     from synopsis.summarizers.seq2seq import Seq2SeqSummarizer

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers.tiny_models import bart_tokenizer, save_tiny_bart, save_tiny_led, save_tiny_t5
 from safetensors.torch import load_file
-from tiny_models import bart_tokenizer, save_tiny_bart, save_tiny_led, save_tiny_t5
 
 from synopsis.checkpoint import CheckpointManager
 from synopsis.cli import main

@@ -810,7 +810,7 @@ def test_centrality_follows_each_instruction(real_client: TestClient) -> None:
 
 @pytest.fixture(scope="module")
 def bart_dir(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Path:
-    from tiny_models import save_tiny_bart
+    from helpers.tiny_models import save_tiny_bart
 
     return save_tiny_bart(tmp_path_factory.mktemp("bart"), shared_data / "tokenizers")
 

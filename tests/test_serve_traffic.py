@@ -530,7 +530,7 @@ def test_batched_pointer_generator_summaries_equal_unbatched_ones() -> None:
 
 @pytest.fixture(scope="module")
 def bart_dir(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Path:
-    from tiny_models import save_tiny_bart
+    from helpers.tiny_models import save_tiny_bart
 
     return save_tiny_bart(tmp_path_factory.mktemp("bart"), shared_data / "tokenizers")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tiny_models import bart_tokenizer, t5_tokenizer
+from helpers.tiny_models import bart_tokenizer, t5_tokenizer
 
 _BART_LARGE = dict(
     vocab_size=50265,
