@@ -212,3 +212,51 @@ def test_a_request_may_ask_for_less_than_the_cli_allows() -> None:
     assert DecodingOptions.from_mapping({"num_beams": 17}).num_beams == 17
     with pytest.raises(ConfigError, match=r"--num-beams must be in \[1, 16\] in one request, got 17"):
         DecodingOptions.from_mapping({"num_beams": 17}, request=True)
+
+
+def test_a_decoding_value_is_validated_once_on_its_way_to_the_decoder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Built and checked at the edge (a flag, a request field, a library call), the value travels as it
+    is: summarizers map it and the service's registry hands it on (before: 4 checks from the CLI, 6-7 from
+    the API)."""
+    from fastapi.testclient import TestClient
+    from helpers.cli import run_cli
+
+    from synopsis.serve import ServeSettings, create_app
+    from synopsis.serve.registry import ModelRegistry
+
+    checked: list[dict] = []
+    validate = DecodingOptions._validate
+
+    def counting(self: DecodingOptions) -> None:
+        checked.append(self.given())
+        validate(self)
+
+    monkeypatch.setattr(DecodingOptions, "_validate", counting)
+    path = tmp_path / "doc.txt"
+    path.write_text(TEXT)
+    flags = ["--min-length", "3", "--max-length", "9", "--num-beams", "2"]
+    for method in ("pointer-generator", "default"):
+        checked.clear()
+        code, out, err = run_cli(
+            capsys, "summarize", path, "--method", method, *flags, "-o", tmp_path / "o.jsonl"
+        )
+        assert code == 0, err
+        assert checked == [{"num_beams": 2, "min_length": 3, "max_length": 9}], method
+        prediction = json.loads((tmp_path / "o.jsonl").read_text())["prediction"]
+        assert 0 < len(prediction.split()) <= 9
+
+    checked.clear()
+    summarizer = _tiny_pointer_generator().with_options(num_beams=1, max_length=5)  # the library's edge
+    assert checked == [{"num_beams": 1, "max_length": 5}]
+    assert (summarizer.generation.num_beams, summarizer.generation.max_length) == (1, 5)
+
+    registry = ModelRegistry()
+    registry.add(describe("pg", _tiny_pointer_generator()))
+    with TestClient(create_app(registry, ServeSettings(batch_window_ms=0))) as client:
+        checked.clear()
+        body = {"document": TEXT, "model": "pg", "options": {"max_length": 5, "num_beams": 2}}
+        response = client.post("/v1/summarize", json=body)
+        assert response.status_code == 200, response.text
+    assert checked == [{"num_beams": 2, "max_length": 5}]

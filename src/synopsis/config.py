@@ -341,13 +341,33 @@ class DecodingOptions:
     no_repeat_ngram_size: int | None = None
 
     def __post_init__(self) -> None:
+        self._validate()
+
+    def _validate(self) -> None:
+        """Every value in its range, and the lengths in order: the one check, when a value is built."""
         for option in DECODING_OPTIONS.values():
             value = getattr(self, option.name)
             if value is not None and value not in option.allowed:
                 raise ConfigError(f"{option.flag} must be {option.allowed}, got {value!r}")
-        low, high = self.min_length, self.max_length
+        self._check_lengths(self.min_length, self.max_length)
+
+    @staticmethod
+    def _check_lengths(low: int | None, high: int | None) -> None:
         if low is not None and high is not None and low > high:
             raise ConfigError(f"--min-length {low} is larger than --max-length {high}")
+
+    def over(self, base: DecodingOptions | None) -> DecodingOptions:
+        """These options on top of ``base`` (both checked when they were built; ``None``: none): only the
+        pair of lengths, which neither held alone, is checked; no value is validated again."""
+        if base is None:
+            return self
+        merged = {name: getattr(self, name) if getattr(self, name) is not None else getattr(base, name)
+                  for name in DECODING_OPTIONS}  # fmt: skip
+        self._check_lengths(merged["min_length"], merged["max_length"])
+        out = object.__new__(DecodingOptions)
+        for name, value in merged.items():
+            object.__setattr__(out, name, value)
+        return out
 
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any] | None, *, request: bool = False) -> DecodingOptions:
@@ -381,3 +401,7 @@ class DecodingOptions:
     def update(self, **options: Any) -> DecodingOptions:
         """These options with ``options`` on top (``None`` values leave an option as it is), checked again."""
         return self.from_mapping({**self.given(), **{k: v for k, v in options.items() if v is not None}})
+
+
+#: No decoding option set: every model's own defaults (one value, so that nothing builds and checks it again).
+NO_DECODING = DecodingOptions()

@@ -3,7 +3,8 @@ the defaults a trainer stores with a model, plus the settings only this decoder 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import copy
+from dataclasses import dataclass
 from typing import ClassVar
 
 from synopsis.config import AT_LEAST_ONE, DECODING_OPTIONS, DecodingOptions, Range, check_ranges
@@ -41,9 +42,13 @@ class GenerationConfig:
             raise ValueError(f"length_penalty_kind must be one of {kinds}, got {self.length_penalty_kind!r}")
 
     def with_options(self, options: DecodingOptions) -> GenerationConfig:
-        """These settings with the caller's options on top, checked again (``min_length <= max_length`` also
-        against the defaults kept)."""
-        try:
-            return replace(self, **options.given())
-        except ValueError as err:
-            raise ConfigError(f"generation options: {err}") from None
+        """These settings with the caller's options on top: the options come checked, so only
+        ``min_length <= max_length`` is, against the defaults kept (the one pair neither held alone)."""
+        out = copy.copy(self)
+        for name, value in options.given().items():
+            setattr(out, name, value)
+        if out.min_length > out.max_length:
+            raise ConfigError(
+                f"generation options: min_length ({out.min_length}) must be <= max_length ({out.max_length})"
+            )
+        return out

@@ -76,8 +76,8 @@ class ModelEntry:
         Raises :class:`OptionError` for an option this model does not take, or a combination it refuses
         (the message names the option); the caller reports it as a 422.
         """
-        try:  # the values first, as the CLI checks them before it loads a model
-            DecodingOptions.from_mapping(
+        try:  # the values first, as the CLI checks them before it loads a model: built once, here
+            decoding = DecodingOptions.from_mapping(
                 {name: value for name, value in options.items() if name in DECODING_OPTIONS}, request=True
             )
         except ConfigError as err:
@@ -89,8 +89,9 @@ class ModelEntry:
                 unsupported[0],
                 f"model '{self.name}' does not take option '{unsupported[0]}' (it takes: {takes})",
             )
-        try:
-            return self.summarizer.with_options(**options)
+        others = {name: value for name, value in options.items() if name not in DECODING_OPTIONS}
+        try:  # the value travels as it is: nothing below checks it again
+            return self.summarizer.with_options(decoding if decoding.given() else None, **others)
         except (ValueError, ConfigError) as err:
             # A cross-field problem (min_length > max_length, also against the model's own defaults).
             raise OptionError(_named_option(options, err), str(err)) from None

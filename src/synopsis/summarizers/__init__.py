@@ -59,7 +59,8 @@ def load_summarizer(
     """
     if method is None:
         method = _model_family(Path(model)) if model is not None else DEFAULT_METHOD
-    decoding = (decoding or DecodingOptions()).update(**generation) if generation else decoding
+    if generation:  # loose keywords: built into one value here, checked once
+        decoding = DecodingOptions.from_mapping(generation).over(decoding)
     if dtype is not None and method != "seq2seq":
         raise SynopsisError(f"--dtype applies to Hugging Face (seq2seq) models, not to {method}")
     lead = re.fullmatch(r"lead-(\d+)", method)
@@ -83,9 +84,8 @@ def load_summarizer(
             )
         from synopsis.summarizers.default import DefaultSummarizer
 
-        given = decoding.given() if decoding is not None else {}
         return DefaultSummarizer.from_pretrained(
-            k=k, device=device, max_source_tokens=max_source_length, **given
+            k=k, device=device, max_source_tokens=max_source_length, decoding=decoding
         )
     if method == "centrality":
         from synopsis.summarizers.extractive import CentralitySummarizer
@@ -94,9 +94,8 @@ def load_summarizer(
     if method == "pointer-generator":
         from synopsis.summarizers.pointer_generator import PointerGeneratorSummarizer
 
-        given = decoding.given() if decoding is not None else {}
         return PointerGeneratorSummarizer.from_pretrained(
-            model, device=device, max_source_tokens=max_source_length, **given
+            model, device=device, max_source_tokens=max_source_length, decoding=decoding
         )
     if method == "seq2seq":
         if model is None:

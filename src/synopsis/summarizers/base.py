@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from synopsis.config import DECODING_OPTIONS, DecodingOptions
 from synopsis.document import Document
 from synopsis.errors import ConfigError, InputError
 from synopsis.sharding import resolve_device
@@ -117,16 +118,25 @@ class Summarizer(ABC):
         parameters = getattr(getattr(self, "model", None), "parameters", None)
         return None if parameters is None else next(iter(parameters()), None)
 
-    def with_options(self, **options: Any) -> Summarizer:
+    def with_options(self, decoding: DecodingOptions | None = None, **options: Any) -> Summarizer:
         """A summarizer with these options (``None``: unchanged) that shares this one's weights and caches;
-        this one is never changed. An option it does not take is a :class:`ConfigError` naming it."""
+        this one is never changed. ``decoding`` comes checked (built at the edge: a flag, a request field);
+        loose decoding options (``num_beams=2``, a library caller's) are built into one here, checked once.
+        An option it does not take is a :class:`ConfigError` naming it. :meth:`_with_options` gets the
+        other options by name and the decoding options as one value, under ``decoding``."""
         options = {name: value for name, value in options.items() if value is not None}
-        unknown = [name for name in options if name not in self.options]
+        loose = {name: options.pop(name) for name in list(options) if name in DECODING_OPTIONS}
+        if loose:
+            decoding = DecodingOptions.from_mapping(loose).over(decoding)
+        names = [*options, *(decoding.given() if decoding is not None else ())]
+        unknown = [name for name in names if name not in self.options]
         if unknown:
             takes = ", ".join(self.options) or "none"
             raise ConfigError(
                 f"{type(self).__name__} does not take option '{unknown[0]}' (it takes: {takes})"
             )
+        if decoding is not None and decoding.given():
+            options["decoding"] = decoding
         return self._with_options(options) if options else self
 
     def _with_options(self, options: dict[str, Any]) -> Summarizer:

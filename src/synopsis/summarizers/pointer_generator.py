@@ -85,12 +85,18 @@ class PointerGeneratorSummarizer(Summarizer):
 
     @classmethod
     def from_pretrained(
-        cls, path: str | Path | None = None, *, device: Any = "auto", **settings: Any
+        cls,
+        path: str | Path | None = None,
+        *,
+        device: Any = "auto",
+        decoding: DecodingOptions | None = None,
+        **settings: Any,
     ) -> PointerGeneratorSummarizer:
         """Load a model directory (``None``: the bundled model) onto ``device`` (``auto``: a GPU when torch
         sees one, else the CPU; :func:`~synopsis.summarizers.base.place_model`); ``settings`` override its
-        generation defaults: decoding options (:class:`~synopsis.config.DecodingOptions`) or this decoder's
-        own (``max_source_tokens``, ``no_immediate_repeat``, ``length_penalty_kind``); ``None``: the default.
+        generation defaults: ``decoding`` (checked when it was built; loose decoding options are built into
+        one here) and this decoder's own (``max_source_tokens``, ``no_immediate_repeat``,
+        ``length_penalty_kind``); ``None``: the default.
         """
         from synopsis.config import from_dict
         from synopsis.models.pointer_generator import PointerGenerator
@@ -102,7 +108,9 @@ class PointerGeneratorSummarizer(Summarizer):
             raise ConfigError(
                 f"unknown generation option(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
             )
-        decoding = DecodingOptions.from_mapping({k: v for k, v in settings.items() if k in DECODING_OPTIONS})
+        loose = {k: v for k, v in settings.items() if k in DECODING_OPTIONS and v is not None}
+        if loose:
+            decoding = DecodingOptions.from_mapping(loose).over(decoding)
         directory = bundled_model_dir() if path is None else Path(path)
         if path is None and not (directory / "model.safetensors").is_file():
             raise CheckpointError(
@@ -115,8 +123,10 @@ class PointerGeneratorSummarizer(Summarizer):
         generation_file = directory / GENERATION_CONFIG_FILE
         if generation_file.is_file():
             defaults = read_json(generation_file, "a generation config", CheckpointError, dict)
-        given = {**{name: value for name, value in own.items() if value is not None}, **decoding.given()}
+        given = {name: value for name, value in own.items() if value is not None}
         generation = from_dict(GenerationConfig, {**defaults, **given}, "generation options")
+        if decoding is not None:  # checked when it was built: mapped on, not checked again
+            generation = generation.with_options(decoding)
         return cls(model, vocab, generation)
 
     options = tuple(DECODING_OPTIONS)
@@ -126,7 +136,7 @@ class PointerGeneratorSummarizer(Summarizer):
 
     def _with_options(self, options: dict[str, Any]) -> PointerGeneratorSummarizer:
         # A new wrapper around the same weights; GenerationConfig checks min <= max against the defaults too.
-        generation = self.generation.with_options(DecodingOptions.from_mapping(options))
+        generation = self.generation.with_options(options["decoding"])
         return type(self)(self.model, self.vocab, generation)
 
     # ------------------------------------------------------------------ decoding

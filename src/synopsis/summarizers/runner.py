@@ -25,7 +25,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from synopsis.config import DecodingOptions
+from synopsis.config import NO_DECODING, DecodingOptions
 from synopsis.data.readers import parse_document
 from synopsis.data.readers.base import read_input
 from synopsis.document import Document
@@ -191,7 +191,7 @@ class SummarizeRequest:
     items: Sequence[RequestItem]
     by: str = DEFAULT_BY
     max_words: int = DEFAULT_MAX_WORDS
-    decoding: DecodingOptions = field(default_factory=DecodingOptions)
+    decoding: DecodingOptions = NO_DECODING
     output_format: str = "text"
 
     def __post_init__(self) -> None:
@@ -261,8 +261,8 @@ class SummarizeRunner:
         summarize_documents: SummarizeDocuments | None = None,
         summarize_windows: SummarizeWindows | None = None,
     ) -> None:
-        given = decoding.given() if decoding is not None else {}
-        self.summarizer = summarizer.with_options(**given) if given else summarizer
+        given = decoding is not None and bool(decoding.given())
+        self.summarizer = summarizer.with_options(decoding) if given else summarizer
         self.by = check_by(by)
         self.max_words = max_words
         self.batch_size = batch_size

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from synopsis.config import DECODING_OPTIONS, DecodingOptions
+from synopsis.config import DECODING_OPTIONS, NO_DECODING, DecodingOptions
 from synopsis.document import Document
 from synopsis.errors import ConfigError
 from synopsis.models.inputs import Seq2SeqInputs, SourceEncoding
@@ -61,8 +61,9 @@ class Seq2SeqSummarizer(Summarizer):
     ) -> None:
         # ``decoding`` comes checked; loose keyword options (num_beams=..., as generate() names them) are
         # checked here, once
-        self.decoding = (decoding or DecodingOptions()).update(**generation) if generation else decoding
-        self.decoding = self.decoding or DecodingOptions()
+        if generation:
+            decoding = DecodingOptions.from_mapping(generation).over(decoding)
+        self.decoding = decoding or NO_DECODING
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.inputs = inputs or Seq2SeqInputs(model.config, tokenizer)
@@ -104,7 +105,7 @@ class Seq2SeqSummarizer(Summarizer):
 
     def _with_options(self, options: dict[str, Any]) -> Seq2SeqSummarizer:
         """The same model, inputs and source cache with other decoding options (e.g. one per request)."""
-        decoding = self.decoding.update(**options)
+        decoding = options["decoding"].over(self.decoding)
         other = type(self)(
             self.model, self.tokenizer, self.inputs, instruction_cache=False, decoding=decoding
         )
