@@ -24,3 +24,22 @@ def test_plain_strings_are_documents(method: str) -> None:
     assert as_text == summarizer.summarize([Document.from_text(TEXT)]) and as_text[0]
     (by_section,) = summarizer.summarize_by_section([TEXT])
     assert by_section.to_dict() == summarizer.summarize_by_section([Document.from_text(TEXT)])[0].to_dict()
+
+
+def test_one_method_table_feeds_help_errors_and_loading(capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: a chain of string comparisons, a regex in the CLI and a --help that missed two methods."""
+    import typer
+
+    from synopsis.cli import app
+    from synopsis.errors import SynopsisError
+    from synopsis.summarizers import METHOD_TABLE, METHODS, find_method
+
+    command = typer.main.get_command(app).commands["summarize"]  # type: ignore[attr-defined]
+    (method_help,) = [p.help for p in command.params if "--method" in getattr(p, "opts", [])]
+    assert all(f"{m.name}: {m.description}" in method_help for m in METHOD_TABLE)
+    with pytest.raises(SynopsisError) as unknown:
+        load_summarizer("lead3")
+    assert str(unknown.value).endswith(", ".join(METHODS))
+    assert (
+        find_method("lead-7")[1].group(1) == "7" and load_summarizer("lead-7").describe().method == "lead-7"
+    )

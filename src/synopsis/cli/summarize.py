@@ -8,7 +8,6 @@ terminal), and ``--resume`` continues an interrupted run where it stopped.
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ from synopsis.errors import InputError
 from synopsis.io import missing_path
 from synopsis.progress import track
 from synopsis.sharding import Shard, part_files, remove_parts
+from synopsis.summarizers import METHOD_TABLE, methods_help
 from synopsis.summarizers.base import Summarizer
 from synopsis.summarizers.runner import ParsedDocument, RequestItem, SummarizeRequest, read_source
 
@@ -47,8 +47,8 @@ def summarize(
     method: str | None = typer.Option(
         None,
         "--method",
-        help="pointer-generator (default: the bundled model), seq2seq, lead-K (any K >= 1), oracle, "
-        "centrality. With --model and no --method, the model's config.json decides.",
+        help=f"{methods_help()}. Default: default; with --model and no --method, the model's config.json "
+        "decides.",
     ),
     model: Path | None = typer.Option(
         None, "--model", "-m", help="Model directory (a pointer-generator or a Hugging Face checkpoint)."
@@ -355,7 +355,7 @@ def _check_model_path(model: Path | None) -> None:
     """``-m lead-3`` from the days when ``-m`` meant --method: say what ``-m`` is now."""
     if model is None or model.exists():
         return
-    if re.fullmatch(r"lead-\d+|oracle|centrality|pointer-generator|seq2seq", str(model)):
+    if any(method.matches(str(model)) for method in METHOD_TABLE):
         raise InputError(
             f"{model}: no such model directory (-m is --model in every command; for a method, "
             f"use --method {model})"

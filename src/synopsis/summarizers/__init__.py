@@ -8,6 +8,8 @@ lazily so that choosing LEAD-3 never imports transformers.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +18,118 @@ from synopsis.errors import SynopsisError
 from synopsis.io import read_json
 from synopsis.summarizers.base import Summarizer
 
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """What :func:`load_summarizer` was given, for a method's builder to take what it uses."""
+
+    model: Path | None
+    k: int
+    max_source_length: int | None
+    instruction_cache: bool
+    dtype: str | None
+    device: Any
+    decoding: DecodingOptions | None
+
+
+@dataclass(frozen=True)
+class Method:
+    """One ``--method``: its name (``lead-K``: any K >= 1), one line for ``--help`` and error messages, and
+    how it is built (its module imported only then, so that LEAD-3 never imports transformers)."""
+
+    name: str
+    description: str
+    build: Callable[[LoadOptions, re.Match[str]], Summarizer]
+
+    def matches(self, name: str) -> re.Match[str] | None:
+        return re.fullmatch(re.escape(self.name).replace("K", r"(\d+)"), name)
+
+
+def _lead(o: LoadOptions, m: re.Match[str]) -> Summarizer:
+    from synopsis.summarizers.extractive import LeadSummarizer
+
+    return LeadSummarizer(int(m.group(1)))
+
+
+def _oracle(o: LoadOptions, m: re.Match[str]) -> Summarizer:
+    from synopsis.summarizers.extractive import OracleSummarizer
+
+    return OracleSummarizer()
+
+
+def _salient(o: LoadOptions, m: re.Match[str]) -> Summarizer:
+    from synopsis.summarizers.salient import SalientSummarizer
+
+    return SalientSummarizer(k=o.k)
+
+
+def _centrality(o: LoadOptions, m: re.Match[str]) -> Summarizer:
+    from synopsis.summarizers.extractive import CentralitySummarizer
+
+    return CentralitySummarizer(k=o.k)
+
+
+def _default(o: LoadOptions, m: re.Match[str]) -> Summarizer:
+    from synopsis.summarizers.default import DefaultSummarizer
+
+    if o.model is not None:
+        raise SynopsisError(
+            "--method default uses the bundled model; for another model give --model alone "
+            "(or with --method pointer-generator / seq2seq)"
+        )
+    return DefaultSummarizer.from_pretrained(
+        k=o.k, device=o.device, max_source_tokens=o.max_source_length, decoding=o.decoding
+    )
+
+
+def _pointer_generator(o: LoadOptions, m: re.Match[str]) -> Summarizer:
+    from synopsis.summarizers.pointer_generator import PointerGeneratorSummarizer
+
+    return PointerGeneratorSummarizer.from_pretrained(
+        o.model, device=o.device, max_source_tokens=o.max_source_length, decoding=o.decoding
+    )
+
+
+def _seq2seq(o: LoadOptions, m: re.Match[str]) -> Summarizer:
+    from synopsis.summarizers.seq2seq import Seq2SeqSummarizer
+
+    if o.model is None:
+        raise SynopsisError("--method seq2seq needs --model DIR (a local Hugging Face checkpoint)")
+    return Seq2SeqSummarizer.from_pretrained(
+        o.model, max_source_length=o.max_source_length, instruction_cache=o.instruction_cache, dtype=o.dtype,
+        device=o.device, decoding=o.decoding,
+    )  # fmt: skip
+
+
+#: Every method, once: ``--method``'s help, the error for an unknown one and :func:`load_summarizer` read it.
+METHOD_TABLE = (
+    Method("default", "the bundled model in its domain, else salient sentences with a note", _default),
+    Method("pointer-generator", "the bundled model, or --model DIR", _pointer_generator),
+    Method("seq2seq", "a Hugging Face checkpoint (--model DIR)", _seq2seq),
+    Method("salient", "salient sentences (embeddings, else TF-IDF)", _salient),
+    Method("lead-K", "the first K sentences, any K >= 1", _lead),
+    Method("oracle", "the sentences closest to the reference", _oracle),
+    Method("centrality", "the most central sentences, query-aware", _centrality),
+)
 #: Methods ``synopsis summarize --method`` accepts (``lead-K`` takes any K >= 1).
-METHODS = ("default", "pointer-generator", "seq2seq", "salient", "lead-K", "oracle", "centrality")
+METHODS = tuple(method.name for method in METHOD_TABLE)
 #: Without a method or model: the bundled model where a document is in its domain, else salient sentences
 #: with a note (:class:`~synopsis.summarizers.default.DefaultSummarizer`).
 DEFAULT_METHOD = "default"
+
+
+def methods_help() -> str:
+    """``--method``'s help: every method with its line."""
+    return "; ".join(f"{m.name}: {m.description}" for m in METHOD_TABLE)
+
+
+def find_method(name: str) -> tuple[Method, re.Match[str]]:
+    """The table's entry for ``name``; an unknown one is a :class:`SynopsisError` listing them."""
+    for method in METHOD_TABLE:
+        found = method.matches(name)
+        if found:
+            return method, found
+    raise SynopsisError(f"unknown method '{name}'; choose one of: {', '.join(METHODS)}")
 
 
 def _model_family(model_dir: Path) -> str:
@@ -44,7 +153,8 @@ def load_summarizer(
     decoding: DecodingOptions | None = None,
     **generation: Any,
 ) -> Summarizer:
-    """Build the summarizer for ``method``; with ``model`` and no method, the directory's config decides.
+    """Build the summarizer for ``method`` (:data:`METHOD_TABLE`); with ``model`` and no method, the
+    directory's config decides.
 
     Without either: ``default``, the bundled pointer-generator for documents in its domain (paper abstracts)
     and salient sentences for the rest, each with a note saying so (a named method or model is never
@@ -63,51 +173,14 @@ def load_summarizer(
         decoding = DecodingOptions.from_mapping(generation).over(decoding)
     if dtype is not None and method != "seq2seq":
         raise SynopsisError(f"--dtype applies to Hugging Face (seq2seq) models, not to {method}")
-    lead = re.fullmatch(r"lead-(\d+)", method)
-    if lead:
-        from synopsis.summarizers.extractive import LeadSummarizer
-
-        return LeadSummarizer(int(lead.group(1)))
-    if method == "oracle":
-        from synopsis.summarizers.extractive import OracleSummarizer
-
-        return OracleSummarizer()
-    if method == "salient":
-        from synopsis.summarizers.salient import SalientSummarizer
-
-        return SalientSummarizer(k=k)
-    if method == "default":
-        if model is not None:
-            raise SynopsisError(
-                "--method default uses the bundled model; for another model give --model alone "
-                "(or with --method pointer-generator / seq2seq)"
-            )
-        from synopsis.summarizers.default import DefaultSummarizer
-
-        return DefaultSummarizer.from_pretrained(
-            k=k, device=device, max_source_tokens=max_source_length, decoding=decoding
-        )
-    if method == "centrality":
-        from synopsis.summarizers.extractive import CentralitySummarizer
-
-        return CentralitySummarizer(k=k)
-    if method == "pointer-generator":
-        from synopsis.summarizers.pointer_generator import PointerGeneratorSummarizer
-
-        return PointerGeneratorSummarizer.from_pretrained(
-            model, device=device, max_source_tokens=max_source_length, decoding=decoding
-        )
-    if method == "seq2seq":
-        if model is None:
-            raise SynopsisError("--method seq2seq needs --model DIR (a local Hugging Face checkpoint)")
-        from synopsis.summarizers.seq2seq import Seq2SeqSummarizer
-
-        return Seq2SeqSummarizer.from_pretrained(
-            model,
-            max_source_length=max_source_length,
-            instruction_cache=instruction_cache,
-            dtype=dtype,
-            device=device,
-            decoding=decoding,
-        )
-    raise SynopsisError(f"unknown method '{method}'; choose one of: {', '.join(METHODS)}")
+    entry, found = find_method(method)
+    options = LoadOptions(
+        None if model is None else Path(model),
+        k,
+        max_source_length,
+        instruction_cache,
+        dtype,
+        device,
+        decoding,
+    )
+    return entry.build(options, found)
