@@ -71,7 +71,7 @@ class Summarizer(ABC):
     ) -> list[str]:
         """One summary per document (a :class:`Document`, or plain text: read as
         :meth:`Document.from_text` reads it); the batch is checked here, once for every method."""
-        checked = self._check_batch(documents, instructions, references)
+        checked = self.check_batch(documents, instructions, references)
         if not documents:
             return []
         return self._summarize_batch(as_documents(documents), checked, references)
@@ -188,7 +188,7 @@ class Summarizer(ABC):
         """A summary of every section of each document and a document summary of at most ``max_words``
         words composed from them, every sentence with its sources: see
         :func:`synopsis.summarizers.sections.summarize_by_section` for the options."""
-        checked = self._check_batch(documents, instructions)
+        checked = self.check_batch(documents, instructions)
         return self._by_section(as_documents(documents), checked, {"max_words": max_words, **options})
 
     def _by_section(
@@ -208,7 +208,7 @@ class Summarizer(ABC):
         return self
 
     @staticmethod
-    def _check_batch(
+    def check_batch(
         documents: Sequence[Document],
         instructions: Sequence[str | None] | None,
         references: Sequence[Sequence[str]] | None = None,

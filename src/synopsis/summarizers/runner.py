@@ -36,6 +36,7 @@ from synopsis.summarizers.sections import (
     DEFAULT_MAX_WORDS,
     Cancelled,
     DocumentSummary,
+    SectionReader,
     SectionSummary,
     SummarySentence,
     Window,
@@ -125,12 +126,12 @@ def check_by(by: str) -> str:
     return by
 
 
-def decide_by_section(by: str, summarizer: Any, document: Document) -> bool:
+def decide_by_section(by: str, summarizer: SectionReader, document: Document) -> bool:
     """Whether to summarize ``document`` by section (the one place ``auto`` is decided): ``auto`` when the
     summarizer can and the document is longer than one model call reads (said in one log line)."""
     if check_by(by) != "auto":
         return by == "section"
-    if getattr(summarizer, "needs_references", False):
+    if summarizer.needs_references:
         return False
     length = longer_than_input(summarizer, document)
     if length is None:

@@ -24,7 +24,7 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from synopsis.document import Document, Section
 from synopsis.errors import InputError, SynopsisError
@@ -398,10 +398,32 @@ def compose(
 
 
 # ---------------------------------------------------------------------- the walk
-def longer_than_input(summarizer: Any, document: Document) -> int | None:
+class SectionReader(Protocol):
+    """What the walk needs of a summarizer (:class:`~synopsis.summarizers.base.Summarizer` keeps it): its
+    declared capabilities and the calls that size, summarize and annotate windows."""
+
+    needs_references: bool
+    reads_section_tree: bool
+
+    def input_capacity(self) -> int | None: ...
+
+    def input_length(self, text: str) -> int: ...
+
+    def check_batch(
+        self, documents: Sequence[Document | str], instructions: Sequence[str | None] | None
+    ) -> list[str | None]: ...
+
+    def summarize_windows(
+        self, windows: Sequence[Window], instructions: Sequence[str | None] | None = None
+    ) -> list[list[SummarySentence]]: ...
+
+    def notes(self, documents: Sequence[Document]) -> list[str | None]: ...
+
+
+def longer_than_input(summarizer: SectionReader, document: Document) -> int | None:
     """The document's length in the summarizer's input units when it is longer than one model call reads
     (what ``--by auto`` goes by), else ``None``."""
-    capacity = summarizer.input_capacity() if hasattr(summarizer, "input_capacity") else None
+    capacity = summarizer.input_capacity()
     if capacity is None:
         return None
     length = summarizer.input_length(" ".join(s.text for s in document.sentences))
@@ -409,7 +431,7 @@ def longer_than_input(summarizer: Any, document: Document) -> int | None:
 
 
 def summarize_by_section(
-    summarizer: Any,
+    summarizer: SectionReader,
     documents: Sequence[Document],
     instructions: Sequence[str | None] | None = None,
     *,
@@ -431,7 +453,7 @@ def summarize_by_section(
     the summarizer's) summarizes one batch, e.g. through a queue shared with other callers (the service).
     ``cancelled()`` is asked before every batch: when it says so, :class:`Cancelled` ends the call and the
     windows left are never computed (the service's request timed out or its client left)."""
-    if getattr(summarizer, "needs_references", False):
+    if summarizer.needs_references:
         raise InputError(
             f"{type(summarizer).__name__} needs reference summaries and cannot summarize by section; "
             "use --by document"
@@ -440,12 +462,12 @@ def summarize_by_section(
         raise InputError(f"max_words must be >= 1, got {max_words}")
     if composer not in COMPOSERS:
         raise InputError(f"unknown composition '{composer}'; choose one of: {', '.join(COMPOSERS)}")
-    instructions = summarizer._check_batch(documents, instructions)
+    instructions = summarizer.check_batch(documents, instructions)
     summarize_windows = summarize_windows or summarizer.summarize_windows
     capacity = summarizer.input_capacity()
     windows: list[Window] = []
     split = 0
-    subtrees = bool(getattr(summarizer, "reads_section_tree", False))
+    subtrees = summarizer.reads_section_tree
     for d, document in enumerate(documents):
         made, pieces = plan_windows(
             document, capacity, summarizer.input_length, d, None if offsets is None else offsets[d], subtrees
@@ -494,7 +516,7 @@ def summarize_by_section(
                 emitted[d] = _emit(d, orders[d], emitted[d], trees[d][0], index_of[d], left[d], on_section)
 
     out = []
-    notes = summarizer.notes(documents) if hasattr(summarizer, "notes") else [None] * len(documents)
+    notes = summarizer.notes(documents)
     for d, (document, (root, _, skipped)) in enumerate(zip(documents, trees, strict=True)):
         if skipped:
             logger.info("%s: skipped %d empty section(s)", document.id or f"document {d + 1}", skipped)
