@@ -1012,3 +1012,42 @@ def test_biased_bart_layers_do_not_fall_back_to_sdpa_with_a_float_mask(monkeypat
     hibrids.train()
     hibrids(**family_inputs("bart"), labels=torch.tensor([[5, 7, 9]] * 2)).loss.backward()
     assert calls and not any(calls)  # no SDPA call with a trainable float mask
+
+
+def test_hibrids_led_runs_two_batches_of_one_model_at_once() -> None:
+    """The service runs several batches of one model at once, one per worker thread: LED's per-call state
+    (slots, section state, band bias) is per thread, so each batch gets what it gets alone (before: the
+    module doc said not thread-safe, and a batch could read the other's sections)."""
+    import threading
+
+    torch.manual_seed(0)
+    model = HibridsLEDForConditionalGeneration(HibridsLEDConfig.from_base(led_config())).eval()
+    randomize_tables(model)
+    both = family_inputs("led")
+    one = {name: value[1:] for name, value in both.items()}  # another batch: one document, other sections
+    decoder = torch.full((2, 4), BOS)
+
+    def run(inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        with torch.no_grad():
+            return model(**inputs, decoder_input_ids=decoder[: inputs["input_ids"].shape[0]]).logits
+
+    alone = [run(both), run(one)]
+    for _ in range(8):
+        got: list[torch.Tensor | BaseException | None] = [None, None]
+        barrier = threading.Barrier(2)
+
+        def worker(i: int, inputs: dict[str, torch.Tensor], got: list = got, barrier=barrier) -> None:
+            barrier.wait()
+            try:
+                got[i] = run(inputs)
+            except BaseException as err:  # noqa: BLE001 - reported by the assertion below
+                got[i] = err
+
+        threads = [threading.Thread(target=worker, args=(i, x)) for i, x in enumerate((both, one))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for expected, result in zip(alone, got, strict=True):
+            assert isinstance(result, torch.Tensor), result
+            assert torch.equal(result, expected)

@@ -49,7 +49,8 @@ swapped in, like :mod:`synopsis.models.hie_bart`):
 * LED's modules pass no extra arguments, so LED gets its section inputs through a per-model slot that
   the model sets for the duration of one call; each layer copies the slot's value into its own keyword
   arguments *before* gradient checkpointing wraps it, so recomputation in the backward pass sees the same
-  inputs. (Not thread-safe: do not run one LED model object from several threads at once.)
+  inputs. Every such per-call value is held per thread, so one LED model runs several batches at once
+  (the service's batch workers), each as it runs alone.
 
 The package: :mod:`.relations` (buckets, section layouts, marker tokens), :mod:`.bias` (the bias math
 and the attention helpers shared by the bases), one module per base (:mod:`.bart`, :mod:`.t5`,

@@ -4,11 +4,14 @@ LED's banded encoder gets the bias only on its (B, L, H, 2w+1) window and on the
 modules pass no extra arguments, so LED gets its section inputs through a per-model slot that the model
 sets for the duration of one call; each layer copies the slot's value into its own keyword arguments
 *before* gradient checkpointing wraps it, so recomputation in the backward pass sees the same inputs.
-(Not thread-safe: do not run one LED model object from several threads at once.)
+Every such per-call value (the slots, each attention's section state and band bias) is held per thread
+(:class:`_PerThread`), so one model object may run several batches at once, one per thread, as the
+service's batch workers do.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -54,13 +57,40 @@ class HibridsLEDConfig(HibridsConfigMixin, LEDConfig):
     model_type = "hibrids_led"
 
 
+_CALLS = threading.local()
+
+
+class _PerThread:
+    """An attribute whose value each thread has on its own (``None`` until it sets one): the per-call state
+    LED's modules keep between the steps of one call, which concurrent calls on other threads must not see.
+    Held in one thread-local table keyed by the object, so the modules stay copyable and picklable."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def _table(self) -> dict[tuple[int, str], Any]:
+        table = getattr(_CALLS, "table", None)
+        if table is None:
+            table = _CALLS.table = {}
+        return table
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        return self._table().get((id(obj), self.name))
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        table = self._table()
+        if value is None:
+            table.pop((id(obj), self.name), None)
+        else:
+            table[(id(obj), self.name)] = value
+
+
 class _Slot:
     """A value that the modules of one model see during a call (LED's modules pass no extra arguments)."""
 
-    __slots__ = ("value",)
-
-    def __init__(self) -> None:
-        self.value: Any = None
+    value = _PerThread()
 
     @contextmanager
     def holding(self, value: Any) -> Iterator[None]:
@@ -92,15 +122,18 @@ class HibridsLEDEncoderSelfAttention(LEDEncoderSelfAttention):
     query-key scores; the second only builds the padding mask), ``_concat_with_global_key_attn_probs``
     (local queries on global keys) and ``_compute_global_attn_output_from_hidden`` (global queries on
     every key, overridden since the stock method has no hook). ``hibrids_state`` is set by
-    :class:`HibridsLEDEncoderLayer` for one call.
+    :class:`HibridsLEDEncoderLayer` for one call; it and the band's bias are held per thread.
     """
+
+    hibrids_state = _PerThread()
+    _band_bias = _PerThread()
+    _band_terms = _PerThread()
 
     def __init__(self, config: HibridsLEDConfig, layer_id: int) -> None:
         super().__init__(config, layer_id)
         self.hibrids_bias = HibridsBias(num_buckets(config.hibrids_selected), self.num_heads)
-        self.hibrids_state: _LEDEncoderState | None = None
-        self._band_bias: torch.Tensor | None = None  # the gathered band bias (many sections)
-        self._band_terms: tuple[torch.Tensor, torch.Tensor] | None = None  # its factors (few sections)
+        # Per call (and thread): the section state; the gathered band bias (many sections) or its factors
+        # (few sections).
 
     def forward(self, hidden_states: torch.Tensor, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, ...]:
         """Longformer's forward; with a section state, the band's bias for its query-key scores."""
@@ -252,6 +285,7 @@ class _LEDCrossAttention(HibridsCrossAttentionMixin, LEDDecoderAttention):
 
     pre_scaled_query = True  # LEDDecoderAttention scales the query before the product
     takes_config = False
+    hibrids_cross = _PerThread()  # set by the layer for one call, per thread
 
     def hibrids_outputs(
         self, output: torch.Tensor, weights: torch.Tensor, past_key_values: Any, **kwargs: Any
