@@ -5,13 +5,17 @@ extended vocabulary with its loss (:class:`CopyMixture`, eq. 9, 12 and 13), used
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 from torch import nn
 
-if TYPE_CHECKING:
-    from synopsis.models.pointer_generator import PointerGeneratorConfig
+
+class CopyFlags(Protocol):
+    """What the copy mixture reads of its model's config (``PointerGeneratorConfig``; this module imports
+    nothing of the model's, so the two do not import each other)."""
+
+    pointer: bool
 
 # Probabilities are clamped before the log: a saturated p_gen (0 or 1) times a zero attention weight or a zero
 # vocabulary probability must give a large finite loss, never -log(0) = inf and then NaN gradients.
@@ -98,7 +102,7 @@ class CopyMixture(nn.Module):
     model's config, which the trainer changes between phases.
     """
 
-    def __init__(self, config: PointerGeneratorConfig) -> None:
+    def __init__(self, config: CopyFlags) -> None:
         super().__init__()
         self.config = config
 
