@@ -44,8 +44,6 @@ from synopsis.summarizers.sections import (
     section_sources,
 )
 
-log = logging.getLogger(__name__)
-
 #: What ``by`` may be, everywhere; ``auto`` (the default of the CLI and the service): by section when the
 #: document is longer than one model call reads.
 BY = ("auto", "document", "section")
@@ -57,6 +55,7 @@ MAX_DEPTH = 100
 DEFAULT_BATCH_SIZE = 16
 
 Offsets = list[tuple[int, int] | None]
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
