@@ -13,7 +13,7 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 from synopsis.config import DECODING_OPTIONS, DecodingOptions
 from synopsis.document import Document
@@ -49,7 +49,35 @@ class SummarizerInfo:
     dtype: str | None = None  #: its weights' precision (``float32``, ``bfloat16``); ``None``: no model
 
 
-class Summarizer(ABC):
+class ModelPlacement:
+    """Where a summarizer's model (its ``model`` attribute, if any) computes and in which precision."""
+
+    @property
+    def device(self) -> Any:
+        """The ``torch.device`` its model computes on (inputs are made there); ``None`` without a model."""
+        parameter = self._first_parameter()
+        return None if parameter is None else parameter.device
+
+    @property
+    def dtype(self) -> Any:
+        """The ``torch.dtype`` of its model's weights; ``None`` without a model."""
+        parameter = self._first_parameter()
+        return None if parameter is None else parameter.dtype
+
+    def _first_parameter(self) -> Any:
+        parameters = getattr(getattr(self, "model", None), "parameters", None)
+        return None if parameters is None else next(iter(parameters()), None)
+
+    def to(self, device: Any) -> Self:
+        """Move the model (if any) to ``device`` (see :func:`~synopsis.sharding.resolve_device`), e.g. a
+        process's own GPU in a sharded run; returns self."""
+        model = getattr(self, "model", None)
+        if model is not None and hasattr(model, "to"):
+            model.to(resolve_device(device))
+        return self
+
+
+class Summarizer(ModelPlacement, ABC):
     """Base class of every method behind ``synopsis summarize`` and the service."""
 
     #: whether ``instructions`` change the output (the CLI and the service say so when they do not)
@@ -101,22 +129,6 @@ class Summarizer(ABC):
             device=None if self.device is None else str(self.device),
             dtype=None if self.dtype is None else str(self.dtype).removeprefix("torch."),
         )
-
-    @property
-    def device(self) -> Any:
-        """The ``torch.device`` its model computes on (inputs are made there); ``None`` without a model."""
-        parameter = self._first_parameter()
-        return None if parameter is None else parameter.device
-
-    @property
-    def dtype(self) -> Any:
-        """The ``torch.dtype`` of its model's weights; ``None`` without a model."""
-        parameter = self._first_parameter()
-        return None if parameter is None else parameter.dtype
-
-    def _first_parameter(self) -> Any:
-        parameters = getattr(getattr(self, "model", None), "parameters", None)
-        return None if parameters is None else next(iter(parameters()), None)
 
     def with_options(self, decoding: DecodingOptions | None = None, **options: Any) -> Summarizer:
         """A summarizer with these options (``None``: unchanged) that shares this one's weights and caches;
@@ -198,14 +210,6 @@ class Summarizer(ABC):
         hook a summarizer that sends each document to another one overrides, so that the public signature is
         written once."""
         return summarize_by_section(self, documents, instructions, **options)
-
-    def to(self, device: Any) -> Summarizer:
-        """Move the model (if any) to ``device`` (see :func:`~synopsis.sharding.resolve_device`), e.g. a
-        process's own GPU in a sharded run; returns self."""
-        model = getattr(self, "model", None)
-        if model is not None and hasattr(model, "to"):
-            model.to(resolve_device(device))
-        return self
 
     @staticmethod
     def check_batch(
