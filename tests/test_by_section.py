@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from helpers.cli import run_cli
+from helpers.documents import long_document
 
 from synopsis.document import Document, Section
 from synopsis.generation import AllowedTokensProcessor, source_vocabulary_mask
@@ -99,17 +100,8 @@ def test_offsets_are_none_for_formats_rebuilt_by_their_reader(tmp_path: Path) ->
 
 
 # ---------------------------------------------------------------------- windows
-def _long_document() -> Document:
-    paragraphs = [[f"Sentence {p} {i} has a few words in it." for i in range(7)] for p in range(5)]
-    root = Section()
-    section = root.add(Section(heading="Long", paragraphs=paragraphs))
-    section.add(Section(heading="Child", paragraphs=[["A child sentence with words."]]))
-    root.add(Section(heading="Nothing"))
-    return Document(root, id="long")
-
-
 def test_windows_fit_keep_every_sentence_in_order_and_split_overlong_ones() -> None:
-    document = _long_document()
+    document = long_document()
     document.root.children[0].paragraphs.append([" ".join(["word"] * 50)])
     document.reindex()
     windows, split = plan_windows(document, 30, lambda text: len(text.split()))
@@ -141,7 +133,7 @@ def test_plain_text_is_grouped_by_paragraph_into_sections_with_null_headings() -
 def test_every_section_with_text_gets_a_summary_citing_only_its_subtree(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    document = _long_document()
+    document = long_document()
     with caplog.at_level(logging.INFO):
         (result,) = LeadSummarizer(2).summarize_by_section([document], max_words=20)
     assert "skipped 1 empty section(s)" in caplog.text
@@ -184,7 +176,7 @@ def test_summaries_of_many_documents_share_batches() -> None:
             calls.append({w.document for w in windows})
             return super().summarize_windows(windows, instructions)
 
-    documents = [_long_document(), Document.from_text("One short text. With two sentences.", id="b")]
+    documents = [long_document(), Document.from_text("One short text. With two sentences.", id="b")]
     results = Counting(1).summarize_by_section(documents, batch_size=16)
     assert [r.id for r in results] == ["long", "b"]
     assert calls == [{0, 1}]
@@ -199,7 +191,7 @@ def test_support_counts_content_words_found_in_the_cited_sentences() -> None:
 
 
 def test_compose_never_exceeds_the_budget_and_drops_rather_than_cuts() -> None:
-    document = _long_document()
+    document = long_document()
     sentences = [
         SummarySentence(s.text, [Source((0,), i, s.text)], 1.0) for i, s in enumerate(document.sentences)
     ]
@@ -274,7 +266,9 @@ def test_cli_by_section_json_and_outline(tmp_path: Path, capsys: pytest.CaptureF
     # sections[i] is the section at path (i,): skipped ones keep their place; the root's text is the preface
     assert data["preface"]["heading"] == "A Study of Things" and data["preface"]["path"] == []
     assert [(s["heading"], s["skipped"]) for s in data["sections"]] == [
-        ("Introduction", False), ("Empty", True), ("Method", False)
+        ("Introduction", False),
+        ("Empty", True),
+        ("Method", False),
     ]
     for item in data["summary"]:
         for source in item["sources"]:
@@ -306,7 +300,7 @@ def test_cli_corpus_by_section_writes_the_schema_per_line(
 
     corpus = tmp_path / "c.jsonl"
     write_examples(
-        [Example("a", _long_document(), ["x"]), Example("b", Document.from_text("A b c."), ["y"])], corpus
+        [Example("a", long_document(), ["x"]), Example("b", Document.from_text("A b c."), ["y"])], corpus
     )
     out_path = tmp_path / "p.jsonl"
     code, _, err = _run(
@@ -370,7 +364,7 @@ def test_seq2seq_checkpoint_by_section_windows_fit_its_input_and_share_batches(
         return original(documents, instructions, references)
 
     summarizer.summarize = counting
-    documents = [_long_document(), Document.from_text("A short text about rivers. It floods.", id="b")]
+    documents = [long_document(), Document.from_text("A short text about rivers. It floods.", id="b")]
     results = summarizer.summarize_by_section(documents, batch_size=64)
     assert len(calls) == 1  # every window of both documents in one batch
     assert all(0 < n <= capacity for n in calls[0])
@@ -392,7 +386,7 @@ def test_centrality_by_section_picks_within_each_section() -> None:
                 out[i, hash(text) % 64] = 1.0
             return out
 
-    (result,) = CentralitySummarizer(k=1, encoder=Encoder()).summarize_by_section([_long_document()])
+    (result,) = CentralitySummarizer(k=1, encoder=Encoder()).summarize_by_section([long_document()])
     for node in result.walk():
         assert len(node.summary) == 1 and node.summary[0].sources[0].path == node.path
 
@@ -437,7 +431,7 @@ def test_cli_by_document_json_has_the_same_schema(tmp_path: Path, capsys: pytest
 def test_subtree_windows_fit_with_headings_and_keep_each_sentence_in_its_section() -> None:
     from synopsis.summarizers.sections import window_document
 
-    document = _long_document()
+    document = long_document()
     length = lambda text: len(text.split())  # noqa: E731
     windows, _ = plan_windows(document, 30, length, subtrees=True)
     long_section, child = document.sections[1], document.sections[2]

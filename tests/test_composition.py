@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers.hibrids import _spread
+from helpers.instructsum import ARTICLE, INSTRUCTIONS, TITLE, real_rows, sharp_t5
+from helpers.instructsum_path import DOCUMENT, instruction_run
 from helpers.models import randomize_tables
 from helpers.tiny_models import t5_config, t5_tokenizer
-from test_hibrids_init import _spread
-from test_instructsum import ARTICLE, INSTRUCTIONS, TITLE, real_rows, sharp_t5
-from test_instructsum_path import DOCUMENT, instruction_run
 from transformers import AutoModelForSeq2SeqLM
 
 from synopsis.models.hibrids import (
@@ -292,7 +292,7 @@ def test_the_summarizer_feeds_the_composed_model_its_sections_through_the_cache(
 def test_cli_convert_then_train_reads_segments_and_sections(tokenizer, tmp_path: Path) -> None:
     """``synopsis convert instructsum`` then ``convert hibrids`` (the CLI), then two training steps: the
     model gets the block mask's segments and the sections, and the HIBRIDS tables learn."""
-    from test_instructsum_path import INSTRUCTIONS as QUESTIONS
+    from helpers.instructsum_path import INSTRUCTIONS as QUESTIONS
 
     from synopsis.cli import main
     from synopsis.training.seq2seq import train_seq2seq

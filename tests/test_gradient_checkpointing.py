@@ -17,7 +17,7 @@ TOL = 1e-10
 
 
 def _hie_bart() -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
-    from test_hie_bart import EOS, stock_and_hie, toy_batch
+    from helpers.hie_bart import EOS, stock_and_hie, toy_batch
 
     _, model = stock_and_hie(word_heads=2, attn="eager", scale=5.0)  # dropout 0.1: replayed on recompute
     ids, mask = toy_batch()
@@ -26,7 +26,7 @@ def _hie_bart() -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
 
 
 def _inputs(family: str) -> dict[str, torch.Tensor]:
-    from test_hibrids import family_inputs
+    from helpers.hibrids import family_inputs
 
     inputs = family_inputs(family)
     if family == "led":
@@ -39,8 +39,8 @@ def _inputs(family: str) -> dict[str, torch.Tensor]:
 
 def _hibrids(family: str) -> Callable[[], tuple[torch.nn.Module, dict[str, torch.Tensor]]]:
     def build() -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
+        from helpers.hibrids import stock_model
         from helpers.models import randomize_tables
-        from test_hibrids import stock_model
 
         from synopsis.models.hibrids import convert_to_hibrids
 
@@ -53,7 +53,7 @@ def _hibrids(family: str) -> Callable[[], tuple[torch.nn.Module, dict[str, torch
 
 def _stock(family: str) -> Callable[[], tuple[torch.nn.Module, dict[str, torch.Tensor]]]:
     def build() -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
-        from test_hibrids import stock_model, without_sections
+        from helpers.hibrids import stock_model, without_sections
 
         return stock_model(family), without_sections(_inputs(family))
 
@@ -61,8 +61,8 @@ def _stock(family: str) -> Callable[[], tuple[torch.nn.Module, dict[str, torch.T
 
 
 def _instructsum(shared_data: Path) -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
+    from helpers.instructsum import prompts, sharp_t5
     from helpers.tiny_models import t5_tokenizer
-    from test_instructsum import prompts, sharp_t5
 
     from synopsis.models.instructsum import collate_prompts, convert_to_instructsum
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers.hibrids import sharpen
+from helpers.hie_bart import SENT, toy_batch
+from helpers.hie_bart import stock_and_hie as _stock_and_hie
 from helpers.models import randomize_tables
-from test_hibrids import sharpen
-from test_hie_bart import SENT, toy_batch
-from test_hie_bart import stock_and_hie as _stock_and_hie
 from transformers import AutoConfig, AutoModelForSeq2SeqLM
 
 from synopsis.models.adaptation import convert_from_base

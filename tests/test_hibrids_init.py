@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers.hibrids import _spread
 from helpers.tiny_models import bart_config, led_config, t5_config
 from transformers import AutoModelForSeq2SeqLM
 
@@ -20,15 +21,6 @@ BASES = {
     "t5": (lambda: t5_config(d_model=64, d_ff=128, d_kv=16), HibridsT5Config),
     "led": (lambda: led_config(d_model=64, encoder_ffn_dim=128, decoder_ffn_dim=128), HibridsLEDConfig),
 }
-
-
-def _spread(model: torch.nn.Module) -> dict[str, float]:
-    """Standard deviation of every weight matrix (the HIBRIDS tables apart)."""
-    return {
-        name: float(p.detach().float().std())
-        for name, p in model.named_parameters()
-        if p.dim() == 2 and "hibrids" not in name
-    }
 
 
 @pytest.mark.parametrize("family", BASES)

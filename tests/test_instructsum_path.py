@@ -4,54 +4,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
+from helpers.instructsum import sharp_t5
+from helpers.instructsum_path import DOCUMENT, INSTRUCTIONS, instruction_run
 from helpers.tiny_models import t5_tokenizer
-from test_instructsum import sharp_t5
 
 from synopsis.cli import main
-from synopsis.data.example import Example, write_examples
 from synopsis.document import Document, Section
 from synopsis.models.inputs import INSTRUCTION_SEGMENT, SOURCE_SEGMENT, Seq2SeqInputs
 from synopsis.models.instructsum import tokenize_prompt
 from synopsis.models.seq2seq import convert_checkpoint, load_seq2seq
 from synopsis.summarizers import load_summarizer
-
-DOCUMENT = Document(
-    Section(
-        children=[
-            Section("Method", [["We train a small model on meeting transcripts.", "It runs on a CPU."]]),
-            Section("Results", [["Scores improve by two points.", "Speed doubles."]]),
-        ]
-    ),
-    title="A study of   meetings",
-)
-INSTRUCTIONS = ["What is the method?", "Summarize the results in one sentence, mentioning the speed."]
-
-
-def instruction_run(model: Path, tmp_path: Path, instructions: list[str], **settings: Any) -> Any:
-    """A two-step training config over four instruction examples of :data:`DOCUMENT` (written to tmp_path)."""
-    from synopsis.training.seq2seq import Seq2SeqTrainConfig
-
-    examples = [
-        Example(f"e{i}", DOCUMENT, [f"the {word} of the study"], instruction=instruction)
-        for i, (word, instruction) in enumerate(zip(["method", "results"] * 2, instructions * 2, strict=True))
-    ]
-    write_examples(examples, tmp_path / "train.jsonl")
-    return Seq2SeqTrainConfig(
-        model=str(model),
-        output_dir=str(tmp_path / "run"),
-        train_path=str(tmp_path / "train.jsonl"),
-        max_dev_examples=2,
-        batch_size=2,
-        max_steps=2,
-        eval_every=2,
-        eval_max_length=6,
-        patience=0,
-        **settings,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -249,14 +214,14 @@ def test_the_service_reuses_the_source_cache_across_requests(instructsum_dir: Pa
 
 
 def test_by_section_encodes_each_window_once_for_all_instructions(instructsum_dir: Path, caplog) -> None:
-    from test_by_section import _long_document
+    from helpers.documents import long_document
 
     from synopsis.summarizers.sections import plan_windows
 
     options = {"model": instructsum_dir, "num_beams": 2, "max_length": 10, "max_source_length": 200}
     cached = load_summarizer(**options)
     full = load_summarizer(**options, instruction_cache=False)
-    document = _long_document()
+    document = long_document()
     windows, _ = plan_windows(document, cached.input_capacity(), cached.input_length)
     assert len(windows) > 2
     with caplog.at_level("WARNING", logger="synopsis.models.inputs"):

@@ -316,8 +316,7 @@ def test_a_by_section_request_whose_client_left_is_never_computed() -> None:
 
 
 def test_page_by_section_outline_and_source_highlights(page: Any) -> None:
-    from test_serve_browser import sync_api
-
+    sync_api = pytest.importorskip("playwright.sync_api")
     expect = sync_api.expect
     page.get_by_test_id("document").fill(DOCUMENT)
     page.get_by_test_id("model").select_option("lead-3")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from synopsis.document import Document, Section
+
 _TOPICS = ("Installation", "Configuration", "Usage", "Deployment", "Troubleshooting", "Contributing")
 
 #: A project README as users paste it: long Markdown with several headings, far from the paper abstracts the
@@ -15,3 +17,13 @@ LONG_README = "# Harbor tool\n\n" + "\n\n".join(
     )
     for topic in _TOPICS
 )
+
+
+def long_document() -> Document:
+    """Sections: a long one (five paragraphs) with a child, and an empty one; id ``long``."""
+    paragraphs = [[f"Sentence {p} {i} has a few words in it." for i in range(7)] for p in range(5)]
+    root = Section()
+    section = root.add(Section(heading="Long", paragraphs=paragraphs))
+    section.add(Section(heading="Child", paragraphs=[["A child sentence with words."]]))
+    root.add(Section(heading="Nothing"))
+    return Document(root, id="long")
