@@ -302,42 +302,64 @@ def plan_windows(
                     while up is not None and up is not node:
                         sizes[i][0] += length(up.heading or "") + 1
                         up = up.parent
-        total = sum(map(sum, sizes))
-        limit = min(room, math.ceil(total / math.ceil(total / room)) + room // 10)
-        current: Window | None = None
-        used = 0
+        made, pieces = _pack(
+            paragraphs, sizes, owners, room,
+            lambda: Window(position, node, path, [], [], pseudo, [], subtree),  # noqa: B023 - called here
+        )  # fmt: skip
+        windows += made
+        split += pieces
+    return windows, split
 
-        def close() -> None:
-            nonlocal current, used
-            if current is not None and current.sources:
-                windows.append(current)
-            current, used = None, 0
 
-        for paragraph, paragraph_sizes, owner in zip(paragraphs, sizes, owners, strict=True):
-            whole = sum(paragraph_sizes)
-            if used and used + whole > limit and whole <= limit:
+def _pack(
+    paragraphs: list[list[Source]],
+    sizes: list[list[int]],
+    owners: list[Section],
+    room: int,
+    new_window: Callable[[], Window],
+) -> tuple[list[Window], int]:
+    """One section's windows (:func:`plan_windows`): paragraphs of ``sizes`` in windows of about equal size
+    within ``room``, a paragraph starting a new window when it would not fit in the current one but fits in
+    one of its own; a sentence longer than ``room`` in room-sized pieces (counted)."""
+    windows: list[Window] = []
+    split = 0
+    total = sum(map(sum, sizes))
+    limit = min(room, math.ceil(total / math.ceil(total / room)) + room // 10)
+    current: Window | None = None
+    used = 0
+
+    def close() -> None:
+        nonlocal current, used
+        if current is not None and current.sources:
+            windows.append(current)
+        current, used = None, 0
+
+    for paragraph, paragraph_sizes, owner in zip(paragraphs, sizes, owners, strict=True):
+        whole = sum(paragraph_sizes)
+        if used and used + whole > limit and whole <= limit:
+            close()
+        for source, size in zip(paragraph, paragraph_sizes, strict=True):
+            if size > room:  # one sentence longer than a window: window-sized pieces of it
                 close()
-            for source, size in zip(paragraph, paragraph_sizes, strict=True):
-                if size > room:  # one sentence longer than a window: window-sized pieces of it
-                    close()
-                    split += 1
-                    words = source.text.split()
-                    step = max(1, len(words) * room // size)
-                    for start in range(0, len(words), step):
-                        piece = " ".join(words[start : start + step])
-                        windows.append(
-                            Window(position, node, path, [source], [piece], pseudo, [owner], subtree)
-                        )
-                    continue
-                if used + size > limit and used:
-                    close()
-                if current is None:
-                    current = Window(position, node, path, [], [], pseudo, [], subtree)
-                current.sources.append(source)
-                current.texts.append(source.text)
-                current.nodes.append(owner)
-                used += size
-        close()
+                split += 1
+                words = source.text.split()
+                step = max(1, len(words) * room // size)
+                for start in range(0, len(words), step):
+                    piece = new_window()
+                    piece.sources.append(source)
+                    piece.texts.append(" ".join(words[start : start + step]))
+                    piece.nodes.append(owner)
+                    windows.append(piece)
+                continue
+            if used + size > limit and used:
+                close()
+            if current is None:
+                current = new_window()
+            current.sources.append(source)
+            current.texts.append(source.text)
+            current.nodes.append(owner)
+            used += size
+    close()
     return windows, split
 
 
@@ -464,24 +486,7 @@ def summarize_by_section(
         raise InputError(f"unknown composition '{composer}'; choose one of: {', '.join(COMPOSERS)}")
     instructions = summarizer.check_batch(documents, instructions)
     summarize_windows = summarize_windows or summarizer.summarize_windows
-    capacity = summarizer.input_capacity()
-    windows: list[Window] = []
-    split = 0
-    subtrees = summarizer.reads_section_tree
-    for d, document in enumerate(documents):
-        made, pieces = plan_windows(
-            document, capacity, summarizer.input_length, d, None if offsets is None else offsets[d], subtrees
-        )
-        if not made:
-            raise InputError(f"{document.id or f'document {d + 1}'}: document is empty; nothing to summarize")
-        windows.extend(made)
-        split += pieces
-    if split:
-        logger.warning(
-            "%d sentence(s) longer than the model's input (%d units) were split into pieces to be read whole",
-            split,
-            capacity,
-        )
+    windows = _all_windows(summarizer, documents, offsets)
     trees = [_skeleton(document) for document in documents]
     # made once: rebuilt per batch it made many sections cost their square (40k sections: minutes)
     index_of = [{id(node): i for i, node in nodes.items()} for _, nodes, _ in trees]
@@ -515,17 +520,58 @@ def summarize_by_section(
             for d in range(len(documents)):
                 emitted[d] = _emit(d, orders[d], emitted[d], trees[d][0], index_of[d], left[d], on_section)
 
-    out = []
     notes = summarizer.notes(documents)
-    for d, (document, (root, _, skipped)) in enumerate(zip(documents, trees, strict=True)):
-        if skipped:
-            logger.info("%s: skipped %d empty section(s)", document.id or f"document {d + 1}", skipped)
-        preface = SectionSummary(root.heading, (), root.summary, [], root.words, 0) if root.summary else None
-        result = DocumentSummary(document.id, [], root.sections, skipped, preface, notes[d])
-        flat = [s for section in result.walk() for s in section.summary]
-        result.summary = compose(flat, document, max_words, composer)
-        out.append(result)
-    return out
+    return [
+        _document_summary(d, document, tree, notes[d], max_words, composer)
+        for d, (document, tree) in enumerate(zip(documents, trees, strict=True))
+    ]
+
+
+def _all_windows(
+    summarizer: SectionReader,
+    documents: Sequence[Document],
+    offsets: Sequence[Sequence[tuple[int, int] | None] | None] | None,
+) -> list[Window]:
+    """The windows of every document of a call, in order (:func:`plan_windows`); an empty document is an
+    error, and the sentences split into pieces are said in one warning."""
+    capacity = summarizer.input_capacity()
+    windows: list[Window] = []
+    split = 0
+    for d, document in enumerate(documents):
+        made, pieces = plan_windows(
+            document, capacity, summarizer.input_length, d, None if offsets is None else offsets[d],
+            summarizer.reads_section_tree,
+        )  # fmt: skip
+        if not made:
+            raise InputError(f"{document.id or f'document {d + 1}'}: document is empty; nothing to summarize")
+        windows.extend(made)
+        split += pieces
+    if split:
+        logger.warning(
+            "%d sentence(s) longer than the model's input (%d units) were split into pieces to be read whole",
+            split,
+            capacity,
+        )
+    return windows
+
+
+def _document_summary(
+    d: int,
+    document: Document,
+    tree: tuple[SectionSummary, dict[int, SectionSummary], int],
+    note: str | None,
+    max_words: int,
+    composer: str,
+) -> DocumentSummary:
+    """Document ``d``'s summary from its filled tree: the preface, its sections and the composed summary."""
+    root, _, skipped = tree
+    if skipped:
+        logger.info("%s: skipped %d empty section(s)", document.id or f"document {d + 1}", skipped)
+    preface = SectionSummary(root.heading, (), root.summary, [], root.words, 0) if root.summary else None
+    result = DocumentSummary(document.id, [], root.sections, skipped, preface, note)
+    flat = [s for section in result.walk() for s in section.summary]
+    result.summary = compose(flat, document, max_words, composer)
+    return result
 
 
 def _skeleton(document: Document) -> tuple[SectionSummary, dict[int, SectionSummary], int]:
