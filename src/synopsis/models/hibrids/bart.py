@@ -18,6 +18,7 @@ from synopsis.models.bases import (
     method_classes,
 )
 from synopsis.models.hibrids.bias import (
+    BIAS,
     HibridsBias,
     HibridsConfigMixin,
     HibridsCrossAttentionMixin,
@@ -85,7 +86,7 @@ class HibridsBartAlignmentAttention(_BartCrossAttention):
 class HibridsBartCrossAttention(_BartCrossAttention):
     """The last decoder layer's cross-attention with the HIBRIDS-DEC table (one column per head)."""
 
-    biased = True
+    role = BIAS
 
 
 class HibridsBartEncoder(HibridsStackMixin, AdaptedModel, BartEncoder):

@@ -403,36 +403,92 @@ class HibridsStackMixin:
         return nullcontext()
 
 
+@dataclass(frozen=True)
+class BaseAttention:
+    """How a base family's cross-attention class is built and scales its scores: BART's takes the model
+    config and scales the product (its attention backend is checked before a biased product); LED's takes
+    no config and scales the query first."""
+
+    takes_config: bool
+    pre_scaled_query: bool
+
+    def init_kwargs(self, config: PreTrainedConfig) -> dict[str, Any]:
+        return {"config": config} if self.takes_config else {}
+
+    def check(self, module: Any) -> None:
+        if self.takes_config:
+            _check_backend(module.config)
+
+
+BART_ATTENTION = BaseAttention(takes_config=True, pre_scaled_query=False)
+LED_ATTENTION = BaseAttention(takes_config=False, pre_scaled_query=True)
+
+
+class PoolRole:
+    """The second-to-last decoder layer's part: its attention computed once in the eager form, its
+    probabilities pooled per section into the link (SDPA would not return them); no table."""
+
+    def table(self, config: PreTrainedConfig) -> HibridsBias | None:
+        return None
+
+    def ready(self, link: _CrossAttentionLink) -> bool:
+        return True
+
+    def attend(
+        self, module: Any, query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+        mask: torch.Tensor | None, link: _CrossAttentionLink, scaling: float,
+    ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+        return _attend_and_pool(
+            module, query, keys, values, mask, link, scaling=scaling, dropout=module.dropout
+        )
+
+
+class BiasRole(PoolRole):
+    """The last decoder layer's part: the HIBRIDS-DEC table (one column per head), its bias weighted by the
+    pooled probabilities of the layer before (none when that layer was skipped by LayerDrop)."""
+
+    def table(self, config: PreTrainedConfig) -> HibridsBias | None:
+        return HibridsBias(num_buckets(config.hibrids_selected), _decoder_table_heads(config))
+
+    def ready(self, link: _CrossAttentionLink) -> bool:
+        return link.pooled is not None
+
+    def attend(
+        self, module: Any, query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+        mask: torch.Tensor | None, link: _CrossAttentionLink, scaling: float,
+    ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+        module.base.check(module)
+        bias = cross_attention_bias(link.pooled, module.hibrids_bias.weight, link.layout)
+        return _biased_attention(module, query, keys, values, mask, bias, scaling=scaling)
+
+
+POOL, BIAS = PoolRole(), BiasRole()
+
+
 class HibridsCrossAttentionMixin:
     """The HIBRIDS part of the last two decoder layers' cross-attention, for BART's and LED's attention
     classes (``q_proj``/``k_proj``/``v_proj``/``out_proj``, ``head_dim``, ``scaling``, ``dropout``).
 
-    A module with a ``hibrids_bias`` table is the last layer (its scores get the HIBRIDS-DEC bias); one
-    without is the second-to-last layer, computed once in the eager form with its probabilities pooled
-    per section into the link (SDPA would not return them).
+    Two small strategy objects say what a layer is: ``role`` (:data:`POOL`, the second-to-last layer, or
+    :data:`BIAS`, the last, with the table) and ``base`` (:data:`BART_ATTENTION` or :data:`LED_ATTENTION`:
+    how the base class is built and scales).
     """
 
-    #: The last layer's attention: it owns the HIBRIDS-DEC table (the second-to-last only pools).
-    biased = False
-    #: LED's attention scales the query before the product; BART's scales the product.
-    pre_scaled_query = False
-    #: BART's attention class takes the model config; LED's does not.
-    takes_config = True
+    role: PoolRole = POOL
+    base: BaseAttention = BART_ATTENTION
 
     def __init__(self, config: PreTrainedConfig, layer_idx: int) -> None:
-        extra = {"config": config} if self.takes_config else {}
         super().__init__(  # type: ignore[call-arg]
             config.d_model,
             config.decoder_attention_heads,
             dropout=config.attention_dropout,
             is_decoder=True,
             layer_idx=layer_idx,
-            **extra,
+            **self.base.init_kwargs(config),
         )
-        if self.biased:
-            self.hibrids_bias = HibridsBias(
-                num_buckets(config.hibrids_selected), _decoder_table_heads(config)
-            )
+        table = self.role.table(config)
+        if table is not None:
+            self.hibrids_bias = table
 
     #: The per-call link, when the layer sets it on the module (LED) rather than passing it (BART).
     hibrids_cross: _CrossAttentionLink | None = None
@@ -448,7 +504,7 @@ class HibridsCrossAttentionMixin:
     ) -> tuple[Any, ...]:
         link = hibrids_cross if hibrids_cross is not None else self.hibrids_cross
         # pooled is None only when the previous layer was skipped (LayerDrop): no bias for that pass.
-        if link is None or key_value_states is None or (self.biased and link.pooled is None):
+        if link is None or key_value_states is None or not self.role.ready(link):
             return super().forward(  # type: ignore[misc]
                 hidden_states,
                 key_value_states=key_value_states,
@@ -478,22 +534,12 @@ class HibridsCrossAttentionMixin:
         """The attention output (after ``out_proj``) and the (B, H, T, L) probabilities."""
         batch, steps, _ = hidden_states.shape
         query = self.q_proj(hidden_states)
-        if self.pre_scaled_query:
+        if self.base.pre_scaled_query:
             query = query * self.scaling
         query = query.view(batch, steps, -1, self.head_dim).transpose(1, 2)
         keys, values = _cross_keys_values(
             self, key_value_states, past_key_values, (self.k_proj, self.v_proj), self.head_dim
         )
-        scaling = 1.0 if self.pre_scaled_query else self.scaling
-        if self.biased:
-            if self.takes_config:
-                _check_backend(self.config)
-            bias = cross_attention_bias(link.pooled, self.hibrids_bias.weight, link.layout)
-            output, weights = _biased_attention(
-                self, query, keys, values, attention_mask, bias, scaling=scaling
-            )
-        else:
-            output, weights = _attend_and_pool(
-                self, query, keys, values, attention_mask, link, scaling=scaling, dropout=self.dropout
-            )
+        scaling = 1.0 if self.base.pre_scaled_query else self.scaling
+        output, weights = self.role.attend(self, query, keys, values, attention_mask, link, scaling)
         return self.out_proj(output.reshape(batch, steps, -1)), weights

@@ -39,12 +39,13 @@ class HibridsHieBartAttention(HieBartAttention):
 
     def __init__(self, config: HibridsHieBartConfig, layer_idx: int | None = None) -> None:
         super().__init__(config, layer_idx=layer_idx)
+        self.hibrids_bias: HibridsBias | None = None  # no table without HIBRIDS-ENC
         if config.hibrids_encoder:
             self.hibrids_bias = HibridsBias(num_buckets(config.hibrids_selected), self.num_heads)
 
     def forward(self, *args: Any, hibrids_layout: SectionLayout | None = None, **kwargs: Any) -> Any:
         """Hie-BART's forward; the section layout becomes its ``attention_bias``."""
-        if hibrids_layout is not None and hasattr(self, "hibrids_bias"):
+        if hibrids_layout is not None and self.hibrids_bias is not None:
             kwargs["attention_bias"] = token_pair_bias(self.hibrids_bias.weight, hibrids_layout)
         return super().forward(*args, **kwargs)
 

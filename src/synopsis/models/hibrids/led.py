@@ -36,6 +36,8 @@ from transformers.models.led.modeling_led import (
 
 from synopsis.models.adaptation import AdaptedModel, forward_signature, register
 from synopsis.models.hibrids.bias import (
+    BIAS,
+    LED_ATTENTION,
     HibridsBias,
     HibridsConfigMixin,
     HibridsCrossAttentionMixin,
@@ -283,8 +285,7 @@ class HibridsLEDEncoderLayer(LEDEncoderLayer):
 class _LEDCrossAttention(HibridsCrossAttentionMixin, LEDDecoderAttention):
     """LED's decoder cross-attention for the last two layers; the per-call link is set by the layer."""
 
-    pre_scaled_query = True  # LEDDecoderAttention scales the query before the product
-    takes_config = False
+    base = LED_ATTENTION  # LEDDecoderAttention takes no config and scales the query before the product
     hibrids_cross = _PerThread()  # set by the layer for one call, per thread
 
     def hibrids_outputs(
@@ -305,7 +306,7 @@ class HibridsLEDCrossAttention(_LEDCrossAttention):
     this runs the stock cross-attention computation itself (same operations, same cache use).
     """
 
-    biased = True
+    role = BIAS
 
 
 class HibridsLEDDecoderLayer(LEDDecoderLayer):
