@@ -20,14 +20,15 @@ looks up a learnable bias for that pair:
 How the pieces fit into ``transformers`` (no forked modeling files; attention modules are subclassed and
 swapped in, like :mod:`synopsis.models.hie_bart`):
 
-* Inputs. ``section_ids`` (B, L): each source token's section (pre-order index within its document), -1
-  for tokens outside any section (task prefix, BOS/EOS, a title, the root question, padding). **Such tokens
-  belong to the tree's root node** (section 0, depth 0), as the authors' public code hangs them off a
-  virtual root: they get the root's relations, as query and as key. ``section_relations`` (B, S, S):
-  bucket ids from :func:`relation_buckets`, padded to the batch's largest S with -1 (or any valid bucket;
-  rows no token points to are never used). Both are ordinary ``forward``/``generate`` keyword arguments;
-  ``generate()`` hands them to the encoder, expands them per beam and passes them to every decoder step.
-  Passing neither gives no bias at all: the model then computes exactly the base model.
+* Inputs. ``section_ids`` (B, L): each source token's node of the section tree, and ``section_relations``
+  (B, S, S): bucket ids from :func:`relation_buckets` between those nodes, padded to the batch's largest S
+  with -1 (rows no token points to are never used). The numbering is the one of
+  :mod:`.relations` (:data:`OUTSIDE_NODES`, :data:`ROOT_SECTION`), documented there only: the input builder
+  (:class:`~synopsis.models.inputs.Seq2SeqInputs`) puts the three outside nodes first, as the authors'
+  public code does, and labels every real token; a token labelled -1 (padding, inputs made by hand) is
+  node 0. Both are ordinary ``forward``/``generate`` keyword arguments; ``generate()`` hands them to the
+  encoder, expands them per beam and passes them to every decoder step. Passing neither gives no bias at
+  all: the model then computes exactly the base model.
 * Memory. No (L, L) index is ever built. Per layer the (B, H, S+1, S+1) table of bias values is looked up
   once from the (S, S) relation ids (the extra row/column is the zero "no section" slot), then gathered to
   tokens: BART/T5 encoders get a (B, H, L, L) *float* bias (the size of their attention scores, which SDPA

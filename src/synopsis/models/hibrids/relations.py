@@ -153,10 +153,12 @@ def _full_buckets(path: torch.Tensor, level: torch.Tensor) -> torch.Tensor:
     return torch.where(inside, found, FULL_OTHER_BUCKET)
 
 
-#: Nodes of the tree for tokens outside every section, as in the authors' public code, where the chunk
-#: before the document (BOS), the question chunk and the end chunk (EOS) are each a depth-1 child of a
-#: virtual root: the question (InstructSum's instruction), the start (BOS, a prefix, a title) and the end.
-#: They come first in ``section_relations``; document section k is node ``k + OUTSIDE_NODES``.
+#: The one numbering of section nodes (the package docstring points here). Nodes of the tree for tokens
+#: outside every section, as in the authors' public code, where the chunk before the document (BOS), the
+#: question chunk and the end chunk (EOS) are each a depth-1 child of a virtual root: the question
+#: (InstructSum's instruction), the start (BOS, a prefix, a title) and the end. They come first in
+#: ``section_relations``; document section k (pre-order, the root 0) is node ``k + OUTSIDE_NODES``. Inputs
+#: made by hand without outside nodes number the document's sections from 0 (:data:`ROOT_SECTION`).
 QUESTION_NODE, START_NODE, END_NODE = 0, 1, 2
 OUTSIDE_NODES = 3
 
