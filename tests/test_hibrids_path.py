@@ -283,7 +283,9 @@ def _public_relation(parents: list[int | None], a: int, b: int) -> tuple[int, in
 
 @pytest.mark.parametrize("question", [None, "What is done and why?"])
 @pytest.mark.parametrize("base", ["bart", "led"])
-def test_question_inputs_are_laid_out_as_the_public_code_chunks_them(question, base: str, bases, tmp_path) -> None:
+def test_question_inputs_are_laid_out_as_the_public_code_chunks_them(
+    question, base: str, bases, tmp_path
+) -> None:
     """Issue 51 item 1: the public code builds ``[<s>] + question + [<s>] + document + [</s>]``, the leading
     ``<s>`` in the question chunk and the second ``<s>`` the start chunk. Token by token and relation by
     relation (every token pair's PathLen and LvlDiff, and its table row), the input builder agrees with a

@@ -225,8 +225,8 @@ _EXPERIMENTS = {
     ),
     "hibrids": _Experiment(
         "hibrids_scisummnet", "HibridsExperimentConfig", "run_hibrids_experiment", "scisummnet/, tokenizers/",
-        ("variants", "Comma-separated subset of base,sectok,hibrids-enc,hibrids-dec."),
-        "HIBRIDS (Cao & Wang, 2022): base, SECTOK, HIBRIDS-ENC and -DEC as small models on SciSummNet.",
+        ("variants", "Comma-separated subset of base,sectok,lvlsectok,hibrids-enc,hibrids-dec."),
+        "HIBRIDS (Cao & Wang, 2022): base, SECTOK, LVLSECTOK, HIBRIDS-ENC/-DEC on LVLSECTOK; SciSummNet.",
     ),
 }  # fmt: skip
 EXPERIMENT_COMMANDS = {name: _experiment_command(spec) for name, spec in _EXPERIMENTS.items()}
