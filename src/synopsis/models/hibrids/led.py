@@ -252,6 +252,7 @@ class _LEDCrossAttention(HibridsCrossAttentionMixin, LEDDecoderAttention):
 
     pre_scaled_query = True  # LEDDecoderAttention scales the query before the product
     takes_config = False
+    flat_heads = True  # and multiplies (B*H, T, D) tensors with bmm
 
     def hibrids_outputs(
         self, output: torch.Tensor, weights: torch.Tensor, past_key_values: Any, **kwargs: Any
