@@ -554,10 +554,10 @@ def test_zero_tables_give_the_base_model_bit_for_bit_in_float64(family: str, use
     stock = stock_model(family).double()
     hibrids = convert_to_hibrids(stock)
     inputs = family_inputs(family)
-    decoder_ids = torch.tensor([[3, 5, 7, 9, 11]] * 2)
+    decoder = {"decoder_input_ids": torch.tensor([[3, 5, 7, 9, 11]] * 2), "use_cache": use_cache}
     with torch.no_grad():
-        expected = stock(**without_sections(inputs), decoder_input_ids=decoder_ids, use_cache=use_cache).logits
-        got = hibrids(**inputs, decoder_input_ids=decoder_ids, use_cache=use_cache).logits
+        expected = stock(**without_sections(inputs), **decoder).logits
+        got = hibrids(**inputs, **decoder).logits
     assert got.dtype == torch.float64
     assert torch.equal(expected, got)
 
