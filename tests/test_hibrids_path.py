@@ -313,3 +313,23 @@ def test_question_inputs_are_laid_out_as_the_public_code_chunks_them(
             got = (int(path[nodes[i], nodes[j]]), int(level[nodes[i], nodes[j]]))
             assert got == expected, (i, j, expected, got)
             assert int(buckets[nodes[i], nodes[j]]) == FULL_INDEX[expected]
+
+
+def test_cli_convert_takes_the_public_codes_choices(bases, tmp_path: Path, capsys) -> None:
+    """Issue 51 item 4: ``--shared-decoder-table`` (one decoder column for all heads) and ``--band-only``
+    (LED: no bias on global tokens), the public code's choices; the defaults are the paper's."""
+    out = tmp_path / "public"
+    public = ["--shared-decoder-table", "--band-only"]
+    assert main(["convert", "hibrids", str(bases["led"]), str(out), *public]) == 0
+    config = json.loads((out / "config.json").read_text())
+    assert (config["hibrids_decoder_per_head"], config["hibrids_global_bias"]) == (False, False)
+    model, _ = load_seq2seq(out)
+    table = next(p for n, p in model.named_parameters() if "hibrids" in n and "decoder" in n)
+    assert tuple(table.shape) == (420, 1)
+    assert main(["convert", "hibrids", str(bases["led"]), str(tmp_path / "paper")]) == 0
+    config = json.loads((tmp_path / "paper" / "config.json").read_text())
+    assert (config["hibrids_decoder_per_head"], config["hibrids_global_bias"]) == (True, True)
+    assert main(["convert", "hibrids", str(bases["bart"]), str(tmp_path / "x"), "--band-only"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1].startswith("error: HIBRIDS: only LED has global tokens")
+    assert "Traceback" not in err
