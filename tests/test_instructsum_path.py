@@ -350,5 +350,5 @@ def test_lengths_map_to_generate_once() -> None:
     from synopsis.summarizers.seq2seq import generate_kwargs
 
     assert generate_kwargs(DecodingOptions(num_beams=2)) == {"num_beams": 2}  # the checkpoint's lengths stay
-    given = generate_kwargs(DecodingOptions(min_length=3, max_length=8))
-    assert given == {"min_length": 3, "max_length": 8, "min_new_tokens": None, "max_new_tokens": None}
+    given = generate_kwargs(DecodingOptions(min_length=3, max_length=8))  # + the decoder start token
+    assert given == {"min_length": 4, "max_length": 9, "min_new_tokens": None, "max_new_tokens": None}

@@ -219,10 +219,12 @@ def test_trained_model_carries_the_configs_decoding_and_uses_label_smoothing(
         logits = trainer.model(**batch).logits
         assert torch.allclose(trainer.training_loss(batch), label_smoothed_nll(logits, batch["labels"], 0.1))
     trainer.train()
+    # lengths are summary tokens: stored as Hugging Face counts them, with the decoder start token
+    stored = {**decoding, "min_length": 4, "max_length": 13}
     saved = json.loads((tmp_path / "run" / "best" / "generation_config.json").read_text())
-    assert {k: saved[k] for k in decoding} == decoding
+    assert {k: saved[k] for k in decoding} == stored
     summarizer = Seq2SeqSummarizer.from_pretrained(tmp_path / "run" / "best")
-    assert {k: getattr(summarizer.model.generation_config, k) for k in decoding} == decoding
+    assert {k: getattr(summarizer.model.generation_config, k) for k in decoding} == stored
 
 
 # ---------------------------------------------------------------------------- pointer-generator init
