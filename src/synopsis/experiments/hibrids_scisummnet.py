@@ -342,7 +342,8 @@ def _table(
         "papers (rouge-score, Porter stemming; rougeL = sentence-level LCS), best evaluation of each run; "
         f"greedy decoding, no repeated trigrams, at most {cfg.eval_max_length} tokens. Dev loss: "
         "teacher-forced cross-entropy per target token, lowest over the evaluations. All variants start "
-        "from the same random base weights (HIBRIDS tables zero-initialised) with the same data order and "
+        "from the same random base weights (HIBRIDS on the LVLSECTOK conversion, as in the paper, its tables "
+        "zero-initialised) with the same data order and "
         "seed.",
         "",
         "| variant | ROUGE-1 | ROUGE-2 | ROUGE-L | average | best step | dev loss | final dev loss "
@@ -379,7 +380,7 @@ def _table(
     lines += [
         "",
         "These small models trained for minutes on CPU do NOT reproduce the paper's numbers (BART-large "
-        "fine-tuned on GovReport / QSGen-Hier). They show that the four variants train end to end on real "
+        "fine-tuned on GovReport / QSGen-Hier). They show that the variants train end to end on real "
         "section trees under one budget. Differences of this size are within run-to-run noise unless "
         "repeated over seeds; at this budget greedy summaries depend little on the input, so the dev loss "
         "is the more telling column.",
