@@ -12,8 +12,11 @@ looks up a learnable bias for that pair:
 * **HIBRIDS-DEC**: only the last decoder layer's cross-attention gets a bias, from a per-head table (the
   paper: "each head maintains its own lookup table"), weighted by the previous (second-to-last) decoder
   layer's cross-attention probabilities ``alpha``: ``bias_tj^h = sum_k alpha_tk^h * B_dec[rel(sec(k),
-  sec(j)), h]``. Configs saved before the table was per head (no ``hibrids_decoder_per_head``) keep their
-  one shared column.
+  sec(j)), h]``. ``hibrids_decoder_per_head: false`` (``convert hibrids --shared-decoder-table``) gives the
+  authors' public code's one column shared by the heads; configs saved before the table was per head (no
+  ``hibrids_decoder_per_head``) keep their one shared column. On LED the encoder bias also reaches the global
+  tokens' rows and columns (the paper's equation), or only the sliding band (``hibrids_global_bias: false``,
+  ``--band-only``, the public code).
 * **HIBRIDS-S** (section 3, last paragraph): a small table over a few salient relations only
   (:func:`relation_buckets` with ``selected=True``).
 
@@ -22,13 +25,15 @@ swapped in, like :mod:`synopsis.models.hie_bart`):
 
 * Inputs. ``section_ids`` (B, L): each source token's node of the section tree, and ``section_relations``
   (B, S, S): bucket ids from :func:`relation_buckets` between those nodes, padded to the batch's largest S
-  with -1 (rows no token points to are never used). The numbering is the one of
-  :mod:`.relations` (:data:`OUTSIDE_NODES`, :data:`ROOT_SECTION`), documented there only: the input builder
-  (:class:`~synopsis.models.inputs.Seq2SeqInputs`) puts the three outside nodes first, as the authors'
-  public code does, and labels every real token; a token labelled -1 (padding, inputs made by hand) is
-  node 0. Both are ordinary ``forward``/``generate`` keyword arguments; ``generate()`` hands them to the
-  encoder, expands them per beam and passes them to every decoder step. Passing neither gives no bias at
-  all: the model then computes exactly the base model.
+  with -1 (rows no token points to are never used). The numbering is the one of :mod:`.relations`
+  (:data:`OUTSIDE_NODES`, :data:`ROOT_SECTION`), documented there only: the input builder
+  (:class:`~synopsis.models.inputs.Seq2SeqInputs`) gives tokens outside every section nodes of their own,
+  the public code's question, start and end chunks (:func:`outside_node_relations`; a question input on
+  BART/LED reads ``<s> question <s> document </s>``), and labels every real token; a token labelled -1
+  (padding, inputs made by hand) is node 0, the root's relations, as query and as key. Both are ordinary
+  ``forward``/``generate`` keyword arguments; ``generate()`` hands them to the encoder, expands them per
+  beam and passes them to every decoder step. Passing neither gives no bias at all: the model then computes
+  exactly the base model.
 * Memory. No (L, L) index is ever built. Per layer the (B, H, S+1, S+1) table of bias values is looked up
   once from the (S, S) relation ids (the extra row/column is the zero "no section" slot), then gathered to
   tokens: BART/T5 encoders get a (B, H, L, L) *float* bias (the size of their attention scores, which SDPA
