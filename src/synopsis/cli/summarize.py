@@ -289,10 +289,13 @@ def _print_files(job: Job, by: str, max_words: int, output_format: str, outline:
     printer = _FilePrinter(len(job.parsed) > 1 or len(instructions) > 1, len(instructions) > 1, output_format)
     for path, parsed in job.parsed.items():
         printer.path = path
-        # A long document's windows: a count with the rate on stderr (a spinner on a terminal).
-        with ProgressReporter("summarizing by section", None, "windows") as progress:
+        # A long document's windows (an extractive method's: its sections) as n/N with the rate and ETA.
+        unit = getattr(job.summarizer, "progress_unit", "windows")
+        with ProgressReporter("summarizing by section", None, unit) as progress:
 
-            def advance(done: int, _: int, progress: ProgressReporter = progress) -> None:
+            def advance(done: int, total: int, progress: ProgressReporter = progress) -> None:
+                if total != progress.total or done < progress.completed:  # a new run (the next instruction)
+                    progress.update(total=total, completed=0)
                 progress.advance(done - progress.completed)
 
             runner.run(parsed, instructions, printer.hooks(advance, outline))
