@@ -266,7 +266,8 @@ def test_options_reach_a_per_request_copy(client: TestClient) -> None:
         (TEXT, "auto", "text", 0),
         (MARKDOWN, "auto", "markdown", 3),
         (MARKDOWN, "text", "text", 0),
-        ("Title\n=====\n\nSome text here. More text.", "auto", "markdown", 0),
+        # underlined headings alone are plain text, whose reader reads them as well (issue 48)
+        ("Title\n=====\n\nSome text here. More text.", "auto", "text", 0),
         (json.dumps(Document.from_text(TEXT, title="T").to_dict()), "auto", "json", 0),
     ],
 )
