@@ -358,3 +358,14 @@ def test_sections_are_chosen_and_reported_one_at_a_time(salient: SalientSummariz
     # each section is counted n/N, and passed on before the next one is chosen
     assert [e for e in events if "/" in e] == ["1/4", "2/4", "3/4", "4/4"]
     assert events.index("section Charts") < events.index("encode", events.index("2/4"))
+
+
+def test_the_defining_sentence_leads_even_after_a_copyright_line(salient: SalientSummarizer) -> None:
+    document = _widget()
+    copyright_line = "Copyright (C) 2024 the Termplot team, and everyone may copy this license document."
+    document.root.paragraphs.insert(0, [copyright_line])
+    document.reindex()
+    (result,) = salient.summarize_by_section([document], max_words=60)
+    texts = [s.text for s in result.summary]
+    assert texts[0] == "Termplot is a small Python library for drawing charts in a terminal."
+    assert copyright_line not in texts[:1]

@@ -93,6 +93,12 @@ _DEFINING = re.compile(
     r"program|meeting|page|readme)\b",
     re.IGNORECASE,
 )
+# Says what its subject is or does: "X is a ...", "X lets you ...", "X provides ...".
+_COPULA = re.compile(
+    r"\b(?:is|are)\s+(?:a|an|the)\b|\b(?:lets?|allows?|helps?)\s+you\b|\bprovides?\b|"
+    r"\bis\s+(?:designed|intended|meant|used)\b",
+    re.IGNORECASE,
+)
 #: Headings of the section that opens a document when it has no preface of its own.
 OPENING_HEADINGS = frozenset(
     "introduction overview about preamble description background summary abstract preface purpose".split()
@@ -357,9 +363,10 @@ class SalientSummarizer(_Selecting):
         """The document summary chosen over the whole document within ``max_words`` (see the module
         docstring): candidates are the sentences that stand alone; without an instruction a sentence's score
         is LexRank centrality over the whole document mixed with its place in the opening
-        (:data:`OPENING_WEIGHT`), and the defining sentence, where the opening has one, comes first; with one,
-        relevance to it mixed with centrality (:data:`INSTRUCTION_WEIGHT`). MMR picks within the budget;
-        the sentences are returned in document order, each citing itself. Empty when no sentence qualifies."""
+        (:data:`OPENING_WEIGHT`), and the defining sentence, where the opening has one, is taken first; with
+        one, relevance to it mixed with centrality (:data:`INSTRUCTION_WEIGHT`). MMR picks within the budget;
+        the sentences are returned led by the defining sentence, then in document order, each citing itself.
+        Empty when no sentence qualifies."""
         pool = [i for i in self.candidates(document) if len(document.sentences[i].text.split()) <= max_words]
         short = [i for i in pool if len(document.sentences[i].text.split()) <= max(25, max_words // 3)]
         pool = short if len(short) >= 3 else pool  # a few long turns would spend the whole budget
@@ -384,7 +391,8 @@ class SalientSummarizer(_Selecting):
         picked = budgeted_mmr(relevance, similarity, words, max_words, self.trade_off, first)
         own = section_sources(document, offsets).values()
         sources = [source for paragraphs in own for paragraph in paragraphs for source in paragraph]
-        cited = [sources[pool[i]] for i in sorted(picked)]
+        # led by the defining sentence, then in document order
+        cited = [sources[pool[i]] for i in sorted(picked, key=lambda i: (i != first, i))]
         return [SummarySentence(s.text, [s], support(s.text, [s])) for s in cited]
 
     def describe(self) -> SummarizerInfo:
@@ -437,9 +445,10 @@ def budgeted_mmr(
 def _opening(document: Document, pool: list[int], names: frozenset[str]) -> tuple[np.ndarray, int | None]:
     """Each candidate's weight as part of the document's opening prose (1, 1/2, 1/3, ... for the opening's
     candidates in order, 0 elsewhere) and the position in ``pool`` of its defining sentence, if any: among the
-    opening's first three candidates, the first that says what something is or is for, or names the title.
+    opening's first four candidates, the one that says most plainly what the document's subject is
+    (:func:`_defines`), the earliest of equals.
     The opening is the preface (the text before the first heading) when it has candidates, else the first
-    section headed like an introduction ("Introduction", "Overview", "About", ...), else the first section."""
+    section headed like an introduction ("Introduction", "Overview", "About", ...); else there is none."""
     sentences = document.sentences
     sections = [sentences[i].section for i in pool]
     weight = np.zeros(len(pool))
@@ -449,18 +458,28 @@ def _opening(document: Document, pool: list[int], names: frozenset[str]) -> tupl
         opening = document.root
     else:
         headed = [s for s in sections if (s.heading or "").strip().lower().rstrip(":") in OPENING_HEADINGS]
-        opening = headed[0] if headed else (sections[0] if sections else None)
+        opening = headed[0] if headed else None  # a FAQ's first answer is not an opening
     members = [k for k, section in enumerate(sections) if section is opening]
     for rank, k in enumerate(members):
         weight[k] = 1.0 / (1 + rank)
-    first = None
-    for k in members[:3]:
-        text = _spoken(sentences[pool[k]].text)
-        named = names and set(content_words(text)) & names
-        if _DEFINING.search(text) or named:
-            first = k
-            break
-    return weight, first
+    scores = [_defines(_spoken(sentences[pool[k]].text), names) for k in members[:4]]
+    best = max(scores, default=0)
+    if not best:
+        return weight, None
+    defining = scores.index(best)
+    weight[members[:defining]] = 0.0  # what comes before it (a copyright line, a version) is not the opening
+    return weight, members[defining]
+
+
+def _defines(text: str, names: frozenset[str]) -> int:
+    """How plainly a sentence says what the document's subject is: 2 when one of the title's ``names`` is
+    among its first six words and a copula or "lets you" follows within twelve ("The GNU General Public
+    License is a free, copyleft license ..."; "pyenv lets you ..."), 1 when it only says what something is
+    or is for (:data:`_DEFINING`), else 0."""
+    head = text.split()[:12]
+    said = _COPULA.search(" ".join(head))
+    named = any(word.strip("\"'“”(),.:;").lower() in names for word in head[:6])
+    return 2 if said and named else int(bool(_DEFINING.search(text)))
 
 
 def _is_transcript(document: Document) -> bool:
