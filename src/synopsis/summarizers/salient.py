@@ -368,7 +368,9 @@ class SalientSummarizer(_Selecting):
         the sentences are returned led by the defining sentence, then in document order, each citing itself.
         Empty when no sentence qualifies."""
         pool = [i for i in self.candidates(document) if len(document.sentences[i].text.split()) <= max_words]
-        short = [i for i in pool if len(document.sentences[i].text.split()) <= max(25, max_words // 3)]
+        # an answer may take half the budget; a central point a third
+        longest = max(25, max_words // 2 if instruction else max_words // 3)
+        short = [i for i in pool if len(document.sentences[i].text.split()) <= longest]
         pool = short if len(short) >= 3 else pool  # a few long turns would spend the whole budget
         if not pool:
             return []
