@@ -369,3 +369,14 @@ def test_the_defining_sentence_leads_even_after_a_copyright_line(salient: Salien
     texts = [s.text for s in result.summary]
     assert texts[0] == "Termplot is a small Python library for drawing charts in a terminal."
     assert copyright_line not in texts[:1]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "PhD F: Not speech not speech or too much speech here.",
+        "With the overlapping zone, overlapping speech speech.",
+    ],
+)
+def test_speech_that_restarts_does_not_stand_alone(text: str) -> None:
+    assert not stands_alone(text)

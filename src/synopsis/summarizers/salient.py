@@ -79,7 +79,7 @@ _CODE_TOKEN = re.compile(
 )
 #: Words of talk that carry nothing (with FUNCTION_WORDS): a sentence of mostly these is a backchannel.
 FILLER_WORDS = frozenset(
-    """uh um hmm mm mm-hmm uh-huh huh oh ah yeah yep yes no okay ok right well like so mean know think
+    """uh um eh hmm mm mm-hmm uh-huh huh oh ah yeah yep yes no okay ok right well like so mean know think
     guess gonna wanna kind sort thing things just really actually anyway alright sure good great""".split()
 )
 
@@ -126,12 +126,12 @@ def stands_alone(text: str, names: frozenset[str] = frozenset()) -> bool:
 
 
 def _disfluent(words: list[str]) -> bool:
-    """Speech that restarts ("that 's that 's", "might might might"): a word or a word pair said twice in a
-    row more than once, or a single cut-off letter ("So i if two ...")."""
-    lower = [w.lower() for w in words if w not in (",", "-")]
+    """Speech that restarts ("that 's that 's", "not speech not speech", "speech speech"): a word or a word
+    pair said twice in a row, or a single cut-off letter ("So i if two ...")."""
+    lower = [w.lower().strip(",.?!;:") for w in words if w not in (",", "-")]
     repeats = sum(lower[i] == lower[i - 1] for i in range(1, len(lower)))
     repeats += sum(lower[i - 1 : i + 1] == lower[i + 1 : i + 3] for i in range(1, len(lower) - 2))
-    return repeats > 1 or any(w == "i" for w in words)
+    return repeats > 0 or any(w == "i" for w in words)
 
 
 def title_names(title: str | None) -> frozenset[str]:
