@@ -78,7 +78,9 @@ def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0: all interfaces)."),
     port: int = ranged(8000, "--port", allowed=Range(1, 65535), help="Port to listen on."),
     model: list[str] = typer.Option(
-        [], "--model", help="Offer a model directory under a name: NAME=DIR (repeatable)."
+        [],
+        "--model",
+        help="Offer a model under a name: NAME=DIR, or NAME=ORG/MODEL[@REVISION] for a hub id (repeatable).",
     ),
     workers: int = count_option(
         1, "--workers", help="Worker processes; each loads every model (memory x N)."
