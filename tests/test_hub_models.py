@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from helpers.cli import one_line_error, run_cli
-from helpers.hub import GENERATION, T5_PREFIX, build_hub_cache, put_in_cache
+from helpers.hub import GENERATION, T5_PREFIX, build_hub_cache, put_in_cache, save_tiny_family
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from synopsis.errors import CheckpointError, InputError, SynopsisError
@@ -122,6 +122,28 @@ def test_a_long_document_by_section_cites_each_sections_own_sentences(
         assert section["summary"], section
         for sentence in section["summary"]:
             assert sentence["sources"] and all(s["path"] == [index] for s in sentence["sources"]), sentence
+
+
+@pytest.mark.parametrize("model_type", ["mbart", "pegasus_x", "bigbird_pegasus", "umt5"])
+def test_the_other_stock_families_summarize_by_section_with_windows_of_their_own_input(
+    model_type: str, tmp_path: Path, shared_data: Path
+) -> None:
+    from synopsis.data.readers import read_document
+    from synopsis.summarizers import load_summarizer
+
+    model = save_tiny_family(model_type, tmp_path / model_type, shared_data / "tokenizers")
+    summarizer = load_summarizer(model=model, device="cpu", max_length=6)
+    assert summarizer.describe().method == "seq2seq"
+    document = tmp_path / "long.md"
+    document.write_text("\n\n".join(f"# Part {i}\n\n" + " ".join([TEXT] * 6) for i in range(3)) + "\n")
+    doc = read_document(document)
+    (encoding,) = summarizer.inputs.encode_sources([doc])
+    assert len(encoding.input_ids) == summarizer.inputs.max_source_length < encoding.length_before_truncation
+    (result,) = summarizer.summarize_by_section([doc])
+    assert len(result.sections) == 3 and all(section.summary for section in result.sections)
+    for index, section in enumerate(result.sections):
+        for sentence in section.summary:
+            assert sentence.sources and all(source.path == (index,) for source in sentence.sources)
 
 
 # ---------------------------------------------------------------------------- every place a model is named

@@ -13,14 +13,9 @@ import shutil
 from pathlib import Path
 
 import torch
-from tiny_models import save_tiny_bart, save_tiny_t5, t5_tokenizer
-from transformers import (
-    GenerationConfig,
-    LongT5Config,
-    LongT5ForConditionalGeneration,
-    PegasusConfig,
-    PegasusForConditionalGeneration,
-)
+import transformers
+from tiny_models import bart_tokenizer, save_tiny_bart, save_tiny_t5, t5_tokenizer
+from transformers import GenerationConfig
 
 #: Each tiny model's own decoding (its generation_config.json): not the library's defaults, so a run that
 #: ignored them would decode otherwise.
@@ -59,34 +54,52 @@ def _with_generation(directory: Path, max_input: int | None) -> Path:
     return directory
 
 
-def _save(model: torch.nn.Module, tokenizer: object, directory: Path) -> Path:
-    model.save_pretrained(directory)
-    tokenizer.save_pretrained(directory)  # type: ignore[attr-defined]
+def _t5_ids() -> dict[str, int]:
+    return {"pad_token_id": 0, "eos_token_id": 1, "decoder_start_token_id": 0}
+
+
+def _bart_layers() -> dict[str, int]:
+    return {
+        "d_model": 32, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
+        "decoder_attention_heads": 4, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64,
+    }  # fmt: skip
+
+
+#: Tiny configs of the stock families beyond BART, T5 and LED (tests/tiny_models.py): PEGASUS-style models
+#: read T5's SentencePiece vocabulary (their configs name only its ids), mBART GPT-2's byte-level BPE.
+FAMILY_CONFIGS = {
+    "pegasus": lambda: transformers.PegasusConfig(
+        **_bart_layers(), max_position_embeddings=512, forced_eos_token_id=1, **_t5_ids()
+    ),
+    "pegasus_x": lambda: transformers.PegasusXConfig(
+        **_bart_layers(), max_position_embeddings=256, block_size=16, num_global_tokens=4, **_t5_ids()
+    ),
+    "bigbird_pegasus": lambda: transformers.BigBirdPegasusConfig(
+        **_bart_layers(), max_position_embeddings=256, block_size=8, num_random_blocks=2, **_t5_ids()
+    ),
+    "longt5": lambda: transformers.LongT5Config(  # transient-global attention, as google/long-t5-tglobal-*
+        d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, local_radius=8, global_block_size=4,
+        encoder_attention_type="transient-global", **_t5_ids(),
+    ),  # fmt: skip
+    "umt5": lambda: transformers.UMT5Config(
+        d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, **_t5_ids()
+    ),
+    "mbart": lambda: transformers.MBartConfig(
+        **_bart_layers(), max_position_embeddings=128, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+        decoder_start_token_id=2,
+    ),  # fmt: skip
+}
+
+
+def save_tiny_family(model_type: str, directory: Path, tokenizers_dir: Path) -> Path:
+    """A tiny random model of ``model_type`` (a key of :data:`FAMILY_CONFIGS`) with its tokenizer."""
+    torch.manual_seed(0)
+    tokenizer = bart_tokenizer(tokenizers_dir) if model_type == "mbart" else t5_tokenizer(tokenizers_dir)
+    config = FAMILY_CONFIGS[model_type]()
+    config.vocab_size = len(tokenizer)
+    transformers.AutoModelForSeq2SeqLM.from_config(config).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
     return directory
-
-
-def tiny_pegasus(directory: Path, tokenizers_dir: Path) -> Path:
-    """A tiny random PEGASUS (with T5's SentencePiece vocabulary, which a PEGASUS config can read)."""
-    torch.manual_seed(0)
-    tokenizer = t5_tokenizer(tokenizers_dir)
-    config = PegasusConfig(
-        vocab_size=len(tokenizer), d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=512,
-        pad_token_id=0, eos_token_id=1, decoder_start_token_id=0, forced_eos_token_id=1,
-    )  # fmt: skip
-    return _save(PegasusForConditionalGeneration(config), tokenizer, directory)
-
-
-def tiny_longt5(directory: Path, tokenizers_dir: Path) -> Path:
-    """A tiny random LongT5 (transient-global attention, as google/long-t5-tglobal-*)."""
-    torch.manual_seed(0)
-    tokenizer = t5_tokenizer(tokenizers_dir)
-    config = LongT5Config(
-        vocab_size=len(tokenizer), d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, local_radius=8,
-        global_block_size=4, encoder_attention_type="transient-global", pad_token_id=0, eos_token_id=1,
-        decoder_start_token_id=0,
-    )  # fmt: skip
-    return _save(LongT5ForConditionalGeneration(config), tokenizer, directory)
 
 
 def build_hub_cache(hf_home: Path, tokenizers_dir: Path, max_input: int = 96) -> dict[str, Path]:
@@ -98,8 +111,8 @@ def build_hub_cache(hf_home: Path, tokenizers_dir: Path, max_input: int = 96) ->
     t5 = {"task_specific_params": {"summarization": {"prefix": T5_PREFIX}}}
     builders = {
         "tiny-org/bart-sum": lambda d: save_tiny_bart(d, tokenizers_dir),
-        "tiny-org/pegasus-sum": lambda d: tiny_pegasus(d, tokenizers_dir),
-        "tiny-org/long-t5-sum": lambda d: tiny_longt5(d, tokenizers_dir),
+        "tiny-org/pegasus-sum": lambda d: save_tiny_family("pegasus", d, tokenizers_dir),
+        "tiny-org/long-t5-sum": lambda d: save_tiny_family("longt5", d, tokenizers_dir),
         "tiny-org/t5-prefix": lambda d: save_tiny_t5(d, tokenizers_dir, **t5),
     }
     snapshots = {}
