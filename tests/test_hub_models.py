@@ -285,3 +285,112 @@ def test_a_revision_without_a_hub_name_is_refused(hub: Path, tmp_path: Path) -> 
         load_summarizer(revision="main")
     with pytest.raises(InputError, match="is a local directory"):
         resolve_model(tmp_path, "main")
+
+
+# ---------------------------------------------------------------------------- what the default's note names
+def test_the_defaults_note_names_a_pretrained_checkpoint_with_its_download_or_its_cache(
+    hub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from synopsis.document import Document, Section
+    from synopsis.summarizers.pretrained import BART_LARGE_CNN, abstractive_hint
+
+    short = Document(Section(paragraphs=[[TEXT]]))
+    parts = [Section(heading=f"Part {i}", paragraphs=[[TEXT] * 40]) for i in range(3)]
+    long = Document(Section(children=parts))
+    hint = abstractive_hint(short)
+    assert "--model facebook/bart-large-cnn (news summaries; about 1.6 GB to download, once)" in hint
+    assert "section by section" not in hint and "section by section" in abstractive_hint(long)
+    from huggingface_hub import constants
+
+    bart = _snapshot(hub, "tiny-org/bart-sum")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))  # a cache of its own
+    put_in_cache(tmp_path, BART_LARGE_CNN.repo_id, bart)
+    assert "--model facebook/bart-large-cnn (news summaries; in your cache)" in abstractive_hint(short)
+
+
+def test_synopsis_models_lists_the_cached_models_it_can_run(
+    hub: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run_cli(capsys, "models", "--json")
+    assert code == 0, err
+    listed = {row["repo_id"]: row for row in map(json.loads, out.splitlines())}
+    assert set(FAMILIES) <= set(listed)
+    assert not {"tiny-org/bert-encoder", "tiny-org/pickled", "tiny-org/indexed"} & set(listed)
+    pegasus, long_t5 = listed["tiny-org/pegasus-sum"], listed["tiny-org/long-t5-sum"]
+    assert pegasus["family"] == "pegasus" and pegasus["methods"] == [] and pegasus["size_bytes"] > 0
+    assert long_t5["model_type"] == "longt5" and long_t5["family"] == "t5"
+    code, out, err = run_cli(capsys, "models")
+    assert code == 0 and "tiny-org/bart-sum  main  bart (bart)" in out and "3 other cached" in out
+
+
+# ---------------------------------------------------------------------------- downloads (the hub faked)
+def test_a_download_fetches_config_tokenizer_and_safetensors_only_after_checking_the_repo(
+    hub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Online, a repo's file list is read first (a pickle-only repo is refused with nothing downloaded),
+    then its config.json (a BERT is refused before its weights), then the rest, without pickles."""
+    from types import SimpleNamespace
+
+    import huggingface_hub
+    from huggingface_hub import HfApi, constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    calls: list[tuple[str, dict]] = []
+    repos = {
+        "org/bart": (_snapshot(hub, "tiny-org/bart-sum"), ["config.json", "model.safetensors", "x.h5"]),
+        "org/bert": (_snapshot(hub, "tiny-org/bert-encoder"), ["config.json", "model.safetensors"]),
+        "org/pickles": (_snapshot(hub, "tiny-org/pickled"), ["config.json", "pytorch_model.bin"]),
+    }
+
+    def model_info(self: object, repo_id: str, revision: str | None = None) -> SimpleNamespace:
+        files = repos[repo_id][1]
+        return SimpleNamespace(sha="c0ffee", siblings=[SimpleNamespace(rfilename=f) for f in files])
+
+    def hf_hub_download(repo_id: str, filename: str, **kwargs: object) -> str:
+        calls.append((filename, kwargs))
+        return str(repos[repo_id][0] / filename)
+
+    def snapshot_download(repo_id: str, **kwargs: object) -> str:
+        calls.append(("snapshot", kwargs))
+        return str(repos[repo_id][0])
+
+    monkeypatch.setattr(HfApi, "model_info", model_info)
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", hf_hub_download)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    from synopsis.models.names import resolve_seq2seq
+
+    with pytest.raises(CheckpointError, match="org/pickles: weights only in pytorch_model.bin"):
+        resolve_seq2seq("org/pickles")
+    assert calls == []
+    with pytest.raises(CheckpointError, match="model_type 'bert'"):
+        resolve_seq2seq("org/bert")
+    assert [name for name, _ in calls] == ["config.json"]
+    calls.clear()
+    assert resolve_seq2seq("org/bart", "v1", progress=False) == repos["org/bart"][0]
+    (_, config), (_, snapshot) = calls
+    assert config["revision"] == snapshot["revision"] == "c0ffee"  # the commit the file list came from
+    from fnmatch import fnmatch
+
+    def fetched(name: str) -> bool:
+        return any(fnmatch(name, pattern) for pattern in snapshot["allow_patterns"])
+
+    needed = ["config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "spiece.model"]
+    assert all(map(fetched, needed))
+    assert not any(map(fetched, ["pytorch_model.bin", "tf_model.h5", "flax_model.msgpack", "model.onnx"]))
+    assert snapshot["tqdm_class"](total=1).disable  # progress=False: no bars
+
+
+def test_download_bars_only_on_a_terminal_never_with_quiet_or_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    import logging
+    import sys
+
+    from synopsis.cli.models import show_download_progress
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    logging.getLogger("synopsis").setLevel(logging.INFO)
+    assert show_download_progress() and not show_download_progress(json_output=True)
+    logging.getLogger("synopsis").setLevel(logging.ERROR)  # synopsis -q
+    assert not show_download_progress()
+    logging.getLogger("synopsis").setLevel(logging.INFO)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
+    assert not show_download_progress()

@@ -115,6 +115,13 @@ def _cache_dir() -> Path:
     return Path(constants.HF_HUB_CACHE)
 
 
+def is_cached(repo_id: str, revision: str | None = None) -> bool:
+    """Whether huggingface_hub's cache holds ``repo_id`` at ``revision`` (its config.json, at least)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    return isinstance(try_to_load_from_cache(repo_id, "config.json", revision=revision), str)
+
+
 def _cached_refs(repo_id: str) -> list[str]:
     refs = _cache_dir() / f"models--{repo_id.replace('/', '--')}" / "refs"
     return sorted(str(p.relative_to(refs)) for p in refs.rglob("*") if p.is_file()) if refs.is_dir() else []

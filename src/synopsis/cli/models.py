@@ -45,3 +45,41 @@ def resolve_model_option(
     from synopsis.models.seq2seq import resolve_seq2seq
 
     return resolve_seq2seq(model, revision, progress=show_download_progress(json_output))
+
+
+def _size(size_bytes: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if size_bytes >= scale:
+            return f"{size_bytes / scale:.1f} {unit}"
+    return f"{size_bytes} B"
+
+
+def models(
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per model, one per line."),
+) -> None:
+    """List the models in the Hugging Face cache (HF_HOME / HF_HUB_CACHE) that synopsis can run: a
+    seq2seq summarization family with safetensors weights; give one to --model by its name."""
+    import json
+
+    from huggingface_hub import constants
+
+    from synopsis.models.names import cached_models
+
+    found, others = cached_models()
+    for model in found:
+        if as_json:
+            typer.echo(json.dumps(model.to_dict()))
+            continue
+        at = ",".join(model.refs) or model.commit[:12]
+        method = " + ".join(model.methods) or "stock"
+        typer.echo(
+            f"{model.repo_id}  {at}  {model.family} ({model.model_type})  {_size(model.size_bytes)}  {method}"
+        )
+    if not as_json:
+        if not found:
+            typer.echo(f"no model synopsis can run in {constants.HF_HUB_CACHE}")
+        if others:
+            typer.echo(
+                f"({others} other cached model snapshot(s): not a seq2seq model synopsis runs, or no "
+                "safetensors weights)"
+            )
