@@ -111,7 +111,7 @@ def load_summarizer(
         )
     if method == "seq2seq":
         if model is None:
-            raise SynopsisError("--method seq2seq needs --model DIR (a local Hugging Face checkpoint)")
+            raise SynopsisError("--method seq2seq needs --model (a Hugging Face directory or hub id)")
         from synopsis.summarizers.seq2seq import Seq2SeqSummarizer
 
         return Seq2SeqSummarizer.from_pretrained(
