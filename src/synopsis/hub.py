@@ -240,7 +240,10 @@ def resolve_model(
         raise CheckpointError(f"{name}: no such model directory (nor a hub model id, org/name)")
     repo_id = str(name)
     if _offline():
-        return _from_cache(repo_id, revision)
+        snapshot = _from_cache(repo_id, revision)
+        if check_config is not None:
+            check_config(snapshot)
+        return snapshot
     if progress is None:
         progress = progress_enabled() and sys.stderr.isatty()
     try:
