@@ -154,6 +154,8 @@ def test_convert_hibrids_and_a_training_step_from_a_hub_name(
     code, _, err = run_cli(capsys, "convert", "hibrids", "tiny-org/bart-sum", out)
     assert code == 0, err
     assert json.loads((out / "config.json").read_text())["model_type"] == "hibrids_bart"
+    code, out, err = run_cli(capsys, "train", "seq2seq", "--model", "tiny-org/long-t5-sum", "--dry-run")
+    assert code == 0 and "longt5" in out, err  # the memory plan from the cached config.json
     corpus = tmp_path / "train.jsonl"
     rows = [{"id": str(i), "text": TEXT, "summary": "Rivers flooded the valley."} for i in range(4)]
     corpus.write_text("".join(json.dumps(r) + "\n" for r in rows))
