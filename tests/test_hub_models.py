@@ -396,3 +396,17 @@ def test_download_bars_only_on_a_terminal_never_with_quiet_or_json(monkeypatch: 
     logging.getLogger("synopsis").setLevel(logging.INFO)
     monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
     assert not show_download_progress()
+
+
+def test_hf_home_alone_points_a_fresh_process_at_the_cache(hub_home: Path) -> None:
+    """No patching: huggingface_hub reads ``HF_HOME`` when the command starts, as transformers does."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_HUB_CACHE")}
+    env.update(HF_HOME=str(hub_home), HF_HUB_OFFLINE="1", PYTHONPATH=str(Path(__file__).parents[1] / "src"))
+    listed = subprocess.run(
+        [sys.executable, "-m", "synopsis", "models"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert listed.returncode == 0 and "tiny-org/pegasus-sum  main  pegasus (pegasus)" in listed.stdout
