@@ -67,24 +67,24 @@ def check_safetensors_weights(model_dir: Path) -> None:
         data = read_json(index, "a safetensors index", CheckpointError)
         weight_map = data.get("weight_map") if isinstance(data, dict) else None
         if not isinstance(weight_map, dict) or not weight_map:
-            raise CheckpointError(f"{index}: no weight_map; not a safetensors index")
+            raise CheckpointError(f"{display_name(index)}: no weight_map; not a safetensors index")
         files = sorted({str(name) for name in weight_map.values()})
         other = [name for name in files if not name.endswith(".safetensors") or "/" in name or "\\" in name]
         if other:
             raise CheckpointError(
-                f"{index}: maps weights to {other[0]}, not a .safetensors file of the directory, which is "
-                f"not loaded (nothing is unpickled); {ALTERNATIVE}"
+                f"{display_name(index)}: maps weights to {other[0]}, not a .safetensors file beside it, "
+                f"which is not loaded (nothing is unpickled); {ALTERNATIVE}"
             )
         missing = [name for name in files if not (model_dir / name).is_file()]
         if missing:
-            raise CheckpointError(f"{index}: names {missing[0]}, which is not in {model_dir}")
+            raise CheckpointError(f"{display_name(index)}: names {missing[0]}, which is not beside it")
         return
     if (model_dir / "model.safetensors").is_file():
         return
     pickled = sorted(p.name for p in model_dir.glob("*") if p.name.endswith(PICKLE_SUFFIXES))
     if pickled:
         raise CheckpointError(
-            f"{model_dir}: weights in {pickled[0]} (a pickle) are not loaded; convert them to "
+            f"{display_name(model_dir)}: weights in {pickled[0]} (a pickle) are not loaded; convert them to "
             f"model.safetensors first: {CONVERT_BIN_COMMAND}"
         )
 
@@ -120,6 +120,18 @@ def is_cached(repo_id: str, revision: str | None = None) -> bool:
     from huggingface_hub import try_to_load_from_cache
 
     return isinstance(try_to_load_from_cache(repo_id, "config.json", revision=revision), str)
+
+
+def display_name(path: str | Path) -> str:
+    """A cached snapshot as people name it, ``org/name@commit`` (its commit's first 12 digits); any other
+    path as it is. Errors about a hub model name the model, not the cache's directories."""
+    parts = Path(path).parts
+    for i, part in enumerate(parts[:-2]):
+        if part.startswith("models--") and parts[i + 1] == "snapshots":
+            rest = "/".join(parts[i + 3 :])
+            name = f"{part[len('models--') :].replace('--', '/')}@{parts[i + 2][:12]}"
+            return f"{name}/{rest}" if rest else name
+    return str(path)
 
 
 def _cached_refs(repo_id: str) -> list[str]:

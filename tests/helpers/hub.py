@@ -78,14 +78,25 @@ FAMILY_CONFIGS = {
         **_bart_layers(), max_position_embeddings=256, block_size=8, num_random_blocks=2, **_t5_ids()
     ),
     "longt5": lambda: transformers.LongT5Config(  # transient-global attention, as google/long-t5-tglobal-*
-        d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, local_radius=8, global_block_size=4,
-        encoder_attention_type="transient-global", **_t5_ids(),
+        d_model=32,
+        d_kv=8,
+        d_ff=64,
+        num_layers=2,
+        num_heads=4,
+        local_radius=8,
+        global_block_size=4,
+        encoder_attention_type="transient-global",
+        **_t5_ids(),
     ),  # fmt: skip
     "umt5": lambda: transformers.UMT5Config(
         d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, **_t5_ids()
     ),
     "mbart": lambda: transformers.MBartConfig(
-        **_bart_layers(), max_position_embeddings=128, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+        **_bart_layers(),
+        max_position_embeddings=128,
+        pad_token_id=1,
+        bos_token_id=0,
+        eos_token_id=2,
         decoder_start_token_id=2,
     ),  # fmt: skip
 }

@@ -12,7 +12,7 @@ from typing import Any
 
 from synopsis.checkpoint import CONFIG_FILE, read_config
 from synopsis.errors import CheckpointError, SynopsisError
-from synopsis.hub import check_safetensors_weights, resolve_model
+from synopsis.hub import check_safetensors_weights, display_name, resolve_model
 from synopsis.models.registry import METHOD_NAMES, SUPPORTED_MODEL_TYPES, checkpoint_type
 
 
@@ -21,12 +21,12 @@ def read_model_config(model_dir: str | Path) -> dict[str, Any]:
     model_dir = Path(model_dir)
     path = model_dir / CONFIG_FILE
     if model_dir.is_dir() and not path.is_file():
-        raise CheckpointError(f"{model_dir}: no config.json; not a Hugging Face model directory")
+        raise CheckpointError(f"{display_name(model_dir)}: no config.json; not a Hugging Face model")
     data = read_config(model_dir, kind="model")
     model_type = data.get("model_type")
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise CheckpointError(
-            f"{path}: model_type {model_type!r} is not a supported seq2seq model "
+            f"{display_name(path)}: model_type {model_type!r} is not a supported seq2seq model "
             f"(supported: {', '.join(SUPPORTED_MODEL_TYPES)})"
         )
     return data
@@ -37,8 +37,6 @@ def resolve_seq2seq(model: str | Path, revision: str | None = None, *, progress:
     resolve_model`); a hub repo that is not a supported seq2seq model is refused from its config.json,
     before its weights are downloaded."""
     return resolve_model(model, revision, progress=progress, check_config=read_model_config)
-
-
 
 
 @dataclass(frozen=True)
