@@ -100,7 +100,7 @@ def test_a_flag_the_user_sets_wins_over_the_checkpoints_generation_config(
         capsys, "summarize", document, "--model", "tiny-org/bart-sum", "--num-beams", "1", "--max-length", "9"
     )
     assert code == 0, err
-    assert out.strip() == _generate(snapshot, TEXT, num_beams=1, max_length=9)
+    assert out.strip() == _generate(snapshot, TEXT, num_beams=1, max_length=9 + 1)  # 9 summary tokens
     assert GENERATION["num_beams"] != 1 and GENERATION["max_length"] != 9
 
 
