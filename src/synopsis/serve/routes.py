@@ -140,7 +140,7 @@ def api_router(service: SummarizeService, documented: Documented) -> APIRouter:
         With ``"stream": true`` the answer is NDJSON: an event per summary as it finishes, then a ``done``
         event holding the whole response (or an ``error`` event).
         """
-        request.state.log = f"model={body.model}"
+        request.state.log = f"model={body.model}"  # escaped and clipped in the log line
         try:
             entry = registry.get(body.model)
         except UnknownModelError as err:
