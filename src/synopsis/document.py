@@ -204,7 +204,7 @@ class Section:
         if not isinstance(data, dict):
             raise InputError(f"{where}: expected an object, got {type(data).__name__}")
         if depth > MAX_SECTION_DEPTH:
-            raise InputError(f"{where}: sections nested too deeply (more than {MAX_SECTION_DEPTH} levels)")
+            raise InputError(f"{where}: sections nested too deeply (at most {MAX_SECTION_DEPTH} levels)")
         budget = current_budget()
         if depth:
             budget.section()
@@ -253,7 +253,8 @@ class Section:
         )
 
 
-#: The deepest a Document JSON's sections may nest (Markdown nests 6 deep; numbered text rarely 5).
+#: The deepest a Document JSON's sections may nest, checked as they are read (the runner checks every
+#: document against the same 100 after reading: summarizers.runner.MAX_DEPTH).
 MAX_SECTION_DEPTH = 100
 
 

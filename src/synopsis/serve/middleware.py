@@ -180,23 +180,23 @@ class RequestMiddleware:
         declared = headers.get(b"content-length")
         if declared is not None and not declared.isdigit():
             return 400, "bad_request", "invalid Content-Length header", "Content-Length"
-        has_body = (declared is not None and int(declared) > 0) or b"transfer-encoding" in headers
-        takes_body = scope["method"] in BODY_METHODS and (
-            self.body_paths is None or scope["path"] in self.body_paths
-        )
-        if has_body and not takes_body:
-            return 400, "bad_request", "this route takes no request body", None
         return None
+
+    def _takes_body(self, scope: Scope) -> bool:
+        anywhere = self.body_paths is None
+        return scope["method"] in BODY_METHODS and (anywhere or scope["path"] in self.body_paths)
 
     async def _admitted(
         self, scope: Scope, headers: dict[bytes, bytes], receive: Receive, send: Send
     ) -> bool:
-        """The token (401) and the declared size (413), each refused body drained first (``DRAIN_BYTES``)."""
+        """The token (401), a body where the route takes none (400) and the declared size (413); a refused
+        body is drained first (``DRAIN_BYTES``) where the route takes one, else refused unread at once."""
         declared = headers.get(b"content-length")
         size = int(declared) if declared is not None else None
         expect_continue = headers.get(b"expect", b"").lower() == b"100-continue"
+        takes_body = self._takes_body(scope)
         if self.token is not None and _protected(scope["path"]) and not _authorized(headers, self.token):
-            if not expect_continue:
+            if not expect_continue and takes_body:
                 await _drain(receive, size)
             await error_response(
                 401,
@@ -204,6 +204,12 @@ class RequestMiddleware:
                 "missing or wrong token: send the header 'Authorization: Bearer <token>'",
                 headers={"WWW-Authenticate": "Bearer", "Connection": "close"},
             )(scope, receive, send)
+            return False
+        if not takes_body and (bool(size) or b"transfer-encoding" in headers):
+            refused = error_response(
+                400, "bad_request", "this route takes no request body", headers={"Connection": "close"}
+            )
+            await refused(scope, receive, send)
             return False
         if size is not None and size > self.max_body_bytes:
             if not expect_continue:
