@@ -175,12 +175,14 @@ def serve(
     allowed_hosts: list[str] = typer.Option(
         [],
         "--allowed-hosts",
+        metavar="NAME",
         help="Without a token, a name besides the --host one, localhost and IP addresses that a request's "
         "Host may give (repeatable; guards against DNS rebinding). With a token any Host is answered.",
     ),
     forwarded_allow_ips: str | None = typer.Option(
         None,
         "--forwarded-allow-ips",
+        metavar="IPS",
         help="Comma-separated proxy addresses whose X-Forwarded-For / X-Forwarded-Proto are trusted "
         "(default: none, not even loopback).",
     ),
