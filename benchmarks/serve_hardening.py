@@ -13,7 +13,8 @@ service in this process, for each N; the cost per section shows whether it grows
 ``slow-bodies`` (issue 50): starts ``synopsis serve`` (defaults, built-in models; ``--token``: with a token)
 and opens CONNECTIONS sockets that send complete headers with ``Content-Length: 1000000`` (``GET /health``
 or, unauthenticated, ``POST /v1/summarize``), then one body byte every 2 s each, while a probe asks
-``GET /health`` every 100 ms and an authenticated lead-3 summary every 0.5 s, for ``--window`` seconds;
+``GET /health`` every 100 ms and an authenticated lead-3 summary every 0.5 s, for ``--window`` seconds
+(``--reconnect``: a connection the server closes is opened again at once, as a persistent attacker would);
 reports the share of probes answered, the server's descriptors at the peak and when the slow connections
 were all closed. ``--src DIR`` runs the server from another source tree (an earlier commit) to compare.
 
@@ -287,11 +288,11 @@ def _probing(port: int, token: bool, stop: threading.Event) -> tuple[list[thread
 
 
 def slow_bodies(
-    port: int, pid: int, connections: int, method: str, token: bool, window: float
+    port: int, pid: int, connections: int, method: str, token: bool, window: float, reconnect: bool
 ) -> dict[str, Any]:
-    """One slow-body run against a running server (module docstring): CONNECTIONS slow clients held for
-    ``window`` seconds (one that the server closes is opened again at once, as an attacker would), then no
-    more are opened and the rest are timed until the server has closed them all (at most 60 s)."""
+    """One slow-body run against a running server (module docstring): CONNECTIONS slow clients opened, for
+    ``window`` seconds (with ``reconnect`` one that the server closes is opened again at once), then the
+    rest are timed until the server has closed them all (at most 60 s more)."""
     stop = threading.Event()
     probes, seen = _probing(port, token, stop)
     selector = selectors.DefaultSelector()
@@ -334,7 +335,7 @@ def slow_bodies(
             lifetimes.append(time.monotonic() - opened.pop(client))
             selector.unregister(client)
             client.close()
-            if attacking:
+            if attacking and reconnect:
                 open_one()
         if time.monotonic() >= next_byte:  # one body byte every 2 s from each connection still open
             for client in list(opened):
@@ -357,6 +358,7 @@ def slow_bodies(
         "connections": connections,
         "method": method,
         "token": token,
+        "reconnect": reconnect,
         "window_s": window,
         "opened_in_s": round(opened_in, 2),
         "opened_in_all": counts["opened"],
@@ -435,7 +437,9 @@ def _slow_body_runs(args: argparse.Namespace) -> dict[str, Any]:
     with _server(args.src, args.token) as (port, server):
         for count in (int(n) for n in args.connections.split(",")):
             for method in args.methods.split(","):
-                runs.append(slow_bodies(port, server.pid, count, method, args.token, args.window))
+                runs.append(
+                    slow_bodies(port, server.pid, count, method, args.token, args.window, args.reconnect)
+                )
                 print(json.dumps(runs[-1]), flush=True)
                 time.sleep(3)  # what is left of one run closes before the next
     return {"src": args.src or "this tree", "runs": runs}
@@ -446,6 +450,7 @@ def main() -> None:
     parser.add_argument("what", choices=["slow-clients", "sections", "slow-bodies", "large-body"])
     parser.add_argument("--token", action="store_true", help="slow-bodies: the server has a token")
     parser.add_argument("--window", type=float, default=30.0)
+    parser.add_argument("--reconnect", action="store_true", help="slow-bodies: reopen what the server closes")
     parser.add_argument("--methods", default="GET,POST")
     parser.add_argument("--src", default=None, help="Run the server from this source tree (PYTHONPATH).")
     parser.add_argument("--concurrent", type=int, default=1)

@@ -104,6 +104,47 @@ def _limits_from_env() -> ConnectionLimits:
 #: What a connection is doing: no request in progress (idle, or its headers still arriving), its body
 #: arriving, or its request arrived and being answered.
 _WAITING, _RECEIVING, _ANSWERING = "waiting", "receiving", "answering"
+#: How long the order of the slow bodies, slowest first, is reused before it is sorted again.
+_RESORT_S = 0.25
+
+
+class _Room:
+    """The connections of one server that may be closed to make room, kept as they change so that a new
+    connection finds its victim without walking every connection (under a flood, each of hundreds of
+    connections a second did): those without a request in progress in the order they became so (oldest
+    first), and those whose body is arriving, sorted by how far they lag (re-sorted at most every
+    ``_RESORT_S`` seconds)."""
+
+    def __init__(self) -> None:
+        self.waiting: dict[GuardedH11Protocol, None] = {}
+        self.receiving: dict[GuardedH11Protocol, None] = {}
+        self._slowest_last: list[GuardedH11Protocol] = []
+        self._sorted_at = float("-inf")
+
+    def track(self, protocol: GuardedH11Protocol, phase: str | None) -> None:
+        """Where ``protocol`` now is (None: gone)."""
+        if phase == _WAITING:
+            self.waiting.setdefault(protocol, None)  # keeps its place while it stays waiting
+        else:
+            self.waiting.pop(protocol, None)
+        if phase == _RECEIVING:
+            self.receiving[protocol] = None
+        else:
+            self.receiving.pop(protocol, None)
+
+    def victim(self, newcomer: GuardedH11Protocol, now: float) -> GuardedH11Protocol | None:
+        """The oldest waiting connection, else the body furthest behind the minimum rate; None: neither."""
+        for other in self.waiting:
+            if other is not newcomer and not other.transport.is_closing():
+                return other
+        if not self._slowest_last or now - self._sorted_at > _RESORT_S:
+            self._slowest_last = sorted(self.receiving, key=GuardedH11Protocol._lags_at, reverse=True)
+            self._sorted_at = now
+        while self._slowest_last:
+            other = self._slowest_last.pop()
+            if other in self.receiving and not other.transport.is_closing():
+                return other
+        return None
 
 
 class GuardedH11Protocol(H11Protocol):
@@ -127,6 +168,10 @@ class GuardedH11Protocol(H11Protocol):
         self._body_bytes = 0
         self._head_tail = b""  # the last header bytes seen, for line ends split between reads
         self._head_bytes = 0
+        room = getattr(self.server_state, "synopsis_room", None)
+        if room is None:  # one per server: its connections share it
+            room = self.server_state.synopsis_room = _Room()  # type: ignore[attr-defined]
+        self._room: _Room = room
 
     # ------------------------------------------------------------------ uvicorn's callbacks
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -136,6 +181,7 @@ class GuardedH11Protocol(H11Protocol):
             self.transport.close()  # every other connection is being answered: this one waits its turn
             return
         self._start_request()
+        self._room.track(self, _WAITING)
 
     def data_received(self, data: bytes) -> None:
         phase = self._phase()
@@ -148,19 +194,24 @@ class GuardedH11Protocol(H11Protocol):
         elif phase == _RECEIVING:
             self._body_bytes += len(data)
         super().data_received(data)
-        if phase == _WAITING and self._phase() != _WAITING:
+        now = self._phase()
+        if phase == _WAITING and now != _WAITING:
             self._headers_done = self.loop.time()
-        if self._phase() == _ANSWERING:
+        if now == _ANSWERING:
             self._request_read()
+        if now != phase:
+            self._room.track(self, now)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self._room.track(self, None)
         super().connection_lost(exc)
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
         if self._phase() != _RECEIVING:  # else its body must still arrive in time (then it is closed)
             self._request_read()
+        self._room.track(self, self._phase())
 
     # ------------------------------------------------------------------ the request being read
     def _phase(self) -> str:
@@ -244,22 +295,14 @@ class GuardedH11Protocol(H11Protocol):
     def _make_room(self) -> bool:
         """Close the oldest other connection without a request in progress, else the one whose body lags
         furthest behind the minimum rate; False when every other one is being answered."""
-        others = [
-            other
-            for other in self.connections
-            if other is not self
-            and isinstance(other, GuardedH11Protocol)
-            and not other.transport.is_closing()
-        ]
-        waiting = [other for other in others if other._phase() == _WAITING]
-        if waiting:
-            min(waiting, key=lambda other: other._opened).transport.close()
-            return True
-        receiving = [other for other in others if other._phase() == _RECEIVING]
-        if receiving:
-            min(receiving, key=GuardedH11Protocol._lags_at)._refuse(503, "the server is full; retry shortly")
-            return True
-        return False
+        victim = self._room.victim(self, self.loop.time())
+        if victim is None:
+            return False
+        if victim._phase() == _WAITING:
+            victim.transport.close()
+        else:
+            victim._refuse(503, "the server is full; retry shortly")
+        return True
 
 
 _CODES = {400: "bad_request", 408: "timeout", 503: "busy"}
