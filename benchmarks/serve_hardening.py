@@ -299,6 +299,7 @@ def slow_bodies(
     opened: dict[socket.socket, float] = {}
     lifetimes: list[float] = []
     answers: dict[str, int] = {}
+    answered: set[socket.socket] = set()
     counts = {"refused_while_opening": 0, "opened": 0, "peak_fds": 0}
     started = time.monotonic()
 
@@ -330,8 +331,14 @@ def slow_bodies(
                 data = client.recv(4096)
             except OSError:
                 data = b""
-            status = data[9:12].decode("ascii", "replace") if data.startswith(b"HTTP/1.1 ") else "closed"
-            answers[status] = answers.get(status, 0) + 1
+            if data.startswith(b"HTTP/1.1 "):  # answered; the server may still hold the connection open
+                status = data[9:12].decode("ascii", "replace")
+                answers[status] = answers.get(status, 0) + 1
+                answered.add(client)
+            if data:
+                continue
+            if client not in answered:
+                answers["closed unanswered"] = answers.get("closed unanswered", 0) + 1
             lifetimes.append(time.monotonic() - opened.pop(client))
             selector.unregister(client)
             client.close()
@@ -368,6 +375,7 @@ def slow_bodies(
         "lifetime_s_median": round(statistics.median(lifetimes), 2) if lifetimes else None,
         "lifetime_s_max": round(max(lifetimes), 2) if lifetimes else None,
         "still_open_60s_after_the_attack_stopped": len(opened),
+        "all_closed_s_from_the_start": None if opened else round(drained - started, 2),
         "all_closed_s_after_the_attack_stopped": None
         if opened or stopped_at is None
         else round(max(0.0, drained - stopped_at), 2),
