@@ -225,8 +225,8 @@ _EXPERIMENTS = {
     ),
     "hibrids": _Experiment(
         "hibrids_scisummnet", "HibridsExperimentConfig", "run_hibrids_experiment", "scisummnet/, tokenizers/",
-        ("variants", "Comma-separated subset of base,sectok,hibrids-enc,hibrids-dec."),
-        "HIBRIDS (Cao & Wang, 2022): base, SECTOK, HIBRIDS-ENC and -DEC as small models on SciSummNet.",
+        ("variants", "Comma-separated subset of base,sectok,lvlsectok,hibrids-enc,hibrids-dec."),
+        "HIBRIDS (Cao & Wang, 2022): base, SECTOK, LVLSECTOK, HIBRIDS-ENC/-DEC on LVLSECTOK; SciSummNet.",
     ),
 }  # fmt: skip
 EXPERIMENT_COMMANDS = {name: _experiment_command(spec) for name, spec in _EXPERIMENTS.items()}
@@ -295,12 +295,23 @@ def convert_hibrids(
     encoder: bool = typer.Option(True, "--encoder/--no-encoder", help="Bias every encoder self-attention."),
     decoder: bool = typer.Option(True, "--decoder/--no-decoder", help="Bias the last cross-attention."),
     selected: bool = switch("--selected", "HIBRIDS-S: a table of salient relations only."),
+    shared_decoder_table: bool = switch(
+        "--shared-decoder-table",
+        "A decoder-table column shared by the heads, as the public code (default: one per head, the paper).",
+    ),
+    band_only: bool = switch(
+        "--band-only",
+        "LED: bias only the sliding band, as the public code (default: global tokens too, the paper).",
+    ),
 ) -> None:
     """Write a HIBRIDS checkpoint: the same weights plus zero-initialised section-tree bias tables (so it
     computes exactly the base model until trained); its config.json records the choice."""
     from synopsis.models.seq2seq import convert_checkpoint
 
-    convert_checkpoint("hibrids", source, output, encoder=encoder, decoder=decoder, selected=selected)
+    convert_checkpoint(
+        "hibrids", source, output, encoder=encoder, decoder=decoder, selected=selected,
+        decoder_per_head=not shared_decoder_table, global_bias=not band_only,
+    )  # fmt: skip
     parts = [name for name, on in (("encoder", encoder), ("decoder", decoder)) if on]
     typer.echo(f"wrote HIBRIDS ({' + '.join(parts)}{', selected relations' if selected else ''}) to {output}")
 

@@ -57,6 +57,7 @@ from synopsis.data.example import Example
 from synopsis.errors import CheckpointError, InputError
 from synopsis.io import open_for_atomic_write, write_directory_atomically, write_json
 from synopsis.models.inputs import Seq2SeqInputs, SourceEncoding
+from synopsis.models.lengths import generate_kwargs
 from synopsis.models.seq2seq import (
     CONVERTERS,
     convert_seq2seq,
@@ -305,7 +306,8 @@ class Seq2SeqTrainer:
             options = dict(self.config.convert)
             model = convert_seq2seq(options.pop("method"), model, tokenizer, **options)
         if self.config.generation:  # saved with the model: summarize decodes this way by default
-            model.generation_config.update(**self.config.generation)
+            decoding = DecodingOptions.from_mapping(self.config.generation)  # lengths in summary tokens
+            model.generation_config.update(**generate_kwargs(decoding, model.generation_config))
         return model, tokenizer
 
     # ------------------------------------------------------------------ data
@@ -434,6 +436,14 @@ class Seq2SeqTrainer:
             output.logits, batch["labels"], self.config.label_smoothing, self.config.label_smoothing_form
         )
 
+    def _eval_decoding(self, model: Any) -> dict[str, Any]:
+        """``generate()``'s arguments for dev predictions: ``eval_max_length`` summary tokens, over the
+        checkpoint's own maximum (:func:`~synopsis.models.lengths.generate_kwargs`)."""
+        cfg = self.config
+        options = {"num_beams": cfg.eval_num_beams, "max_length": cfg.eval_max_length}
+        kwargs = generate_kwargs(DecodingOptions.from_mapping(options), model.generation_config)
+        return {**kwargs, "no_repeat_ngram_size": cfg.eval_no_repeat_ngram_size}
+
     @torch.inference_mode()
     def predict(self, sources: Sequence[SourceEncoding]) -> list[str]:
         model = self.distributed.unwrap(self.model)
@@ -444,12 +454,7 @@ class Seq2SeqTrainer:
             batch = self.inputs.model_inputs(
                 self.inputs.collate(sources[start : start + size]), self.distributed.device
             )
-            output = model.generate(
-                **batch,
-                num_beams=self.config.eval_num_beams,
-                max_length=self.config.eval_max_length,
-                no_repeat_ngram_size=self.config.eval_no_repeat_ngram_size,
-            )
+            output = model.generate(**batch, **self._eval_decoding(model))
             predictions += self.tokenizer.batch_decode(output, skip_special_tokens=True)
         return [p.strip() for p in predictions]
 
