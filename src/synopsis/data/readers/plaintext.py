@@ -21,7 +21,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from synopsis.document import Document, Paragraph, Section
+from synopsis.document import Document, Paragraph, Section, current_budget
 from synopsis.text import line_blocks, lines_blocks
 
 Line = tuple[str, int]  # a line with its start in the text
@@ -31,6 +31,7 @@ _NUMBERED = re.compile(r"^\s{0,4}(\d{1,2}(?:\.\d{1,2}){0,3})\.?\s+(\S.*?)\s*$")
 _ITEM = re.compile(r"^\s*(?:[-*+•‣◦▪]|\d{1,3}(?:\.\d{1,3})*[.)])\s+\S")
 _PROMPT = re.compile(r"^\s*(?:\$|%|>>>|[A-Z]:\\>)\s+\S")
 _COMPILER = re.compile(r"^\s*[\w./+-]+\.\w{1,4}:(?:\d+:)*\s")
+_INDENT = re.compile(r"^([ \t]*)\S", re.MULTILINE)
 _CONTENTS = re.compile(r"^\s*(?:table of )?contents:?\s*$", re.IGNORECASE)
 #: Longest heading, in words; up to :data:`LONG_HEADING_WORDS` when it is a block of its own (a numbered
 #: question of a FAQ may run over two lines).
@@ -53,11 +54,17 @@ class _Heading:
 def parse_plain_text(text: str, document_id: str | None = None) -> Document:
     """Plain text as a Document with sections from its headings and code blocks from its code (see the
     module docstring); without headings it is one section of paragraphs, as before."""
-    blocks = line_blocks(text)
-    base = _usual_indent(blocks)
+    base = _usual_indent(text)
+    budget = current_budget()  # counted as they are made, so a document over a limit stops here
     items: list[_Heading | Paragraph] = []
-    for lines in blocks:
-        items.extend(_read_block(lines, base))
+    for lines in line_blocks(text):
+        for item in _read_block(lines, base):
+            if isinstance(item, _Heading):
+                budget.section()
+            else:
+                budget.block()
+                budget.paragraph(item)
+            items.append(item)
     numbered = sum(isinstance(i, _Heading) and i.number is not None for i in items)
     if numbered == 1:  # one numbered line is a list item, not a numbering of the document's parts
         items = [_as_paragraph(i, text) if isinstance(i, _Heading) and i.number else i for i in items]
@@ -84,9 +91,9 @@ def _style_reused(heading: _Heading, items: list[_Heading | Paragraph]) -> bool:
     return any(isinstance(i, _Heading) and i.style == heading.style for i in items if i is not heading)
 
 
-def _usual_indent(blocks: list[list[Line]]) -> int:
+def _usual_indent(text: str) -> int:
     """The indentation most lines have (a licence indents its paragraphs' first lines by two, no more)."""
-    counts = Counter(len(line) - len(line.lstrip()) for lines in blocks for line, _ in lines)
+    counts = Counter(len(match.group(1)) for match in _INDENT.finditer(text))
     return counts.most_common(1)[0][0] if counts else 0
 
 
