@@ -26,6 +26,7 @@ from rich.console import Console
 from synopsis.cli import data as data_cli
 from synopsis.cli import evaluate as evaluate_cli
 from synopsis.cli import lm as lm_cli
+from synopsis.cli import models as models_cli
 from synopsis.cli import pointer_generator as pointer_generator_cli
 from synopsis.cli import runtime
 from synopsis.cli import seq2seq as seq2seq_cli
@@ -50,6 +51,7 @@ convert_app = typer.Typer(
 app.command("summarize")(summarize_cli.summarize)
 app.command("evaluate")(evaluate_cli.evaluate)
 app.command("serve")(serve_cli.serve)
+app.command("models")(models_cli.models)
 app.add_typer(data_cli.app, name="data")
 app.add_typer(lm_cli.app, name="lm")
 app.add_typer(train_app, name="train")

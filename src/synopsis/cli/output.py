@@ -286,7 +286,10 @@ def record_writer(form: str, sink: Any, labelled: bool, corpus: bool, outline: b
 
 
 def section_lines(section: Any, markdown: bool) -> list[str]:
-    """A section's heading (``#`` by depth) and summary."""
+    """A section's heading (``#`` by depth) and summary; nothing for a section without a summary or
+    subsections to head (a heading over no text, or over code only)."""
+    if not section.summary and not any(not child.skipped for child in section.sections):
+        return []
     lines = []
     if section.path or section.heading is not None:
         heading = section.heading if section.heading is not None else "(untitled)"
@@ -297,11 +300,10 @@ def section_lines(section: Any, markdown: bool) -> list[str]:
 
 
 def document_summary_lines(result: Any, markdown: bool) -> list[str]:
-    """A summary by section's document summary, with its word count (and its note, one line)."""
+    """A summary by section's document summary, with its word count (its note goes once to stderr, as
+    the library logs it, and into the JSON)."""
     words = sum(s.words for s in result.summary)
     lines = [f"**Summary** ({words} words)\n" if markdown else f"== summary ({words} words)\n"]
-    if result.note:  # e.g. why the default summary is extractive: one line the reader must see
-        lines.append(f"_{result.note}_\n" if markdown else f"({result.note})\n")
     return lines + [f"{sentence.text}\n" for sentence in result.summary]
 
 

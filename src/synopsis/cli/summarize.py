@@ -14,6 +14,7 @@ from typing import Any
 
 import typer
 
+from synopsis.cli.models import resolve_model_option, revision_option
 from synopsis.cli.options import (
     count_option,
     decoding_option,
@@ -43,21 +44,28 @@ NEURAL_BATCH_SIZE = 16
 
 
 def summarize(
-    inputs: list[Path] = typer.Argument(..., help="Document file(s), or one corpus file/dir with --corpus."),
+    inputs: list[Path] = typer.Argument(
+        ..., help="Document file(s) ('-': standard input, its format sniffed), or one corpus with --corpus."
+    ),
     method: str | None = typer.Option(
         None,
         "--method",
-        help=f"{methods_help()}. Default: default; with --model and no --method, the model's config.json "
-        "decides.",
+        help=f"{methods_help()}. With --model and no --method, its config.json decides.",
     ),
     model: Path | None = typer.Option(
-        None, "--model", "-m", help="Model directory (a pointer-generator or a Hugging Face checkpoint)."
+        None,
+        "--model",
+        "-m",
+        help="Model directory (a pointer-generator or a Hugging Face checkpoint), or a Hugging Face hub id "
+        "(org/name, e.g. facebook/bart-large-cnn: from the hub cache, downloaded when online).",
     ),
+    revision: str | None = revision_option(),
     instruction: list[str] | None = typer.Option(
         None,
         "--instruction",
         "-i",
-        help="Instruction or query (centrality, T5/InstructSum); repeat it for one summary per instruction.",
+        help="Instruction or query: salient and the default rank sentences by relevance to it with "
+        "centrality; also centrality, T5/InstructSum. Repeat it for one summary per instruction.",
     ),
     no_cache: bool = switch(
         "--no-cache", "InstructSum: encode every prompt in full (same block mask; for checks)."
@@ -84,7 +92,9 @@ def summarize(
         "Continue an interrupted run: keep what --output holds and skip those summaries (forms written line "
         "by line: .jsonl by id, a corpus's text by count).",
     ),
-    k: int = count_option(3, "--k", help="Sentences to extract (centrality)."),
+    k: int = count_option(
+        3, "--k", help="Sentences to extract per section (salient and the default's, centrality)."
+    ),
     num_beams: int | None = decoding_option("num_beams"),
     min_length: int | None = decoding_option("min_length"),
     max_length: int | None = decoding_option("max_length"),
@@ -149,6 +159,7 @@ def summarize(
                 dict(num_beams=num_beams, min_length=min_length, max_length=max_length,
                      length_penalty=length_penalty, no_repeat_ngram_size=no_repeat_ngram_size)
             )  # fmt: skip
+            model = resolve_model_option(model, revision, json_output=form in ("json", "jsonl"))
             spec = ModelSpec(
                 method, model, k, max_source_length, not no_cache, dtype, threads, decoding,
                 process_device(device, shard),
@@ -269,12 +280,13 @@ def _prepare(shard: Shard, run: RunSpec, spec: ModelSpec, wanted: Wanted) -> Job
     _check_run(shard, run, wanted.form)
     refuse_to_overwrite_inputs(output, [*run.inputs, spec.model], "--output")
     _check_model_path(spec.model)
+    files = None if corpus else _file_items(run)  # read and checked before any model loads
 
     summarizer = spec.load()  # on spec.device: with one line saying where the model runs
     info = summarizer.describe()
     if run.instructions and not info.instructions:
         log.warning("--instruction is ignored: %s does not take instructions", type(summarizer).__name__)
-    items = _corpus_items(run, info) if corpus else _file_items(run)
+    items = files if files is not None else _corpus_items(run, info)
     # A corpus by document unless asked: the papers' evaluations read what the model reads of each.
     by = "document" if corpus and wanted.by == "auto" else wanted.by
     request = SummarizeRequest(items, by, wanted.max_words, spec.decoding, wanted.form)
@@ -310,7 +322,7 @@ def _check_run(shard: Shard, run: RunSpec, form: str) -> None:
     if corpus and len(run.instructions) > 1:
         raise InputError("--corpus takes at most one --instruction (it applies to every example)")
     for path in run.inputs:
-        if not path.exists():
+        if not path.exists() and str(path) != STDIN:
             raise missing_path(path)
 
 
@@ -344,11 +356,31 @@ def _file_items(run: RunSpec) -> list[RequestItem]:
     wanted: list[str | None] = list(run.instructions) or [None]
     items = []
     for path in run.inputs:
-        parsed = read_source(path, run.input_format, run.max_input_mb)
+        parsed = _read_input(path, run.input_format, run.max_input_mb)
         for instruction in wanted:
             name = f"{path} | {instruction}" if len(wanted) > 1 else str(path)
             items.append(RequestItem(name, parsed, instruction))
     return items
+
+
+#: The input name that reads standard input.
+STDIN = "-"
+
+
+def _read_input(path: Path, input_format: str, max_mb: float) -> Any:
+    """One document file, or standard input for ``-`` (its format sniffed from the content, as pasted text
+    is); ``--format json`` on a file that is not JSON says where JSON output is asked for."""
+    import sys
+
+    try:
+        if str(path) == STDIN:
+            return read_source(sys.stdin.read(), input_format)
+        return read_source(path, input_format, max_mb)
+    except InputError as err:
+        if input_format == "json" and "JSON" in str(err):
+            hint = "--format is the input's format; for JSON output: --output-format json"
+            raise InputError(f"{err} ({hint})") from None
+        raise
 
 
 def _check_model_path(model: Path | None) -> None:

@@ -78,16 +78,14 @@ def run_in_batches(job: Job, writer: Any) -> None:
     """A one-process run: every item ``writer`` (:func:`synopsis.cli.output.record_writer`) does not hold
     yet, a batch at a time, through the runner, to the writer."""
     hooks = RunHooks(section=writer.section, summary=writer.summary)
-    # A long document's windows: a count with the rate on stderr (a spinner on a terminal).
-    with ProgressReporter(
-        "summarizing by section", None, "windows", enabled=False if job.corpus else None
-    ) as bar:
-        seen = [0]  # windows of the document being summarized by section
+    # A long document's windows (an extractive method's: its sections) as n/N with the rate and ETA.
+    unit = getattr(job.summarizer, "progress_unit", "windows")
+    with ProgressReporter("summarizing by section", None, unit, enabled=False if job.corpus else None) as bar:
 
-        def advance(done: int, _: int) -> None:
-            seen[0] = 0 if done < seen[0] else seen[0]
-            bar.advance(done - seen[0])
-            seen[0] = done
+        def advance(done: int, total: int) -> None:
+            if total != bar.total or done < bar.completed:  # a new run (the next document or instruction)
+                bar.update(total=total, completed=0)
+            bar.advance(done - bar.completed)
 
         def summarize_rows(rows: list[int], _: int) -> None:
             writer.labels = [job.items[i].id for i in rows]

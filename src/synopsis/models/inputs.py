@@ -53,18 +53,32 @@ DEFAULT_MAX_INSTRUCTION_LENGTH = 128
 PAD_VALUES = {"sentence_ids": -1, "section_ids": -1, "segment_ids": SOURCE_SEGMENT}
 
 
-def model_max_source_length(config: Any, tokenizer: PreTrainedTokenizerBase) -> int:
-    """The longest input the model can encode: its position table, or T5's conventional 512 (InstructSum's
-    source part: the paper's 1024)."""
+def source_length_limits(config: Any, tokenizer: PreTrainedTokenizerBase) -> tuple[int, int]:
+    """(default, maximum) input length in tokens.
+
+    A model with a position table reads at most that many; by default, what its tokenizer truncates to
+    (``model_max_length``, the checkpoint's own input length) when that is shorter. A T5-family model has
+    relative positions and no hard limit: by default its tokenizer's length, else its family's
+    (:attr:`~synopsis.models.registry.CheckpointType.source_length`: T5's conventional 512, LongT5's 16k),
+    and a stock T5 accepts up to 1024 when asked (InstructSum's "Full" baseline at inference).
+    InstructSum's source part: the paper's 1024."""
     entry = checkpoint_type(config)
     if entry is not None and entry.instructsum:
-        return INSTRUCTSUM_MAX_SOURCE_TOKENS
-    if is_family(config, "led") or hasattr(config, "max_encoder_position_embeddings"):
-        return int(config.max_encoder_position_embeddings)
-    if hasattr(config, "max_position_embeddings") and not is_family(config, "t5", stock=True):
-        return int(config.max_position_embeddings)
-    limit = tokenizer.model_max_length
-    return int(limit) if limit and limit < 1_000_000 else T5_DEFAULT_MAX_SOURCE_LENGTH
+        return INSTRUCTSUM_MAX_SOURCE_TOKENS, INSTRUCTSUM_MAX_SOURCE_TOKENS
+    stated = tokenizer.model_max_length
+    stated = int(stated) if stated and stated < 1_000_000 else None
+    table = getattr(config, "max_encoder_position_embeddings", None)
+    if table is None and not is_family(config, "t5", stock=True):
+        table = getattr(config, "max_position_embeddings", None)
+    if table is not None:
+        return min(int(table), stated or int(table)), int(table)
+    default = stated or (entry.source_length if entry is not None else T5_DEFAULT_MAX_SOURCE_LENGTH)
+    return default, max(default, T5_MAX_SOURCE_LENGTH) if is_family(config, "t5", stock=True) else default
+
+
+def model_max_source_length(config: Any, tokenizer: PreTrainedTokenizerBase) -> int:
+    """The input length a model reads by default (:func:`source_length_limits`)."""
+    return source_length_limits(config, tokenizer)[0]
 
 
 def default_source_prefix(config: Any) -> str:
@@ -203,10 +217,7 @@ class Seq2SeqInputs:
     ) -> None:
         self.config = model_config
         self.tokenizer = tokenizer
-        limit = model_max_source_length(model_config, tokenizer)
-        # T5's relative positions have no hard limit; InstructSum's paper trains its T5 "Full" baseline at
-        # 512 and raises the limit to 1024 at inference, so a plain T5 accepts up to 1024 when asked.
-        maximum = max(limit, T5_MAX_SOURCE_LENGTH) if is_family(model_config, "t5", stock=True) else limit
+        limit, maximum = source_length_limits(model_config, tokenizer)
         if max_source_length is not None and not 1 <= max_source_length <= maximum:
             raise ConfigError(
                 f"max_source_length must be in 1..{maximum} (the model's maximum), got {max_source_length}"

@@ -94,7 +94,7 @@ def _seq2seq(o: LoadOptions, m: re.Match[str]) -> Summarizer:
     from synopsis.summarizers.seq2seq import Seq2SeqSummarizer
 
     if o.model is None:
-        raise SynopsisError("--method seq2seq needs --model DIR (a local Hugging Face checkpoint)")
+        raise SynopsisError("--method seq2seq needs --model (a Hugging Face directory or hub id)")
     return Seq2SeqSummarizer.from_pretrained(
         o.model, max_source_length=o.max_source_length, instruction_cache=o.instruction_cache, dtype=o.dtype,
         device=o.device, decoding=o.decoding,
@@ -103,13 +103,23 @@ def _seq2seq(o: LoadOptions, m: re.Match[str]) -> Summarizer:
 
 #: Every method, once: ``--method``'s help, the error for an unknown one and :func:`load_summarizer` read it.
 METHOD_TABLE = (
-    Method("default", "the bundled model in its domain, else salient sentences with a note", _default),
-    Method("pointer-generator", "the bundled model, or --model DIR", _pointer_generator),
-    Method("seq2seq", "a Hugging Face checkpoint (--model DIR)", _seq2seq),
-    Method("salient", "salient sentences (embeddings, else TF-IDF)", _salient),
-    Method("lead-K", "the first K sentences, any K >= 1", _lead),
-    Method("oracle", "the sentences closest to the reference", _oracle),
-    Method("centrality", "the most central sentences, query-aware", _centrality),
+    Method(
+        "default",
+        "(without --method) the bundled pointer-generator for a paper abstract, for anything else salient "
+        "sentences, with a note saying so",
+        _default,
+    ),
+    Method("pointer-generator", "the bundled model (or --model) on any text", _pointer_generator),
+    Method("seq2seq", "a BART, T5, LED or HIBRIDS checkpoint (--model: a directory or a hub id)", _seq2seq),
+    Method(
+        "salient",
+        "the most central informative sentences per section, and a document summary led by what the "
+        "document is",
+        _salient,
+    ),
+    Method("lead-K", "the first K sentences (any K >= 1)", _lead),
+    Method("oracle", "the greedy ROUGE oracle (needs references)", _oracle),
+    Method("centrality", "the most central sentences", _centrality),
 )
 #: Methods ``synopsis summarize --method`` accepts (``lead-K`` takes any K >= 1).
 METHODS = tuple(method.name for method in METHOD_TABLE)
@@ -145,6 +155,7 @@ def load_summarizer(
     method: str | None = None,
     model: str | Path | None = None,
     *,
+    revision: str | None = None,
     k: int = 3,
     max_source_length: int | None = None,
     instruction_cache: bool = True,
@@ -155,6 +166,10 @@ def load_summarizer(
 ) -> Summarizer:
     """Build the summarizer for ``method`` (:data:`METHOD_TABLE`); with ``model`` and no method, the
     directory's config decides.
+
+    ``model`` is a local directory or a Hugging Face hub id ``org/name`` (at ``revision``), read from
+    huggingface_hub's cache and downloaded into it when online (:func:`synopsis.models.names.
+    resolve_seq2seq`).
 
     Without either: ``default``, the bundled pointer-generator for documents in its domain (paper abstracts)
     and salient sentences for the rest, each with a note saying so (a named method or model is never
@@ -167,6 +182,12 @@ def load_summarizer(
     computes: ``auto`` (a GPU when torch sees one, else the CPU), ``cpu``, ``cuda`` or ``cuda:N``
     (:func:`~synopsis.sharding.resolve_device`; an unusable one is an :class:`~synopsis.errors.InputError`).
     """
+    if model is not None or revision is not None:
+        from synopsis.models.names import resolve_seq2seq
+
+        if model is None:
+            raise SynopsisError(f"revision {revision!r}: give the hub model it applies to (model='org/name')")
+        model = resolve_seq2seq(model, revision)
     if method is None:
         method = _model_family(Path(model)) if model is not None else DEFAULT_METHOD
     if generation:  # loose keywords: built into one value here, checked once

@@ -567,6 +567,8 @@ def _document_summary(
     root, _, skipped = tree
     if skipped:
         logger.info("%s: skipped %d empty section(s)", document.id or f"document {d + 1}", skipped)
+    if note:  # once, on stderr (as by document); the result carries it too
+        logger.warning("%s: %s", document.id or f"document {d + 1}", note)
     preface = SectionSummary(root.heading, (), root.summary, [], root.words, 0) if root.summary else None
     result = DocumentSummary(document.id, [], root.sections, skipped, preface, note)
     flat = [s for section in result.walk() for s in section.summary]

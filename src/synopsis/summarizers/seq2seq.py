@@ -1,4 +1,4 @@
-"""Summaries from a local Hugging Face seq2seq checkpoint (BART, Hie-BART, T5, LED, InstructSum) with
+"""Summaries from a Hugging Face seq2seq checkpoint (BART, PEGASUS, T5, LED, ..., Hie-BART, InstructSum) with
 ``generate()``.
 
 An InstructSum checkpoint encodes each distinct document once: its source part goes into a byte-bounded LRU

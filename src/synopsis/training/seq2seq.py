@@ -77,9 +77,10 @@ METRICS = ("rouge1", "rouge2", "rougeL")
 class Seq2SeqTrainConfig(ForHardware):
     """Settings of ``synopsis train seq2seq`` (YAML keys; CLI options override them)."""
 
-    model: str  # local Hugging Face model directory (weights optional with random_init)
+    model: str  # a Hugging Face model: a local directory or a hub id org/name (weights optional: random_init)
     output_dir: str
     train_path: str
+    revision: str | None = None  # with a hub id: its branch, tag or commit (default: main)
     train_corpus: str = "synopsis"  # any synopsis.data.readers corpus name
     train_split: str | None = None
     dev_path: str | None = None  # default: train_path
@@ -259,7 +260,7 @@ class Seq2SeqTrainer:
         dist.set_precision(config.precision)
         torch.manual_seed(config.seed)
         # a checkpoint is a complete model dir (its tokenizer has Hie-BART's marker too)
-        model, self.tokenizer = self.load_model(latest or Path(config.model), random_init=latest is None)
+        model, self.tokenizer = self.load_model(latest or config.model, random_init=latest is None)
         self.inputs = self.inputs_class(
             model.config,
             self.tokenizer,
@@ -298,10 +299,13 @@ class Seq2SeqTrainer:
             dist.seed_ranks(config.seed)
         dist.barrier()  # every process has read the run directory before anyone writes
 
-    def load_model(self, directory: Path, random_init: bool) -> tuple[Any, Any]:
+    def load_model(self, directory: str | Path, random_init: bool) -> tuple[Any, Any]:
         """(model, tokenizer) from the starting model (converted if asked) or a run's checkpoint."""
         # stored weights (a starting model or a run's checkpoint) are checked for NaN/inf by load_seq2seq
-        model, tokenizer = load_seq2seq(directory, random_init=random_init and self.config.random_init)
+        revision = self.config.revision if random_init else None  # a run's checkpoint is a directory
+        model, tokenizer = load_seq2seq(
+            directory, random_init=random_init and self.config.random_init, revision=revision
+        )
         if random_init and self.config.convert is not None:  # a checkpoint is already converted
             options = dict(self.config.convert)
             model = convert_seq2seq(options.pop("method"), model, tokenizer, **options)
@@ -565,12 +569,13 @@ def memory_plan(config: Seq2SeqTrainConfig) -> MemoryPlan:
     from transformers import AutoConfig
 
     from synopsis.models.inputs import model_max_source_length
-    from synopsis.models.seq2seq import load_tokenizer, read_model_config
+    from synopsis.models.seq2seq import load_tokenizer, read_model_config, resolve_seq2seq
 
-    read_model_config(config.model)  # one-line errors for a missing or broken config.json
-    model_config = AutoConfig.from_pretrained(config.model, local_files_only=True)
+    directory = resolve_seq2seq(config.model, config.revision)
+    read_model_config(directory)  # one-line errors for a missing or broken config.json
+    model_config = AutoConfig.from_pretrained(directory, local_files_only=True)
     model = meta_model(model_config)
-    tokenizer = load_tokenizer(config.model)
+    tokenizer = load_tokenizer(directory)
     if config.convert is not None:
         options = dict(config.convert)
         with torch.device("meta"):  # the converted model's new parameters are shapes only too

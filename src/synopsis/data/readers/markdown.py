@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from functools import lru_cache
+from typing import Any
 
 from markdown_it import MarkdownIt
 from markdown_it.common.html_blocks import block_names
@@ -20,7 +21,7 @@ from markdown_it.token import Token
 from mdit_py_plugins.footnote import footnote_plugin
 from mdit_py_plugins.front_matter import front_matter_plugin
 
-from synopsis.document import Document, Paragraph, Section
+from synopsis.document import Document, Paragraph, Section, current_budget
 from synopsis.text import SourceMap
 
 #: HTML elements that may stand inline (the block-level names come from markdown-it's CommonMark list). A
@@ -43,12 +44,43 @@ _CONTAINERS = {
 _CLOSERS = {"bullet_list_close", "ordered_list_close", "blockquote_close", "footnote_close"}
 
 
+#: Block rules whose every match is a section, or a block (a paragraph holds at least one sentence):
+#: counted against the :class:`~synopsis.document.ParseBudget` in force as markdown-it finds them.
+_COUNTED_RULES = {
+    "heading": "section",
+    "lheading": "section",
+    "paragraph": "block",
+    "code": "block",
+    "fence": "block",
+    "html_block": "block",
+    "table": "block",
+}
+
+
 @lru_cache(maxsize=1)
 def _parser() -> MarkdownIt:
     parser = MarkdownIt("commonmark").enable("table").use(front_matter_plugin).use(footnote_plugin)
     # Escapes and entities stay tokens of their own (text_special), so each maps to its own markup.
     parser.disable("text_join")
+    for rule in parser.block.ruler.__rules__:
+        if rule.name in _COUNTED_RULES:
+            parser.block.ruler.at(rule.name, _counted(rule.fn, _COUNTED_RULES[rule.name]), {"alt": rule.alt})
     return parser
+
+
+def _counted(rule: Any, what: str) -> Any:
+    """``rule`` counting each block it makes against the budget in force, which stops the block parser at
+    a limit: before, a document of a million empty headings was tokenized whole (minutes, gigabytes)
+    before the service's section limit applied."""
+
+    def counted(state: Any, start: int, end: int, silent: bool) -> bool:
+        found = rule(state, start, end, silent)
+        if found and not silent:
+            budget = current_budget()
+            budget.section() if what == "section" else budget.block()
+        return found
+
+    return counted
 
 
 def is_html_markup(html: str) -> bool:
@@ -82,6 +114,22 @@ class _InlineMapper:
         self.mapped = SourceMap()
         self.links = 0  # how many links the cursor is inside
         self.only_links = True  # no word outside a link so far (a table of contents' entry, a link list)
+        #: where markup opened before the next text ("[", "**", "`", "<"), so that a sentence that starts
+        #: with a link, emphasis or a code span starts its span at the markup's first character
+        self.opening: int | None = None
+
+    def open(self, markup: str) -> None:
+        """Markup opening before text: the next text's first character starts at it (at the outermost
+        markup, for ``**[text](...)**``)."""
+        found = self.find(markup)
+        if found >= 0 and self.opening is None:
+            self.opening = found
+
+    def _opened(self, count: int) -> None:
+        """The first of the ``count`` characters just added starts at the markup that opened before it."""
+        if self.opening is not None:
+            self.mapped.start_at(len(self.mapped) - count, self.opening)
+            self.opening = None
 
     def find(self, needle: str) -> int:
         return self.source.find(needle, self.cursor, self.end) if needle else -1
@@ -93,6 +141,8 @@ class _InlineMapper:
         if found >= 0:
             self.mapped.add(text, found)
             self.cursor = found + len(text)
+            if text:
+                self._opened(len(text))
             return
         # Text the parser normalised (an autolink's decoded URL, a code span's line ends): character by
         # character, whitespace mapped to where the cursor stands.
@@ -151,7 +201,11 @@ class _InlineMapper:
                 else:
                     self.mapped.add(child.content, found, found + len(child.markup))
                     self.cursor = found + len(child.markup)
+                    self._opened(len(child.content))
+            elif kind in ("strong_open", "em_open"):
+                self.open(child.markup)
             elif kind == "code_inline":
+                self.open(child.markup)
                 self.skip(child.markup)
                 self.add_text(child.content)
                 self.skip(child.markup)
@@ -163,11 +217,13 @@ class _InlineMapper:
                 else:
                     self.add_text(child.content)
             elif kind == "image":
+                self.open("![")
                 self.skip("![")
                 self.feed(child.children or [])
                 self.skip_link_end()
             elif kind == "link_open":
                 self.links += 1
+                self.open("<" if child.markup == "autolink" else "[")
                 if child.markup == "autolink":
                     self.skip("<")
             elif kind == "link_close":
@@ -215,8 +271,9 @@ def parse_markdown_text(text: str, document_id: str | None = None) -> Document:
     are the top-level sections. Paragraphs are prose, or list items, quotes and footnotes by their innermost
     container; they are sentence-split. Code blocks, tables, HTML blocks and front matter are kept whole.
     """
+    budget = current_budget()
+    tokens = _parser().parse(text)  # stops at a limit of the budget (_counted)
     lines = _Lines(text)
-    tokens = _parser().parse(text)
     root = Section()
     first = next((i for i, t in enumerate(tokens) if t.type != "front_matter"), len(tokens))
     h1_count = sum(1 for t in tokens if t.type == "heading_open" and t.tag == "h1")
@@ -264,6 +321,7 @@ def parse_markdown_text(text: str, document_id: str | None = None) -> Document:
                 inline = _parser().parseInline(token.content)[0]
                 inline.map = token.map
                 paragraph = _inline_paragraph(inline, lines, containers[-1] if containers else "prose")
+        budget.paragraph(paragraph)  # its words, against the budget in force
         if paragraph is not None and paragraph.kind == "footnote":
             footnotes.append(paragraph)
         elif paragraph is not None:
