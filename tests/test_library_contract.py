@@ -36,7 +36,8 @@ def test_one_method_table_feeds_help_errors_and_loading(capsys: pytest.CaptureFi
 
     command = typer.main.get_command(app).commands["summarize"]  # type: ignore[attr-defined]
     (method_help,) = [p.help for p in command.params if "--method" in getattr(p, "opts", [])]
-    assert all(f"{m.name}: {m.description}" in method_help for m in METHOD_TABLE)
+    assert all(m.description in method_help for m in METHOD_TABLE)
+    assert all(f"{m.name}: " in method_help for m in METHOD_TABLE if m.name != "default")
     with pytest.raises(SynopsisError) as unknown:
         load_summarizer("lead3")
     assert str(unknown.value).endswith(", ".join(METHODS))

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import torch
 import transformers
-from tiny_models import bart_tokenizer, save_tiny_bart, save_tiny_t5, t5_tokenizer
 from transformers import GenerationConfig
+
+from helpers.tiny_models import bart_tokenizer, save_tiny_bart, save_tiny_t5, t5_tokenizer
 
 #: Each tiny model's own decoding (its generation_config.json): not the library's defaults, so a run that
 #: ignored them would decode otherwise.

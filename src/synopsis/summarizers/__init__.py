@@ -105,8 +105,8 @@ def _seq2seq(o: LoadOptions, m: re.Match[str]) -> Summarizer:
 METHOD_TABLE = (
     Method(
         "default",
-        "(without --method) the bundled pointer-generator for a paper abstract, for anything else salient "
-        "sentences, with a note saying so",
+        "the bundled pointer-generator for a paper abstract, for anything else salient sentences, with a "
+        "note saying so",
         _default,
     ),
     Method("pointer-generator", "the bundled model (or --model) on any text", _pointer_generator),
@@ -129,8 +129,14 @@ DEFAULT_METHOD = "default"
 
 
 def methods_help() -> str:
-    """``--method``'s help: every method with its line."""
-    return "; ".join(f"{m.name}: {m.description}" for m in METHOD_TABLE)
+    """``--method``'s help: what happens without it (:data:`DEFAULT_METHOD`), then every method's line."""
+    lines = [
+        f"Without it (the default): {m.description}"
+        if m.name == DEFAULT_METHOD
+        else f"{m.name}: {m.description}"
+        for m in METHOD_TABLE
+    ]
+    return ". ".join(lines)
 
 
 def find_method(name: str) -> tuple[Method, re.Match[str]]:
