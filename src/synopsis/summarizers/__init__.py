@@ -101,22 +101,19 @@ def _seq2seq(o: LoadOptions, m: re.Match[str]) -> Summarizer:
     )  # fmt: skip
 
 
+_DEFAULT_LINE = (
+    "the bundled pointer-generator for a paper abstract, for anything else salient sentences, with a note "
+    "saying so"
+)
+_SALIENT_LINE = (
+    "the most central informative sentences per section, and a document summary led by what the document is"
+)
 #: Every method, once: ``--method``'s help, the error for an unknown one and :func:`load_summarizer` read it.
 METHOD_TABLE = (
-    Method(
-        "default",
-        "the bundled pointer-generator for a paper abstract, for anything else salient sentences, with a "
-        "note saying so",
-        _default,
-    ),
+    Method("default", _DEFAULT_LINE, _default),
     Method("pointer-generator", "the bundled model (or --model) on any text", _pointer_generator),
     Method("seq2seq", "a BART, T5, LED or HIBRIDS checkpoint (--model: a directory or a hub id)", _seq2seq),
-    Method(
-        "salient",
-        "the most central informative sentences per section, and a document summary led by what the "
-        "document is",
-        _salient,
-    ),
+    Method("salient", _SALIENT_LINE, _salient),
     Method("lead-K", "the first K sentences (any K >= 1)", _lead),
     Method("oracle", "the greedy ROUGE oracle (needs references)", _oracle),
     Method("centrality", "the most central sentences", _centrality),
