@@ -12,7 +12,13 @@ from typing import Any
 
 import typer
 
-from synopsis.config import AT_LEAST_ONE, DECODING_OPTIONS, NON_NEGATIVE, Range, default_threads
+from synopsis.config import (
+    AT_LEAST_ONE,
+    DECODING_OPTIONS,
+    NON_NEGATIVE,
+    Range,
+    use_threads,
+)
 from synopsis.sharding import DEVICE_CHOICES
 
 #: What the help of a decoding flag adds: which methods take it and what it defaults to.
@@ -116,7 +122,7 @@ def decoding_option(name: str) -> Any:
 
 def set_torch_threads(threads: int | None) -> None:
     """``torch.set_num_threads``: ``--threads`` when given, else :func:`synopsis.config.default_threads`
-    (the cores other processes leave free: torch's default, one per core, is 5-10x slower on a busy box)."""
-    import torch
-
-    torch.set_num_threads(threads if threads is not None else default_threads())
+    (the cores other processes leave free: torch's default, one per core, is 5-10x slower on a busy box).
+    The command owns its process, so the count is set whatever torch held (:func:`synopsis.config.use_threads`
+    is the library's one rule)."""
+    use_threads(threads, respect_caller=False)

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from synopsis.config import DecodingOptions
+from synopsis.config import DecodingOptions, use_threads
 from synopsis.errors import SynopsisError
 from synopsis.io import read_json
 from synopsis.summarizers.base import Summarizer
@@ -42,6 +42,7 @@ def load_summarizer(
     dtype: str | None = None,
     device: Any = "auto",
     decoding: DecodingOptions | None = None,
+    threads: int | None = None,
     **generation: Any,
 ) -> Summarizer:
     """Build the summarizer for ``method``; with ``model`` and no method, the directory's config decides.
@@ -56,6 +57,9 @@ def load_summarizer(
     ``dtype`` (fp32, bf16, fp16) casts a Hugging Face model's weights; ``device`` is where a neural model
     computes: ``auto`` (a GPU when torch sees one, else the CPU), ``cpu``, ``cuda`` or ``cuda:N``
     (:func:`~synopsis.sharding.resolve_device`; an unusable one is an :class:`~synopsis.errors.InputError`).
+    ``threads`` is torch's CPU threads for the methods that compute with torch; without it, the CLI's default
+    (``$OMP_NUM_THREADS``, else the cores the load leaves free) unless the caller already set torch's
+    threads (:func:`~synopsis.config.use_threads`).
     """
     if method is None:
         method = _model_family(Path(model)) if model is not None else DEFAULT_METHOD
@@ -71,6 +75,7 @@ def load_summarizer(
         from synopsis.summarizers.extractive import OracleSummarizer
 
         return OracleSummarizer()
+    use_threads(threads)  # every method below computes with torch
     if method == "salient":
         from synopsis.summarizers.salient import SalientSummarizer
 
