@@ -126,3 +126,21 @@ def set_torch_threads(threads: int | None) -> None:
     The command owns its process, so the count is set whatever torch held (:func:`synopsis.config.use_threads`
     is the library's one rule)."""
     use_threads(threads, respect_caller=False)
+
+
+#: ``--backend``: how Hugging Face checkpoints decode (kept here so that ``--help`` imports no model code)
+BACKEND_HELP = (
+    "Hugging Face checkpoints: torch (generate()) or ctranslate2 (stock BART/PEGASUS/T5-family checkpoints "
+    "converted once and cached beside the model; the same summaries in float32, faster on a CPU)."
+)
+COMPUTE_TYPE_HELP = "--backend ctranslate2: float32 (default: the same tokens as torch), int8, int8_float32."
+
+
+def backend_option() -> Any:
+    """``--backend`` of the commands that summarize (checked by the library: a one-line error, exit 2)."""
+    return typer.Option("torch", "--backend", help=BACKEND_HELP)
+
+
+def compute_type_option() -> Any:
+    """``--compute-type`` of the commands that summarize: CTranslate2's precision."""
+    return typer.Option(None, "--compute-type", help=COMPUTE_TYPE_HELP)

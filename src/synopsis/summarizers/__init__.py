@@ -43,6 +43,8 @@ def load_summarizer(
     device: Any = "auto",
     decoding: DecodingOptions | None = None,
     threads: int | None = None,
+    backend: str = "torch",
+    compute_type: str | None = None,
     **generation: Any,
 ) -> Summarizer:
     """Build the summarizer for ``method``; with ``model`` and no method, the directory's config decides.
@@ -59,11 +61,18 @@ def load_summarizer(
     (:func:`~synopsis.sharding.resolve_device`; an unusable one is an :class:`~synopsis.errors.InputError`).
     ``threads`` is torch's CPU threads for the methods that compute with torch; without it, the CLI's default
     (``$OMP_NUM_THREADS``, else the cores the load leaves free) unless the caller already set torch's
-    threads (:func:`~synopsis.config.use_threads`).
+    threads (:func:`~synopsis.config.use_threads`). ``backend`` decodes a Hugging Face checkpoint with
+    ``generate()`` (``torch``) or CTranslate2 (``ctranslate2``: stock checkpoints, converted once and cached
+    beside the model; ``compute_type`` float32, the default, int8 or int8_float32; see
+    :mod:`synopsis.summarizers.ct2`).
     """
     if method is None:
         method = _model_family(Path(model)) if model is not None else DEFAULT_METHOD
     decoding = (decoding or DecodingOptions()).update(**generation) if generation else decoding
+    if backend != "torch" or compute_type is not None:
+        from synopsis.summarizers.ct2 import check_backend
+
+        check_backend(backend, method, compute_type, dtype)
     if dtype is not None and method != "seq2seq":
         raise SynopsisError(f"--dtype applies to Hugging Face (seq2seq) models, not to {method}")
     lead = re.fullmatch(r"lead-(\d+)", method)
@@ -106,6 +115,12 @@ def load_summarizer(
     if method == "seq2seq":
         if model is None:
             raise SynopsisError("--method seq2seq needs --model DIR (a local Hugging Face checkpoint)")
+        if backend == "ctranslate2":
+            from synopsis.summarizers.ct2 import CTranslate2Summarizer
+
+            return CTranslate2Summarizer.from_pretrained(
+                model, max_source_length, compute_type=compute_type, device=device, decoding=decoding
+            )
         from synopsis.summarizers.seq2seq import Seq2SeqSummarizer
 
         return Seq2SeqSummarizer.from_pretrained(
