@@ -10,8 +10,22 @@ probe), parsed and summarized by section with lead-3 the way the service does it
 every batch of 16 windows), then the whole request (``POST /v1/summarize``, ``"by": "section"``) through the
 service in this process, for each N; the cost per section shows whether it grows with N.
 
+``slow-bodies`` (issue 50): starts ``synopsis serve`` (defaults, built-in models; ``--token``: with a token)
+and opens CONNECTIONS sockets that send complete headers with ``Content-Length: 1000000`` (``GET /health``
+or, unauthenticated, ``POST /v1/summarize``), then one body byte every 2 s each, while a probe asks
+``GET /health`` every 100 ms and an authenticated lead-3 summary every 0.5 s, for ``--window`` seconds
+(``--reconnect``: a connection the server closes is opened again at once, as a persistent attacker would);
+reports the share of probes answered, the server's descriptors at the peak and when the slow connections
+were all closed. ``--src DIR`` runs the server from another source tree (an earlier commit) to compare.
+
+``large-body``: POSTs the issue's Markdown of 1.2 million one-word headings (``"#\\nw.\\n"``, 8.4 MB) to
+``/v1/summarize`` on a fresh server (``--concurrent N`` at once) and reports the time to the answer, its
+status and the server's peak resident memory (``VmHWM``) before and after.
+
     python benchmarks/serve_hardening.py slow-clients [--connections 5000] [--header-timeout 3]
     python benchmarks/serve_hardening.py sections [--sizes 1250,5000,10000,20000]
+    python benchmarks/serve_hardening.py slow-bodies --connections 1100,5000 [--token] [--window 30]
+    python benchmarks/serve_hardening.py large-body [--concurrent 1]
 
 Results are appended under the run's name to benchmarks/results/serve_hardening.json.
 """
@@ -24,12 +38,15 @@ import json
 import os
 import platform
 import resource
+import selectors
 import socket
 import statistics
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -193,17 +210,270 @@ def _no_limits() -> list[Any]:
     return [DocumentLimits(sections=10**9, sentences=10**9, words=10**9)]
 
 
+TOKEN = "bench-token"
+SLOW_HEAD = {
+    "GET": b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000000\r\n\r\n",
+    "POST": b"POST /v1/summarize HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    b"Content-Length: 1000000\r\n\r\n",
+}
+
+
+@contextmanager
+def _server(src: str | None, token: bool, *options: str) -> Iterator[tuple[int, subprocess.Popen]]:
+    """``synopsis serve`` (from ``src`` when given) on a free port; yields the port and the process."""
+    port = _free_port()
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("SYNOPSIS_API_TOKEN", None)
+    if token:
+        env["SYNOPSIS_API_TOKEN"] = TOKEN
+    if src is not None:
+        env["PYTHONPATH"] = src
+    command = [
+        sys.executable,
+        "-m",
+        "synopsis",
+        "serve",
+        "--port",
+        str(port),
+        "--log-level",
+        "error",
+        *options,
+    ]
+    server = subprocess.Popen(command, stderr=subprocess.DEVNULL, env=env)
+    try:
+        deadline = time.monotonic() + 180
+        while _health(port) is None:
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("the server did not start")
+            time.sleep(0.2)
+        yield port, server
+    finally:
+        server.terminate()
+        server.wait(60)
+
+
+def _summary(port: int, token: bool) -> bool:
+    """Whether an authenticated lead-3 summary came back (10 s timeout)."""
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {TOKEN}"} if token else {})}
+    body = json.dumps(
+        {"document": "Rivers flooded the valley. Bridges closed. A bakery won.", "model": "lead-3"}
+    )
+    try:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        connection.request("POST", "/v1/summarize", body, headers)
+        ok = connection.getresponse().status == 200
+        connection.close()
+    except OSError:
+        return False
+    return ok
+
+
+def _probing(port: int, token: bool, stop: threading.Event) -> tuple[list[threading.Thread], dict[str, list]]:
+    seen: dict[str, list] = {"health": [], "summaries": []}
+
+    def health() -> None:
+        while not stop.is_set():
+            seen["health"].append(_health(port))
+            time.sleep(0.1)
+
+    def summaries() -> None:
+        while not stop.is_set():
+            seen["summaries"].append(_summary(port, token))
+            time.sleep(0.5)
+
+    threads = [threading.Thread(target=health), threading.Thread(target=summaries)]
+    for thread in threads:
+        thread.start()
+    return threads, seen
+
+
+def slow_bodies(
+    port: int, pid: int, connections: int, method: str, token: bool, window: float, reconnect: bool
+) -> dict[str, Any]:
+    """One slow-body run against a running server (module docstring): CONNECTIONS slow clients opened, for
+    ``window`` seconds (with ``reconnect`` one that the server closes is opened again at once), then the
+    rest are timed until the server has closed them all (at most 60 s more)."""
+    stop = threading.Event()
+    probes, seen = _probing(port, token, stop)
+    selector = selectors.DefaultSelector()
+    opened: dict[socket.socket, float] = {}
+    lifetimes: list[float] = []
+    answers: dict[str, int] = {}
+    answered: set[socket.socket] = set()
+    counts = {"refused_while_opening": 0, "opened": 0, "peak_fds": 0}
+    started = time.monotonic()
+
+    def open_one() -> None:
+        try:
+            client = socket.create_connection(("127.0.0.1", port), timeout=5)
+            client.sendall(SLOW_HEAD[method] + b"x")
+        except OSError:
+            counts["refused_while_opening"] += 1
+            return
+        client.setblocking(False)
+        selector.register(client, selectors.EVENT_READ)
+        opened[client] = time.monotonic()
+        counts["opened"] += 1
+
+    for i in range(connections):
+        open_one()
+        if i % 250 == 0:
+            counts["peak_fds"] = max(counts["peak_fds"], _fds(pid))
+    opened_in = time.monotonic() - started
+    next_byte, stopped_at = time.monotonic() + 2, None
+    while opened and time.monotonic() - started < window + 60:
+        attacking = time.monotonic() - started < window
+        if not attacking and stopped_at is None:
+            stopped_at = time.monotonic()
+        for key, _ in selector.select(timeout=0.2):
+            client = key.fileobj
+            try:
+                data = client.recv(4096)
+            except OSError:
+                data = b""
+            if data.startswith(b"HTTP/1.1 "):  # answered; the server may still hold the connection open
+                status = data[9:12].decode("ascii", "replace")
+                answers[status] = answers.get(status, 0) + 1
+                answered.add(client)
+            if data:
+                continue
+            if client not in answered:
+                answers["closed unanswered"] = answers.get("closed unanswered", 0) + 1
+            lifetimes.append(time.monotonic() - opened.pop(client))
+            selector.unregister(client)
+            client.close()
+            if attacking and reconnect:
+                open_one()
+        if time.monotonic() >= next_byte:  # one body byte every 2 s from each connection still open
+            for client in list(opened):
+                try:
+                    client.send(b"x")
+                except OSError:
+                    pass
+            next_byte += 2
+            counts["peak_fds"] = max(counts["peak_fds"], _fds(pid))
+        if stopped_at is None and time.monotonic() - started >= window:
+            stop.set()  # the probes measure the attack's window only
+    drained = time.monotonic()
+    stop.set()
+    for thread in probes:
+        thread.join()
+    for client in opened:
+        client.close()
+    health = [p for p in seen["health"] if p is not None]
+    return {
+        "connections": connections,
+        "method": method,
+        "token": token,
+        "reconnect": reconnect,
+        "window_s": window,
+        "opened_in_s": round(opened_in, 2),
+        "opened_in_all": counts["opened"],
+        "refused_while_opening": counts["refused_while_opening"],
+        "server_fds_at_peak": counts["peak_fds"],
+        "answers": answers,
+        "lifetime_s_median": round(statistics.median(lifetimes), 2) if lifetimes else None,
+        "lifetime_s_max": round(max(lifetimes), 2) if lifetimes else None,
+        "still_open_60s_after_the_attack_stopped": len(opened),
+        "all_closed_s_from_the_start": None if opened else round(drained - started, 2),
+        "all_closed_s_after_the_attack_stopped": None
+        if opened or stopped_at is None
+        else round(max(0.0, drained - stopped_at), 2),
+        "health_answered": f"{len(health)}/{len(seen['health'])}",
+        "health_share": round(len(health) / max(1, len(seen["health"])), 3),
+        "health_ms_median": round(1000 * statistics.median(health), 1) if health else None,
+        "summaries_answered": f"{sum(seen['summaries'])}/{len(seen['summaries'])}",
+    }
+
+
+def _fds(pid: int) -> int:
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return 0
+
+
+def _peak_rss_mb(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return round(
+        int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM"))) / 1024, 1
+    )
+
+
+def large_body(src: str | None, concurrent: int) -> dict[str, Any]:
+    """The issue's 8.4 MB of one-word headings, ``concurrent`` at once, against a fresh server."""
+    document = "#\nw.\n" * 1_200_000
+    body = json.dumps({"document": document, "model": "lead-3"})
+    with _server(src, False, "--timeout", "600") as (port, server):
+        before = _peak_rss_mb(server.pid)
+        results: list[dict[str, Any]] = []
+
+        def post() -> None:
+            started = time.perf_counter()
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=900)
+            connection.request("POST", "/v1/summarize", body, {"Content-Type": "application/json"})
+            response = connection.getresponse()
+            answer = response.read()
+            results.append(
+                {
+                    "status": response.status,
+                    "seconds": round(time.perf_counter() - started, 2),
+                    "message": json.loads(answer).get("error", {}).get("message") if answer else None,
+                }
+            )
+
+        threads = [threading.Thread(target=post) for _ in range(concurrent)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        health = _health(port)
+        return {
+            "body_mb": round(len(body) / 1e6, 2),
+            "concurrent": concurrent,
+            "answers": results,
+            "server_peak_rss_mb_before": before,
+            "server_peak_rss_mb_after": _peak_rss_mb(server.pid),
+            "health_ms_after": None if health is None else round(1000 * health, 1),
+        }
+
+
+def _slow_body_runs(args: argparse.Namespace) -> dict[str, Any]:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # the clients need a descriptor each
+    runs = []
+    with _server(args.src, args.token) as (port, server):
+        for count in (int(n) for n in args.connections.split(",")):
+            for method in args.methods.split(","):
+                runs.append(
+                    slow_bodies(port, server.pid, count, method, args.token, args.window, args.reconnect)
+                )
+                print(json.dumps(runs[-1]), flush=True)
+                time.sleep(3)  # what is left of one run closes before the next
+    return {"src": args.src or "this tree", "runs": runs}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("what", choices=["slow-clients", "sections"])
-    parser.add_argument("--connections", type=int, default=5000)
+    parser.add_argument("what", choices=["slow-clients", "sections", "slow-bodies", "large-body"])
+    parser.add_argument("--token", action="store_true", help="slow-bodies: the server has a token")
+    parser.add_argument("--window", type=float, default=30.0)
+    parser.add_argument("--reconnect", action="store_true", help="slow-bodies: reopen what the server closes")
+    parser.add_argument("--methods", default="GET,POST")
+    parser.add_argument("--src", default=None, help="Run the server from this source tree (PYTHONPATH).")
+    parser.add_argument("--concurrent", type=int, default=1)
+    parser.add_argument("--connections", default="5000", help="slow-bodies: a comma-separated list")
     parser.add_argument("--header-timeout", type=float, default=3.0)
     parser.add_argument("--max-connections", type=int, default=1000)
     parser.add_argument("--sizes", default="1250,5000,10000,20000")
     parser.add_argument("--name", default=None, help="Key of this run in the results (default: WHAT).")
     args = parser.parse_args()
     if args.what == "slow-clients":
-        result = slow_clients(args.connections, args.header_timeout, args.max_connections)
+        result = slow_clients(int(args.connections), args.header_timeout, args.max_connections)
+    elif args.what == "slow-bodies":
+        result = _slow_body_runs(args)
+    elif args.what == "large-body":
+        result = large_body(args.src, args.concurrent)
     else:
         result = sections([int(n) for n in args.sizes.split(",")])
     result["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(), "load": os.getloadavg()}

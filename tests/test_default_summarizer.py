@@ -154,7 +154,8 @@ def test_out_of_domain_the_default_is_verbatim_sentences_with_one_note(default: 
     document = _readme()
     (result,) = default.summarize_by_section([document])
     assert result.note is not None and "\n" not in result.note
-    assert "3 sections" in result.note and "--method pointer-generator" in result.note
+    assert "3 sections" in result.note and "--method pointer-generator" not in result.note
+    assert "--model facebook/bart-large-cnn (news summaries; about 1.6 GB to download, once)" in result.note
     originals = {s.text for s in document.sentences}
     assert result.summary and all(s.text in originals for s in result.summary)
     assert all([source.text for source in s.sources] == [s.text] for s in result.summary)

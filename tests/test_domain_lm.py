@@ -407,11 +407,27 @@ def test_augmented_recurrence_takes_bf16_inputs_with_fp32_weights_as_cuda_autoca
     torch.testing.assert_close(output.float(), reference, atol=0.05, rtol=0.05)
     output.float().sum().backward()
     assert model.input_weight.grad is not None and model.input_weight.grad.dtype == torch.float32
-    # under autocast the weight that comes out of an autocast product is bf16 and the input fp32
+    # under autocast the weight that comes out of an autocast product is bf16 and the input fp32; on the
+    # CPU the recurrence runs in float32 (oneDNN has no bf16 LSTM kernel on many CPUs)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         output, _ = model._lstm(x, state, weight_ih.to(torch.bfloat16))
-    assert output.dtype == torch.bfloat16
-    torch.testing.assert_close(output.float(), reference, atol=0.05, rtol=0.05)
+    assert output.dtype == torch.float32
+    torch.testing.assert_close(output, reference, atol=0.05, rtol=0.05)
+
+
+@pytest.mark.parametrize("variant", ["baseline", "in", "out", "in_out"])
+def test_float64_model_with_attributes_stays_float64_and_matches_the_equations(variant: str) -> None:
+    """The attribute mask takes the weights' dtype: a float64 model gives float64 logits, equal to the
+    concatenated equations in float64 (the mask used to be cast to float32, and the product failed)."""
+    model = make(variant).double()
+    ids = torch.randint(0, V, (3, 5))
+    mask = torch.tensor([[1, 0, 0, 1], [0, 1, 1, 0], [0, 0, 0, 0]])
+    logits, (h_n, _) = model(ids, mask)
+    assert logits.dtype == h_n.dtype == torch.float64
+    if variant != "baseline":
+        per_token = mask.unsqueeze(1).repeat(1, 5, 1).double()
+        expected = reference_logits(model, ids, per_token)
+        torch.testing.assert_close(logits, expected, rtol=1e-12, atol=1e-12)
 
 
 def test_augmented_recurrence_silences_cudnns_contiguous_weights_warning(monkeypatch) -> None:

@@ -290,3 +290,147 @@ def test_resume_of_a_plain_output_longer_than_the_input_is_refused(
         handle.write("One line too many.\n")
     code, _, err = run(capsys, *args, "--resume")
     one_line_error(code, err, "3 predictions", "2 documents")
+
+
+# ----------------------------------------------------------------------------- issue 50
+def test_the_markdown_parser_stops_at_the_section_limit() -> None:
+    """Before, the section limit was checked once the whole document was parsed: 1.2 million one-word
+    headings took minutes and gigabytes first. Now markdown-it's block parser stops at the limit."""
+    from synopsis.data.readers.markdown import parse_markdown_text
+    from synopsis.document import ParseBudget, parse_budget
+
+    with parse_budget(ParseBudget(sections=100, flags={"sections": "--max-sections"})) as budget:
+        with pytest.raises(InputError, match=r"more than 100 sections.*\(--max-sections\)"):
+            parse_markdown_text("#\nw.\n" * 200_000)
+    assert budget.counted["sections"] == 101  # not 200,000
+
+
+@pytest.mark.parametrize(
+    ("text", "budget", "counted"),
+    [
+        ("w.\n\n" * 100_000, {"blocks": 50}, "blocks"),  # plain text: paragraphs split lazily
+        ("w.\n\n" * 100_000, {"words": 50}, "words"),
+        ("# T\n\n" + "- w.\n" * 100_000, {"blocks": 50}, "blocks"),  # Markdown list items
+    ],
+)
+def test_readers_count_blocks_and_words_as_they_go(text: str, budget: dict, counted: str) -> None:
+    from synopsis.data.readers import parse_document
+    from synopsis.document import ParseBudget, parse_budget
+
+    with parse_budget(ParseBudget(**budget)) as used:
+        with pytest.raises(InputError, match="more than 50"):
+            parse_document(text)
+    assert used.counted[counted] == 51
+
+
+def test_a_document_json_is_counted_and_its_nesting_bounded() -> None:
+    from synopsis.document import Document, ParseBudget, parse_budget
+
+    sections = [{"heading": f"S{i}", "paragraphs": [["W."]]} for i in range(1000)]
+    with parse_budget(ParseBudget(sections=10)) as used:
+        with pytest.raises(InputError, match="more than 10 sections"):
+            Document.from_dict({"paragraphs": [], "sections": sections})
+    assert used.counted["sections"] == 11
+    data: dict = {"paragraphs": [["Deep."]]}
+    for _ in range(150):  # within Python's recursion limit, past the sections' depth limit
+        data = {"paragraphs": [], "sections": [data]}
+    with pytest.raises(InputError, match="nested too deeply"):
+        Document.from_dict(data)
+
+
+def test_a_read_stops_when_its_request_has_ended() -> None:
+    from synopsis.data.readers import parse_document
+    from synopsis.document import ParseBudget, parse_budget
+
+    ended = iter([False] * 5 + [True] * 10**6)
+    with parse_budget(ParseBudget(cancelled=lambda: next(ended))) as used:
+        with pytest.raises(InputError, match="its request ended"):
+            parse_document("w.\n\n" * 10_000)
+    assert used.counted["blocks"] < 10  # of 10,000
+
+
+@pytest.mark.parametrize(
+    ("document", "field"),
+    [
+        ({"title": "T \ud800", "paragraphs": [["A b c."]]}, "doc.json.title"),
+        ({"id": "x\udfff", "paragraphs": [["A b c."]]}, "doc.json.id"),
+        ({"paragraphs": [], "sections": [{"heading": "H\ud800", "paragraphs": []}]}, ".sections[0].heading"),
+        ({"paragraphs": [["A b c.", "D \udc00 e."]]}, "doc.json.paragraphs[0][1]"),
+    ],
+)
+def test_a_lone_surrogate_in_document_json_is_one_line_and_leaves_no_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], document: dict, field: str
+) -> None:
+    """Before: a UnicodeEncodeError traceback that left an empty -o file and its sidecar behind."""
+    path = tmp_path / "doc.json"
+    path.write_text(json.dumps(document), encoding="utf-8")  # ensure_ascii: the surrogate as \\ud800
+    output = tmp_path / "out.txt"
+    code, _, err = run(capsys, "summarize", path, "--method", "lead-3", "-o", output)
+    one_line_error(code, err, field, "lone surrogate")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["doc.json"]
+
+
+def test_a_jsonl_corpus_from_a_pipe_is_read_in_one_pass(tmp_path: Path) -> None:
+    """Before: ``io.UnsupportedOperation`` (``seek(0)``) from a pipe or a FIFO."""
+    import threading
+
+    fifo = tmp_path / "corpus"
+    os.mkfifo(fifo)
+    lines = [json.dumps({"id": str(i), "text": f"Sentence {i} here. And more."}) for i in range(3)]
+
+    def writer() -> None:
+        with open(fifo, "w", encoding="utf-8") as handle:
+            handle.write("\n".join(lines) + "\n")
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    try:
+        assert [where for where, _ in iter_jsonl(fifo)] == [f"{fifo}:{i}" for i in (1, 2, 3)]
+    finally:
+        thread.join(5)
+    with pytest.raises(InputError, match="name its corpus with --corpus"):
+        from synopsis.data.readers import detect_corpus
+
+        detect_corpus("/dev/stdin" if not os.isatty(0) else fifo)
+
+
+def test_a_jsonl_file_with_a_nul_in_its_head_is_still_refused_as_binary(tmp_path: Path) -> None:
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_bytes(b'{"id": "a"}\n{"x": "\x00"}\n')
+    with pytest.raises(InputError, match="binary"):
+        list(iter_jsonl(corpus, skip_bad_lines=True))
+
+
+def test_a_deep_yaml_config_is_one_line(tmp_path: Path) -> None:
+    """Before: a ``RecursionError`` traceback."""
+    from synopsis.config import parse_overrides, read_config_file
+    from synopsis.errors import ConfigError
+
+    config = tmp_path / "deep.yaml"
+    for depth in (2000, 40):
+        config.write_text("a: " + "[" * depth + "]" * depth, encoding="utf-8")
+        with pytest.raises(ConfigError, match="nested too deeply"):
+            read_config_file(config)
+    with pytest.raises(ConfigError, match="nested too deeply"):
+        parse_overrides(["a=" + "[" * 2000 + "]" * 2000])
+    config.write_text("a: [[1, 2], {b: [3]}]", encoding="utf-8")
+    assert read_config_file(config) == {"a": [[1, 2], {"b": [3]}]}
+
+
+def test_a_resume_without_its_sidecar_records_the_earlier_lines_as_unknown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before, the new sidecar described only the second run, as if it had written every line."""
+    corpus, output = _corpus(tmp_path / "c.jsonl", 4), tmp_path / "out.jsonl"
+    args = ["summarize", corpus, "--corpus", "jsonl", "--output", output, "--method", "lead-3"]
+    assert run(capsys, *args)[0] == 0
+    lines = output.read_text().splitlines()
+    output.write_text("\n".join(lines[:2]) + "\n")
+    sidecar = tmp_path / "out.jsonl.run.json"
+    sidecar.unlink()
+    assert run(capsys, *args, "--resume")[0] == 0
+    record = json.loads(sidecar.read_text())
+    assert record["unrecorded_lines"] == 2 and record["method"] == "lead-3"
+    assert output.read_text().splitlines() == lines
+    assert run(capsys, *args, "--resume")[0] == 0  # the record still matches these options
+    assert json.loads(sidecar.read_text())["unrecorded_lines"] == 2

@@ -111,7 +111,7 @@ def toy_inputs(
 def naive_pair_bias(weight: torch.Tensor, sections: list[int], relations: torch.Tensor) -> torch.Tensor:
     """(H, L, L) bias looked up pair by pair; a token outside every section (-1) is the root (section 0)."""
     length = len(sections)
-    out = torch.zeros(weight.shape[1], length, length)
+    out = torch.zeros(weight.shape[1], length, length, dtype=weight.dtype)
     sections = [max(s, 0) for s in sections]
     for i, si in enumerate(sections):
         for j, sj in enumerate(sections):
@@ -412,10 +412,12 @@ def dense_longformer_reference(
     x: torch.Tensor,
     global_tokens: set[int],
     bias: torch.Tensor,
+    global_bias: bool = True,
 ) -> torch.Tensor:
     """Longformer self-attention of one document (real tokens only), written densely: a token attends to
     keys within the window and to global tokens; a global token attends to every token through the
-    global projections. ``bias`` is the (H, n, n) HIBRIDS bias."""
+    global projections. ``bias`` is the (H, n, n) HIBRIDS bias; ``global_bias=False``: it is added on the band
+    only (not on global keys' columns nor global queries' rows), as the authors' public code adds it."""
     n, heads, dim = x.shape[0], module.num_heads, module.head_dim
     w = module.one_sided_attn_window_size
     position = torch.arange(n)
@@ -424,12 +426,18 @@ def dense_longformer_reference(
     q = (module.query(x) / math.sqrt(dim)).view(n, heads, dim).transpose(0, 1)
     k = module.key(x).view(n, heads, dim).transpose(0, 1)
     v = module.value(x).view(n, heads, dim).transpose(0, 1)
-    scores = (q @ k.transpose(1, 2) + bias).masked_fill(~allowed, float("-inf"))
+    band_bias, global_rows = bias, bias
+    if not global_bias:
+        band_bias = bias.clone()
+        band_bias[:, :, sorted(global_tokens)] = 0
+        global_rows = torch.zeros_like(bias)
+    scores = (q @ k.transpose(1, 2) + band_bias).masked_fill(~allowed, float("-inf"))
     out = (scores.softmax(-1) @ v).transpose(0, 1).reshape(n, heads * dim)
     qg = (module.query_global(x) / math.sqrt(dim)).view(n, heads, dim).transpose(0, 1)
     kg = module.key_global(x).view(n, heads, dim).transpose(0, 1)
     vg = module.value_global(x).view(n, heads, dim).transpose(0, 1)
-    out_global = ((qg @ kg.transpose(1, 2) + bias).softmax(-1) @ vg).transpose(0, 1).reshape(n, heads * dim)
+    global_scores = qg @ kg.transpose(1, 2) + global_rows
+    out_global = (global_scores.softmax(-1) @ vg).transpose(0, 1).reshape(n, heads * dim)
     for g in global_tokens:
         out[g] = out_global[g]
     return out
@@ -544,17 +552,20 @@ def test_zero_tables_give_the_base_model_forward_and_generate(family: str, attn:
         assert (expected - changed).abs().max() > 1e-2
 
 
+@pytest.mark.parametrize("use_cache", [True, False])
 @pytest.mark.parametrize("family", ["bart", "t5", "led"])
-def test_zero_tables_give_the_base_model_bit_for_bit_in_float64(family: str) -> None:
+def test_zero_tables_give_the_base_model_bit_for_bit_in_float64(family: str, use_cache: bool) -> None:
     """Issue 41 item 1: the decoder's last two cross-attentions take their softmax in the input's precision,
-    as the stock eager layers do; a float32 softmax left 4.8e-7 (BART) and 4.0e-7 (LED) in float64 logits."""
+    as the stock eager layers do; a float32 softmax left 4.8e-7 (BART) and 4.0e-7 (LED) in float64 logits.
+    Issue 51 item 7: without a cache (a training forward) LED's keys are not contiguous, and a 4-D matmul
+    rounded differently from stock LED's ``bmm`` (5.6e-15 in these logits); LED now uses ``bmm`` too."""
     stock = stock_model(family).double()
     hibrids = convert_to_hibrids(stock)
     inputs = family_inputs(family)
-    decoder_ids = torch.tensor([[3, 5, 7, 9, 11]] * 2)
+    decoder = {"decoder_input_ids": torch.tensor([[3, 5, 7, 9, 11]] * 2), "use_cache": use_cache}
     with torch.no_grad():
-        expected = stock(**without_sections(inputs), decoder_input_ids=decoder_ids).logits
-        got = hibrids(**inputs, decoder_input_ids=decoder_ids).logits
+        expected = stock(**without_sections(inputs), **decoder).logits
+        got = hibrids(**inputs, **decoder).logits
     assert got.dtype == torch.float64
     assert torch.equal(expected, got)
 
@@ -1012,3 +1023,81 @@ def test_biased_bart_layers_do_not_fall_back_to_sdpa_with_a_float_mask(monkeypat
     hibrids.train()
     hibrids(**family_inputs("bart"), labels=torch.tensor([[5, 7, 9]] * 2)).loss.backward()
     assert calls and not any(calls)  # no SDPA call with a trainable float mask
+
+
+# ============================================================================= issue 51 item 4
+@pytest.mark.parametrize("per_head", [True, False])
+@pytest.mark.parametrize("family", ["bart", "t5", "led"])
+def test_decoder_table_per_head_or_shared_as_the_public_code_in_float64(family: str, per_head: bool) -> None:
+    """The decoder table: one column per head (the default; the paper: "each head maintains its own lookup
+    table") or one column shared by the heads (``decoder_per_head=False``; the public code's
+    ``nn.Embedding(600, 1)``, added to every head h weighted by head h of the previous layer). In float64 the
+    last cross-attention's log-probabilities move by exactly ``bias_tj^h = sum_k alpha_tk^h B[rel(k, j), h or
+    0]`` (up to a per-row constant)."""
+    hibrids = convert_to_hibrids(stock_model(family), decoder_per_head=per_head).double()
+    assert hibrids.config.hibrids_decoder_per_head is per_head
+    table = next(p for n, p in hibrids.named_parameters() if "hibrids" in n and "decoder" in n)
+    assert tuple(table.shape) == (420, 4 if per_head else 1)
+    inputs = family_inputs(family)
+    decoder_ids = torch.tensor([[5, 7, 9, 11]] * 2)
+    with torch.no_grad():
+        plain = hibrids(**inputs, decoder_input_ids=decoder_ids, output_attentions=True)
+        randomize_tables(hibrids, which="decoder", native=True)
+        biased = hibrids(**inputs, decoder_input_ids=decoder_ids, output_attentions=True)
+    alpha = biased.cross_attentions[-2]
+    for b, n in enumerate(inputs["attention_mask"].sum(1).tolist()):
+        sections = inputs["section_ids"][b, :n].tolist()
+        pair = naive_pair_bias(table.detach(), sections, inputs["section_relations"][b]).expand(4, n, n)
+        expected = torch.einsum("htk,hkj->htj", alpha[b, :, :, :n], pair)
+        moved = biased.cross_attentions[-1][b, :, :, :n].log() - plain.cross_attentions[-1][b, :, :, :n].log()
+        residual = moved - expected
+        assert (residual - residual[..., :1]).abs().max() < 1e-12
+        assert expected.abs().max() > 0.1
+        if not per_head:  # one value per relation: heads differ only by their previous-layer weights
+            assert torch.equal(pair[0], pair[3])
+
+
+@pytest.mark.parametrize("global_bias", [True, False])
+def test_led_global_tokens_biased_as_the_paper_or_band_only_as_the_public_code_in_float64(
+    global_bias: bool,
+) -> None:
+    """LED's global tokens: by default their rows and columns get the encoder bias too (the paper's equation
+    adds it to every score); ``global_bias=False`` adds it on the sliding band only, as the public code
+    (``hierarchical_bias/modeling_led.py`` adds the chunked bias to the band scores only). Each equals a
+    dense float64 reference of that choice, and the two choices differ. The tolerance is the float32
+    rounding of Longformer's own softmax (it takes it in float32 for float64 inputs too: 7e-7 here)."""
+    model = convert_to_hibrids(stock_model("led"), global_bias=global_bias).double()
+    assert model.config.hibrids_global_bias is global_bias
+    for layer in model.led.encoder.layers:
+        attention = layer.self_attn.longformer_self_attn
+        random_attention(attention, seed=attention.layer_id)
+    inputs = family_inputs("led")
+    captured = []
+
+    def hook(module, args, kwargs, output):
+        captured.append((module, args[0] if args else kwargs["hidden_states"], output[0]))
+
+    handles = [
+        layer.self_attn.longformer_self_attn.register_forward_hook(hook, with_kwargs=True)
+        for layer in model.led.encoder.layers
+    ]
+    with torch.no_grad():
+        outputs = model.get_encoder()(**inputs).last_hidden_state
+    for handle in handles:
+        handle.remove()
+    assert outputs.dtype == torch.float64 and len(captured) == 2
+    for module, hidden, output in captured:
+        for b, n in enumerate(inputs["attention_mask"].sum(1).tolist()):
+            global_tokens = set(inputs["global_attention_mask"][b, :n].nonzero().flatten().tolist())
+            assert len(global_tokens) >= 1
+            sections = inputs["section_ids"][b, :n].tolist()
+            bias = naive_pair_bias(module.hibrids_bias.weight, sections, inputs["section_relations"][b])
+            expected = dense_longformer_reference(module, hidden[b, :n], global_tokens, bias, global_bias)
+            torch.testing.assert_close(output[b, :n], expected, atol=2e-6, rtol=0)
+            other = dense_longformer_reference(module, hidden[b, :n], global_tokens, bias, not global_bias)
+            assert (other - expected).abs().max() > 1e-3  # the choice matters on these inputs
+
+
+def test_band_only_is_refused_where_there_are_no_global_tokens() -> None:
+    with pytest.raises(ValueError, match="only LED has global tokens"):
+        convert_to_hibrids(stock_model("bart"), global_bias=False)

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 from helpers.data import missing_shared_data
 
 from synopsis.cli import main
@@ -14,11 +15,12 @@ from synopsis.document import Document, Section
 from synopsis.experiments.hibrids_scisummnet import HibridsExperimentConfig, drop_abstract, split_papers
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+ALL_VARIANTS = ["base", "sectok", "lvlsectok", "hibrids-enc", "hibrids-dec"]
 
 
 def test_shipped_config_is_valid() -> None:
     config = load_config(HibridsExperimentConfig, CONFIGS / "hibrids_scisummnet.yaml")
-    assert config.variants == ["base", "sectok", "hibrids-enc", "hibrids-dec"]
+    assert config.variants == ALL_VARIANTS
     assert config.d_model % config.heads == 0 and config.layers >= 2
 
 
@@ -42,8 +44,40 @@ def test_shipped_1024_config_is_issue_27_11b() -> None:
     """1,024 source tokens, at least 1,500 steps, the abstract out of the source; the 512 config unchanged."""
     config = load_config(HibridsExperimentConfig, CONFIGS / "hibrids_scisummnet_1024.yaml")
     assert (config.max_source_length, config.drop_abstract, config.train_examples) == (1024, True, None)
-    assert config.max_steps >= 1500 and config.variants == ["base", "sectok", "hibrids-enc", "hibrids-dec"]
+    assert config.max_steps >= 1500 and config.variants == ALL_VARIANTS
     assert not load_config(HibridsExperimentConfig, CONFIGS / "hibrids_scisummnet.yaml").drop_abstract
+
+
+def test_every_hibrids_variant_is_built_on_lvlsectok(shared_data: Path, tmp_path: Path) -> None:
+    """Issue 51 item 2: the paper (section 5) builds every HIBRIDS variant on LVLSECTOK, and the public code
+    puts a depth token before each section of every HIBRIDS input. Each HIBRIDS variant starts from the
+    LVLSECTOK weights (markers included) with zero tables, and its inputs carry the depth markers."""
+    from tiny_models import save_tiny_bart
+
+    from synopsis.checkpoint import load_tensors
+    from synopsis.experiments.hibrids_scisummnet import VARIANTS, _variant_model
+    from synopsis.models.inputs import Seq2SeqInputs
+    from synopsis.models.seq2seq import load_seq2seq
+
+    base = save_tiny_bart(tmp_path / "base", shared_data / "tokenizers")
+    config = HibridsExperimentConfig()
+    models = tmp_path / "models"
+    lvlsectok = load_tensors(_variant_model(config, base, "lvlsectok", models) / "model.safetensors")
+    document = Document(Section(paragraphs=[["Loose text."]], children=[Section("One", [["In one."]])]))
+    hibrids = [name for name in VARIANTS if name.startswith("hibrids")]
+    assert hibrids == ["hibrids-enc", "hibrids-dec"]
+    for variant in hibrids:
+        directory = _variant_model(config, base, variant, models)
+        model, tokenizer = load_seq2seq(directory)
+        assert model.config.model_type == "hibrids_bart" and model.config.section_markers == "lvlsectok"
+        weights = load_tensors(directory / "model.safetensors")
+        for name, weight in weights.items():
+            if "hibrids" in name:
+                assert not weight.any(), name
+            else:
+                assert torch.equal(weight, lvlsectok[name]), name
+        text = Seq2SeqInputs(model.config, tokenizer).source_text(document)
+        assert "[SEC-L1] One In one." in text, (variant, text)
 
 
 def test_drop_abstract_removes_only_a_top_level_abstract_section() -> None:
@@ -106,7 +140,7 @@ def test_tiny_run_writes_table_json_and_pngs(shared_data: Path, tmp_path: Path) 
     )  # fmt: skip
     assert code == 0
     results = json.loads((out / "results.json").read_text())
-    assert [r["variant"] for r in results["rows"]] == ["base", "sectok", "hibrids-enc", "hibrids-dec"]
+    assert [r["variant"] for r in results["rows"]] == ALL_VARIANTS
     assert all(r["dev_loss"] > 0 for r in results["rows"])
     assert set(results["biases"]) == {"hibrids-enc", "hibrids-dec"}
     enc = results["biases"]["hibrids-enc"]
@@ -115,8 +149,8 @@ def test_tiny_run_writes_table_json_and_pngs(shared_data: Path, tmp_path: Path) 
     assert len(grid) == len(enc["level_differences"]) and len(grid[0]) == len(enc["path_lengths"])
     assert list(results["biases"]["hibrids-dec"]["tables"]) == ["decoder layer 1"]
     table = (out / "table.md").read_text()
-    starts = ("| base |", "| sectok |", "| hibrids-enc |", "| hibrids-dec |")
-    assert sum(line.startswith(starts) for line in table.splitlines()) == 4
+    starts = ("| base |", "| sectok |", "| lvlsectok |", "| hibrids-enc |", "| hibrids-dec |")
+    assert sum(line.startswith(starts) for line in table.splitlines()) == 5
     assert "do NOT reproduce" in table and "dev loss" in table
     assert (out / "scores.png").stat().st_size > 1000 and (out / "bias_heatmap.png").stat().st_size > 1000
     assert results["run"]["wall_seconds"] > 0 and len(results["run"]["loadavg_before"]) == 3

@@ -218,3 +218,118 @@ def test_by_section_each_section_reads_its_own_subtree(bases, tmp_path: Path) ->
         for sentence in node.summary:  # sources cite only sentences inside the section's subtree
             assert sentence.sources
             assert all(s.path[: len(node_path)] == node_path for s in sentence.sources)
+
+
+# ---------------------------------------------------------------------- issue 51 item 1: question layout
+
+#: (heading, text, parent chunk) of a small tree, in document order; the root's own text is the virtual root
+#: (parent None), as the project reads the document's root (docs/hibrids.md, "Tokens outside every section").
+_QS_TREE = [
+    (None, "Intro text here.", None),
+    ("Method", "We do it.", 1),  # parent: chunk 1 = the virtual root
+    ("Details", "More words follow.", 2),
+    ("Results", "Scores go up.", 1),
+]
+
+
+def _public_chunks(tokenizer, question: str | None) -> tuple[list[int], list[int], list[int | None]]:
+    """The authors' public chunking (hibrids_summ ``hf_translation.py``, re-implemented here): ids
+    ``[<s>] + question + [<s>] + document + [</s>]`` (without a question ``[<s>] + document + [</s>]``),
+    each token's chunk, and each chunk's parent chunk (None: child of the virtual root, chunk 1 = the
+    virtual root itself). The leading ``<s>`` is in the question chunk; the second ``<s>`` is the start
+    chunk; each section's heading and text tokenized on their own, as the public code does."""
+    bos, eos = tokenizer.bos_token_id, tokenizer.eos_token_id
+    chunks: list[list[int]] = []
+    parents: list[int | None] = []
+    if question is not None:
+        chunks.append([bos] + tokenizer(question, add_special_tokens=False)["input_ids"])
+        parents.append(0)  # placeholder parent 0 = the virtual root, fixed below
+    first_section = len(chunks) + 1
+    chunks.append([bos])  # the start chunk
+    parents.append(0)
+    for i, (heading, text, parent) in enumerate(_QS_TREE):
+        words = text if heading is None else f"{heading} {text}"
+        chunks.append(tokenizer(("" if i == 0 else " ") + words, add_special_tokens=False)["input_ids"])
+        parents.append(None if parent is None else parent + first_section - 1)
+    chunks.append([eos])
+    parents.append(0)
+    # chunk index of the virtual root: the root text's chunk; outside chunks and top sections hang off it
+    root = first_section
+    parents = [root if p == 0 else p for p in parents]
+    ids = [t for chunk in chunks for t in chunk]
+    token_chunk = [c for c, chunk in enumerate(chunks) for _ in chunk]
+    return ids, token_chunk, parents
+
+
+def _public_relation(parents: list[int | None], a: int, b: int) -> tuple[int, int]:
+    """(PathLen, LvlDiff) from chunk a to chunk b as the public collate computes them (anytree ``Walker``:
+    ``len(down) + len(up)``, ``len(down) - len(up)``; the reverse pair negated)."""
+    if a == b:
+        return 0, 0
+
+    def ancestors(node: int) -> list[int]:
+        out = [node]
+        while parents[out[-1]] is not None:
+            out.append(parents[out[-1]])
+        return out
+
+    first, second = (a, b) if a < b else (b, a)
+    up_path, down_path = ancestors(first), ancestors(second)
+    common = next(n for n in up_path if n in down_path)
+    up, down = up_path.index(common), down_path.index(common)
+    pair = (down + up, down - up)
+    return pair if a < b else (-pair[0], -pair[1])
+
+
+@pytest.mark.parametrize("question", [None, "What is done and why?"])
+@pytest.mark.parametrize("base", ["bart", "led"])
+def test_question_inputs_are_laid_out_as_the_public_code_chunks_them(
+    question, base: str, bases, tmp_path
+) -> None:
+    """Issue 51 item 1: the public code builds ``[<s>] + question + [<s>] + document + [</s>]``, the leading
+    ``<s>`` in the question chunk and the second ``<s>`` the start chunk. Token by token and relation by
+    relation (every token pair's PathLen and LvlDiff, and its table row), the input builder agrees with a
+    re-implementation of that chunking."""
+    from synopsis.models.hibrids import FULL_INDEX, outside_node_relations
+
+    root = Section(paragraphs=[[_QS_TREE[0][1]]])
+    method = root.add(Section("Method", [[_QS_TREE[1][1]]]))
+    method.add(Section("Details", [[_QS_TREE[2][1]]]))
+    root.add(Section("Results", [[_QS_TREE[3][1]]]))
+    document = Document(root)
+    model, tokenizer = load_seq2seq(convert_checkpoint("hibrids", bases[base], tmp_path / "h"))
+    inputs = Seq2SeqInputs(model.config, tokenizer)
+    (encoding,) = inputs.encode_sources([document], [question])
+    ids, token_chunk, parents = _public_chunks(tokenizer, question)
+    assert tokenizer.convert_ids_to_tokens(encoding.input_ids) == tokenizer.convert_ids_to_tokens(ids)
+    path, level, _, _ = outside_node_relations(
+        encoding.path_lengths, encoding.level_diffs, encoding.section_depths
+    )
+    buckets = inputs.section_relations(encoding)
+    nodes = encoding.section_ids
+    for i, a in enumerate(token_chunk):
+        for j, b in enumerate(token_chunk):
+            expected = _public_relation(parents, a, b)
+            got = (int(path[nodes[i], nodes[j]]), int(level[nodes[i], nodes[j]]))
+            assert got == expected, (i, j, expected, got)
+            assert int(buckets[nodes[i], nodes[j]]) == FULL_INDEX[expected]
+
+
+def test_cli_convert_takes_the_public_codes_choices(bases, tmp_path: Path, capsys) -> None:
+    """Issue 51 item 4: ``--shared-decoder-table`` (one decoder column for all heads) and ``--band-only``
+    (LED: no bias on global tokens), the public code's choices; the defaults are the paper's."""
+    out = tmp_path / "public"
+    public = ["--shared-decoder-table", "--band-only"]
+    assert main(["convert", "hibrids", str(bases["led"]), str(out), *public]) == 0
+    config = json.loads((out / "config.json").read_text())
+    assert (config["hibrids_decoder_per_head"], config["hibrids_global_bias"]) == (False, False)
+    model, _ = load_seq2seq(out)
+    table = next(p for n, p in model.named_parameters() if "hibrids" in n and "decoder" in n)
+    assert tuple(table.shape) == (420, 1)
+    assert main(["convert", "hibrids", str(bases["led"]), str(tmp_path / "paper")]) == 0
+    config = json.loads((tmp_path / "paper" / "config.json").read_text())
+    assert (config["hibrids_decoder_per_head"], config["hibrids_global_bias"]) == (True, True)
+    assert main(["convert", "hibrids", str(bases["bart"]), str(tmp_path / "x"), "--band-only"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1].startswith("error: HIBRIDS: only LED has global tokens")
+    assert "Traceback" not in err

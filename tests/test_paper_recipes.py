@@ -159,7 +159,9 @@ def test_hie_bart_config_is_the_papers_recipe() -> None:
 
     configs = Path(__file__).resolve().parents[1] / "configs"
     hie = load_config(Seq2SeqTrainConfig, configs / "hie_bart_cnndm.yaml", {"model": "/m", "output_dir": "r"})
-    assert hie.label_smoothing == 0.1
+    # issue 51 item 3: the authors' fork (akiyama-ai/Hie-BART, label_smoothed_cross_entropy.py) smooths with
+    # eps_i = epsilon / lprobs.size(-1): eps/V on every word, "uniform" (not today's fairseq eps/(V-1))
+    assert (hie.label_smoothing, hie.label_smoothing_form) == (0.1, "uniform")
     assert hie.generation == {
         "num_beams": 4, "length_penalty": 2.0, "min_length": 55, "max_length": 140, "no_repeat_ngram_size": 3
     }  # fmt: skip
@@ -217,10 +219,12 @@ def test_trained_model_carries_the_configs_decoding_and_uses_label_smoothing(
         logits = trainer.model(**batch).logits
         assert torch.allclose(trainer.training_loss(batch), label_smoothed_nll(logits, batch["labels"], 0.1))
     trainer.train()
+    # lengths are summary tokens: stored as Hugging Face counts them, with the decoder start token
+    stored = {**decoding, "min_length": 4, "max_length": 13}
     saved = json.loads((tmp_path / "run" / "best" / "generation_config.json").read_text())
-    assert {k: saved[k] for k in decoding} == decoding
+    assert {k: saved[k] for k in decoding} == stored
     summarizer = Seq2SeqSummarizer.from_pretrained(tmp_path / "run" / "best")
-    assert {k: getattr(summarizer.model.generation_config, k) for k in decoding} == decoding
+    assert {k: getattr(summarizer.model.generation_config, k) for k in decoding} == stored
 
 
 # ---------------------------------------------------------------------------- pointer-generator init

@@ -207,3 +207,43 @@ def test_summarize_dtype_casts_a_hugging_face_model(shared_data: Path, tmp_path:
     err = capsys.readouterr().err
     assert "Invalid value for '--dtype': must be one of fp32, bf16, fp16, got 'fp64'" in err
     assert "--dtype applies to Hugging Face (seq2seq) models, not to lead-3" in err
+
+
+# ------------------------------------------------------------------------------- LSTMs on every x86-64 CPU
+_LSTM_UNDER_CPU_AUTOCAST = """
+import torch
+from synopsis.models.domain_lm import DomainLM, DomainLMConfig
+from synopsis.models.pointer_generator import PointerGenerator, PointerGeneratorConfig
+
+torch.manual_seed(0)
+pg = PointerGenerator(PointerGeneratorConfig(vocab_size=30, embedding_dim=6, hidden_dim=8, coverage=True))
+ids = torch.randint(4, 30, (2, 7))
+ids[1, 5:] = 0  # padding
+with torch.autocast("cpu", dtype=torch.bfloat16):
+    out = pg(ids, torch.randint(4, 30, (2, 4)), torch.randint(4, 30, (2, 4)), ids, 0)
+out.loss.backward()
+assert torch.isfinite(out.loss)
+for variant in ("baseline", "in", "out", "in_out"):
+    lm = DomainLM(DomainLMConfig(30, 6, 8, num_layers=2, variant=variant, attribute_slots=["a=x", "a=y"]))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits, _ = lm(torch.randint(0, 30, (3, 5)), torch.tensor([[1, 0], [0, 1], [1, 1]]))
+    logits.float().sum().backward()
+print("ok")
+"""
+
+
+def test_lstm_models_train_under_cpu_bf16_autocast_where_onednn_has_no_bf16_lstm(tmp_path: Path) -> None:
+    """oneDNN has a bf16 LSTM kernel only on some x86-64 CPUs; elsewhere (AVX2, some AVX-512 CPUs) a bf16
+    ``torch.lstm`` fails ("could not create a primitive descriptor for the LSTM forward propagation
+    primitive"). Capping oneDNN at AVX2 reproduces such a CPU anywhere: both LSTM models still run forward and
+    backward under CPU bf16 autocast, because their recurrences run in float32 there."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2"}
+    result = subprocess.run(
+        [sys.executable, "-c", _LSTM_UNDER_CPU_AUTOCAST], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "ok"

@@ -302,14 +302,73 @@ def test_generation_options_reach_generate(bart, monkeypatch) -> None:
 
     monkeypatch.setattr(summarizer.model, "generate", fake_generate)
     assert summarizer.summarize([Document.from_text("A b.")]) == [""]
-    expected = {
+    expected = {  # Hugging Face counts the decoder start token in both lengths
         "num_beams": 3,
-        "min_length": 2,
-        "max_length": 9,
+        "min_length": 3,
+        "max_length": 10,
         "length_penalty": 0.5,
         "no_repeat_ngram_size": 2,
     }
     assert expected.items() <= seen.items() and "attention_mask" in seen
+
+
+def _summary_token_counts(summarizer: Seq2SeqSummarizer, documents: list[Document], monkeypatch) -> list[int]:
+    """Tokens of each summary ``generate()`` made: after the decoder start token, without EOS and padding."""
+    produced = []
+    original = summarizer.model.generate
+
+    def recording(**kwargs):  # noqa: ANN003, ANN202
+        produced.append(original(**kwargs))
+        return produced[-1]
+
+    monkeypatch.setattr(summarizer.model, "generate", recording)
+    summarizer.summarize(documents)
+    ends = torch.tensor([summarizer.tokenizer.eos_token_id, summarizer.tokenizer.pad_token_id])
+    return [int((~torch.isin(row[1:], ends)).sum()) for output in produced for row in output]
+
+
+@pytest.mark.parametrize("family", ["bart", "t5"])
+def test_a_length_means_summary_tokens(family: str, request, monkeypatch) -> None:
+    """Issue 51 item 6: Hugging Face counts the decoder start token in ``max_length`` / ``min_length``, so
+    ``--max-length 6`` gave at most 5 summary tokens and ``--min-length 4`` at least 3. A checkpoint that
+    never ends early (EOS suppressed) gives exactly the maximum; one that would end at once, the minimum."""
+    documents = [Document.from_text("The cat sat on the mat. It purred."), Document.from_text("Dogs bark.")]
+    model, tokenizer = load_seq2seq(request.getfixturevalue(f"{family}_dir"))
+    eos = tokenizer.eos_token_id
+    # BART forces EOS as the last token a maximum allows: that slot would not be a summary token
+    model.generation_config.update(forced_eos_token_id=None, suppress_tokens=[eos])
+    endless = Seq2SeqSummarizer(model, tokenizer, num_beams=1, max_length=6)
+    assert _summary_token_counts(endless, documents, monkeypatch) == [6, 6]
+    monkeypatch.undo()
+    model.generation_config.suppress_tokens = None
+    model.generation_config.sequence_bias = {(eos,): 100.0}  # EOS first, unless the minimum forbids it
+    unbounded = Seq2SeqSummarizer(model, tokenizer, num_beams=1)
+    assert _summary_token_counts(unbounded, documents, monkeypatch) == [0, 0]
+    monkeypatch.undo()
+    brief = Seq2SeqSummarizer(model, tokenizer, num_beams=2, min_length=4, max_length=9)
+    assert _summary_token_counts(brief, documents, monkeypatch) == [4, 4]
+
+
+@pytest.mark.parametrize("family", ["bart", "t5"])
+@pytest.mark.parametrize("checkpoint_max", [{"max_new_tokens": 5}, {"max_length": 6}])
+def test_a_minimum_above_the_checkpoints_maximum_raises_it(
+    family: str, checkpoint_max: dict, request, monkeypatch
+) -> None:
+    """Issue 51 item 6: ``--min-length 200`` alone was capped at 192 by an InstructSum checkpoint's
+    ``max_new_tokens``; a user's minimum above the checkpoint's maximum (5 summary tokens either way) now
+    raises that maximum to it. A maximum the user sets is kept (and checked against the minimum)."""
+    documents = [Document.from_text("The cat sat on the mat. It purred.")]
+    model, tokenizer = load_seq2seq(request.getfixturevalue(f"{family}_dir"))
+    eos = tokenizer.eos_token_id
+    model.generation_config.update(forced_eos_token_id=None, suppress_tokens=[eos], **checkpoint_max)
+    unset = Seq2SeqSummarizer(model, tokenizer, num_beams=1)
+    assert _summary_token_counts(unset, documents, monkeypatch) == [5]
+    monkeypatch.undo()
+    raised = Seq2SeqSummarizer(model, tokenizer, num_beams=1, min_length=8)
+    assert _summary_token_counts(raised, documents, monkeypatch) == [8]
+    monkeypatch.undo()
+    below = Seq2SeqSummarizer(model, tokenizer, num_beams=1, min_length=3)  # within the checkpoint's maximum
+    assert _summary_token_counts(below, documents, monkeypatch) == [5]
 
 
 def test_hie_bart_summarizer_from_a_converted_checkpoint(hie_bart_dir: Path, scitldr_examples) -> None:
@@ -376,6 +435,29 @@ def test_training_writes_best_and_checkpoints_and_resume_is_exact(
     assert result.steps == 4
     a, b = weights(latest), weights(tmp_path / "part" / "checkpoints" / "step-00000004")
     assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-6
+
+
+def test_dev_predictions_read_eval_max_length_as_summary_tokens(
+    bart_dir: Path, corpus_file: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """Issue 51 item 6: ``eval_max_length`` 5 gave 4 summary tokens (Hugging Face counts the decoder start
+    token), and a checkpoint's ``max_new_tokens`` (InstructSum's 192) outranked it."""
+    trainer = Seq2SeqTrainer(train_config(bart_dir, corpus_file, tmp_path / "run", eval_max_length=5))
+    model = trainer.distributed.unwrap(trainer.model)
+    eos = trainer.tokenizer.eos_token_id
+    model.generation_config.update(forced_eos_token_id=None, suppress_tokens=[eos], max_new_tokens=3)
+    trainer.config.eval_num_beams = 1
+    produced = []
+    original = model.generate
+
+    def recording(**kwargs):  # noqa: ANN003, ANN202
+        produced.append(original(**kwargs))
+        return produced[-1]
+
+    monkeypatch.setattr(model, "generate", recording)
+    trainer.predict(trainer.inputs.encode_sources([Document.from_text("The cat sat on the mat.")]))
+    (output,) = produced
+    assert output.shape[1] == 1 + 5  # the decoder start token, then five summary tokens
 
 
 @pytest.mark.slow

@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -133,7 +134,7 @@ def test_a_document_over_the_section_limit_is_a_422_naming_the_flag(server: int)
     error = json.loads(body)["error"]
     assert status == 422 and error["field"] == "document", body
     assert (
-        "5 sections" in error["message"] and "3" in error["message"] and "--max-sections" in error["message"]
+        "more than 3 sections" in error["message"] and "--max-sections" in error["message"]  # counted as read
     )
 
 
@@ -141,7 +142,7 @@ def test_a_body_that_trickles_is_a_408_within_the_request_timeout(server: int) -
     client = socket.create_connection(("127.0.0.1", server), timeout=10)
     try:
         head = (
-            b"POST /v1/outline HTTP/1.1\r\nHost: t\r\n"
+            b"POST /v1/outline HTTP/1.1\r\nHost: localhost\r\n"
             b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
         )
         client.sendall(head + b'{"document": "')  # 86 bytes never come
@@ -150,7 +151,152 @@ def test_a_body_that_trickles_is_a_408_within_the_request_timeout(server: int) -
         while chunk := client.recv(4096):
             answer += chunk
         assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
-        assert b"did not arrive within 2 s" in answer
+        # the body stopped: below the minimum rate once the header timeout (1 s) has passed, before the 2 s
+        assert b"slower than 500 bytes/s" in answer or b"did not arrive within 2 s" in answer
         assert time.monotonic() - started < 5
     finally:
         client.close()
+
+
+# ----------------------------------------------------------------------------- issue 50: slow bodies
+# A server in this process (lead-3, uvicorn in a thread) with the protocol's own limits: fast to start.
+
+
+@contextmanager
+def _guarded(limits: Any, **config: Any) -> Iterator[int]:
+    from helpers.server import running_server
+
+    from synopsis.serve import ModelRegistry, ServeSettings, create_app, describe
+    from synopsis.serve.connections import GuardedH11Protocol
+    from synopsis.summarizers import load_summarizer
+
+    registry = ModelRegistry()
+    registry.add(describe("lead-3", load_summarizer("lead-3")))
+    settings = ServeSettings(request_timeout_s=limits.request_timeout_s, **config.pop("settings", {}))
+    protocol = GuardedH11Protocol.with_limits(limits)
+    with running_server(create_app(registry, settings), http=protocol, **config) as url:
+        yield int(url.rsplit(":", 1)[1])
+
+
+def _limits(**given: Any) -> Any:
+    from synopsis.serve.connections import ConnectionLimits
+
+    return ConnectionLimits(**given)
+
+
+def _answer(client: socket.socket, within: float = 10.0) -> bytes:
+    client.settimeout(within)
+    answer = b""
+    try:
+        while chunk := client.recv(4096):
+            answer += chunk
+    except (TimeoutError, ConnectionError):
+        pass
+    return answer
+
+
+_SLOW_POST = (
+    b"POST /v1/outline HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+)
+
+
+def test_a_body_on_a_route_that_takes_none_is_refused_at_once() -> None:
+    """Before, ``GET /health`` with ``Content-Length: 1000000`` was answered and its connection then read
+    the body for as long as the client trickled it (one was open after 400 s)."""
+    with _guarded(_limits(header_timeout_s=30, request_timeout_s=30)) as port:
+        client = socket.create_connection(("127.0.0.1", port), timeout=10)
+        try:
+            started = time.monotonic()
+            client.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000\r\n\r\nx")
+            answer = _answer(client)
+            assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
+            assert b"takes no request body" in answer
+            assert time.monotonic() - started < 2  # and closed: _answer read to the end
+        finally:
+            client.close()
+
+
+def test_a_body_below_the_minimum_rate_is_a_408() -> None:
+    """Before, a POST body had the whole request timeout (60 s by default) however slowly it came."""
+    limits = _limits(header_timeout_s=0.5, request_timeout_s=30, min_body_rate=100)
+    with _guarded(limits) as port:
+        client = socket.create_connection(("127.0.0.1", port), timeout=10)
+        try:
+            client.sendall(_SLOW_POST + b'{"document": "')
+            started = time.monotonic()
+            answer = b""
+            while not answer and time.monotonic() - started < 5:  # a byte every 0.2 s: 5 bytes/s
+                client.sendall(b"a")
+                answer = _answer(client, 0.2)
+            assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+            assert b"slower than 100 bytes/s" in answer
+            assert time.monotonic() - started < 5
+        finally:
+            client.close()
+
+
+def test_the_whole_request_has_a_deadline_for_any_method() -> None:
+    """A body that keeps the minimum rate still ends at the request's deadline, counted from its first byte
+    (headers included), on a route whose application never reads it."""
+    limits = _limits(header_timeout_s=0.3, request_timeout_s=1.5, min_body_rate=10)
+    with _guarded(limits) as port:
+        for head in (_SLOW_POST, _SLOW_POST.replace(b"/v1/outline", b"/v1/nowhere")):
+            client = socket.create_connection(("127.0.0.1", port), timeout=10)
+            try:
+                started = time.monotonic()
+                client.sendall(head)
+                answer = b""
+                while time.monotonic() - started < 4 and not answer:
+                    client.sendall(b"x" * 20)  # 100 bytes/s
+                    client.settimeout(0.2)
+                    try:
+                        answer = client.recv(4096)
+                    except TimeoutError:
+                        pass
+                assert answer.startswith((b"HTTP/1.1 408", b"HTTP/1.1 400")), answer[:200]
+                if answer.startswith(b"HTTP/1.1 408"):
+                    assert b"did not arrive within 1.5 s" in answer
+                    assert 1.4 < time.monotonic() - started < 3
+            finally:
+                client.close()
+
+
+def test_when_full_the_slowest_bodies_make_room_and_health_answers() -> None:
+    """Before, a connection whose headers were complete was never closed to make room: 20 slow bodies on a
+    server of 20 connections kept every other client out."""
+    limits = _limits(header_timeout_s=30, request_timeout_s=30, min_body_rate=1, max_connections=20)
+    with _guarded(limits) as port:
+        slow = []
+        for i in range(20):
+            client = socket.create_connection(("127.0.0.1", port), timeout=10)
+            client.sendall(_SLOW_POST + b"x" * (20 - i))  # the first ones sent the least: the slowest
+            slow.append(client)
+        try:
+            time.sleep(0.3)
+            for _ in range(3):
+                assert _request(port, "GET", "/health")[0] == 200
+            time.sleep(0.2)
+            refused = [_answer(client, 0.05).startswith(b"HTTP/1.1 503") for client in slow]
+            # one made room (the probes came one after another), the one that had sent the least
+            assert refused[0] and sum(refused) == 1, refused
+        finally:
+            for client in slow:
+                client.close()
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"GET /health HTTP/1.1\nHost: t\n\n",  # bare LF line ends
+        b"GET /health HTTP/1.1\r\nHost: t\r\nX-A: b\r\n c\r\n\r\n",  # an obsolete folded line
+    ],
+)
+def test_bare_lf_and_folded_headers_are_refused(request_bytes: bytes) -> None:
+    with _guarded(_limits()) as port:
+        client = socket.create_connection(("127.0.0.1", port), timeout=10)
+        try:
+            client.sendall(request_bytes)
+            assert _answer(client).startswith(b"HTTP/1.1 400")
+        finally:
+            client.close()
+        assert _request(port, "GET", "/health")[0] == 200  # CRLF, unfolded

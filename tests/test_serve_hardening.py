@@ -135,3 +135,87 @@ def test_an_instruction_of_invisible_characters_is_empty(client: TestClient, ins
     body = {"document": TEXT, "model": "lead-3", "instructions": [instruction]}
     error = _error(client.post("/v1/summarize", json=body), 422, "instructions[0]")
     assert "empty" in error["message"]
+
+
+# ----------------------------------------------------------------------------- issue 50
+def test_a_document_over_a_limit_is_refused_while_it_is_parsed() -> None:
+    """Before, 1.2 million one-word headings were parsed whole (minutes, gigabytes) and then refused."""
+    documents = [("#\nw.\n" * 100_000, "--max-sections"), ("w.\n\n" * 100_000, "--max-sentences")]
+    with TestClient(_app(ServeSettings(max_sections=50, max_sentences=60))) as c:
+        for document, flag in documents:
+            for path, extra in (("/v1/outline", {}), ("/v1/summarize", {"model": "lead-3"})):
+                error = _error(c.post(path, json={"document": document, **extra}), 422, "document")
+                assert "stopped at the limit" in error["message"] and flag in error["message"], error
+
+
+_SURROGATES = [
+    ('{"title": "T \\ud800", "paragraphs": [["A b c."]]}', "document.title"),
+    ('{"id": "x\\udfff", "paragraphs": [["A b c."]]}', "document.id"),
+    ('{"paragraphs": [], "sections": [{"heading": "H \\ud800", "paragraphs": [["A."]]}]}', "heading"),
+    ('{"paragraphs": [["A b c.", "D \\udc00 e."]]}', "document.paragraphs[0][1]"),
+]
+
+
+@pytest.mark.parametrize(("document", "where"), _SURROGATES)
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_lone_surrogate_in_document_json_is_a_422_naming_the_field(
+    client: TestClient, document: str, where: str, stream: bool
+) -> None:
+    """Before: a plain-text 500 (a dropped connection when streaming)."""
+    body = {"document": document, "model": "lead-3", "stream": stream}
+    for path in ("/v1/summarize", "/v1/outline"):
+        sent = body if path == "/v1/summarize" else {"document": document}
+        error = _error(client.post(path, json=sent), 422, "document")
+        assert where in error["message"] and "lone surrogate" in error["message"], error
+
+
+def test_string_fields_have_length_limits_and_are_not_echoed_whole(
+    client: TestClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Before, a 9 MB model name made a 9 MB log line and was echoed whole in the 404."""
+    name = "m" * 100_000
+    with caplog.at_level(logging.INFO, logger="synopsis.serve.access"):
+        response = client.post("/v1/summarize", json={"document": TEXT, "model": name})
+        client.get("/v1/" + "p" * 10_000)
+    _error(response, 422, "model")
+    assert name[:100] not in response.text
+    body = {"predictions": ["a" * 200_000], "references": ["a"], "metrics": ["length"]}
+    _error(client.post("/v1/evaluate", json=body), 422, "predictions[0]")
+    body = {"document": TEXT, "model": "lead-3", "instructions": ["i" * 20_000]}
+    _error(client.post("/v1/summarize", json=body), 422, "instructions[0]")
+    lines = [record.getMessage() for record in caplog.records if record.name == "synopsis.serve.access"]
+    assert len(lines) == 2 and all(len(line) < 500 for line in lines), [len(line) for line in lines]
+    assert "(+9804 chars)" in lines[1]
+
+
+def test_a_forwarded_client_address_is_escaped_in_the_log(caplog: pytest.LogCaptureFixture) -> None:
+    """What a trusted proxy's X-Forwarded-For says the client is reaches the log escaped (before: raw)."""
+    forged = '1.2.3.4" 200 0.1ms\x85\x1b[2J'
+    with TestClient(_app(), client=(forged, 5)) as c, caplog.at_level(logging.INFO, "synopsis.serve.access"):
+        c.get("/health")
+    line = next(r.getMessage() for r in caplog.records if r.name == "synopsis.serve.access")
+    assert "\x85" not in line and "\x1b" not in line and '\\"' in line, line
+
+
+@pytest.mark.parametrize(
+    ("host", "answered"),
+    [
+        ("localhost:8000", True),
+        ("127.0.0.1:8000", True),
+        ("[::1]:8000", True),
+        ("10.1.2.3", True),  # an address: no DNS to rebind
+        ("my.box", True),  # --allowed-hosts
+        ("evil.example:8000", False),
+        ("localhost.evil.example", False),
+        ("", False),
+    ],
+)
+def test_without_a_token_only_the_servers_own_hosts_are_answered(host: str, answered: bool) -> None:
+    """Before, any Host was answered, so a page on another origin could reach the server through DNS
+    rebinding."""
+    settings = ServeSettings(allowed_hosts=("localhost", "my.box"))
+    with TestClient(_app(settings)) as c:
+        response = c.get("/v1/models", headers={"Host": host})
+        assert (response.status_code == 200) is answered, response.text
+        if not answered:
+            _error(response, 400, "Host")

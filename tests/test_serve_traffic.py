@@ -836,3 +836,28 @@ def test_a_batch_awaited_from_an_event_loop_wakes_it_once_and_closing_answers_wh
         assert await asyncio.wait_for(running, 5) == ["plain: Sentence 0 here."]
 
     asyncio.run(waiting_when_closed())
+
+
+def test_serve_trusts_forwarded_headers_only_from_the_given_proxies_and_checks_hosts_without_a_token(
+    monkeypatch: pytest.MonkeyPatch, logging_restored: None
+) -> None:
+    """Issue 50: uvicorn trusted X-Forwarded-For from every loopback peer, and a server without a token
+    answered any Host."""
+    import uvicorn
+
+    import synopsis.serve
+    from synopsis.cli import main
+
+    served: dict[str, Any] = {}
+    monkeypatch.setattr(synopsis.serve, "build_registry", lambda *a, **k: _registry())
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: served.update(app=app, **kwargs))
+    monkeypatch.delenv("SYNOPSIS_API_TOKEN", raising=False)
+    assert main(["serve", "--allowed-hosts", "My.Box."]) == 0
+    assert served["proxy_headers"] is False
+    assert served["app"].state.settings.allowed_hosts == ("localhost", "my.box")
+    assert main(["serve", "--host", "summaries.lan", "--forwarded-allow-ips", "10.0.0.1,10.0.0.2"]) == 0
+    assert (served["proxy_headers"], served["forwarded_allow_ips"]) == (True, "10.0.0.1,10.0.0.2")
+    assert served["app"].state.settings.allowed_hosts == ("localhost", "summaries.lan")
+    monkeypatch.setenv("SYNOPSIS_API_TOKEN", TOKEN)
+    assert main(["serve"]) == 0
+    assert served["app"].state.settings.allowed_hosts is None  # with a token nothing changes

@@ -17,6 +17,7 @@ import dataclasses
 import difflib
 import math
 import os
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -273,9 +274,14 @@ def parse_overrides(pairs: list[str] | None) -> dict[str, Any]:
         if not sep or not key or any(not part for part in key.split(".")):
             raise ConfigError(f"--set {pair!r}: expected key.path=value, e.g. --set learning_rate=1e-4")
         try:
+            if _DEEP_FLOW.search(raw):
+                raise RecursionError
             value = yaml.safe_load(raw)
         except yaml.YAMLError:
             raise ConfigError(f"--set {pair!r}: the value is not valid YAML") from None
+        except RecursionError:
+            raise ConfigError(f"--set {key}: nested too deeply (at most {MAX_CONFIG_DEPTH} levels)") from None
+        check_depth(value, f"--set {key}")
         if isinstance(value, str):
             try:
                 value = float(value) if value.strip().lower() not in ("nan", "inf", "-inf", "+inf") else value
@@ -302,6 +308,26 @@ def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: The deepest a configuration's mappings and lists may nest (every real one is under 5 levels).
+MAX_CONFIG_DEPTH = 32
+#: More flow collections opened in a row than that: ``[[[[...``.
+_DEEP_FLOW = re.compile(r"[\[{](?:\s*[\[{]){" + str(MAX_CONFIG_DEPTH) + "}")
+
+
+def check_depth(data: Any, where: str, limit: int = MAX_CONFIG_DEPTH) -> None:
+    """Refuse mappings and lists nested more than ``limit`` deep (one line, never a ``RecursionError`` in
+    whatever walks them later); walked without recursion."""
+    stack = [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth + 1 > limit:
+                    raise ConfigError(f"{where}: nested too deeply (at most {limit} levels)")
+                stack.append((child, depth + 1))
+
+
 def read_config_file(path: str | Path) -> dict[str, Any]:
     """A YAML (or JSON) file's top-level mapping."""
     try:
@@ -311,10 +337,15 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     if not str(path).endswith((".yaml", ".yml")):
         data = parse_json(text, path, ConfigError, "not valid JSON")
     else:
+        if _DEEP_FLOW.search(text):  # PyYAML's scanner takes time quadratic in the depth: refused before it
+            raise ConfigError(f"{path}: nested too deeply (at most {MAX_CONFIG_DEPTH} levels)")
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as err:
             raise ConfigError(f"{path}: not valid YAML: {str(err).splitlines()[0]}") from None
+        except RecursionError:  # PyYAML composes nested nodes recursively
+            raise ConfigError(f"{path}: nested too deeply (at most {MAX_CONFIG_DEPTH} levels)") from None
+    check_depth(data, str(path))
     data = data or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")

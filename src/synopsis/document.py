@@ -24,7 +24,10 @@ but are never summarized; code, tables, HTML and front matter are one "sentence"
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import json
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +72,73 @@ class Paragraph(list[str]):
             return None
         sentences, found = zip(*pieces, strict=True)
         return cls(sentences, kind, found if spans else None)
+
+
+@dataclass
+class ParseBudget:
+    """The most a reader may build of one document, counted as it goes, so that a document over a limit
+    stops its parser at the limit rather than after the whole document is parsed (a megabyte of empty
+    headings took a minute and gigabytes before the limit applied). Readers count sections
+    (:meth:`section`), blocks (:meth:`block`: each paragraph, list item, code block or table, at least one
+    sentence each, before it is split) and the words of each paragraph (:meth:`paragraph`); each count also
+    looks at ``cancelled``, so the work of a request that has ended stops there. ``flags`` name each limit
+    in the error (the service's ``--max-sections``...). None: no limit. Readers find the budget in force
+    with :func:`parse_budget`; outside one, nothing is counted."""
+
+    sections: int | None = None
+    blocks: int | None = None
+    words: int | None = None
+    flags: dict[str, str] = field(default_factory=dict)
+    cancelled: Callable[[], bool] | None = None
+    counted: dict[str, int] = field(default_factory=lambda: {"sections": 0, "blocks": 0, "words": 0})
+
+    def section(self) -> None:
+        self._count("sections", 1, self.sections)
+
+    def block(self) -> None:
+        self._count("blocks", 1, self.blocks)
+
+    def paragraph(self, paragraph: Sequence[str] | None) -> None:
+        if paragraph is not None:
+            self._count("words", sum(len(sentence.split()) for sentence in paragraph), self.words)
+
+    def paragraphs(self, paragraphs: Iterable[Paragraph | None]) -> Iterator[Paragraph | None]:
+        """``paragraphs``, each counted as a block and for its words as it is made."""
+        for paragraph in paragraphs:
+            if paragraph is not None:
+                self.block()
+                self.paragraph(paragraph)
+            yield paragraph
+
+    def _count(self, what: str, amount: int, limit: int | None) -> None:
+        self.counted[what] += amount
+        if limit is not None and self.counted[what] > limit:
+            flag = self.flags.get(what)
+            raise InputError(
+                f"the document has more than {limit} {_NAMES[what]}: stopped at the limit"
+                + (f" ({flag})" if flag else "")
+            )
+        if self.cancelled is not None and self.cancelled():
+            raise InputError("reading the document stopped: its request ended")
+
+
+_NAMES = {"sections": "sections", "blocks": "sentences or blocks", "words": "words"}
+_BUDGET: ContextVar[ParseBudget | None] = ContextVar("parse_budget", default=None)
+
+
+def current_budget() -> ParseBudget:
+    """The :class:`ParseBudget` readers count against here (none set: a new one without limits)."""
+    return _BUDGET.get() or ParseBudget()
+
+
+@contextmanager
+def parse_budget(budget: ParseBudget) -> Iterator[ParseBudget]:
+    """Readers within the block count against ``budget`` (in this thread or task)."""
+    token = _BUDGET.set(budget)
+    try:
+        yield budget
+    finally:
+        _BUDGET.reset(token)
 
 
 def _kind(paragraph: Sequence[str]) -> str:
@@ -128,17 +198,30 @@ class Section:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], where: str = "section") -> Section:
+    def from_dict(cls, data: dict[str, Any], where: str = "section", depth: int = 0) -> Section:
+        """The section of :meth:`to_dict`'s JSON, counted against the :class:`ParseBudget` in force, its
+        subsections at most :data:`MAX_SECTION_DEPTH` deep; every string UTF-8 text."""
         if not isinstance(data, dict):
             raise InputError(f"{where}: expected an object, got {type(data).__name__}")
+        if depth > MAX_SECTION_DEPTH:
+            raise InputError(f"{where}: sections nested too deeply (at most {MAX_SECTION_DEPTH} levels)")
+        budget = current_budget()
+        if depth:
+            budget.section()
         paragraphs = data.get("paragraphs", [])
         if not isinstance(paragraphs, list) or not all(
             isinstance(p, list) and all(isinstance(s, str) for s in p) for p in paragraphs
         ):
             raise InputError(f"{where}.paragraphs: expected a list of lists of sentence strings")
+        for i, paragraph in enumerate(paragraphs):
+            budget.block()
+            budget.paragraph(paragraph)
+            for j, sentence in enumerate(paragraph):
+                check_text(sentence, f"{where}.paragraphs[{i}][{j}]")
         heading = data.get("heading")
         if heading is not None and not isinstance(heading, str):
             raise InputError(f"{where}.heading: expected a string or null")
+        check_text(heading, f"{where}.heading")
         children = data.get("sections", [])
         if not isinstance(children, list):
             raise InputError(f"{where}.sections: expected a list")
@@ -160,13 +243,31 @@ class Section:
         number = data.get("number")
         if number is not None and not isinstance(number, str):
             raise InputError(f"{where}.number: expected a string or null, got {type(number).__name__}")
+        check_text(number, f"{where}.number")
         return cls(
             heading=heading,
             paragraphs=built,
-            children=[cls.from_dict(c, f"{where}.sections[{i}]") for i, c in enumerate(children)],
+            children=[cls.from_dict(c, f"{where}.sections[{i}]", depth + 1) for i, c in enumerate(children)],
             number=number,
             heading_span=None if heading_span is None else (heading_span[0], heading_span[1]),
         )
+
+
+#: The deepest a Document JSON's sections may nest, checked as they are read (the runner checks every
+#: document against the same 100 after reading: summarizers.runner.MAX_DEPTH).
+MAX_SECTION_DEPTH = 100
+
+
+def check_text(value: Any, where: str) -> None:
+    """Refuse a string that holds a lone surrogate (JSON's ``"\\ud800"``): no UTF-8 text holds one, so
+    neither could an output, a log line or a summary that repeats it; the error names the field."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as err:
+            code = ord(value[err.start])
+            problem = f"holds a lone surrogate (U+{code:04X}) at character {err.start}"
+            raise InputError(f"{where}: {problem}") from None
 
 
 def _is_span(value: Any) -> bool:
@@ -378,9 +479,12 @@ class Document:
         title = data.get("title")
         if title is not None and not isinstance(title, str):
             raise InputError(f"{where}.title: expected a string or null")
+        check_text(title, f"{where}.title")
+        check_text(data.get("id"), f"{where}.id")
         metadata = data.get("metadata", {})
         if not isinstance(metadata, dict):
             raise InputError(f"{where}.metadata: expected an object")
+        check_text(json.dumps(metadata, ensure_ascii=False), f"{where}.metadata")
         try:
             root = Section.from_dict({**data, "heading": None}, where)
         except RecursionError:

@@ -183,11 +183,13 @@ def iter_jsonl(
     stats = stats if stats is not None else {}
     stats.setdefault("skipped", 0)
     seen_content = False
+    offset = 0  # read in one pass, never rewound: a pipe or a FIFO (/dev/stdin) is read as a file is
     with path.open("rb") as handle:
-        if b"\x00" in handle.read(_SNIFF_BYTES):
-            raise InputError(f"{path}: looks like a binary file (contains NUL bytes), expected JSON lines")
-        handle.seek(0)
         for number, raw in enumerate(iter(lambda: handle.readline(MAX_LINE_BYTES + 1), b""), start=1):
+            if offset < _SNIFF_BYTES and b"\x00" in raw[: _SNIFF_BYTES - offset]:
+                problem = "looks like a binary file (contains NUL bytes), expected JSON lines"
+                raise InputError(f"{path}: {problem}")
+            offset += len(raw)
             if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
                 # a line past the limit is not read on (it may never end: /dev/zero has no newline)
                 raise InputError(f"{path}:{number}: line longer than the {_megabytes(MAX_LINE_BYTES)} limit")

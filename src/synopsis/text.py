@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from functools import lru_cache
 
 import punkt
@@ -108,28 +109,28 @@ class SourceMap:
 _LINE = re.compile(r"[^\n]*\n|[^\n]+")
 
 
-def _line_blocks(text: str) -> list[list[tuple[str, int]]]:
+def _line_blocks(text: str) -> Iterator[list[tuple[str, int]]]:
     """The blocks of lines of plain text, each line with its start: blocks are separated by lines holding only
     whitespace; ``"\\r\\n"`` and ``"\\r"`` end lines as ``"\\n"`` does, and the other line boundaries of
-    ``str.splitlines`` split a line further."""
+    ``str.splitlines`` split a line further. Lazily, block by block, so a reader that stops early (at a
+    limit) has not split the rest."""
     # "\r\n" and "\r" end lines as "\n" does; replacing each by one "\n"-sized stand-in keeps positions.
     normal = text.replace("\r\n", " \n").replace("\r", "\n")
-    blocks: list[list[tuple[str, int]]] = []
-    current: list[tuple[str, int]] | None = None
+    current: list[tuple[str, int]] = []
     for match in _LINE.finditer(normal):
         line = match.group()
         if not line.strip():
-            current = None
+            if current:
+                yield current
+            current = []
             continue
         position = match.start()
         for part in line.splitlines(keepends=True):
             if part.strip():
-                if current is None:
-                    current = []
-                    blocks.append(current)
                 current.append((part, position))
             position += len(part)
-    return blocks
+    if current:
+        yield current
 
 
 def _joined(lines: list[tuple[str, int]]) -> SourceMap:
@@ -151,19 +152,18 @@ def paragraph_maps(text: str) -> list[SourceMap]:
 _LIST_MARKER = re.compile(r"[ \t]*(?:[-*+•‣◦▪]|\d{1,3}[.)])[ \t]+(?=\S)")
 
 
-def text_blocks(text: str) -> list[tuple[str, SourceMap]]:
+def text_blocks(text: str) -> Iterator[tuple[str, SourceMap]]:
     """The blocks of plain text as ``("prose" | "list", paragraph)``: a block whose first line starts with
     a bullet (``-``, ``*``, ``+``, ``•``) or a number (``1.``, ``2)``) and whose every other line does too,
     or is indented deeper as the item's continuation, is a list, one paragraph per item with the marker
-    dropped; any other block is one prose paragraph (:func:`paragraph_maps`)."""
-    out: list[tuple[str, SourceMap]] = []
+    dropped; any other block is one prose paragraph (:func:`paragraph_maps`). Lazily, as
+    :func:`_line_blocks`."""
     for lines in _line_blocks(text):
         items = _list_items(lines)
         if items is None:
-            out.append(("prose", _joined(lines)))
+            yield "prose", _joined(lines)
         else:
-            out.extend(("list", _joined(item)) for item in items)
-    return out
+            yield from (("list", _joined(item)) for item in items)
 
 
 def _list_items(lines: list[tuple[str, int]]) -> list[list[tuple[str, int]]] | None:

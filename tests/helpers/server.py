@@ -11,14 +11,15 @@ from typing import Any
 
 
 @contextmanager
-def running_server(app: Any) -> Iterator[str]:
-    """``app`` served by uvicorn in a thread on a free loopback port; yields its base URL."""
+def running_server(app: Any, **config: Any) -> Iterator[str]:
+    """``app`` served by uvicorn in a thread on a free loopback port (``config``: more of uvicorn's
+    settings); yields its base URL."""
     import uvicorn
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False))
+    server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, **config))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20

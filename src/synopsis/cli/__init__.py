@@ -50,6 +50,12 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "serve",
         "Serve the summarizers: JSON API under /v1, the web page at /, the API reference at /docs.",
     ),
+    "models": (
+        "synopsis.cli.models",
+        "models",
+        "List the models in the Hugging Face cache (HF_HOME / HF_HUB_CACHE) that synopsis can run: a seq2seq "
+        "summarization family with safetensors weights; give one to --model by its name.",
+    ),
     "data": ("synopsis.cli.data", "app", "Convert corpora to synopsis JSONL and inspect them."),
     "lm": ("synopsis.cli.lm", "app", "Domain-attribute LSTM language models."),
     "train": ("synopsis.cli.groups", "train_app", "Train a summarization model."),

@@ -4,8 +4,9 @@ A run that writes ``--output out.jsonl`` records its method, model and every opt
 in a sidecar, ``out.jsonl.run.json`` (the predictions file itself stays what every reader expects). A
 ``--resume`` compares: a run that differs is refused, naming what differs, as a training run refuses a
 checkpoint of another configuration; so is an output that holds ids the corpus does not have (a file of
-another corpus). An output from before sidecars is resumed with a warning,
-and gets one.
+another corpus). An output without a sidecar (from before sidecars, or whose sidecar was lost) is resumed
+with a warning, and gets one that says how many of its lines came before it, their provenance unknown
+(``"unrecorded_lines"``), so the record never claims the whole file.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from synopsis.io import read_json, write_json
 log = logging.getLogger("synopsis.cli")
 
 SUFFIX = ".run.json"
+#: The sidecar's count of the output's lines written before any record: what made them is unknown.
+UNRECORDED = "unrecorded_lines"
 
 
 def sidecar_path(output: Path) -> Path:
@@ -73,13 +76,19 @@ def check_resume(
             log.warning(
                 "%s: no record of the options that wrote it (%s); resuming on trust", output, sidecar.name
             )
+            produced_by[UNRECORDED] = _complete_lines(output)  # made by options this record cannot tell
         _refuse_foreign_ids(output, ids)
     if write and not (continuing and sidecar.exists()):
         write_json(sidecar, produced_by)
 
 
+def _complete_lines(output: Path) -> int:
+    with open(output, "rb") as handle:
+        return sum(line.endswith(b"\n") for line in handle)  # a last line cut short is redone
+
+
 def _differences(recorded: Mapping[str, Any], given: Mapping[str, Any]) -> list[str]:
-    keys = sorted(set(recorded) | set(given))
+    keys = sorted((set(recorded) | set(given)) - {UNRECORDED})
     return [
         f"{key}: {json.dumps(recorded.get(key))} then, {json.dumps(given.get(key))} now"
         for key in keys

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import typer
 
+from synopsis.cli.models import revision_option
 from synopsis.cli.options import (
     count_option,
     device_option,
@@ -33,7 +34,10 @@ DEFAULT_SHARED = Path("../shared/data")
 
 
 def train(
-    model: Path | None = typer.Option(None, "--model", "-m", help="Local Hugging Face model directory."),
+    model: Path | None = typer.Option(
+        None, "--model", "-m", help="Hugging Face model: a local directory or a hub id (org/name)."
+    ),
+    revision: str | None = revision_option(),
     config: Path | None = typer.Option(
         None, "--config", "-c", help="Training YAML (configs/seq2seq_*.yaml)."
     ),
@@ -68,7 +72,7 @@ def train(
     ),
     plan_json: Path | None = typer.Option(None, "--json", help="With --dry-run: write the plan as JSON."),
 ) -> None:
-    """Fine-tune a local BART / Hie-BART / T5 / LED checkpoint; dev ROUGE picks the best model.
+    """Fine-tune a BART / PEGASUS / T5 / LED / Hie-BART / ... checkpoint; dev ROUGE picks the best model.
 
     The checkpoint's config.json says what the model is; to start a method from a stock checkpoint, convert it
     first (synopsis convert) or set convert in the config (--set convert.method=hie-bart ...).
@@ -78,6 +82,7 @@ def train(
 
     options = {
         "model": model,
+        "revision": revision,
         "train_path": train_path,
         "train_corpus": corpus,
         "train_split": train_split,
@@ -225,8 +230,8 @@ _EXPERIMENTS = {
     ),
     "hibrids": _Experiment(
         "hibrids_scisummnet", "HibridsExperimentConfig", "run_hibrids_experiment", "scisummnet/, tokenizers/",
-        ("variants", "Comma-separated subset of base,sectok,hibrids-enc,hibrids-dec."),
-        "HIBRIDS (Cao & Wang, 2022): base, SECTOK, HIBRIDS-ENC and -DEC as small models on SciSummNet.",
+        ("variants", "Comma-separated subset of base,sectok,lvlsectok,hibrids-enc,hibrids-dec."),
+        "HIBRIDS (Cao & Wang, 2022): base, SECTOK, LVLSECTOK, HIBRIDS-ENC/-DEC on LVLSECTOK; SciSummNet.",
     ),
 }  # fmt: skip
 EXPERIMENT_COMMANDS = {name: _experiment_command(spec) for name, spec in _EXPERIMENTS.items()}
@@ -255,8 +260,9 @@ def hibrids_probe_experiment(
 
 
 def convert_hie_bart(
-    source: Path = typer.Argument(..., help="A BART checkpoint directory (Hugging Face format)."),
+    source: Path = typer.Argument(..., help="A BART checkpoint: a directory or a hub id (org/name)."),
     output: Path = typer.Argument(..., help="New directory for the Hie-BART checkpoint."),
+    revision: str | None = revision_option(),
     word_heads: int = count_option(
         ..., "--word-heads", help="Word-level heads per encoder layer; the rest are sentence-level."
     ),
@@ -271,43 +277,62 @@ def convert_hie_bart(
 
     refuse_to_overwrite_inputs(output, [source], "OUTPUT")
     convert_checkpoint(
-        "hie-bart", source, output, word_heads=word_heads, sentence_start_token=sentence_marker
+        "hie-bart",
+        source,
+        output,
+        revision=revision,
+        word_heads=word_heads,
+        sentence_start_token=sentence_marker,
     )
     typer.echo(f"wrote Hie-BART ({word_heads} word heads) to {output}")
 
 
 def convert_instructsum(
-    source: Path = typer.Argument(..., help="A T5 / FLAN-T5 checkpoint directory (Hugging Face format)."),
+    source: Path = typer.Argument(..., help="A T5 / FLAN-T5 checkpoint: a directory or a hub id (org/name)."),
     output: Path = typer.Argument(..., help="New directory for the InstructSum checkpoint."),
+    revision: str | None = revision_option(),
 ) -> None:
     """Write an InstructSum checkpoint from a T5 one: the same weights, and an encoder that reads
     instructions with the block mask that lets one source encoding serve many (train it with train seq2seq).
     """
     from synopsis.models.seq2seq import convert_checkpoint
 
-    convert_checkpoint("instructsum", source, output)
+    convert_checkpoint("instructsum", source, output, revision=revision)
     typer.echo(f"wrote InstructSum to {output}")
 
 
 def convert_hibrids(
-    source: Path = typer.Argument(..., help="A BART, T5 or LED checkpoint directory (Hugging Face format)."),
+    source: Path = typer.Argument(..., help="A BART, T5 or LED checkpoint: a directory or hub id."),
     output: Path = typer.Argument(..., help="New directory for the HIBRIDS checkpoint."),
+    revision: str | None = revision_option(),
     encoder: bool = typer.Option(True, "--encoder/--no-encoder", help="Bias every encoder self-attention."),
     decoder: bool = typer.Option(True, "--decoder/--no-decoder", help="Bias the last cross-attention."),
     selected: bool = switch("--selected", "HIBRIDS-S: a table of salient relations only."),
+    shared_decoder_table: bool = switch(
+        "--shared-decoder-table",
+        "A decoder-table column shared by the heads, as the public code (default: one per head, the paper).",
+    ),
+    band_only: bool = switch(
+        "--band-only",
+        "LED: bias only the sliding band, as the public code (default: global tokens too, the paper).",
+    ),
 ) -> None:
     """Write a HIBRIDS checkpoint: the same weights plus zero-initialised section-tree bias tables (so it
     computes exactly the base model until trained); its config.json records the choice."""
     from synopsis.models.seq2seq import convert_checkpoint
 
-    convert_checkpoint("hibrids", source, output, encoder=encoder, decoder=decoder, selected=selected)
+    convert_checkpoint(
+        "hibrids", source, output, revision=revision, encoder=encoder, decoder=decoder, selected=selected,
+        decoder_per_head=not shared_decoder_table, global_bias=not band_only,
+    )  # fmt: skip
     parts = [name for name, on in (("encoder", encoder), ("decoder", decoder)) if on]
     typer.echo(f"wrote HIBRIDS ({' + '.join(parts)}{', selected relations' if selected else ''}) to {output}")
 
 
 def convert_section_tokens(
-    source: Path = typer.Argument(..., help="A BART, T5 or LED checkpoint directory (Hugging Face format)."),
+    source: Path = typer.Argument(..., help="A BART, T5 or LED checkpoint: a directory or hub id."),
     output: Path = typer.Argument(..., help="New directory for the checkpoint with section markers."),
+    revision: str | None = revision_option(),
     kind: str = typer.Option(
         "sectok", "--kind", help="sectok: one [SEC] token; lvlsectok: [SEC-L1], [SEC-L2], ... by depth."
     ),
@@ -316,5 +341,5 @@ def convert_section_tokens(
     """The SECTOK / LVLSECTOK baselines of HIBRIDS: a marker token starts every section of the input."""
     from synopsis.models.seq2seq import convert_checkpoint
 
-    convert_checkpoint("section-tokens", source, output, markers=kind, max_depth=max_depth)
+    convert_checkpoint("section-tokens", source, output, revision=revision, markers=kind, max_depth=max_depth)
     typer.echo(f"wrote {kind.upper()} to {output}")

@@ -8,6 +8,7 @@ import logging
 import logging.config
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 import typer
@@ -45,6 +46,17 @@ def is_loopback(host: str) -> bool:
         return False  # a host name: it may resolve to anything
 
 
+def host_names(host: str, allowed: list[str]) -> tuple[str, ...]:
+    """The names a request's ``Host`` may give a server listening on ``host`` without a token, besides IP
+    addresses: ``localhost``, ``host`` when it is a name, and ``--allowed-hosts``."""
+    names = ["localhost", *allowed]
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        names.append(host)
+    return tuple(dict.fromkeys(name.strip().lower().rstrip(".") for name in names if name.strip()))
+
+
 def auth_token(token_file: Path | None, environ: Mapping[str, str]) -> str | None:
     """The API token from ``--auth-token-file`` (first line), else ``$SYNOPSIS_API_TOKEN``, else None."""
     if token_file is not None:
@@ -80,7 +92,9 @@ def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0: all interfaces)."),
     port: int = ranged(8000, "--port", allowed=Range(1, 65535), help="Port to listen on."),
     model: list[str] = typer.Option(
-        [], "--model", help="Offer a model directory under a name: NAME=DIR (repeatable)."
+        [],
+        "--model",
+        help="Offer a model under a name: NAME=DIR, or NAME=ORG/MODEL[@REVISION] for a hub id (repeatable).",
     ),
     workers: int = count_option(
         1, "--workers", help="Worker processes; each loads every model (memory x N)."
@@ -124,6 +138,13 @@ def serve(
         allowed=POSITIVE,
         help="Seconds a connection may take to send its request headers (then closed).",
     ),
+    min_body_rate: float = ranged(
+        500.0,
+        "--min-body-rate",
+        allowed=POSITIVE,
+        help="Bytes/s a request body must average once --header-timeout has passed since its headers "
+        "(then 408 and closed).",
+    ),
     keep_alive: float = ranged(
         5.0,
         "--keep-alive",
@@ -157,6 +178,20 @@ def serve(
         help=f"File whose first line is the API token (else ${TOKEN_ENV}); /v1 and /metrics then need "
         "'Authorization: Bearer <token>'.",
     ),
+    allowed_hosts: list[str] = typer.Option(
+        [],
+        "--allowed-hosts",
+        metavar="NAME",
+        help="Without a token, a name besides the --host one, localhost and IP addresses that a request's "
+        "Host may give (repeatable; guards against DNS rebinding). With a token any Host is answered.",
+    ),
+    forwarded_allow_ips: str | None = typer.Option(
+        None,
+        "--forwarded-allow-ips",
+        metavar="IPS",
+        help="Comma-separated proxy addresses whose X-Forwarded-For / X-Forwarded-Proto are trusted "
+        "(default: none, not even loopback).",
+    ),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
 ) -> None:
     """Serve the summarizers: JSON API under /v1, the web page at /, the API reference at /docs."""
@@ -164,7 +199,7 @@ def serve(
 
     from synopsis.serve import ServeSettings, build_registry, create_app, parse_model_spec
     from synopsis.serve.app import CONFIG_ENV
-    from synopsis.serve.connections import LIMITS_ENV, PROTOCOL, connection_limits_env, fit_to_descriptors
+    from synopsis.serve.connections import LIMITS_ENV, PROTOCOL, fit_to_descriptors
 
     level = log_level.upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
@@ -191,6 +226,7 @@ def serve(
         "batch_workers": batch_workers,
         "auth_token": auth_token(auth_token_file, os.environ),
         "header_timeout_s": header_timeout,
+        "min_body_rate": min_body_rate,
         "keep_alive_s": keep_alive,
         "max_connections": max_connections,
     }
@@ -201,6 +237,8 @@ def serve(
         "max_document_words": max_document_words,
     }
     options.update({name: value for name, value in limits.items() if value is not None})
+    if options["auth_token"] is None:  # a page on another origin must not reach it through DNS rebinding
+        options["allowed_hosts"] = host_names(host, allowed_hosts)
     # --threads is what every computing command takes: torch's intra-op threads per computation.
     set_torch_threads(threads)
     settings = ServeSettings(**options)  # checks the values before any model loads
@@ -219,7 +257,7 @@ def serve(
         )
     # uvicorn makes the protocol objects itself, in every worker: the limits go by the environment
     connections, backlog = fit_to_descriptors(settings.max_connections)
-    os.environ[LIMITS_ENV] = connection_limits_env(settings.header_timeout_s, connections)
+    os.environ[LIMITS_ENV] = replace(settings.connection_limits, max_connections=connections).to_env()
     common = {
         "host": host,
         "port": port,
@@ -228,6 +266,9 @@ def serve(
         "http": PROTOCOL,
         "timeout_keep_alive": settings.keep_alive_s,
         "backlog": backlog,
+        # uvicorn trusts X-Forwarded-For from loopback by default: only from the proxies named here
+        "proxy_headers": bool(forwarded_allow_ips),
+        "forwarded_allow_ips": forwarded_allow_ips or "",
     }
     if workers == 1:
         registry = build_registry(

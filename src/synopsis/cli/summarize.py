@@ -16,6 +16,7 @@ from typing import Any
 
 import typer
 
+from synopsis.cli.models import resolve_model_option, revision_option
 from synopsis.cli.options import (
     backend_option,
     compute_type_option,
@@ -52,8 +53,13 @@ def summarize(
         "centrality. With --model and no --method, the model's config.json decides.",
     ),
     model: Path | None = typer.Option(
-        None, "--model", "-m", help="Model directory (a pointer-generator or a Hugging Face checkpoint)."
+        None,
+        "--model",
+        "-m",
+        help="Model directory (a pointer-generator or a Hugging Face checkpoint), or a Hugging Face hub id "
+        "(org/name, e.g. facebook/bart-large-cnn: from the hub cache, downloaded when online).",
     ),
+    revision: str | None = revision_option(),
     instruction: list[str] | None = typer.Option(
         None,
         "--instruction",
@@ -148,6 +154,7 @@ def summarize(
                 dict(num_beams=num_beams, min_length=min_length, max_length=max_length,
                      length_penalty=length_penalty, no_repeat_ngram_size=no_repeat_ngram_size)
             )  # fmt: skip
+            model = resolve_model_option(model, revision, json_output=output_format == "json")
             spec = ModelSpec(
                 method, model, k, max_source_length, not no_cache, dtype, threads, decoding,
                 process_device(device, shard), backend, compute_type,

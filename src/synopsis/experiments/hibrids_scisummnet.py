@@ -1,10 +1,11 @@
-"""HIBRIDS at CPU scale on SciSummNet: base vs SECTOK vs HIBRIDS-ENC vs HIBRIDS-DEC.
+"""HIBRIDS at CPU scale on SciSummNet: base vs SECTOK vs LVLSECTOK vs HIBRIDS-ENC vs HIBRIDS-DEC.
 
 Cao & Wang, "HIBRIDS: Attention with Hierarchical Biases for Structure-aware Long Document Summarization",
 ACL 2022. Small BARTs trained from random init on SciSummNet (ACL papers with their section trees -> the
 human summary), one per variant, all at the same size, steps, data order and seed, and all starting from
 the *same* random base weights: the base model is built once (seeded) and saved, then converted per variant
-(``section-tokens`` with SECTOK markers; ``hibrids`` with only the encoder or only the decoder tables).
+(``section-tokens`` with SECTOK or LVLSECTOK markers; ``hibrids`` with only the encoder or only the decoder
+tables, on the LVLSECTOK weights: the paper builds every HIBRIDS variant on LVLSECTOK).
 The HIBRIDS tables start at zero (the converter's choice; the paper draws N(0, 0.02) when training from
 scratch), so every variant computes exactly the base model at step 0 and a table cell that no training
 pair ever reached is still exactly zero after training (Adam moves nothing without a gradient; weight decay
@@ -40,12 +41,15 @@ from synopsis.training.seq2seq import load_examples
 
 logger = logging.getLogger(__name__)
 
-#: variant name -> ``convert`` options applied to the saved random base model (None: the base itself)
-VARIANTS: dict[str, dict[str, Any] | None] = {
+#: variant name -> (the variant it is converted from, ``convert`` options), None: the saved random base model.
+#: Every HIBRIDS variant is built on LVLSECTOK, as in the paper (section 5: "based on LVLSECTOK, we build
+#: all HIBRIDS variants") and the public code (a depth token before each section in every HIBRIDS input).
+VARIANTS: dict[str, tuple[str, dict[str, Any]] | None] = {
     "base": None,
-    "sectok": {"method": "section-tokens", "markers": "sectok"},
-    "hibrids-enc": {"method": "hibrids", "encoder": True, "decoder": False},
-    "hibrids-dec": {"method": "hibrids", "encoder": False, "decoder": True},
+    "sectok": ("base", {"method": "section-tokens", "markers": "sectok"}),
+    "lvlsectok": ("base", {"method": "section-tokens", "markers": "lvlsectok"}),
+    "hibrids-enc": ("lvlsectok", {"method": "hibrids", "encoder": True, "decoder": False}),
+    "hibrids-dec": ("lvlsectok", {"method": "hibrids", "encoder": False, "decoder": True}),
 }
 #: relations of the paper's Table 5 discussion: (PathLen, LvlDiff) -> name (query section x, key section y)
 NAMED_RELATIONS = {
@@ -196,8 +200,10 @@ def _base_model(cfg: HibridsExperimentConfig, tokenizer: Any, directory: Path) -
 
 
 def _variant_model(cfg: HibridsExperimentConfig, base: Path, variant: str, models: Path) -> Path:
-    options = VARIANTS[variant]
-    if options is None:
+    """The variant's starting weights, converted from the variant it is built on (written once; a HIBRIDS
+    variant converts the LVLSECTOK weights, which it shares with the LVLSECTOK run)."""
+    recipe = VARIANTS[variant]
+    if recipe is None:
         return base
     target = models / variant
     if (target / "config.json").is_file():
@@ -206,9 +212,10 @@ def _variant_model(cfg: HibridsExperimentConfig, base: Path, variant: str, model
 
     from synopsis.models.seq2seq import convert_checkpoint
 
-    torch.manual_seed(cfg.seed)  # SECTOK's new marker embeddings
-    options = dict(options)
-    return convert_checkpoint(options.pop("method"), base, target, **options)
+    source = _variant_model(cfg, base, recipe[0], models)
+    torch.manual_seed(cfg.seed)  # the section markers' new embeddings
+    options = dict(recipe[1])
+    return convert_checkpoint(options.pop("method"), source, target, **options)
 
 
 def run_hibrids_experiment(cfg: HibridsExperimentConfig, output: str | Path, data_dir: str | Path) -> str:
@@ -335,7 +342,8 @@ def _table(
         "papers (rouge-score, Porter stemming; rougeL = sentence-level LCS), best evaluation of each run; "
         f"greedy decoding, no repeated trigrams, at most {cfg.eval_max_length} tokens. Dev loss: "
         "teacher-forced cross-entropy per target token, lowest over the evaluations. All variants start "
-        "from the same random base weights (HIBRIDS tables zero-initialised) with the same data order and "
+        "from the same random base weights (HIBRIDS on the LVLSECTOK conversion, as in the paper, its tables "
+        "zero-initialised) with the same data order and "
         "seed.",
         "",
         "| variant | ROUGE-1 | ROUGE-2 | ROUGE-L | average | best step | dev loss | final dev loss "
@@ -372,7 +380,7 @@ def _table(
     lines += [
         "",
         "These small models trained for minutes on CPU do NOT reproduce the paper's numbers (BART-large "
-        "fine-tuned on GovReport / QSGen-Hier). They show that the four variants train end to end on real "
+        "fine-tuned on GovReport / QSGen-Hier). They show that the variants train end to end on real "
         "section trees under one budget. Differences of this size are within run-to-run noise unless "
         "repeated over seeds; at this budget greedy summaries depend little on the input, so the dev loss "
         "is the more telling column.",

@@ -31,11 +31,12 @@ from typing import Any, ClassVar
 
 import torch
 
-from synopsis.config import AT_LEAST_ONE, NON_NEGATIVE, Range, to_dict
+from synopsis.config import AT_LEAST_ONE, NON_NEGATIVE, DecodingOptions, Range, to_dict
 from synopsis.data.example import Example, write_examples
 from synopsis.errors import InputError
 from synopsis.experiments.common import Seq2SeqExperimentConfig, seq2seq_run_config
 from synopsis.io import open_for_atomic_write, write_json
+from synopsis.models.lengths import generate_kwargs
 from synopsis.training.seq2seq import METRICS, load_examples, score_summaries, train_seq2seq
 
 logger = logging.getLogger(__name__)
@@ -171,14 +172,11 @@ def _dev_loss(model: Any, inputs: Any, sources: list[Any], targets: list[list[in
 
 
 def _generation(cfg: InstructSumExperimentConfig) -> dict[str, Any]:
-    """The same greedy decoding for every variant, whatever the checkpoint's generation config says."""
-    return {
-        "num_beams": 1,
-        "max_length": cfg.eval_max_length,
-        # converting to InstructSum writes the paper's max_new_tokens 192, which would outrank max_length
-        "max_new_tokens": None,
-        "no_repeat_ngram_size": cfg.no_repeat_ngram_size,
-    }
+    """The same greedy decoding for every variant, at most ``eval_max_length`` summary tokens, whatever the
+    checkpoint's generation config says (converting to InstructSum writes the paper's ``max_new_tokens``
+    192; :func:`~synopsis.models.lengths.generate_kwargs` unsets it)."""
+    decoding = generate_kwargs(DecodingOptions(num_beams=1, max_length=cfg.eval_max_length))
+    return {**decoding, "no_repeat_ngram_size": cfg.no_repeat_ngram_size}
 
 
 @torch.inference_mode()

@@ -45,6 +45,7 @@ from torch.nn import functional as F
 
 from synopsis.checkpoint import load_model, save_model
 from synopsis.config import from_dict
+from synopsis.models.recurrent import LSTMState, fused_lstm
 
 VARIANTS = ("baseline", "in", "out", "in_out")
 # Bumped when the parameter layout or the training-time function changes, so that runs recorded with an
@@ -55,7 +56,6 @@ CHECKPOINT_TYPE = "domain-lm"
 
 #: the start of cuDNN's warning about weights that are not one buffer (see ``DomainLM._lstm``)
 _NOT_CONTIGUOUS = "RNN module weights are not part of single contiguous chunk of memory"
-LSTMState = tuple[torch.Tensor, torch.Tensor]
 
 
 @dataclass
@@ -176,13 +176,13 @@ class DomainLM(nn.Module):
         embedded = self.dropout(self.embedding(input_ids))  # (B, T, E)
         mask = self._check_mask(input_ids, attribute_mask)
         if mask is None:  # the baseline, no slots, or no attribute given: U' p' = U_0 p and V' h' = W_0 h
-            hidden, state = self.lstm(embedded, state)
+            hidden, state = self._lstm(embedded, state, self.lstm.weight_ih_l0)
             return F.linear(self.dropout(hidden), self._shared_output_weight(), self.output_bias), state
         groups = MaskGroups.of(mask)  # the batch's attribute combinations, shared by both sides
         if self.config.augment_input:
             hidden, state = self._augmented_recurrence(embedded, groups, state)
         else:
-            hidden, state = self.lstm(embedded, state)
+            hidden, state = self._lstm(embedded, state, self.lstm.weight_ih_l0)
         hidden = self.dropout(hidden)
         if not self.config.augment_output:
             return F.linear(hidden, self._shared_output_weight(), self.output_bias), state
@@ -211,7 +211,7 @@ class DomainLM(nn.Module):
                 f"attribute_mask has shape {tuple(attribute_mask.shape)}, expected (B, N) or (B, T, N) "
                 f"with N = {n}"
             )
-        mask = attribute_mask.to(torch.float32)
+        mask = attribute_mask.to(self.embedding.weight.dtype)  # the weights' dtype: float64 models stay so
         # The trainer passes one mask per token; a row that stays in one domain is one row of combinations.
         if mask.dim() == 3 and bool((mask == mask[:, :1]).all()):
             mask = mask[:, 0]
@@ -237,9 +237,6 @@ class DomainLM(nn.Module):
         Both are U' p'(t) for every token; the blocks are built from U_0..U_N inside the graph, so the
         gradients are U''s."""
         stacked = torch.cat([self.lstm.weight_ih_l0.unsqueeze(0), self.input_weight])  # (N+1, 4H, E)
-        if state is None:
-            zeros = x.new_zeros(self.config.num_layers, x.shape[0], self.config.hidden_dim)
-            state = (zeros, zeros)
         k = len(groups.sizes)
         if k > len(stacked):  # the paper's p' = [1; m] (x) p through one block per slot, U_0..U_N
             gates, blocks = groups.stacked_gates(), stacked
@@ -250,38 +247,30 @@ class DomainLM(nn.Module):
         return self._lstm(inputs, state, blocks.permute(1, 0, 2).flatten(1))  # block j reads input slice j
 
     def _lstm(
-        self, x: torch.Tensor, state: LSTMState, weight_ih: torch.Tensor
+        self, x: torch.Tensor, state: LSTMState | None, weight_ih: torch.Tensor
     ) -> tuple[torch.Tensor, LSTMState]:
         """The model's ``nn.LSTM`` (its fused kernel, all layers) with ``weight_ih`` as the first layer's
-        input weight, of any width: ``torch.lstm`` with explicit weights (``nn.LSTM`` checks the width).
-
-        Input, state and every weight go in one dtype: the autocast dtype under autocast (as ``nn.LSTM``
-        itself runs there), else the input's. CUDA autocast casts only the input of ``torch.lstm``, not its
-        weight list, and the augmented ``weight_ih`` comes out of an autocast product in bf16 while the
-        other weights are fp32: cuDNN refuses the mix ("Weight scalar types do not match"). The casts are
-        inside the graph, so the fp32 parameters get their gradients."""
+        input weight, of any width: ``torch.lstm`` with explicit weights (``nn.LSTM`` checks the width), in
+        a dtype every device has a kernel for (:mod:`synopsis.models.recurrent`: autocast's on a GPU, float32
+        under CPU autocast, where oneDNN often has no bf16 LSTM kernel)."""
         lstm = self.lstm
-        device_type = x.device.type
-        autocast = torch.is_autocast_enabled(device_type)
-        dtype = torch.get_autocast_dtype(device_type) if autocast else x.dtype
-        # per layer: weight_ih, weight_hh, bias_ih, bias_hh
-        weights = [w.to(dtype) for w in lstm._flat_weights]
-        weights[0] = weight_ih.to(dtype)
-        hidden = tuple(part.to(dtype) for part in state)
-        with torch.autocast(device_type, enabled=False), warnings.catch_warnings():
+        if state is None:
+            zeros = x.new_zeros(self.config.num_layers, x.shape[0], self.config.hidden_dim)
+            state = (zeros, zeros)
+        weights = list(lstm._flat_weights)  # per layer: weight_ih, weight_hh, bias_ih, bias_hh
+        weights[0] = weight_ih
+        with warnings.catch_warnings():
             # cuDNN warns when the weights are not one contiguous buffer; the augmented weight_ih is made
             # anew every call, so they never are, and cuDNN's one copy of them per call is the cost of U'.
             warnings.filterwarnings("ignore", message=_NOT_CONTIGUOUS)
-            output, h_n, c_n = torch.lstm(
-                x.to(dtype),
-                hidden,
+            output, h_n, c_n = fused_lstm(
+                x,
+                state,
                 weights,
-                lstm.bias,
-                lstm.num_layers,
-                float(lstm.dropout),
-                self.training,
-                lstm.bidirectional,
-                lstm.batch_first,
+                num_layers=lstm.num_layers,
+                dropout=lstm.dropout,
+                training=self.training,
+                batch_first=lstm.batch_first,
             )
         return output, (h_n, c_n)
 

@@ -53,18 +53,32 @@ DEFAULT_MAX_INSTRUCTION_LENGTH = 128
 PAD_VALUES = {"sentence_ids": -1, "section_ids": -1, "segment_ids": SOURCE_SEGMENT}
 
 
-def model_max_source_length(config: Any, tokenizer: PreTrainedTokenizerBase) -> int:
-    """The longest input the model can encode: its position table, or T5's conventional 512 (InstructSum's
-    source part: the paper's 1024)."""
+def source_length_limits(config: Any, tokenizer: PreTrainedTokenizerBase) -> tuple[int, int]:
+    """(default, maximum) input length in tokens.
+
+    A model with a position table reads at most that many; by default, what its tokenizer truncates to
+    (``model_max_length``, the checkpoint's own input length) when that is shorter. A T5-family model has
+    relative positions and no hard limit: by default its tokenizer's length, else its family's
+    (:attr:`~synopsis.models.registry.CheckpointType.source_length`: T5's conventional 512, LongT5's 16k),
+    and a stock T5 accepts up to 1024 when asked (InstructSum's "Full" baseline at inference).
+    InstructSum's source part: the paper's 1024."""
     entry = checkpoint_type(config)
     if entry is not None and entry.instructsum:
-        return INSTRUCTSUM_MAX_SOURCE_TOKENS
-    if is_family(config, "led") or hasattr(config, "max_encoder_position_embeddings"):
-        return int(config.max_encoder_position_embeddings)
-    if hasattr(config, "max_position_embeddings") and not is_family(config, "t5", stock=True):
-        return int(config.max_position_embeddings)
-    limit = tokenizer.model_max_length
-    return int(limit) if limit and limit < 1_000_000 else T5_DEFAULT_MAX_SOURCE_LENGTH
+        return INSTRUCTSUM_MAX_SOURCE_TOKENS, INSTRUCTSUM_MAX_SOURCE_TOKENS
+    stated = tokenizer.model_max_length
+    stated = int(stated) if stated and stated < 1_000_000 else None
+    table = getattr(config, "max_encoder_position_embeddings", None)
+    if table is None and not is_family(config, "t5", stock=True):
+        table = getattr(config, "max_position_embeddings", None)
+    if table is not None:
+        return min(int(table), stated or int(table)), int(table)
+    default = stated or (entry.source_length if entry is not None else T5_DEFAULT_MAX_SOURCE_LENGTH)
+    return default, max(default, T5_MAX_SOURCE_LENGTH) if is_family(config, "t5", stock=True) else default
+
+
+def model_max_source_length(config: Any, tokenizer: PreTrainedTokenizerBase) -> int:
+    """The input length a model reads by default (:func:`source_length_limits`)."""
+    return source_length_limits(config, tokenizer)[0]
 
 
 def default_source_prefix(config: Any) -> str:
@@ -141,17 +155,31 @@ class _Piece:
     cut: bool = True  # truncation may cut it (False: InstructSum's prompt template and title)
 
 
-def _section_nodes(sections: np.ndarray, segments: np.ndarray) -> np.ndarray:
+def _section_nodes(sections: np.ndarray, segments: np.ndarray, leading_bos_asks: bool = False) -> np.ndarray:
     """HIBRIDS' node of every token: section k is node ``k + 3``; a token outside every section is the
     question node (instruction), the start node (before the document's last section token) or the end node
-    (after it: EOS), as the public code's chunks (:func:`~synopsis.models.hibrids.outside_node_relations`)."""
+    (after it: EOS), as the public code's chunks (:func:`~synopsis.models.hibrids.outside_node_relations`).
+    ``leading_bos_asks``: the first token is the tokenizer's BOS before a question, which the public code
+    puts in the question chunk (``[<s>] + question``; see :attr:`Seq2SeqInputs.question_start`)."""
     from synopsis.models.hibrids import END_NODE, OUTSIDE_NODES, QUESTION_NODE, START_NODE
 
     inside = sections >= 0
     last = int(np.flatnonzero(inside)[-1]) if inside.any() else -1
     outside = np.where(np.arange(len(sections)) > last, END_NODE, START_NODE)
     outside = np.where(segments == INSTRUCTION_SEGMENT, QUESTION_NODE, outside)
+    if leading_bos_asks and (segments == INSTRUCTION_SEGMENT).any():
+        outside[0] = QUESTION_NODE
     return np.where(inside, sections + OUTSIDE_NODES, outside)
+
+
+def _question_start_token(model_config: Any, tokenizer: PreTrainedTokenizerBase) -> str | None:
+    """The token that starts the document after a question in a HIBRIDS input: the tokenizer's BOS when it
+    puts one first (BART, LED), else None (T5 has no BOS). See :attr:`Seq2SeqInputs.question_start`."""
+    bos = tokenizer.bos_token_id
+    if not is_hibrids(model_config) or bos is None:
+        return None
+    ids = tokenizer("x")["input_ids"]
+    return tokenizer.bos_token if ids and ids[0] == bos else None
 
 
 class Seq2SeqInputs:
@@ -159,7 +187,9 @@ class Seq2SeqInputs:
 
     ``prefix``: text put before every source (``None``: the checkpoint's own, ``"summarize: "`` for T5);
     ``instruction_template``: how an instruction is combined with the source text (``{instruction}`` and
-    ``{source}`` placeholders; the template's text belongs to the instruction segment);
+    ``{source}`` placeholders; the template's text belongs to the instruction segment; ``None``:
+    ``"{instruction}\n{source}"``, or for HIBRIDS on BART/LED the public code's ``<s> question <s> document
+    </s>``, see ``question_start``);
     ``max_source_length``: ``None`` means the model's maximum (larger values are refused);
     ``sentence_marker``: text put before every sentence (Hie-BART's sentence-start token); ``None`` reads
     it from a Hie-BART config; ``headings``: read section headings (``None``: the config's
@@ -180,17 +210,14 @@ class Seq2SeqInputs:
         max_source_length: int | None = None,
         max_target_length: int = 128,
         prefix: str | None = None,
-        instruction_template: str = "{instruction}\n{source}",
+        instruction_template: str | None = None,
         sentence_marker: str | None = None,
         max_instruction_length: int = DEFAULT_MAX_INSTRUCTION_LENGTH,
         headings: bool | None = None,
     ) -> None:
         self.config = model_config
         self.tokenizer = tokenizer
-        limit = model_max_source_length(model_config, tokenizer)
-        # T5's relative positions have no hard limit; InstructSum's paper trains its T5 "Full" baseline at
-        # 512 and raises the limit to 1024 at inference, so a plain T5 accepts up to 1024 when asked.
-        maximum = max(limit, T5_MAX_SOURCE_LENGTH) if is_family(model_config, "t5", stock=True) else limit
+        limit, maximum = source_length_limits(model_config, tokenizer)
         if max_source_length is not None and not 1 <= max_source_length <= maximum:
             raise ConfigError(
                 f"max_source_length must be in 1..{maximum} (the model's maximum), got {max_source_length}"
@@ -198,6 +225,13 @@ class Seq2SeqInputs:
         self.max_source_length = max_source_length or limit
         self.max_target_length = max_target_length
         self.prefix = default_source_prefix(model_config) if prefix is None else prefix
+        # HIBRIDS on a BOS tokenizer lays a question input out as the authors' public code (hibrids_summ,
+        # hf_translation.py) does: [<s>] + question + [<s>] + document + [</s>], the leading <s> in the
+        # question chunk and the second <s> alone as the start chunk (issue 51 item 1); any other model
+        # reads "question\ndocument".
+        self.question_start = _question_start_token(model_config, tokenizer)
+        if instruction_template is None:
+            instruction_template = "{instruction}" + ("" if self.question_start else "\n") + "{source}"
         if instruction_template.count("{source}") != 1 or instruction_template.count("{instruction}") != 1:
             raise ConfigError(
                 f"instruction_template {instruction_template!r}: needs one {{instruction}} and one {{source}}"
@@ -235,6 +269,8 @@ class Seq2SeqInputs:
             return pieces + source
         for part in re.split(r"(\{instruction\}|\{source\})", self.instruction_template):
             if part == "{source}":
+                if self.question_start is not None:  # HIBRIDS' second <s>: the start chunk (no section)
+                    pieces.append(_Piece(self.question_start))
                 pieces += source
             elif part:  # the instruction and the template's own words form the instruction segment
                 text = instruction if part == "{instruction}" else part
@@ -339,7 +375,8 @@ class Seq2SeqInputs:
             path, level = document.tree_relations()
             sections = labels[1][keep]
             if is_hibrids(self.config):
-                sections = _section_nodes(sections, labels[2][keep])
+                leading_bos = self.question_start is not None and ids[keep][0] == self.tokenizer.bos_token_id
+                sections = _section_nodes(sections, labels[2][keep], leading_bos)
             out.append(
                 SourceEncoding(
                     input_ids=ids[keep].tolist(),

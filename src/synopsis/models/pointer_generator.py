@@ -29,9 +29,10 @@ one vocabulary as one, through the same two methods: each step's final distribut
 
 Where the time goes on CPU, and what is done about it (the functions are unchanged):
 
-* the encoder is PyTorch's fused LSTM (``torch.lstm``, the kernel behind ``nn.LSTM``; cuDNN on GPUs) on
-  right-aligned rows, with padding made an exact no-op (see :meth:`PointerGenerator._bidirectional`), instead
-  of a packed sequence, whose CPU backward is quadratic in the length;
+* the encoder is PyTorch's fused LSTM (``torch.lstm``, the kernel behind ``nn.LSTM``; cuDNN on GPUs; float32
+  under CPU autocast, see :mod:`synopsis.models.recurrent`) on right-aligned rows, with padding made an exact
+  no-op (see :meth:`PointerGenerator._bidirectional`), instead of a packed sequence, whose CPU backward is
+  quadratic in the length;
 * ``W_h h_i`` is computed once per source; the rest of the attention energy is per step and is one custom
   autograd function (:class:`AttentionEnergy`) that writes the (B, L, 2H) pre-activation into one reused
   buffer and recomputes it in the backward pass instead of keeping one such tensor per target step;
@@ -66,6 +67,7 @@ from synopsis.data.pointer_generator import (
 )
 from synopsis.errors import CheckpointError, ConfigError
 from synopsis.models.copy_attention import AttentionEnergy, CopyMixture
+from synopsis.models.recurrent import fused_lstm
 
 if TYPE_CHECKING:
     from synopsis.vocab import Vocab
@@ -266,18 +268,10 @@ class PointerGenerator(nn.Module):
             getattr(lstm, f"bias_hh_l0{suffix}"),
         ]
         zeros = inputs.new_zeros(1, inputs.size(0), hidden)
-        # torch.lstm is nn.LSTM's kernel (oneDNN on CPU, cuDNN on GPUs) with explicit weights: one layer, one
-        # direction, batch first.
-        outputs, h_n, c_n = torch.lstm(
-            torch.cat([inputs, closed], dim=-1),
-            (zeros, zeros),
-            weights,
-            True,  # has_biases
-            1,  # num_layers
-            0.0,  # dropout
-            self.training,
-            False,  # bidirectional
-            True,  # batch_first
+        # nn.LSTM's kernel with explicit weights (one layer, one direction, batch first), in a dtype every
+        # device has a kernel for (float32 under CPU autocast).
+        outputs, h_n, c_n = fused_lstm(
+            torch.cat([inputs, closed], dim=-1), (zeros, zeros), weights, training=self.training
         )
         return outputs, h_n[0], c_n[0]
 

@@ -28,9 +28,11 @@ METHOD_NAMES = {"hie_bart": "Hie-BART", "hibrids": "HIBRIDS", "instructsum": "In
 class CheckpointType:
     """What a checkpoint of one ``model_type`` needs.
 
-    ``family``: the Hugging Face base (``bart``, ``t5``, ``led``); ``methods``: the synopsis methods stacked
-    on it (empty for a stock checkpoint); ``inputs``: batch-record fields beyond ids and masks the model
-    reads; ``task_prefix``: the source prefix when the config names none (T5's ``"summarize: "``).
+    ``family``: the Hugging Face base (``bart``, ``t5``, ``led``, ``pegasus``); ``methods``: the synopsis
+    methods stacked on it (empty for a stock checkpoint); ``inputs``: batch-record fields beyond ids and
+    masks the model reads; ``task_prefix``: the source prefix when the config names none (T5's
+    ``"summarize: "``); ``source_length``: for a family with relative positions (no position table), the
+    input length its checkpoints are made for when the tokenizer names none.
     """
 
     name: str
@@ -38,6 +40,7 @@ class CheckpointType:
     methods: frozenset[str] = frozenset()
     inputs: tuple[str, ...] = ()
     task_prefix: str = ""
+    source_length: int = 512
 
     @property
     def stock(self) -> bool:
@@ -62,13 +65,22 @@ def _types(*types: CheckpointType) -> dict[str, CheckpointType]:
     return {t.name: t for t in types}
 
 
-#: Every supported ``model_type``.
+#: Every supported ``model_type``: the stock summarization families ``AutoModelForSeq2SeqLM`` builds (BART,
+#: mBART, PEGASUS, PEGASUS-X, BigBird-PEGASUS, T5, mT5, UMT5, LongT5, LED), then the methods' types. A stock
+#: type whose name is not its family's (mBART, PEGASUS-X, ...) runs as it is; methods stack on the
+#: families' own classes (:func:`stacked_type`).
 MODEL_TYPES: dict[str, CheckpointType] = _types(
     CheckpointType("bart", "bart"),
-    CheckpointType("hie_bart", "bart", frozenset({"hie_bart"})),
+    CheckpointType("mbart", "bart"),
+    CheckpointType("pegasus", "pegasus"),
+    CheckpointType("pegasus_x", "pegasus"),
+    CheckpointType("bigbird_pegasus", "pegasus"),
     CheckpointType("t5", "t5", task_prefix="summarize: "),
     CheckpointType("mt5", "t5", task_prefix="summarize: "),
+    CheckpointType("umt5", "t5"),
+    CheckpointType("longt5", "t5", source_length=16384),  # Guo et al. (2022) read up to 16k tokens
     CheckpointType("led", "led"),
+    CheckpointType("hie_bart", "bart", frozenset({"hie_bart"})),
     CheckpointType(INSTRUCTSUM_MODEL_TYPE, "t5", frozenset({"instructsum"}), SEGMENT_INPUTS),
     CheckpointType("hibrids_bart", "bart", frozenset({"hibrids"}), SECTION_INPUTS),
     CheckpointType("hibrids_t5", "t5", frozenset({"hibrids"}), SECTION_INPUTS, "summarize: "),

@@ -1,9 +1,9 @@
-"""Local Hugging Face seq2seq checkpoints (BART, Hie-BART, T5, LED): loading and conversion.
+"""Hugging Face seq2seq checkpoints (BART, PEGASUS, T5, LED, ... and the methods'): loading and conversion.
 
-* :func:`load_seq2seq` loads a model directory and its tokenizer with one-line errors for the usual
-  mistakes (missing config, missing weights, unsupported architecture, empty tokenizer), or builds it
-  with random weights from the directory's ``config.json``. What the model is (BART, Hie-BART with N word
-  heads, ...) is read from that config alone.
+* :func:`load_seq2seq` loads a model (a directory or a hub id) and its tokenizer with one-line errors for
+  the usual mistakes (missing config, missing weights, unsupported architecture, empty tokenizer), or
+  builds it with random weights from the directory's ``config.json``. What the model is (BART, Hie-BART
+  with N word heads, ...) is read from that config alone.
 * :func:`convert_checkpoint` turns a checkpoint into another method's model (``synopsis convert``), e.g. a
   stock BART into Hie-BART; the result says what it is in its own ``config.json``.
 
@@ -29,8 +29,9 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from synopsis.checkpoint import CONFIG_FILE, check_finite_tensors, read_config
+from synopsis.checkpoint import CONFIG_FILE, check_finite_tensors
 from synopsis.errors import CheckpointError, ConfigError, InputError
+from synopsis.hub import SAFETENSORS_INDEX, check_safetensors_weights
 from synopsis.models.hibrids import (
     SECTION_MARKER_KINDS,
     add_qs_tokens,
@@ -39,33 +40,13 @@ from synopsis.models.hibrids import (
 )
 from synopsis.models.hie_bart import DEFAULT_SENTENCE_START_TOKEN, HieBartConfig, convert_to_hie_bart
 from synopsis.models.instructsum import convert_to_instructsum
-from synopsis.models.registry import SUPPORTED_MODEL_TYPES, stacked_type
+from synopsis.models.names import read_model_config, resolve_seq2seq
+from synopsis.models.registry import stacked_type
 
 logger = logging.getLogger(__name__)
 
-WEIGHT_FILES = (
-    "model.safetensors",
-    "model.safetensors.index.json",
-    "pytorch_model.bin",
-    "pytorch_model.bin.index.json",
-)
+WEIGHT_FILES = ("model.safetensors", SAFETENSORS_INDEX)
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "spiece.model", "sentencepiece.bpe.model", "vocab.txt")
-
-
-def read_model_config(model_dir: str | Path) -> dict[str, Any]:
-    """The checkpoint's ``config.json`` as a dict, checking that it is a supported seq2seq model."""
-    model_dir = Path(model_dir)
-    path = model_dir / CONFIG_FILE
-    if model_dir.is_dir() and not path.is_file():
-        raise CheckpointError(f"{model_dir}: no config.json; not a Hugging Face model directory")
-    data = read_config(model_dir, kind="model")
-    model_type = data.get("model_type")
-    if model_type not in SUPPORTED_MODEL_TYPES:
-        raise CheckpointError(
-            f"{path}: model_type {model_type!r} is not a supported seq2seq model "
-            f"(supported: {', '.join(SUPPORTED_MODEL_TYPES)})"
-        )
-    return data
 
 
 def load_tokenizer(model_dir: str | Path) -> PreTrainedTokenizerBase:
@@ -129,43 +110,24 @@ def add_sentence_start_token(model: PreTrainedModel, tokenizer: PreTrainedTokeni
     return config.sentence_start_token_id
 
 
-#: What turns a ``pytorch_model.bin`` into ``model.safetensors`` (run it only on a file you trust: loading a
-#: pickle can run code; torch >= 2.6 loads only tensors by default).
-CONVERT_BIN_COMMAND = (
-    'python -c "import sys, torch; from safetensors.torch import save_file; '
-    "d = sys.argv[1]; save_file({k: v.clone().contiguous() for k, v in torch.load(d + '/pytorch_model.bin', "
-    "weights_only=True).items()}, d + '/model.safetensors', metadata={'format': 'pt'})\" DIR"
-)
-
-
-def _refuse_pickled_weights(model_dir: Path) -> None:
-    """Weights only as pickles (``pytorch_model.bin``) are refused, never unpickled, naming the command that
-    converts them to safetensors."""
-    if any((model_dir / name).is_file() for name in WEIGHT_FILES[:2]):
-        return
-    pickled = [name for name in WEIGHT_FILES[2:] if (model_dir / name).is_file()]
-    if pickled:
-        raise CheckpointError(
-            f"{model_dir}: weights in {pickled[0]} (a pickle) are not loaded; convert them to "
-            f"model.safetensors first: {CONVERT_BIN_COMMAND}"
-        )
-
-
 def load_seq2seq(
-    model_dir: str | Path, random_init: bool = False
+    model: str | Path, random_init: bool = False, *, revision: str | None = None, progress: bool | None = None
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Load a local BART / Hie-BART / T5 / LED checkpoint and its tokenizer; its config.json says what it is.
+    """Load a BART / PEGASUS / T5 / LED / ... checkpoint (or a method's: Hie-BART, HIBRIDS, InstructSum) and
+    its tokenizer; its config.json says what it is. ``model`` is a local directory or a hub id ``org/name``
+    at ``revision`` (:func:`resolve_seq2seq`; ``progress``: download bars).
 
-    ``random_init`` builds the model from ``config.json`` alone (no weights needed).
-    """
-    model_dir = Path(model_dir)
+    ``random_init`` builds the model from ``config.json`` alone (no weights needed). Weights load from
+    safetensors files only (:func:`synopsis.hub.check_safetensors_weights`)."""
+    model_dir = resolve_seq2seq(model, revision, progress=progress)
     read_model_config(model_dir)
-    if not random_init and not any((model_dir / name).is_file() for name in WEIGHT_FILES):
-        raise CheckpointError(
-            f"{model_dir}: no model weights ({' or '.join(WEIGHT_FILES[::2])}); "
-            "to start from random weights, train with random_init: true"
-        )
-    _refuse_pickled_weights(model_dir)
+    if not random_init:
+        check_safetensors_weights(model_dir)
+        if not any((model_dir / name).is_file() for name in WEIGHT_FILES):
+            raise CheckpointError(
+                f"{model_dir}: no model weights ({' or '.join(WEIGHT_FILES)}); "
+                "to start from random weights, train with random_init: true"
+            )
     try:
         config = AutoConfig.from_pretrained(str(model_dir), local_files_only=True)
     except (ValueError, TypeError, StrictDataclassError) as err:  # d_model: NaN, encoder_layers: "abc"
@@ -250,13 +212,23 @@ def convert_hibrids(
     encoder: bool = True,
     decoder: bool = True,
     selected: bool = False,
+    decoder_per_head: bool = True,
+    global_bias: bool = True,
 ) -> PreTrainedModel:
-    """A BART/T5/LED with HIBRIDS' section-tree attention biases, zero-initialised (Cao & Wang, 2022).
+    """A BART/T5/LED with HIBRIDS' section-tree attention biases, zero-initialised (Cao & Wang, 2022);
+    ``decoder_per_head`` and ``global_bias`` as :func:`~synopsis.models.hibrids.convert_to_hibrids`.
 
     The tokenizer and embeddings also get the QS hierarchy markers (:func:`add_qs_tokens`), so the model can
     be fine-tuned for QS generation; text without markers tokenizes as before."""
     try:
-        converted = convert_to_hibrids(model, encoder=encoder, decoder=decoder, selected=selected)
+        converted = convert_to_hibrids(
+            model,
+            encoder=encoder,
+            decoder=decoder,
+            selected=selected,
+            decoder_per_head=decoder_per_head,
+            global_bias=global_bias,
+        )
     except ValueError as err:
         raise CheckpointError(f"HIBRIDS: {err}") from None
     add_qs_tokens(converted, tokenizer)
@@ -322,14 +294,17 @@ def convert_seq2seq(kind: str, model: PreTrainedModel, tokenizer: PreTrainedToke
     return keep_generation_settings(model, converted, METHOD_DECODING.get(kind))
 
 
-def convert_checkpoint(kind: str, source: str | Path, output: str | Path, **options: Any) -> Path:
-    """Load ``source``, convert it, and save the result (model + tokenizer) to a new directory ``output``."""
-    source, output = Path(source), Path(output)
-    if output.resolve() == source.resolve():
+def convert_checkpoint(
+    kind: str, source: str | Path, output: str | Path, *, revision: str | None = None, **options: Any
+) -> Path:
+    """Load ``source`` (a directory, or a hub id at ``revision``), convert it, and save the result (model +
+    tokenizer) to a new directory ``output``."""
+    output = Path(output)
+    if output.resolve() == Path(source).resolve():
         raise ConfigError(f"{output}: the output directory must differ from the input checkpoint")
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
         raise ConfigError(f"{output}: already exists and is not empty; choose a new directory")
-    model, tokenizer = load_seq2seq(source)
+    model, tokenizer = load_seq2seq(source, revision=revision)
     converted = convert_seq2seq(kind, model, tokenizer, **options)
     from synopsis.io import write_directory_atomically
 

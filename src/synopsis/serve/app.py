@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
 from synopsis import __version__
@@ -83,19 +84,27 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
     app.state.pool = service.pool
     app.state.batchers = service.batchers
     app.state.metrics = service.metrics
+    add_error_handlers(app)
+    documented = Documented.of(bool(settings.auth_token))
+    routers = [service_router(service, documented), api_router(service, documented), page_router()]
+    for router in routers:
+        app.include_router(router)
+    app.mount("/static", StaticFiles(directory=static_dir()), name="static")
     app.add_middleware(
         RequestMiddleware,
         max_body_bytes=settings.max_body_bytes,
         auth_token=settings.auth_token,
         metrics=service.metrics,
         body_timeout_s=settings.request_timeout_s,
+        # the routes that take a body: a body anywhere else is refused at once, unread
+        body_paths=[
+            route.path
+            for router in routers
+            for route in router.routes
+            if isinstance(route, APIRoute) and "POST" in route.methods
+        ],
+        allowed_hosts=settings.allowed_hosts,
     )
-    add_error_handlers(app)
-    documented = Documented.of(bool(settings.auth_token))
-    app.include_router(service_router(service, documented))
-    app.include_router(api_router(service, documented))
-    app.include_router(page_router())
-    app.mount("/static", StaticFiles(directory=static_dir()), name="static")
     if settings.auth_token:
         schema = app.openapi()
         bearer = {"bearer": {"type": "http", "scheme": "bearer"}}

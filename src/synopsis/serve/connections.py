@@ -1,18 +1,24 @@
 """Connections that send nothing useful: what uvicorn's HTTP protocol does not bound itself.
 
 uvicorn times out an idle keep-alive connection (``timeout_keep_alive``) but not one that is still sending
-its request line and headers, and it accepts connections until the process runs out of file descriptors.
-:class:`GuardedH11Protocol` (``synopsis serve`` runs uvicorn with it) adds both bounds:
+its request, and it accepts connections until the process runs out of file descriptors.
+:class:`GuardedH11Protocol` (``synopsis serve`` runs uvicorn with it) bounds every request as it is read,
+whatever its method and whether or not the application reads its body:
 
-* a connection whose request headers are not complete ``header_timeout_s`` after it opened (or after the
-  first bytes of its next request on a kept-alive connection) is closed, as nginx's
-  ``client_header_timeout``;
-* beyond ``max_connections`` open connections, a new connection closes the oldest one that has no request
-  in progress (idle, or still sending headers); only when every one is busy is the new one refused. A flood
-  of half-open connections thus cannot keep ``/health`` or real clients out.
+* its request line and headers must be complete ``header_timeout_s`` after its first byte (the connection
+  is then closed), as nginx's ``client_header_timeout``;
+* the whole request, headers and body, must be complete ``request_timeout_s`` after its first byte, and its
+  body must keep an average of ``min_body_rate`` bytes/s once ``header_timeout_s`` has passed since its
+  headers (Apache's ``mod_reqtimeout`` ``MinRate``): else a 408 and the connection is closed;
+* beyond ``max_connections`` open connections, a new connection makes room: the oldest connection without a
+  request in progress (idle, or still sending headers) is closed, else the one whose body lags furthest
+  behind the minimum rate (a 503); a connection whose request has fully arrived is never closed for room, so
+  only when every one is being answered is the new one refused;
+* request headers with a bare LF line end or an obsolete line folding (RFC 9112, 2.2 and 5.2: a server may
+  reject both) are a 400: h11 accepts them, and a proxy in front may read them otherwise.
 
 The limits travel in ``$SYNOPSIS_SERVE_CONNECTIONS`` (JSON), since uvicorn makes the protocol objects
-itself, in every worker process.
+itself, in every worker process; :meth:`GuardedH11Protocol.with_limits` gives a class with its own.
 """
 
 from __future__ import annotations
@@ -21,20 +27,42 @@ import asyncio
 import json
 import logging
 import os
+import re
 import resource
+from dataclasses import asdict, dataclass
 from functools import cache
-from typing import Any
+from http import HTTPStatus
+from typing import Any, ClassVar
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-#: Environment variable holding ``{"header_timeout_s": ..., "max_connections": ...}``.
+#: Environment variable holding :class:`ConnectionLimits` as JSON.
 LIMITS_ENV = "SYNOPSIS_SERVE_CONNECTIONS"
 #: The import string uvicorn's ``http=`` option takes.
 PROTOCOL = "synopsis.serve.connections:GuardedH11Protocol"
 #: File descriptors kept for everything but connections (models, logs, the event loop, the listener).
 _SPARE_DESCRIPTORS = 64
+#: Header bytes checked for bare LFs and folding (h11 refuses headers beyond 16 KB itself).
+_HEAD_BYTES = 64 * 1024
+_BARE_LF = re.compile(rb"(?<!\r)\n")
+_FOLDED = re.compile(rb"\r\n[ \t]")
 logger = logging.getLogger("synopsis.serve")
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """What one connection may take to send its request (module docstring); ``synopsis serve``'s
+    ``--header-timeout``, ``--timeout``, ``--min-body-rate`` and ``--max-connections``."""
+
+    header_timeout_s: float = 10.0
+    request_timeout_s: float = 60.0
+    min_body_rate: float = 500.0
+    max_connections: int = 1000
+
+    def to_env(self) -> str:
+        """The value of :data:`LIMITS_ENV` for these limits."""
+        return json.dumps(asdict(self))
 
 
 def fit_to_descriptors(max_connections: int) -> tuple[int, int]:
@@ -69,84 +97,212 @@ def fit_to_descriptors(max_connections: int) -> tuple[int, int]:
 
 
 @cache
-def _limits() -> tuple[float, int]:
-    from synopsis.serve.settings import ServeSettings
-
-    given = json.loads(os.environ.get(LIMITS_ENV) or "{}")
-    defaults = ServeSettings()
-    return (
-        float(given.get("header_timeout_s", defaults.header_timeout_s)),
-        int(given.get("max_connections", defaults.max_connections)),
-    )
+def _limits_from_env() -> ConnectionLimits:
+    return ConnectionLimits(**json.loads(os.environ.get(LIMITS_ENV) or "{}"))
 
 
-def connection_limits_env(header_timeout_s: float, max_connections: int) -> str:
-    """The value of :data:`LIMITS_ENV` for these limits."""
-    return json.dumps({"header_timeout_s": header_timeout_s, "max_connections": max_connections})
+#: What a connection is doing: no request in progress (idle, or its headers still arriving), its body
+#: arriving, or its request arrived and being answered.
+_WAITING, _RECEIVING, _ANSWERING = "waiting", "receiving", "answering"
+#: How long the order of the slow bodies, slowest first, is reused before it is sorted again.
+_RESORT_S = 0.25
+
+
+class _Room:
+    """The connections of one server that may be closed to make room, kept as they change so that a new
+    connection finds its victim without walking every connection (under a flood, each of hundreds of
+    connections a second did): those without a request in progress in the order they became so (oldest
+    first), and those whose body is arriving, sorted by how far they lag (re-sorted at most every
+    ``_RESORT_S`` seconds)."""
+
+    def __init__(self) -> None:
+        self.waiting: dict[GuardedH11Protocol, None] = {}
+        self.receiving: dict[GuardedH11Protocol, None] = {}
+        self._slowest_last: list[GuardedH11Protocol] = []
+        self._sorted_at = float("-inf")
+
+    def track(self, protocol: GuardedH11Protocol, phase: str | None) -> None:
+        """Where ``protocol`` now is (None: gone)."""
+        if phase == _WAITING:
+            self.waiting.setdefault(protocol, None)  # keeps its place while it stays waiting
+        else:
+            self.waiting.pop(protocol, None)
+        if phase == _RECEIVING:
+            self.receiving[protocol] = None
+        else:
+            self.receiving.pop(protocol, None)
+
+    def victim(self, newcomer: GuardedH11Protocol, now: float) -> GuardedH11Protocol | None:
+        """The oldest waiting connection, else the body furthest behind the minimum rate; None: neither."""
+        for other in self.waiting:
+            if other is not newcomer and not other.transport.is_closing():
+                return other
+        if not self._slowest_last or now - self._sorted_at > _RESORT_S:
+            self._slowest_last = sorted(self.receiving, key=GuardedH11Protocol._lags_at, reverse=True)
+            self._sorted_at = now
+        while self._slowest_last:
+            other = self._slowest_last.pop()
+            if other in self.receiving and not other.transport.is_closing():
+                return other
+        return None
 
 
 class GuardedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with a header timeout and a bound on open connections (module docstring)."""
+    """uvicorn's h11 protocol with deadlines on reading a request and a bound on open connections (module
+    docstring)."""
+
+    limits: ClassVar[ConnectionLimits | None] = None  # None: from $SYNOPSIS_SERVE_CONNECTIONS
+
+    @classmethod
+    def with_limits(cls, limits: ConnectionLimits) -> type[GuardedH11Protocol]:
+        """This protocol with ``limits`` rather than the environment's (a server in this process)."""
+        return type(cls.__name__, (cls,), {"limits": limits})
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.header_timeout_s, self.max_connections = _limits()
-        self._header_timer: asyncio.TimerHandle | None = None
+        self.bounds = self.limits or _limits_from_env()
+        self._timer: asyncio.TimerHandle | None = None
         self._opened = 0.0
+        self._started: float | None = None  # the first byte of the request being read
+        self._headers_done: float | None = None
+        self._body_bytes = 0
+        self._head_tail = b""  # the last header bytes seen, for line ends split between reads
+        self._head_bytes = 0
+        room = getattr(self.server_state, "synopsis_room", None)
+        if room is None:  # one per server: its connections share it
+            room = self.server_state.synopsis_room = _Room()  # type: ignore[attr-defined]
+        self._room: _Room = room
 
+    # ------------------------------------------------------------------ uvicorn's callbacks
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._opened = self.loop.time()
-        if len(self.connections) > self.max_connections and not self._close_oldest_waiting():
-            self.transport.close()  # every other connection is serving a request: this one waits its turn
+        if len(self.connections) > self.bounds.max_connections and not self._make_room():
+            self.transport.close()  # every other connection is being answered: this one waits its turn
             return
-        self._arm_header_timer()
+        self._start_request()
+        self._room.track(self, _WAITING)
 
     def data_received(self, data: bytes) -> None:
+        phase = self._phase()
+        if phase == _WAITING:
+            if self._started is None:  # the first bytes of a request on a kept-alive connection
+                self._start_request()
+            if not self._head_is_clean(data):
+                self._refuse(400, "malformed request headers (a bare LF line end or a folded line)")
+                return
+        elif phase == _RECEIVING:
+            self._body_bytes += len(data)
         super().data_received(data)
-        if self._waiting_for_headers():
-            if self._header_timer is None:  # the first bytes of a request on a kept-alive connection
-                self._arm_header_timer()
-        else:
-            self._disarm_header_timer()
+        now = self._phase()
+        if phase == _WAITING and now != _WAITING:
+            self._headers_done = self.loop.time()
+        if now == _ANSWERING:
+            self._request_read()
+        if now != phase:
+            self._room.track(self, now)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm_header_timer()
+        self._disarm()
+        self._room.track(self, None)
         super().connection_lost(exc)
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        self._disarm_header_timer()  # from here uvicorn's keep-alive timeout holds until the next bytes
+        if self._phase() != _RECEIVING:  # else its body must still arrive in time (then it is closed)
+            self._request_read()
+        self._room.track(self, self._phase())
 
-    def _waiting_for_headers(self) -> bool:
-        """No request in progress: its headers have not all arrived (or nothing has)."""
-        return self.conn.their_state is h11.IDLE and (self.cycle is None or self.cycle.response_complete)
+    # ------------------------------------------------------------------ the request being read
+    def _phase(self) -> str:
+        if self.conn.their_state is h11.SEND_BODY:
+            return _RECEIVING
+        if self.conn.their_state is h11.IDLE and (self.cycle is None or self.cycle.response_complete):
+            return _WAITING
+        return _ANSWERING
 
-    def _arm_header_timer(self) -> None:
-        self._disarm_header_timer()
-        self._header_timer = self.loop.call_later(self.header_timeout_s, self._headers_timed_out)
+    def _start_request(self) -> None:
+        self._started, self._headers_done, self._body_bytes = self.loop.time(), None, 0
+        self._head_tail, self._head_bytes = b"", 0
+        self._arm(min(self.bounds.header_timeout_s, self.bounds.request_timeout_s))
 
-    def _disarm_header_timer(self) -> None:
-        if self._header_timer is not None:
-            self._header_timer.cancel()
-            self._header_timer = None
+    def _request_read(self) -> None:
+        """The request has arrived whole (or the connection is idle again): nothing more to time."""
+        self._disarm()
+        self._started = self._headers_done = None
 
-    def _headers_timed_out(self) -> None:
-        self._header_timer = None
-        if self._waiting_for_headers() and not self.transport.is_closing():
-            self.transport.close()
+    def _lags_at(self) -> float:
+        """When the body falls below the minimum rate, given what has arrived so far."""
+        headers_done = self._headers_done if self._headers_done is not None else self.loop.time()
+        return headers_done + self.bounds.header_timeout_s + self._body_bytes / self.bounds.min_body_rate
 
-    def _close_oldest_waiting(self) -> bool:
-        """Close the oldest other connection without a request in progress; False when there is none."""
-        waiting = [
-            other
-            for other in self.connections
-            if other is not self
-            and isinstance(other, GuardedH11Protocol)
-            and other._waiting_for_headers()
-            and not other.transport.is_closing()
-        ]
-        if not waiting:
+    def _check(self) -> None:
+        """The timer: close a request that is late; otherwise look again at its next deadline."""
+        self._timer = None
+        if self._started is None or self.transport.is_closing():
+            return
+        now, phase = self.loop.time(), self._phase()
+        deadline = self._started + self.bounds.request_timeout_s
+        if phase == _WAITING:
+            if now >= min(self._started + self.bounds.header_timeout_s, deadline):
+                self.transport.close()  # nothing of a response can be sent before a request
+                return
+            self._arm(min(self._started + self.bounds.header_timeout_s, deadline) - now)
+        elif phase == _RECEIVING:
+            if now >= deadline:
+                self._refuse(408, f"the request did not arrive within {self.bounds.request_timeout_s:g} s")
+            elif now >= self._lags_at():
+                rate = f"{self.bounds.min_body_rate:g} bytes/s"
+                self._refuse(408, f"the request body arrived slower than {rate}")
+            else:
+                self._arm(min(deadline, self._lags_at()) - now)
+
+    def _arm(self, delay: float) -> None:
+        self._disarm()
+        self._timer = self.loop.call_later(max(delay, 0.0), self._check)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _head_is_clean(self, data: bytes) -> bool:
+        """Whether the header bytes in ``data`` (with the last ones seen before) end every line with CRLF
+        and fold none."""
+        if self._head_bytes > _HEAD_BYTES:
+            return True  # h11 refuses headers this long itself
+        window = self._head_tail + data
+        end = window.find(b"\r\n\r\n")
+        head = window if end < 0 else window[: end + 2]
+        self._head_tail, self._head_bytes = window[-3:], self._head_bytes + len(data)
+        return _BARE_LF.search(head) is None and _FOLDED.search(head) is None
+
+    def _refuse(self, status: int, message: str) -> None:
+        """Answer ``status`` with the service's JSON error (unless a response has started) and close."""
+        if self.cycle is not None:
+            self.cycle.scope["state"]["refused"] = status  # the access log's status for this request
+        if self.cycle is None or not self.cycle.response_started:
+            body = json.dumps({"error": {"code": _CODES[status], "message": message, "field": None}}).encode()
+            head = (
+                f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\ncontent-type: application/json\r\n"
+                f"content-length: {len(body)}\r\nconnection: close\r\n"
+            )
+            retry = "retry-after: 1\r\n" if status == 503 else ""
+            self.transport.write((head + retry + "\r\n").encode() + body)
+        self.transport.close()
+
+    # ------------------------------------------------------------------ room for a new connection
+    def _make_room(self) -> bool:
+        """Close the oldest other connection without a request in progress, else the one whose body lags
+        furthest behind the minimum rate; False when every other one is being answered."""
+        victim = self._room.victim(self, self.loop.time())
+        if victim is None:
             return False
-        min(waiting, key=lambda other: other._opened).transport.close()
+        if victim._phase() == _WAITING:
+            victim.transport.close()
+        else:
+            victim._refuse(503, "the server is full; retry shortly")
         return True
+
+
+_CODES = {400: "bad_request", 408: "timeout", 503: "busy"}

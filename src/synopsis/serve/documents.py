@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from synopsis.document import Document
+from synopsis.document import Document, ParseBudget, parse_budget
 from synopsis.errors import InputError
 from synopsis.serve.settings import DocumentLimits
 from synopsis.summarizers.runner import ParsedDocument, read_source
@@ -14,22 +15,35 @@ def read_pasted(
     text: str,
     format: str = "auto",  # noqa: A002
     limits: DocumentLimits | None = None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> ParsedDocument:
-    """A pasted document as the library reads it (:func:`synopsis.summarizers.runner.read_source`), checked
-    against ``limits`` (default: :class:`DocumentLimits`' defaults) before any of its work is queued;
-    :class:`InputError` for unusable input and for a document over them."""
-    parsed = read_source(text, format)
-    check_limits(parsed.document, limits or DocumentLimits())
+    """A pasted document as the library reads it (:func:`synopsis.summarizers.runner.read_source`), within
+    ``limits`` (default: :class:`DocumentLimits`' defaults): the reader counts sections, blocks and words as
+    it goes and stops at a limit (:class:`~synopsis.document.ParseBudget`), and the document read is checked
+    once more before any of its work is queued; :class:`InputError` for unusable input, a document over
+    them, or ``cancelled()`` turning true (its request ended) while it is read."""
+    limits = limits or DocumentLimits()
+    with parse_budget(budget_of(limits, cancelled)):
+        parsed = read_source(text, format)
+    check_limits(parsed.document, limits)
     return parsed
+
+
+def budget_of(limits: DocumentLimits, cancelled: Callable[[], bool] | None = None) -> ParseBudget:
+    """What a reader may build under ``limits``; every block holds at least a sentence, so the sentence
+    limit bounds the blocks (paragraphs, list items, code blocks, tables)."""
+    flags = {"sections": "--max-sections", "blocks": "--max-sentences", "words": "--max-document-words"}
+    return ParseBudget(limits.sections, limits.sentences, limits.words, flags, cancelled)
 
 
 def parse_document(
     text: str,
     format: str = "auto",  # noqa: A002
     limits: DocumentLimits | None = None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> tuple[Document, str]:
     """:func:`read_pasted`'s document and the format it was read as."""
-    parsed = read_pasted(text, format, limits)
+    parsed = read_pasted(text, format, limits, cancelled)
     return parsed.document, parsed.format
 
 

@@ -19,6 +19,8 @@ from typing import Any
 from synopsis.config import DECODING_OPTIONS, DecodingOptions
 from synopsis.document import Document
 from synopsis.errors import ConfigError, SynopsisError
+from synopsis.hub import is_hub_id
+from synopsis.models.names import resolve_seq2seq
 from synopsis.sharding import resolve_device
 from synopsis.summarizers import Summarizer, load_summarizer
 from synopsis.summarizers.base import SummarizerInfo
@@ -195,13 +197,18 @@ def describe(name: str, summarizer: Summarizer, description: str = "", source: s
 
 
 def parse_model_spec(spec: str) -> tuple[str, Path]:
-    """``NAME=DIR`` from ``--model`` into (name, directory), checked before anything is loaded."""
+    """``NAME=DIR`` (or ``NAME=ORG/MODEL[@REVISION]``, a hub id) from ``--model`` into (name, directory),
+    checked before anything is loaded; a hub id is resolved here, once, through huggingface_hub's cache
+    (:func:`~synopsis.models.names.resolve_seq2seq`), so every worker reads the same files."""
     name, sep, directory = spec.partition("=")
     if not sep or not name or not directory:
-        raise ConfigError(f"--model {spec!r}: expected NAME=DIR")
+        raise ConfigError(f"--model {spec!r}: expected NAME=DIR or NAME=ORG/MODEL[@REVISION]")
     if not NAME_RE.fullmatch(name):
         raise ConfigError(f"--model {spec!r}: the name may hold letters, digits, '.', '_' or '-'")
     path = Path(directory).expanduser()
+    repo_id, _, revision = directory.partition("@")
+    if not path.exists() and is_hub_id(repo_id):
+        return name, resolve_seq2seq(repo_id, revision or None)
     if not path.is_dir():
         raise ConfigError(f"--model {spec!r}: {path} is not a directory")
     if not (path / "config.json").is_file():

@@ -3,6 +3,7 @@ service's own (``/health``, ``/metrics``), the JSON API (``/v1``) and the pages 
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 from importlib import resources
@@ -140,7 +141,7 @@ def api_router(service: SummarizeService, documented: Documented) -> APIRouter:
         With ``"stream": true`` the answer is NDJSON: an event per summary as it finishes, then a ``done``
         event holding the whole response (or an ``error`` event).
         """
-        request.state.log = f"model={body.model}"
+        request.state.log = f"model={body.model}"  # escaped and clipped in the log line
         try:
             entry = registry.get(body.model)
         except UnknownModelError as err:
@@ -215,11 +216,13 @@ def api_router(service: SummarizeService, documented: Documented) -> APIRouter:
     async def document_outline(body: OutlineRequest, request: Request) -> dict[str, Any]:
         """The section outline of a document as the service parses it, without summarizing."""
 
+        stop = threading.Event()  # set when the request ends first: the reader stops at its next block
+
         def job() -> dict[str, Any]:
-            document, used = parse_document(body.document, body.format, settings.document_limits)
+            document, used = parse_document(body.document, body.format, settings.document_limits, stop.is_set)
             return {"sections": outline(document), "document": document_stats(document, used)}
 
-        return await service.run(request, job)
+        return await service.run(request, job, stop)
 
     @router.post("/evaluate", responses=documented.without(404), tags=["evaluate"], **documented.security)
     async def evaluate(body: EvaluateRequest, request: Request) -> dict[str, Any]:

@@ -34,6 +34,11 @@ def _encodable(text: str) -> str:
 
 #: A request string: UTF-8-encodable text.
 Text = Annotated[str, AfterValidator(_encodable)]
+#: The longest instruction, and prediction or reference of an evaluation, whatever the settings: every string
+#: of a request has a bound (a document and a source have the body's, ``--max-body-mb``, and the words').
+MAX_INSTRUCTION_CHARS = 10_000
+MAX_SUMMARY_CHARS = 100_000
+Summary = Annotated[Text, Field(max_length=MAX_SUMMARY_CHARS)]
 
 
 def _decoding_field(name: str) -> Any:
@@ -70,8 +75,8 @@ class SummarizeRequest(_Strict):
     format: DocumentFormat = Field(
         "auto", description="auto: JSON object, Markdown if it has headings, else text."
     )
-    model: Text = Field("default", description="A model name from GET /v1/models.")
-    instructions: list[Text] | None = Field(
+    model: Text = Field("default", max_length=64, description="A model name from GET /v1/models.")
+    instructions: list[Annotated[Text, Field(max_length=MAX_INSTRUCTION_CHARS)]] | None = Field(
         None, description="One summary per instruction, in order; none or null: one plain summary."
     )
     options: SummarizeOptions | None = None
@@ -188,8 +193,8 @@ class OutlineResponse(BaseModel):
 
 
 class EvaluateRequest(_Strict):
-    predictions: list[Text] = Field(..., min_length=1)
-    references: list[Text | list[Text]] = Field(
+    predictions: list[Summary] = Field(..., min_length=1)
+    references: list[Summary | list[Summary]] = Field(
         ..., min_length=1, description="Per prediction: one reference, or a list of references."
     )
     sources: list[Text] | None = Field(

@@ -123,11 +123,18 @@ class SummarizeService:
             logger.exception("request %s %s failed", request.method, request.url.path)
             raise ApiError(500, "internal_error", "internal error while processing the request") from None
 
-    async def run(self, request: Request, job: Callable[[], T]) -> T:
-        """``job`` on the pool within what is left of the request's time, withdrawn if the client leaves."""
+    async def run(self, request: Request, job: Callable[[], T], stop: threading.Event | None = None) -> T:
+        """``job`` on the pool within what is left of the request's time, withdrawn if the client leaves;
+        ``stop`` is set when the request ends first (a job that looks at it stops then)."""
+
+        def withdraw() -> None:
+            future.cancel()
+            if stop is not None:
+                stop.set()
+
         with self.api_errors(request):
             future = self.pool.submit(job)
-            return await guarded(request, asyncio.wrap_future(future), self.remaining(request), future.cancel)
+            return await guarded(request, asyncio.wrap_future(future), self.remaining(request), withdraw)
 
     # ------------------------------------------------------------------ summarize
     def summarize_events(
@@ -188,7 +195,8 @@ class SummarizeService:
                 cancelled=stop.is_set,
             )
             limits = self.settings.document_limits
-            return (*runner.read(read_pasted(body.document, body.format, limits), run), run)
+            read = read_pasted(body.document, body.format, limits, cancelled=stop.is_set)
+            return (*runner.read(read, run), run)
 
         def summarize(parsed: ParsedDocument, sectioned: bool, run: RunHooks) -> None:
             try:

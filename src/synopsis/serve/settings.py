@@ -8,6 +8,7 @@ from typing import Any
 
 from synopsis.config import usable_cores
 from synopsis.errors import ConfigError
+from synopsis.serve.connections import ConnectionLimits
 
 
 def _default_threads() -> int:
@@ -47,9 +48,12 @@ class ServeSettings:
     call; up to ``batch_workers`` batches of a model run at once, each on a thread of its own (None: see
     :func:`default_batch_workers`). ``max_sections``, ``max_sentences`` and ``max_document_words`` bound
     one document (:class:`DocumentLimits`). ``header_timeout_s`` closes a connection whose request headers
-    have not arrived in time, ``keep_alive_s`` an idle kept-alive one, and beyond ``max_connections`` open
-    connections the oldest without a request in progress is closed (:mod:`synopsis.serve.connections`).
-    ``auth_token``: when set, ``/v1`` and ``/metrics`` need ``Authorization: Bearer <token>``.
+    have not arrived in time, ``request_timeout_s`` one whose whole request has not, ``min_body_rate`` one
+    whose body arrives slower (bytes/s), ``keep_alive_s`` an idle kept-alive one, and beyond
+    ``max_connections`` open connections the oldest without a request in progress, else the slowest body,
+    is closed (:mod:`synopsis.serve.connections`). ``auth_token``: when set, ``/v1`` and ``/metrics`` need
+    ``Authorization: Bearer <token>``. ``allowed_hosts``: the names a request's ``Host`` may give besides IP
+    addresses (None: any; ``synopsis serve`` sets them when it runs without a token).
     """
 
     max_body_bytes: int = 10 * 1024 * 1024
@@ -66,8 +70,10 @@ class ServeSettings:
     max_batch: int = 16
     batch_workers: int | None = None
     header_timeout_s: float = 10.0
+    min_body_rate: float = 500.0
     keep_alive_s: float = 5.0
     max_connections: int = 1000
+    allowed_hosts: tuple[str, ...] | None = None
     auth_token: str | None = field(default=None, repr=False)  # never in a log line or a repr
 
     def __post_init__(self) -> None:
@@ -83,6 +89,7 @@ class ServeSettings:
             "max_document_words": self.max_document_words,
             "max_batch": self.max_batch,
             "header_timeout_s": self.header_timeout_s,
+            "min_body_rate": self.min_body_rate,
             "keep_alive_s": self.keep_alive_s,
             "max_connections": self.max_connections,
         }
@@ -97,6 +104,13 @@ class ServeSettings:
             raise ConfigError(f"serve setting batch_window_ms must be >= 0, got {self.batch_window_ms}")
         if self.auth_token is not None and not self.auth_token.strip():
             raise ConfigError("serve setting auth_token is empty: give a token or none")
+
+    @property
+    def connection_limits(self) -> ConnectionLimits:
+        """What one connection may take to send its request (:mod:`synopsis.serve.connections`)."""
+        return ConnectionLimits(
+            self.header_timeout_s, self.request_timeout_s, self.min_body_rate, self.max_connections
+        )
 
     @property
     def document_limits(self) -> DocumentLimits:

@@ -36,6 +36,7 @@ def load_summarizer(
     method: str | None = None,
     model: str | Path | None = None,
     *,
+    revision: str | None = None,
     k: int = 3,
     max_source_length: int | None = None,
     instruction_cache: bool = True,
@@ -48,6 +49,10 @@ def load_summarizer(
     **generation: Any,
 ) -> Summarizer:
     """Build the summarizer for ``method``; with ``model`` and no method, the directory's config decides.
+
+    ``model`` is a local directory or a Hugging Face hub id ``org/name`` (at ``revision``), read from
+    huggingface_hub's cache and downloaded into it when online (:func:`synopsis.models.names.
+    resolve_seq2seq`).
 
     Without either: ``default``, the bundled pointer-generator for documents in its domain (paper abstracts)
     and salient sentences for the rest, each with a note saying so (a named method or model is never
@@ -66,6 +71,12 @@ def load_summarizer(
     beside the model; ``compute_type`` float32, the default, int8 or int8_float32; see
     :mod:`synopsis.summarizers.ct2`).
     """
+    if model is not None or revision is not None:
+        from synopsis.models.names import resolve_seq2seq
+
+        if model is None:
+            raise SynopsisError(f"revision {revision!r}: give the hub model it applies to (model='org/name')")
+        model = resolve_seq2seq(model, revision)
     if method is None:
         method = _model_family(Path(model)) if model is not None else DEFAULT_METHOD
     decoding = (decoding or DecodingOptions()).update(**generation) if generation else decoding
@@ -114,7 +125,7 @@ def load_summarizer(
         )
     if method == "seq2seq":
         if model is None:
-            raise SynopsisError("--method seq2seq needs --model DIR (a local Hugging Face checkpoint)")
+            raise SynopsisError("--method seq2seq needs --model (a Hugging Face directory or hub id)")
         if backend == "ctranslate2":
             from synopsis.summarizers.ct2 import CTranslate2Summarizer
 

@@ -19,16 +19,11 @@ from typing import Any
 from synopsis.document import Document
 from synopsis.summarizers.base import Summarizer, SummarizerInfo
 from synopsis.summarizers.pointer_generator import PointerGeneratorSummarizer
+from synopsis.summarizers.pretrained import abstractive_hint
 from synopsis.summarizers.salient import SalientSummarizer, TfidfVectors
 from synopsis.summarizers.sections import DocumentSummary, SummarySentence, Window
 
 logger = logging.getLogger(__name__)
-
-#: How to get an abstractive summary instead (the end of every note).
-ABSTRACTIVE_HINT = (
-    'for an abstractive summary: --method pointer-generator (the service: model "pointer-generator"), '
-    "or --model with a BART, T5, LED or HIBRIDS checkpoint"
-)
 
 
 class DefaultSummarizer(Summarizer):
@@ -66,7 +61,7 @@ class DefaultSummarizer(Summarizer):
             out.append(
                 f"Extractive summary (the document's own sentences{how}): the bundled model was trained on "
                 f"paper abstracts and this document is not one ({', '.join(d.brief for d in far)}); "
-                f"{ABSTRACTIVE_HINT}."
+                f"{abstractive_hint(document)}."
             )
         return out
 

@@ -1,4 +1,4 @@
-"""Summaries from a local Hugging Face seq2seq checkpoint (BART, Hie-BART, T5, LED, InstructSum) with
+"""Summaries from a Hugging Face seq2seq checkpoint (BART, PEGASUS, T5, LED, ..., Hie-BART, InstructSum) with
 ``generate()``.
 
 An InstructSum checkpoint encodes each distinct document once: its source part goes into a byte-bounded LRU
@@ -22,25 +22,11 @@ from synopsis.document import Document
 from synopsis.errors import ConfigError
 from synopsis.models.inputs import Seq2SeqInputs, SourceEncoding
 from synopsis.models.instructsum import PromptIds, SourceCache, is_instructsum, prompt_parts
+from synopsis.models.lengths import generate_kwargs
 from synopsis.models.registry import HIBRIDS_MODEL_TYPES, checkpoint_type
 from synopsis.models.seq2seq import load_seq2seq
 from synopsis.sharding import resolve_device
 from synopsis.summarizers.base import INFERENCE_DTYPES, Summarizer, SummarizerInfo, place_model
-
-
-def generate_kwargs(decoding: DecodingOptions) -> dict[str, Any]:
-    """The caller's decoding options as ``generate()``'s keyword arguments (the one place they are mapped).
-
-    A length the caller sets wins over the checkpoint's: Hugging Face lets a generation config's
-    ``max_new_tokens`` / ``min_new_tokens`` (converting to InstructSum writes the paper's
-    ``max_new_tokens: 192``) outrank a ``max_length`` / ``min_length`` given to ``generate()``, so a length
-    given here unsets its ``*_new_tokens`` twin."""
-    kwargs = decoding.given()
-    if decoding.max_length is not None:
-        kwargs["max_new_tokens"] = None
-    if decoding.min_length is not None:
-        kwargs["min_new_tokens"] = None
-    return kwargs
 
 
 class Seq2SeqSummarizer(Summarizer):
@@ -66,7 +52,7 @@ class Seq2SeqSummarizer(Summarizer):
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.inputs = inputs or Seq2SeqInputs(model.config, tokenizer)
-        self.generation = generate_kwargs(self.decoding)
+        self.generation = generate_kwargs(self.decoding, model.generation_config)
         self.cache = SourceCache(cache_bytes) if instruction_cache and is_instructsum(model) else None
 
     @classmethod

@@ -58,6 +58,7 @@ from synopsis.data.example import Example
 from synopsis.errors import CheckpointError, InputError
 from synopsis.io import open_for_atomic_write, write_directory_atomically, write_json
 from synopsis.models.inputs import Seq2SeqInputs, SourceEncoding
+from synopsis.models.lengths import generate_kwargs
 from synopsis.models.seq2seq import (
     CONVERTERS,
     convert_seq2seq,
@@ -77,9 +78,10 @@ METRICS = ("rouge1", "rouge2", "rougeL")
 class Seq2SeqTrainConfig(ForHardware):
     """Settings of ``synopsis train seq2seq`` (YAML keys; CLI options override them)."""
 
-    model: str  # local Hugging Face model directory (weights optional with random_init)
+    model: str  # a Hugging Face model: a local directory or a hub id org/name (weights optional: random_init)
     output_dir: str
     train_path: str
+    revision: str | None = None  # with a hub id: its branch, tag or commit (default: main)
     train_corpus: str = "synopsis"  # any synopsis.data.readers corpus name
     train_split: str | None = None
     dev_path: str | None = None  # default: train_path
@@ -259,7 +261,7 @@ class Seq2SeqTrainer:
         dist.set_precision(config.precision)
         torch.manual_seed(config.seed)
         # a checkpoint is a complete model dir (its tokenizer has Hie-BART's marker too)
-        model, self.tokenizer = self.load_model(latest or Path(config.model), random_init=latest is None)
+        model, self.tokenizer = self.load_model(latest or config.model, random_init=latest is None)
         self.inputs = self.inputs_class(
             model.config,
             self.tokenizer,
@@ -298,15 +300,19 @@ class Seq2SeqTrainer:
             dist.seed_ranks(config.seed)
         dist.barrier()  # every process has read the run directory before anyone writes
 
-    def load_model(self, directory: Path, random_init: bool) -> tuple[Any, Any]:
+    def load_model(self, directory: str | Path, random_init: bool) -> tuple[Any, Any]:
         """(model, tokenizer) from the starting model (converted if asked) or a run's checkpoint."""
         # stored weights (a starting model or a run's checkpoint) are checked for NaN/inf by load_seq2seq
-        model, tokenizer = load_seq2seq(directory, random_init=random_init and self.config.random_init)
+        revision = self.config.revision if random_init else None  # a run's checkpoint is a directory
+        model, tokenizer = load_seq2seq(
+            directory, random_init=random_init and self.config.random_init, revision=revision
+        )
         if random_init and self.config.convert is not None:  # a checkpoint is already converted
             options = dict(self.config.convert)
             model = convert_seq2seq(options.pop("method"), model, tokenizer, **options)
         if self.config.generation:  # saved with the model: summarize decodes this way by default
-            model.generation_config.update(**self.config.generation)
+            decoding = DecodingOptions.from_mapping(self.config.generation)  # lengths in summary tokens
+            model.generation_config.update(**generate_kwargs(decoding, model.generation_config))
         return model, tokenizer
 
     # ------------------------------------------------------------------ data
@@ -435,6 +441,14 @@ class Seq2SeqTrainer:
             output.logits, batch["labels"], self.config.label_smoothing, self.config.label_smoothing_form
         )
 
+    def _eval_decoding(self, model: Any) -> dict[str, Any]:
+        """``generate()``'s arguments for dev predictions: ``eval_max_length`` summary tokens, over the
+        checkpoint's own maximum (:func:`~synopsis.models.lengths.generate_kwargs`)."""
+        cfg = self.config
+        options = {"num_beams": cfg.eval_num_beams, "max_length": cfg.eval_max_length}
+        kwargs = generate_kwargs(DecodingOptions.from_mapping(options), model.generation_config)
+        return {**kwargs, "no_repeat_ngram_size": cfg.eval_no_repeat_ngram_size}
+
     @torch.inference_mode()
     def predict(self, sources: Sequence[SourceEncoding]) -> list[str]:
         model = self.distributed.unwrap(self.model)
@@ -445,12 +459,7 @@ class Seq2SeqTrainer:
             batch = self.inputs.model_inputs(
                 self.inputs.collate(sources[start : start + size]), self.distributed.device
             )
-            output = model.generate(
-                **batch,
-                num_beams=self.config.eval_num_beams,
-                max_length=self.config.eval_max_length,
-                no_repeat_ngram_size=self.config.eval_no_repeat_ngram_size,
-            )
+            output = model.generate(**batch, **self._eval_decoding(model))
             predictions += self.tokenizer.batch_decode(output, skip_special_tokens=True)
         return [p.strip() for p in predictions]
 
@@ -561,12 +570,13 @@ def memory_plan(config: Seq2SeqTrainConfig) -> MemoryPlan:
     from transformers import AutoConfig
 
     from synopsis.models.inputs import model_max_source_length
-    from synopsis.models.seq2seq import load_tokenizer, read_model_config
+    from synopsis.models.seq2seq import load_tokenizer, read_model_config, resolve_seq2seq
 
-    read_model_config(config.model)  # one-line errors for a missing or broken config.json
-    model_config = AutoConfig.from_pretrained(config.model, local_files_only=True)
+    directory = resolve_seq2seq(config.model, config.revision)
+    read_model_config(directory)  # one-line errors for a missing or broken config.json
+    model_config = AutoConfig.from_pretrained(directory, local_files_only=True)
     model = meta_model(model_config)
-    tokenizer = load_tokenizer(config.model)
+    tokenizer = load_tokenizer(directory)
     if config.convert is not None:
         options = dict(config.convert)
         with torch.device("meta"):  # the converted model's new parameters are shapes only too

@@ -236,6 +236,8 @@ def detect_corpus(path: str | Path) -> str:
         if any(p.suffix.lower() in (*_EXTENSIONS, *_TEXT_EXTENSIONS) for p in path.iterdir()):
             return "documents"
         raise InputError(f"{path}: cannot tell which corpus this folder holds; pass --corpus")
+    if not path.is_file():  # a pipe or a FIFO: what detection read would be gone for the reader
+        raise InputError(f"{path}: not a regular file (a pipe?), read once: name its corpus with --corpus")
     suffix = path.suffix.lower()
     if suffix == ".story":
         return "cnn"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from synopsis.data.readers.markdown import parse_markdown_text
-from synopsis.document import Document, Paragraph, Section
+from synopsis.document import Document, Paragraph, Section, current_budget
 from synopsis.io import parse_json
 from synopsis.text import text_blocks
 
@@ -19,6 +19,7 @@ def parse_text(text: str, path: Path) -> Document:
     lines is a list, one paragraph per item (:func:`synopsis.text.text_blocks`). Each sentence keeps its span
     in ``text``."""
     built = (Paragraph.from_map(mapped, kind) for kind, mapped in text_blocks(text))
+    built = current_budget().paragraphs(built)  # counted as they are made (synopsis.document.ParseBudget)
     return Document(Section(paragraphs=[p for p in built if p is not None]), id=path.stem)
 
 

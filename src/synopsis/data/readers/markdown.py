@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from functools import lru_cache
+from typing import Any
 
 from markdown_it import MarkdownIt
 from markdown_it.common.html_blocks import block_names
@@ -20,7 +21,7 @@ from markdown_it.token import Token
 from mdit_py_plugins.footnote import footnote_plugin
 from mdit_py_plugins.front_matter import front_matter_plugin
 
-from synopsis.document import Document, Paragraph, Section
+from synopsis.document import Document, Paragraph, Section, current_budget
 from synopsis.text import SourceMap
 
 #: HTML elements that may stand inline (the block-level names come from markdown-it's CommonMark list). A
@@ -43,12 +44,43 @@ _CONTAINERS = {
 _CLOSERS = {"bullet_list_close", "ordered_list_close", "blockquote_close", "footnote_close"}
 
 
+#: Block rules whose every match is a section, or a block (a paragraph holds at least one sentence):
+#: counted against the :class:`~synopsis.document.ParseBudget` in force as markdown-it finds them.
+_COUNTED_RULES = {
+    "heading": "section",
+    "lheading": "section",
+    "paragraph": "block",
+    "code": "block",
+    "fence": "block",
+    "html_block": "block",
+    "table": "block",
+}
+
+
 @lru_cache(maxsize=1)
 def _parser() -> MarkdownIt:
     parser = MarkdownIt("commonmark").enable("table").use(front_matter_plugin).use(footnote_plugin)
     # Escapes and entities stay tokens of their own (text_special), so each maps to its own markup.
     parser.disable("text_join")
+    for rule in parser.block.ruler.__rules__:
+        if rule.name in _COUNTED_RULES:
+            parser.block.ruler.at(rule.name, _counted(rule.fn, _COUNTED_RULES[rule.name]), {"alt": rule.alt})
     return parser
+
+
+def _counted(rule: Any, what: str) -> Any:
+    """``rule`` counting each block it makes against the budget in force, which stops the block parser at
+    a limit: before, a document of a million empty headings was tokenized whole (minutes, gigabytes)
+    before the service's section limit applied."""
+
+    def counted(state: Any, start: int, end: int, silent: bool) -> bool:
+        found = rule(state, start, end, silent)
+        if found and not silent:
+            budget = current_budget()
+            budget.section() if what == "section" else budget.block()
+        return found
+
+    return counted
 
 
 def is_html_markup(html: str) -> bool:
@@ -215,8 +247,9 @@ def parse_markdown_text(text: str, document_id: str | None = None) -> Document:
     are the top-level sections. Paragraphs are prose, or list items, quotes and footnotes by their innermost
     container; they are sentence-split. Code blocks, tables, HTML blocks and front matter are kept whole.
     """
+    budget = current_budget()
+    tokens = _parser().parse(text)  # stops at a limit of the budget (_counted)
     lines = _Lines(text)
-    tokens = _parser().parse(text)
     root = Section()
     first = next((i for i, t in enumerate(tokens) if t.type != "front_matter"), len(tokens))
     h1_count = sum(1 for t in tokens if t.type == "heading_open" and t.tag == "h1")
@@ -264,6 +297,7 @@ def parse_markdown_text(text: str, document_id: str | None = None) -> Document:
                 inline = _parser().parseInline(token.content)[0]
                 inline.map = token.map
                 paragraph = _inline_paragraph(inline, lines, containers[-1] if containers else "prose")
+        budget.paragraph(paragraph)  # its words, against the budget in force
         if paragraph is not None and paragraph.kind == "footnote":
             footnotes.append(paragraph)
         elif paragraph is not None:

@@ -12,8 +12,11 @@ looks up a learnable bias for that pair:
 * **HIBRIDS-DEC**: only the last decoder layer's cross-attention gets a bias, from a per-head table (the
   paper: "each head maintains its own lookup table"), weighted by the previous (second-to-last) decoder
   layer's cross-attention probabilities ``alpha``: ``bias_tj^h = sum_k alpha_tk^h * B_dec[rel(sec(k),
-  sec(j)), h]``. Configs saved before the table was per head (no ``hibrids_decoder_per_head``) keep their
-  one shared column.
+  sec(j)), h]``. ``hibrids_decoder_per_head: false`` (``convert hibrids --shared-decoder-table``) gives the
+  authors' public code's one column shared by the heads; configs saved before the table was per head (no
+  ``hibrids_decoder_per_head``) keep their one shared column. On LED the encoder bias also reaches the global
+  tokens' rows and columns (the paper's equation), or only the sliding band (``hibrids_global_bias: false``,
+  ``--band-only``, the public code).
 * **HIBRIDS-S** (section 3, last paragraph): a small table over a few salient relations only
   (:func:`relation_buckets` with ``selected=True``).
 
@@ -23,7 +26,9 @@ swapped in, like :mod:`synopsis.models.hie_bart`):
 * Inputs. ``section_ids`` (B, L): each source token's section (pre-order index within its document), -1
   for tokens outside any section (task prefix, BOS/EOS, a title, the root question, padding). **Such tokens
   belong to the tree's root node** (section 0, depth 0), as the authors' public code hangs them off a
-  virtual root: they get the root's relations, as query and as key. ``section_relations`` (B, S, S):
+  virtual root: they get the root's relations, as query and as key. (The input builder gives them nodes of
+  their own, the public code's question, start and end chunks: :func:`outside_node_relations`; a question
+  input on BART/LED reads ``<s> question <s> document </s>``.) ``section_relations`` (B, S, S):
   bucket ids from :func:`relation_buckets`, padded to the batch's largest S with -1 (or any valid bucket;
   rows no token points to are never used). Both are ordinary ``forward``/``generate`` keyword arguments;
   ``generate()`` hands them to the encoder, expands them per beam and passes them to every decoder step.

@@ -146,7 +146,7 @@ def _biased_attention(
             alpha=scaling,
         ).view(batch, heads, steps, length)
     else:
-        scores = torch.matmul(query, keys.transpose(2, 3)).mul_(scaling).add_(bias)
+        scores = _head_scores(module, query, keys).mul_(scaling).add_(bias)
     if attention_mask is not None:
         if attention_mask.dtype == torch.bool:
             scores = scores.masked_fill_(~attention_mask, torch.finfo(scores.dtype).min)
@@ -154,7 +154,31 @@ def _biased_attention(
             scores = scores.add_(attention_mask)
     probs = F.softmax(scores, dim=-1)
     dropped = F.dropout(probs, p=module.dropout, training=module.training)
-    return torch.matmul(dropped, values).transpose(1, 2).contiguous(), probs
+    return _head_outputs(module, dropped, values).transpose(1, 2).contiguous(), probs
+
+
+def _head_scores(module: nn.Module, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """(B, H, Q, K) products ``q k^T`` of (B, H, Q, D) queries and (B, H, K, D) keys, with the operations of
+    the module's stock eager attention: a 4-D ``matmul`` (BART, T5), or ``bmm`` over (B*H, Q, D) queries
+    and transposed (B*H, K, D) keys (LED, ``flat_heads``). The two round differently (1e-15 in float64,
+    where the keys are not contiguous: a forward pass without a cache), so each base keeps its own."""
+    if not getattr(module, "flat_heads", False):
+        return torch.matmul(query, keys.transpose(2, 3))
+    batch, heads, steps, dim = query.shape
+    flat = torch.bmm(
+        query.reshape(batch * heads, steps, dim), keys.reshape(batch * heads, -1, dim).transpose(1, 2)
+    )
+    return flat.view(batch, heads, steps, -1)
+
+
+def _head_outputs(module: nn.Module, probs: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """(B, H, Q, D) ``probs @ values`` as the module's stock eager attention computes it (see
+    :func:`_head_scores`)."""
+    if not getattr(module, "flat_heads", False):
+        return torch.matmul(probs, values)
+    batch, heads, steps, length = probs.shape
+    flat = torch.bmm(probs.reshape(batch * heads, steps, length), values.reshape(batch * heads, length, -1))
+    return flat.view(batch, heads, steps, -1)
 
 
 def fused_pair_bias_fits(layout: SectionLayout, head_dim: int) -> bool:
@@ -267,13 +291,13 @@ def _attend_and_pool(
     """The second-to-last layer's cross-attention, computed once: (B, T, H, D) output and (B, H, T, L)
     probabilities; the probabilities (before dropout: the paper weights by attention probabilities) are
     pooled per section into ``link`` for the last layer. The same operations as the stock eager path."""
-    scores = torch.matmul(query, keys.transpose(2, 3)) * scaling
+    scores = _head_scores(module, query, keys) * scaling
     if position_bias is not None:
         scores = scores + position_bias
     probs = _probabilities(scores, attention_mask)
     link.pooled = pool_by_section(probs, link.layout)
     dropped = F.dropout(probs, p=dropout, training=module.training)
-    return torch.matmul(dropped, values).transpose(1, 2).contiguous(), probs
+    return _head_outputs(module, dropped, values).transpose(1, 2).contiguous(), probs
 
 
 @dataclass
@@ -418,6 +442,9 @@ class HibridsCrossAttentionMixin:
     pre_scaled_query = False
     #: BART's attention class takes the model config; LED's does not.
     takes_config = True
+    #: LED's stock attention multiplies (B*H, T, D) tensors with ``bmm``; BART's uses 4-D ``matmul``
+    #: (:func:`_head_scores`: the same operations as the stock layer, so zero tables give it bit for bit).
+    flat_heads = False
 
     def __init__(self, config: PreTrainedConfig, layer_idx: int) -> None:
         extra = {"config": config} if self.takes_config else {}

@@ -1,6 +1,7 @@
 """HIBRIDS on LED (Cao & Wang, ACL 2022, section 3), registered as ``hibrids_led``.
 
-LED's banded encoder gets the bias only on its (B, L, H, 2w+1) window and on the global columns/rows. LED's
+LED's banded encoder gets the bias only on its (B, L, H, 2w+1) window and on the global columns/rows (the
+paper's equation; ``hibrids_global_bias: false`` leaves the global ones out, as the public code). LED's
 modules pass no extra arguments, so LED gets its section inputs through a per-model slot that the model
 sets for the duration of one call; each layer copies the slot's value into its own keyword arguments
 *before* gradient checkpointing wraps it, so recomputation in the backward pass sees the same inputs.
@@ -49,9 +50,16 @@ from synopsis.models.hibrids.relations import SectionLayout, num_buckets
 
 @strict
 class HibridsLEDConfig(HibridsConfigMixin, LEDConfig):
-    """:class:`~transformers.LEDConfig` + which HIBRIDS biases the model has (see the module docstring)."""
+    """:class:`~transformers.LEDConfig` + which HIBRIDS biases the model has (see the module docstring).
+
+    ``hibrids_global_bias``: the encoder bias also on the global tokens' rows (global queries on every key)
+    and columns (every query on a global key), as the paper's equation puts it on every attention score
+    (the default, and what checkpoints saved before the option computed); False: on the sliding band only,
+    as the authors' public code (``hierarchical_bias/modeling_led.py``) adds it.
+    """
 
     model_type = "hibrids_led"
+    hibrids_global_bias: bool = True
 
 
 class _Slot:
@@ -85,7 +93,8 @@ class _LEDEncoderState:
 
 
 class HibridsLEDEncoderSelfAttention(LEDEncoderSelfAttention):
-    """Longformer self-attention with a per-head HIBRIDS table on the band and on global tokens.
+    """Longformer self-attention with a per-head HIBRIDS table on the band and on global tokens (only on the
+    band with ``hibrids_global_bias`` False, as the public code).
 
     The stock forward is kept; the bias enters through the three places where it builds scores:
     ``_sliding_chunks_query_key_matmul`` (its first call in a forward pass computes the band's
@@ -98,6 +107,7 @@ class HibridsLEDEncoderSelfAttention(LEDEncoderSelfAttention):
     def __init__(self, config: HibridsLEDConfig, layer_id: int) -> None:
         super().__init__(config, layer_id)
         self.hibrids_bias = HibridsBias(num_buckets(config.hibrids_selected), self.num_heads)
+        self.hibrids_global_bias = bool(getattr(config, "hibrids_global_bias", True))
         self.hibrids_state: _LEDEncoderState | None = None
         self._band_bias: torch.Tensor | None = None  # the gathered band bias (many sections)
         self._band_terms: tuple[torch.Tensor, torch.Tensor] | None = None  # its factors (few sections)
@@ -155,7 +165,7 @@ class HibridsLEDEncoderSelfAttention(LEDEncoderSelfAttention):
     def _concat_with_global_key_attn_probs(self, **kwargs: Any) -> torch.Tensor:
         """Stock local-query x global-key scores (B, L, H, G) plus the bias (LED passes them by keyword)."""
         scores = super()._concat_with_global_key_attn_probs(**kwargs)
-        if self.hibrids_state is None:
+        if self.hibrids_state is None or not self.hibrids_global_bias:
             return scores
         layout = self.hibrids_state.layout
         global_ids = self._global_section_ids(
@@ -167,8 +177,9 @@ class HibridsLEDEncoderSelfAttention(LEDEncoderSelfAttention):
         return scores + bias.transpose(1, 2)
 
     def _compute_global_attn_output_from_hidden(self, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        """The stock global-query attention, or with a section state :meth:`_biased_global_attention`."""
-        if self.hibrids_state is None:
+        """The stock global-query attention, or with a section state (and the bias on global tokens)
+        :meth:`_biased_global_attention`."""
+        if self.hibrids_state is None or not self.hibrids_global_bias:
             return super()._compute_global_attn_output_from_hidden(**kwargs)
         return self._biased_global_attention(**kwargs)
 
@@ -252,6 +263,7 @@ class _LEDCrossAttention(HibridsCrossAttentionMixin, LEDDecoderAttention):
 
     pre_scaled_query = True  # LEDDecoderAttention scales the query before the product
     takes_config = False
+    flat_heads = True  # and multiplies (B*H, T, D) tensors with bmm
 
     def hibrids_outputs(
         self, output: torch.Tensor, weights: torch.Tensor, past_key_values: Any, **kwargs: Any
