@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from helpers.cli import one_line_error, run_cli
+from helpers.hub import save_tiny_family
 from tiny_models import save_tiny_bart, save_tiny_led, save_tiny_t5
 
 from synopsis.document import Document
@@ -66,6 +67,25 @@ def test_the_same_summaries_as_generate(
     torch_side, ct2_side = _both(bart_dir if family == "bart" else t5_dir, **options)
     assert ct2_side == torch_side
     assert len(set(torch_side)) > 1  # the random model does not say one thing whatever it reads
+
+
+@pytest.mark.parametrize("options", [{}, {"num_beams": 4, "max_length": 24, "min_length": 6}])
+@pytest.mark.parametrize("family", ["pegasus", "umt5"])  # helpers.hub's mBART pairs toy ids with GPT-2's BPE
+def test_the_same_summaries_on_the_other_stock_families(
+    family: str, options: dict, tmp_path_factory: pytest.TempPathFactory, tokenizers_dir: Path
+) -> None:
+    model = save_tiny_family(family, tmp_path_factory.mktemp(family) / "m", tokenizers_dir)
+    torch_side, ct2_side = _both(model, **options)
+    assert ct2_side == torch_side
+
+
+@pytest.mark.parametrize("family", ["pegasus_x", "longt5", "bigbird_pegasus"])
+def test_long_input_families_it_cannot_convert_are_refused(
+    family: str, tmp_path: Path, tokenizers_dir: Path
+) -> None:
+    model = save_tiny_family(family, tmp_path / "m", tokenizers_dir)
+    with pytest.raises(SynopsisError, match=f"CTranslate2 cannot convert model_type '{family}'"):
+        load_summarizer(model=model, backend="ctranslate2")
 
 
 def test_no_repeat_ngrams_under_beams_renormalize(bart_dir: Path) -> None:

@@ -58,6 +58,10 @@ BACKENDS = ("torch", "ctranslate2")
 COMPUTE_TYPES = ("float32", "int8", "int8_float32")
 #: The ``model_type``s whose stock checkpoints CTranslate2's Transformers converter makes a Translator of.
 CT2_MODEL_TYPES = frozenset({"bart", "mbart", "pegasus", "marian", "t5", "mt5", "umt5", "m2m_100"})
+#: The families of BART's converter whose layers normalize before attention (BART and Marian after it).
+PRE_NORM_MODEL_TYPES = frozenset({"mbart", "pegasus"})
+#: The families of BART's converter with a layer norm on the embeddings (not PEGASUS, not Marian).
+EMBEDDING_NORM = frozenset({"bart", "mbart"})
 #: ``generate()``'s length when neither the checkpoint nor the caller sets one (new tokens)
 DEFAULT_NEW_TOKENS = 20
 #: Where a checkpoint's conversions are kept, inside its folder.
@@ -207,8 +211,10 @@ def _convert(model_dir: Path, output: Path) -> None:
     vocabulary = sorted(tokenizer.get_vocab().values())
     if vocabulary != list(range(len(vocabulary))):
         raise InputError(f"{model_dir}: the tokenizer's ids are not 0..{len(vocabulary) - 1}; cannot convert")
-    if not hasattr(model.config, "normalize_before"):  # read by the BART converter, gone in transformers 5
-        model.config.normalize_before = False
+    missing = (("normalize_before", PRE_NORM_MODEL_TYPES), ("normalize_embedding", EMBEDDING_NORM))
+    for name, families in missing:
+        if not hasattr(model.config, name):  # read by the BART converter, gone from transformers 5's configs
+            setattr(model.config, name, model.config.model_type in families)
 
     class Loaded(TransformersConverter):  # converts the model in memory, not a second load from disk
         def load_model(self, model_class: Any, path: str, **kwargs: Any) -> Any:
@@ -261,9 +267,15 @@ def translate_options(
         "length_penalty": float(config.length_penalty if config.length_penalty is not None else 1.0),
         "no_repeat_ngram_size": config.no_repeat_ngram_size or 0,
         "patience": 1.0,
+        **({"end_token": ends} if (ends := _end_ids(config)) else {}),  # the ids generate() stops on
         "max_input_length": 0,  # the inputs are already cut to what the model reads
     }
     return options, config.forced_bos_token_id
+
+
+def _end_ids(config: Any) -> list[int]:
+    ends = config.eos_token_id
+    return [] if ends is None else [ends] if isinstance(ends, int) else list(ends)
 
 
 class CTranslate2Summarizer(Seq2SeqSummarizer):
@@ -278,8 +290,10 @@ class CTranslate2Summarizer(Seq2SeqSummarizer):
         vocabulary: list[str],
         compute_type: str = "float32",
         decoding: DecodingOptions | None = None,
+        start_token: int | None = None,
     ) -> None:
         self.model = None  # no torch weights are held
+        self.start_token = start_token  # given as the first target token where the model names none (mBART)
         self.cache = None
         self.translator = translator
         self.tokenizer = tokenizer
@@ -334,10 +348,14 @@ class CTranslate2Summarizer(Seq2SeqSummarizer):
             intra_threads=torch.get_num_threads(),
         )
         vocabulary = json.loads((path / "shared_vocabulary.json").read_text())
+        named = json.loads((path / "config.json").read_text()).get("decoder_start_token")
+        start = None if named is not None else generation_config.decoder_start_token_id
         inputs = Seq2SeqInputs(config, tokenizer, max_source_length=max_source_length)
         logger.info("CTranslate2 runs on %s (%s)", target, compute_type or "float32")
         compute = compute_type or "float32"
-        summarizer = cls(translator, tokenizer, inputs, generation_config, vocabulary, compute, decoding)
+        summarizer = cls(
+            translator, tokenizer, inputs, generation_config, vocabulary, compute, decoding, start
+        )
         if summarizer.renormalizes:
             logger.warning(
                 "--backend ctranslate2 renormalizes beam scores after banning repeated n-grams, as "
@@ -374,6 +392,7 @@ class CTranslate2Summarizer(Seq2SeqSummarizer):
             self.vocabulary,
             self.compute_type,
             self.decoding.update(**options),
+            self.start_token,
         )
 
     def _summarize_batch(
@@ -381,6 +400,7 @@ class CTranslate2Summarizer(Seq2SeqSummarizer):
     ) -> list[str]:
         encodings = self.inputs.encode_sources(documents, instructions)
         source = [[self.vocabulary[i] for i in encoding.input_ids] for encoding in encodings]
-        prefix = None if self.first_token is None else [[self.vocabulary[self.first_token]]] * len(source)
+        forced = [i for i in (self.start_token, self.first_token) if i is not None]
+        prefix = [[self.vocabulary[i] for i in forced]] * len(source) if forced else None
         results = self.translator.translate_batch(source, prefix, **self.translate)
         return self._decode([[self.token_ids[t] for t in result.hypotheses[0]] for result in results])
