@@ -245,4 +245,5 @@ def test_the_service_serves_a_model_on_either_backend(t5_dir: Path) -> None:
         entry = registry.get("t5")
         served[backend] = entry.summarizer.with_options(num_beams=2).summarize(DOCUMENTS)
     assert "CTranslate2" in entry.summarizer.describe().description
+    assert entry.public()["backend"] == "ctranslate2" and served  # GET /v1/models says which backend
     assert served["ctranslate2"] == served["torch"]

@@ -107,6 +107,7 @@ class ModelEntry:
             "source": self.source,
             "device": self.info.device,
             "dtype": self.info.dtype,
+            "backend": self.info.backend,
         }
 
 

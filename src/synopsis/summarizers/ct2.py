@@ -281,6 +281,8 @@ def _end_ids(config: Any) -> list[int]:
 class CTranslate2Summarizer(Seq2SeqSummarizer):
     """A stock seq2seq checkpoint decoded by CTranslate2; inputs, windows and sources as with torch."""
 
+    backend = "ctranslate2"
+
     def __init__(
         self,
         translator: Any,
