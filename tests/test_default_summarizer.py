@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -16,7 +17,15 @@ from synopsis.document import Document, Section
 from synopsis.summarizers import load_summarizer
 from synopsis.summarizers.default import DefaultSummarizer
 from synopsis.summarizers.pointer_generator import PointerGeneratorSummarizer
-from synopsis.summarizers.salient import SalientSummarizer, TfidfVectors, is_informative, lexrank, mmr
+from synopsis.summarizers.salient import (
+    SalientSummarizer,
+    TfidfVectors,
+    is_informative,
+    lexrank,
+    mmr,
+    stands_alone,
+    title_names,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SCITLDR_DEV = ROOT.parent / "shared" / "data" / "scitldr" / "dev.jsonl"
@@ -212,11 +221,12 @@ def test_the_cli_default_shows_the_note_and_a_named_method_is_kept(
     body = "\n\n".join(f"## Part {i}\n\n" + " ".join(PROSE[:1] * 3) for i in range(3))
     readme.write_text("# Tool\n\n" + body + "\n", encoding="utf-8")
     assert main(["summarize", str(readme), "--by", "section"]) == 0
-    out = capsys.readouterr().out
-    assert "(Extractive summary (the document's own sentences" in out
+    err = capsys.readouterr().err  # once, on stderr (issue 48: it was printed on stdout too)
+    assert err.count("Extractive summary (the document's own sentences") == 1
     assert main(["summarize", str(readme), "--by", "section", "--method", "pointer-generator"]) == 0
-    out = capsys.readouterr().out
-    assert "Extractive summary" not in out and "far from the inputs this model was trained for" in out
+    err = capsys.readouterr().err
+    assert "Extractive summary" not in err
+    assert err.count("far from the inputs this model was trained for") == 1
 
 
 def test_an_abstract_with_more_rare_terms_than_any_dev_abstract_is_still_in_domain() -> None:
@@ -249,3 +259,125 @@ def test_the_cli_default_out_of_domain_writes_the_documents_own_sentences(
             assert sentence["text"] in plain, (by, sentence["text"])
             (cited,) = sentence["sources"]
             assert source[cited["start"] : cited["end"]] == sentence["text"], by
+
+
+# ---------------------------------------------------------------------- issue 48: a summary a reader trusts
+FRAGMENTS = [
+    "section about async and await in the docs.",  # the tail of a sentence split after a quotation
+    "* estimation based on tests conducted by an internal development team.",  # a footnote marker
+    "- Lets you change the global Python version.",  # a bullet marker
+    "To install it, run the following commands:",  # a lead-in without what it introduces
+    "So i if two or more people are talking about it.",  # speech that restarts
+    "Grad G: So I agree that if someone wants to do speech event transcription, that the mixed signals here",
+    "Fast to code.",  # fewer than four words
+]
+
+
+@pytest.mark.parametrize("text", FRAGMENTS)
+def test_fragments_markers_and_lead_ins_do_not_stand_alone(text: str) -> None:
+    assert not stands_alone(text)
+
+
+def test_a_sentence_may_start_with_the_documents_lowercase_name() -> None:
+    text = "pyenv lets you easily switch between multiple versions of Python."
+    assert not stands_alone(text)
+    assert stands_alone(text, title_names("Simple Python Version Management: pyenv"))
+    assert stands_alone('"Copyright" also means copyright-like laws that apply to other kinds of works.')
+
+
+FOOTNOTE = "* estimation based on tests conducted by an internal team of engineers."
+INSTALL = "Install termplot from PyPI with pip, the Python package installer, in a minute."
+
+
+def _widget(footnote: str = FOOTNOTE) -> Document:
+    """A README: a defining sentence in its preface, then sections whose many similar sentences are more
+    central than it, one of them on installing."""
+    charts = [
+        f"The chart {name} draws data series as lines, bars and areas in the terminal window."
+        for name in "ABCDE"
+    ]
+    return Document(
+        Section(
+            paragraphs=[
+                ["Termplot is a small Python library for drawing charts in a terminal.", footnote],
+            ],
+            children=[
+                Section(heading="Charts", paragraphs=[charts]),
+                Section(heading="Colours", paragraphs=[[c.replace("chart", "colour chart") for c in charts]]),
+                Section(
+                    heading="Installation",
+                    paragraphs=[[INSTALL]],
+                ),
+            ],
+        ),
+        title="Termplot",
+    )
+
+
+@pytest.fixture(scope="module")
+def salient() -> SalientSummarizer:
+    return SalientSummarizer(k=2)  # all-MiniLM-L6-v2, the default's vectors
+
+
+def test_the_document_summary_says_what_the_document_is_first(salient: SalientSummarizer) -> None:
+    (result,) = salient.summarize_by_section([_widget()], max_words=40)
+    texts = [s.text for s in result.summary]
+    assert texts[0] == "Termplot is a small Python library for drawing charts in a terminal."
+    assert not any(t.startswith("*") for t in texts)
+    assert sum(len(t.split()) for t in texts) <= 40
+    # it is chosen over the whole document, not only from the section summaries, and cites itself exactly
+    assert all(s.sources[0].text == s.text and s.sources[0].path == () for s in result.summary[:1])
+
+
+def test_an_instruction_moves_the_document_summary_to_the_answer(salient: SalientSummarizer) -> None:
+    document = _widget()
+    (plain,) = salient.summarize_by_section([document], max_words=30)
+    (asked,) = salient.summarize_by_section([document], ["How do I install termplot?"], max_words=30)
+    assert INSTALL in [s.text for s in asked.summary]
+    assert [s.text for s in plain.summary] != [s.text for s in asked.summary]
+
+
+def test_sections_are_chosen_and_reported_one_at_a_time(salient: SalientSummarizer) -> None:
+    events: list[str] = []
+
+    class Logged:
+        name = "logged"
+
+        def __init__(self, vectors: Any) -> None:
+            self.vectors = vectors
+
+        def encode(self, texts: Any) -> Any:
+            events.append("encode")
+            return self.vectors.encode(texts)
+
+    summarizer = SalientSummarizer(k=2, vectors=Logged(salient.vectors))
+    summarizer.summarize_by_section(
+        [_widget()],
+        on_section=lambda _, section: events.append(f"section {section.heading}"),
+        progress=lambda done, total: events.append(f"{done}/{total}"),
+    )
+    # each section is counted n/N, and passed on before the next one is chosen
+    assert [e for e in events if "/" in e] == ["1/4", "2/4", "3/4", "4/4"]
+    assert events.index("section Charts") < events.index("encode", events.index("2/4"))
+
+
+def test_the_defining_sentence_leads_even_after_a_copyright_line(salient: SalientSummarizer) -> None:
+    document = _widget()
+    copyright_line = "Copyright (C) 2024 the Termplot team, and everyone may copy this license document."
+    document.root.paragraphs.insert(0, [copyright_line])
+    document.reindex()
+    (result,) = salient.summarize_by_section([document], max_words=60)
+    texts = [s.text for s in result.summary]
+    assert texts[0] == "Termplot is a small Python library for drawing charts in a terminal."
+    assert copyright_line not in texts[:1]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "PhD F: Not speech not speech or too much speech here.",
+        "With the overlapping zone, overlapping speech speech.",
+    ],
+)
+def test_speech_that_restarts_does_not_stand_alone(text: str) -> None:
+    assert not stands_alone(text)

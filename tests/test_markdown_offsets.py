@@ -159,3 +159,19 @@ def test_text_offsets_survive_crlf_line_ends() -> None:
     assert [source[s.start : s.end] for s in document.sentences] == [
         "First line\r\ngoes on.", "Second one.", "Third.",
     ]  # fmt: skip
+
+
+def test_a_sentence_starting_with_markup_starts_its_span_at_the_markup(tmp_path: Path) -> None:
+    # Issue 48: "**[FastAPI Cloud](...)** is built ..." was sliced from after the brackets' start.
+    source = (
+        "Intro here. **[Cloud](https://cloud.example)** is built by the team.\n\n"
+        "[NVTX](https://nvtx.example) is needed to build it. `make` runs it. [The guide][g] helps. "
+        "*Really* do. <https://example.com> is the site.\n\n[g]: https://g.example\n"
+    )
+    path = tmp_path / "readme.md"
+    path.write_text(source)
+    assert [source[a:b] for a, b in read_source(path).offsets] == [
+        "Intro here.", "**[Cloud](https://cloud.example)** is built by the team.",
+        "[NVTX](https://nvtx.example) is needed to build it.", "`make` runs it.", "[The guide][g] helps.",
+        "*Really* do.", "<https://example.com> is the site.",
+    ]  # fmt: skip

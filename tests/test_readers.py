@@ -520,3 +520,112 @@ def test_detect_corpus_on_real_data(shared_data: Path) -> None:
     assert detect_corpus(shared_data / "qmsum") == "qmsum"
     assert detect_corpus(shared_data / "scitldr" / "dev.jsonl") == "scitldr"
     assert detect_corpus(shared_data / "arxiv_pubmed_sample" / "pubmed.jsonl") == "arxiv"
+
+
+# --------------------------------------------------------------------------- plain-text structure (issue 48)
+GUIDE = """\
+Widget Guide
+============
+
+Widget draws charts in a terminal. It reads CSV files.
+
+Installing
+----------
+
+Install it with pip before anything else.
+
+    $ pip install widget
+    Successfully installed widget-1.0
+
+Building from source
+--------------------
+
+Compile the extension first. The compiler may warn:
+
+make const
+const.cc: In function 'int main()':
+const.cc:7: error: invalid conversion from 'char**' to 'const char**'
+
+Options
+~~~~~~~
+
+Call widget with a file name and it draws the chart.
+"""
+
+LICENCE = """\
+                         WIDGET PUBLIC LICENSE
+
+  This licence says what you may do with the widget.
+
+                         TERMS AND CONDITIONS
+
+  1. Definitions.
+
+  "Widget" means the software and its documentation.
+
+  2. Scope
+
+  The licence covers every copy of the widget.
+
+  2.1 Copies
+
+  You may copy the widget for anyone.
+
+  3. Grant of Licence. You may use the widget for any purpose.
+"""
+
+
+def test_plain_text_underlined_headings_build_the_tree(tmp_path: Path) -> None:
+    document = read_document(write(tmp_path / "guide.txt", GUIDE))
+    assert document.title == "Widget Guide"
+    # "=" only for the title; then "-", then "~": a heading's level is the order its style first appears
+    assert outline(document) == [(1, "Installing"), (1, "Building from source"), (2, "Options")]
+
+
+def test_plain_text_console_and_compiler_output_are_code_never_summarized(tmp_path: Path) -> None:
+    text = GUIDE
+    document = read_document(write(tmp_path / "guide.txt", text))
+    code = [b for b in document.blocks if b.kind == "code"]
+    assert any("$ pip install widget" in b.text and "Successfully" in b.text for b in code)
+    assert any("const.cc: In function" in b.text for b in code)
+    assert not any("const.cc" in s.text or "pip install widget" in s.text for s in document.sentences)
+    for block in code:  # the span is the block's own characters
+        assert text[block.start : block.end].strip() == block.text.strip()
+    for sentence in document.sentences:
+        assert " ".join(text[sentence.start : sentence.end].split()) == sentence.text
+
+
+def test_plain_text_numbered_and_capital_headings_build_the_tree(tmp_path: Path) -> None:
+    document = read_document(write(tmp_path / "LICENSE", LICENCE), "text")
+    assert document.title == "WIDGET PUBLIC LICENSE"
+    assert outline(document) == [
+        (1, "TERMS AND CONDITIONS"),
+        (2, "Definitions."),
+        (2, "Scope"),
+        (3, "Copies"),
+        (2, "Grant of Licence"),
+    ]
+    assert [s.number for s in document.sections[2:]] == ["1", "2", "2.1", "3"]
+    grant = document.sections[-1]
+    clause = [s.text for s in document.sentences if s.section is grant]
+    assert clause == ["You may use the widget for any purpose."]
+
+
+def test_a_numbered_list_is_not_headings(tmp_path: Path) -> None:
+    document = read_document(write(tmp_path / "steps.txt", "Do this:\n\n1. Open the lid.\n2. Close it.\n"))
+    assert outline(document) == []
+    text = "Do this first.\n\n1. Open the lid\n\nThen wait.\n"  # one numbered line alone: an item
+    document = read_document(write(tmp_path / "one.txt", text))
+    assert outline(document) == []
+    (item,) = [b for b in document.blocks if b.kind == "list"]
+    assert (item.text, text[item.start : item.end]) == ("Open the lid", "Open the lid")
+
+
+def test_a_txt_is_markdown_only_when_its_hash_lines_behave_like_headings(tmp_path: Path) -> None:
+    from synopsis.data.readers import sniff_format
+
+    comments = "The standard says:\n\n# A conversion can add cv-qualifiers\n# at levels beyond the first.\n"
+    assert sniff_format(comments, tmp_path / "README.Bugs.txt") == "text"
+    assert sniff_format(comments) == "text"  # pasted, the same rule
+    assert sniff_format("Intro.\n\n# Usage\n\nRun it.\n", tmp_path / "notes.txt") == "markdown"
+    assert sniff_format(GUIDE, tmp_path / "guide.txt") == "text"  # underlines alone: the plain-text reader

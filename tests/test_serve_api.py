@@ -267,7 +267,10 @@ def test_options_reach_a_per_request_copy(client: TestClient) -> None:
         (TEXT, "auto", "text", 0),
         (MARKDOWN, "auto", "markdown", 3),
         (MARKDOWN, "text", "text", 0),
-        ("Title\n=====\n\nSome text here. More text.", "auto", "markdown", 0),
+        # underlined headings alone are plain text, whose reader reads them as well (issue 48)
+        ("Title\n=====\n\nSome text here. More text.", "auto", "text", 0),
+        # pasted plain text: an underlined heading is a section, a run of "#" comment lines is not Markdown
+        ("Intro text here.\n\nUsage\n-----\n\nRun it now.\n\n# a comment\n# one more\n", "auto", "text", 1),
         (json.dumps(Document.from_text(TEXT, title="T").to_dict()), "auto", "json", 0),
     ],
 )

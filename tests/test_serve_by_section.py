@@ -340,3 +340,40 @@ except pytest.skip.Exception:  # pragma: no cover - no Chromium or Playwright he
     test_page_by_section_outline_and_source_highlights = pytest.mark.skip(reason="no Chromium/Playwright")(
         test_page_by_section_outline_and_source_highlights
     )
+
+
+def test_stream_sends_each_extractive_section_before_the_next_is_chosen() -> None:
+    """Issue 48: salient (the default's method out of its domain) chooses one section at a time, and the
+    stream sends each section as soon as it is chosen: the second section's sentences are not even encoded
+    before the client has read the first section's event."""
+    from helpers.server import running_server
+
+    from synopsis.summarizers.salient import SalientSummarizer, TfidfVectors
+
+    encoded, release = [], threading.Event()
+
+    class Gated(TfidfVectors):
+        def encode(self, texts: Any) -> Any:
+            encoded.append(len(texts))
+            if len(encoded) > 1:
+                assert release.wait(30), "the client never saw a section event"
+            return super().encode(texts)
+
+    registry = ModelRegistry()
+    registry.add(describe("salient", SalientSummarizer(k=1, vectors=Gated())))
+    sentence = "The river bridge number {} was closed for repairs by the town council."
+    parts = [f"## Part {i}\n\n{sentence.format(i)}" for i in range(3)]
+    body = {"document": "\n\n".join(parts), "model": "salient", "by": "section", "stream": True}
+    with running_server(create_app(registry, ServeSettings())) as url:
+        request = urllib.request.Request(
+            url + "/v1/summarize", json.dumps(body).encode(), {"Content-Type": "application/json"}
+        )
+        kinds = []
+        with urllib.request.urlopen(request, timeout=60) as response:
+            for line in response:
+                event = json.loads(line)
+                if event["event"] == "section" and not release.is_set():
+                    assert len(encoded) <= 2  # the second section waits for this event to be read
+                    release.set()
+                kinds.append(event["event"])
+    assert kinds == ["parsed"] + ["section"] * 3 + ["summary", "done"]

@@ -194,3 +194,64 @@ def test_a_launch_of_n_processes_keeps_one_gpu_per_process(monkeypatch: pytest.M
     with pytest.raises(InputError, match="2 processes were launched, one GPU each"):
         process_device("cuda:0", second)
     assert process_device("cuda:1", Shard()) == torch.device("cuda", 1)  # one process: any GPU
+
+
+# ---------------------------------------------------------------------- issue 48 item 5: small things
+def test_help_names_every_method_and_what_the_default_does(capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+
+    code, out, _ = _run(["summarize", "--help"], capsys)
+    flat = re.sub(r"[\s│]+", " ", out)
+    assert code == 0
+    for method in ("pointer-generator:", "seq2seq:", "salient:", "centrality:", "lead-K:", "oracle:"):
+        assert method in flat, method
+    assert "Without it (the default): the bundled pointer-generator for a paper abstract" in flat
+
+
+def test_a_dash_reads_standard_input_with_its_format_sniffed(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    markdown = "# Floods\n\n## Valley\n\n" + TEXT + "\n"
+    monkeypatch.setattr("sys.stdin", io.StringIO(markdown))
+    code, out, _ = _run(["summarize", "-", "--method", "lead-1", "--output-format", "json"], capsys)
+    assert code == 0
+    record = json.loads(out)
+    assert record["prediction"] == "Rivers flooded the valley after a week of rain."
+    assert record["summary"][0]["sources"][0]["path"] == [0]  # read as Markdown: under "## Valley"
+
+
+def test_inputs_are_checked_before_any_model_loads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from helpers.cli import one_line_error
+
+    from synopsis.cli.summarize import ModelSpec
+
+    def no_load(self: ModelSpec) -> None:
+        raise AssertionError("a model was loaded before the input was checked")
+
+    monkeypatch.setattr(ModelSpec, "load", no_load)
+    empty = tmp_path / "empty.txt"
+    empty.write_text("   \n")
+    one_line_error(*_run(["summarize", str(empty)], capsys)[::2], "empty")
+    text = tmp_path / "notes.txt"
+    text.write_text(TEXT)
+    # --format json names the input's format: the error says where JSON output is asked for
+    one_line_error(*_run(["summarize", str(text), "--format", "json"], capsys)[::2], "--output-format json")
+
+
+def test_the_note_is_printed_once_and_empty_sections_not_at_all(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sentence = "The committee approved the new budget for schools after a long debate about buses."
+    parts = "\n\n".join(f"## Part {i}\n\n" + " ".join([sentence] * 3) for i in range(3))
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# Tool\n\n{parts}\n\n## Empty\n\n```\nmake all\n```\n\n## Nothing\n")
+    code, out, err = _run(["summarize", str(readme), "--by", "section"], capsys)
+    assert code == 0
+    assert "Extractive summary" not in out and err.count("Extractive summary") == 1
+    assert "Empty" not in out and "Nothing" not in out and "# Part 1" in out
+    code, out, err = _run(["summarize", str(readme), "--by", "section", "--output-format", "json"], capsys)
+    assert json.loads(out)["note"].startswith("Extractive summary") and err.count("Extractive summary") == 1

@@ -77,6 +77,14 @@ class SourceMap:
             self._starts.extend([start] * len(text))
             self._ends.extend([end] * len(text))
 
+    def __len__(self) -> int:
+        return len(self._chars)
+
+    def start_at(self, index: int, start: int) -> None:
+        """The character at ``index`` starts at ``start`` (markup before it that a sentence starting there
+        takes in: a link's ``[``, emphasis' ``**``)."""
+        self._starts[index] = min(self._starts[index], start)
+
     def collapse_whitespace(self) -> SourceMap:
         """A copy with each whitespace run one space and none at either end (``" ".join(text.split())``)."""
         out = SourceMap()
@@ -109,7 +117,7 @@ class SourceMap:
 _LINE = re.compile(r"[^\n]*\n|[^\n]+")
 
 
-def _line_blocks(text: str) -> Iterator[list[tuple[str, int]]]:
+def line_blocks(text: str) -> Iterator[list[tuple[str, int]]]:
     """The blocks of lines of plain text, each line with its start: blocks are separated by lines holding only
     whitespace; ``"\\r\\n"`` and ``"\\r"`` end lines as ``"\\n"`` does, and the other line boundaries of
     ``str.splitlines`` split a line further. Lazily, block by block, so a reader that stops early (at a
@@ -146,7 +154,7 @@ def _joined(lines: list[tuple[str, int]]) -> SourceMap:
 def paragraph_maps(text: str) -> list[SourceMap]:
     """The paragraphs of plain text with their source spans: paragraphs are separated by lines holding only
     whitespace, and the lines of a paragraph are stripped and joined with single spaces."""
-    return [_joined(lines) for lines in _line_blocks(text)]
+    return [_joined(lines) for lines in line_blocks(text)]
 
 
 _LIST_MARKER = re.compile(r"[ \t]*(?:[-*+•‣◦▪]|\d{1,3}[.)])[ \t]+(?=\S)")
@@ -157,13 +165,18 @@ def text_blocks(text: str) -> Iterator[tuple[str, SourceMap]]:
     a bullet (``-``, ``*``, ``+``, ``•``) or a number (``1.``, ``2)``) and whose every other line does too,
     or is indented deeper as the item's continuation, is a list, one paragraph per item with the marker
     dropped; any other block is one prose paragraph (:func:`paragraph_maps`). Lazily, as
-    :func:`_line_blocks`."""
-    for lines in _line_blocks(text):
-        items = _list_items(lines)
-        if items is None:
-            yield "prose", _joined(lines)
-        else:
-            yield from (("list", _joined(item)) for item in items)
+    :func:`line_blocks`."""
+    for lines in line_blocks(text):
+        yield from lines_blocks(lines)
+
+
+def lines_blocks(lines: list[tuple[str, int]]) -> list[tuple[str, SourceMap]]:
+    """One block of lines (each with its start, as :func:`line_blocks` gives them) as :func:`text_blocks`
+    reads it: a list, one paragraph per item, or one prose paragraph."""
+    items = _list_items(lines)
+    if items is None:
+        return [("prose", _joined(lines))]
+    return [("list", _joined(item)) for item in items]
 
 
 def _list_items(lines: list[tuple[str, int]]) -> list[list[tuple[str, int]]] | None:

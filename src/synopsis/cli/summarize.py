@@ -45,12 +45,18 @@ NEURAL_BATCH_SIZE = 16
 
 
 def summarize(
-    inputs: list[Path] = typer.Argument(..., help="Document file(s), or one corpus file/dir with --corpus."),
+    inputs: list[Path] = typer.Argument(
+        ..., help="Document file(s) ('-': standard input, its format sniffed), or one corpus with --corpus."
+    ),
     method: str | None = typer.Option(
         None,
         "--method",
-        help="pointer-generator (default: the bundled model), seq2seq, lead-K (any K >= 1), oracle, "
-        "centrality. With --model and no --method, the model's config.json decides.",
+        help="Without it (the default): the bundled pointer-generator for a paper abstract, for anything "
+        "else salient sentences, with a note saying so. pointer-generator: the bundled model (or --model) "
+        "on any text. seq2seq: a BART, T5, LED or HIBRIDS checkpoint (--model). salient: the most central "
+        "informative sentences per section, and a document summary led by what the document is. "
+        "centrality: the most central sentences. lead-K: the first K sentences (any K >= 1). oracle: the "
+        "greedy ROUGE oracle (needs references). With --model and no --method, its config.json decides.",
     ),
     model: Path | None = typer.Option(
         None,
@@ -64,7 +70,8 @@ def summarize(
         None,
         "--instruction",
         "-i",
-        help="Instruction or query (centrality, T5/InstructSum); repeat it for one summary per instruction.",
+        help="Instruction or query: salient and the default rank sentences by relevance to it with "
+        "centrality; also centrality, T5/InstructSum. Repeat it for one summary per instruction.",
     ),
     no_cache: bool = switch(
         "--no-cache", "InstructSum: encode every prompt in full (same block mask; for checks)."
@@ -90,7 +97,9 @@ def summarize(
         "Continue an interrupted run: keep what --output holds and skip those examples "
         "(by id for .jsonl, by count for one-per-line files).",
     ),
-    k: int = count_option(3, "--k", help="Sentences to extract (centrality)."),
+    k: int = count_option(
+        3, "--k", help="Sentences to extract per section (salient and the default's, centrality)."
+    ),
     num_beams: int | None = decoding_option("num_beams"),
     min_length: int | None = decoding_option("min_length"),
     max_length: int | None = decoding_option("max_length"),
@@ -302,10 +311,13 @@ def _print_files(job: Job, by: str, max_words: int, output_format: str, outline:
     printer = _FilePrinter(len(job.parsed) > 1 or len(instructions) > 1, len(instructions) > 1, output_format)
     for path, parsed in job.parsed.items():
         printer.path = path
-        # A long document's windows: a count with the rate on stderr (a spinner on a terminal).
-        with ProgressReporter("summarizing by section", None, "windows") as progress:
+        # A long document's windows (an extractive method's: its sections) as n/N with the rate and ETA.
+        unit = getattr(job.summarizer, "progress_unit", "windows")
+        with ProgressReporter("summarizing by section", None, unit) as progress:
 
-            def advance(done: int, _: int, progress: ProgressReporter = progress) -> None:
+            def advance(done: int, total: int, progress: ProgressReporter = progress) -> None:
+                if total != progress.total or done < progress.completed:  # a new run (the next instruction)
+                    progress.update(total=total, completed=0)
                 progress.advance(done - progress.completed)
 
             runner.run(parsed, instructions, printer.hooks(advance, outline))
@@ -392,7 +404,10 @@ def _run_by_section(job: Job, output: Path | None, resume: bool, max_words: int,
 
 
 def _print_section(section: Any, output_format: str) -> None:
-    """A section's heading (``#`` by depth) and summary, as soon as it is done."""
+    """A section's heading (``#`` by depth) and summary, as soon as it is done; nothing for a section
+    without a summary or subsections to head (a heading over no text, or over code only)."""
+    if not section.summary and not any(not child.skipped for child in section.sections):
+        return
     if section.path or section.heading is not None:
         heading = section.heading if section.heading is not None else "(untitled)"
         typer.echo(f"{'#' * max(1, len(section.path))} {heading}")
@@ -407,8 +422,6 @@ def _print_document_summary(result: Any, output_format: str) -> None:
     typer.echo(
         f"**Summary** ({words} words)" if output_format == "markdown" else f"== summary ({words} words)"
     )
-    if result.note:  # e.g. why the default summary is extractive: one line the reader must see
-        typer.echo(f"_{result.note}_" if output_format == "markdown" else f"({result.note})")
     for sentence in result.summary:
         typer.echo(sentence.text)
 
@@ -429,9 +442,9 @@ def _print_corpus_json(job: Job) -> None:
 
 
 def _prepare(shard: Shard, run: RunSpec, spec: ModelSpec) -> Job:
-    """Check the options, load the summarizer and read the documents (every process alike)."""
+    """Check the options, read the document files, load the summarizer and read a corpus (every process
+    alike)."""
     from synopsis.data.readers import detect_corpus, read_corpus
-    from synopsis.summarizers.runner import read_source
 
     inputs, corpus, output, instructions_given = run.inputs, run.corpus, run.output, run.instructions
     parsed: dict[Path, Any] = {}
@@ -446,10 +459,12 @@ def _prepare(shard: Shard, run: RunSpec, spec: ModelSpec) -> Job:
     if corpus is not None and len(instructions_given) > 1:
         raise InputError("--corpus takes at most one --instruction (it applies to every example)")
     for path in inputs:
-        if not path.exists():
+        if not path.exists() and str(path) != STDIN:
             raise missing_path(path)
     refuse_to_overwrite_inputs(output, [*inputs, spec.model], "--output")
     _check_model_path(spec.model)
+    if corpus is None:  # read and checked before any model loads: a bad input fails at once
+        parsed = {path: _read_input(path, run.input_format, run.max_input_mb) for path in inputs}
 
     summarizer = spec.load()  # on spec.device: with one line saying where the model runs
     info = summarizer.describe()
@@ -475,7 +490,6 @@ def _prepare(shard: Shard, run: RunSpec, spec: ModelSpec) -> Job:
         instructions = [(instructions_given or [None])[0] or e.instruction for e in examples]
         references: list[Any] | None = [e.references for e in examples]
     else:
-        parsed = {path: read_source(path, run.input_format, run.max_input_mb) for path in inputs}
         documents = [parsed[path].document for path in inputs]
         ids = [str(p) for p in inputs]
         references = None
@@ -492,6 +506,28 @@ def _prepare(shard: Shard, run: RunSpec, spec: ModelSpec) -> Job:
         for stale in remove_parts(output):  # a fresh run: parts of an earlier run must not be resumed
             log.info("removed %s, left by an earlier interrupted run", stale)
     return Job(summarizer, ids, documents, instructions, references, size, label, parsed)
+
+
+#: The input name that reads standard input.
+STDIN = "-"
+
+
+def _read_input(path: Path, input_format: str, max_mb: float) -> Any:
+    """One document file, or standard input for ``-`` (its format sniffed from the content, as pasted text
+    is); ``--format json`` on a file that is not JSON says where JSON output is asked for."""
+    import sys
+
+    from synopsis.summarizers.runner import read_source
+
+    try:
+        if str(path) == STDIN:
+            return read_source(sys.stdin.read(), input_format)
+        return read_source(path, input_format, max_mb)
+    except InputError as err:
+        if input_format == "json" and "JSON" in str(err):
+            hint = "--format is the input's format; for JSON output: --output-format json"
+            raise InputError(f"{err} ({hint})") from None
+        raise
 
 
 def _run(job: Job, output: Path | None, resume: bool, outline: bool) -> None:

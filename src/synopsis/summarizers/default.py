@@ -30,6 +30,8 @@ class DefaultSummarizer(Summarizer):
     """Per document: the bundled model in its domain, else :class:`SalientSummarizer` with a note."""
 
     takes_instructions = True  # the extractive summaries follow them; the bundled model ignores them
+    #: what a by-section run counts: by section a document is long, so far from abstracts, so extractive
+    progress_unit = "sections"
     options = PointerGeneratorSummarizer.options
 
     def __init__(self, bundled: PointerGeneratorSummarizer, salient: SalientSummarizer) -> None:

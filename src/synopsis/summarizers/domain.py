@@ -80,7 +80,7 @@ class DomainCheck:
             out.append(
                 Distance(
                     "length",
-                    f"{len(words):,} words",
+                    f"{document.num_words():,} words",  # the count the API's document.words reports
                     f"{len(words):,} words (typically {self.words_median})"
                     + (f", read the first {min(reads, len(words))}" if reads else ""),
                     "--by section (every section, in windows it reads whole), a long-input model "

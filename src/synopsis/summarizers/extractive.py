@@ -29,6 +29,8 @@ class _Selecting(Summarizer):
     """An extractive method by section: each window's chosen sentences, each citing itself."""
 
     extractive = True
+    #: what a by-section run counts: one window per section (see ``plan_windows``)
+    progress_unit = "sections"
 
     def select(self, document: Document, instruction: str | None = None) -> list[int]:
         raise NotImplementedError
@@ -190,13 +192,18 @@ class SentenceEncoder:
         self.max_length = max_length
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """One row per text. Texts are batched by length (longest first), so a batch pads its texts to
+        about their own length rather than to the longest of the call (a meeting's turns range from two
+        words to the whole 128 tokens); rows come back in the texts' order."""
         import torch
 
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        ordered = [texts[i] for i in order]
         chunks = []
         with torch.inference_mode():
-            for start in range(0, len(texts), self.batch_size):
+            for start in range(0, len(ordered), self.batch_size):
                 batch = self.tokenizer(
-                    list(texts[start : start + self.batch_size]),
+                    ordered[start : start + self.batch_size],
                     padding=True,
                     truncation=True,
                     max_length=self.max_length,
@@ -206,7 +213,11 @@ class SentenceEncoder:
                 mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
                 pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
                 chunks.append(torch.nn.functional.normalize(pooled, dim=-1).numpy())
-        return np.concatenate(chunks) if chunks else np.zeros((0, 384), dtype=np.float32)
+        if not chunks:
+            return np.zeros((0, 384), dtype=np.float32)
+        out = np.empty_like(np.concatenate(chunks))
+        out[order] = np.concatenate(chunks)
+        return out
 
 
 class CentralitySummarizer(_Selecting):

@@ -14,6 +14,14 @@ Three steps per window (a section, or a whole document by document):
    twice.
 
 Chosen sentences are returned verbatim, in document order, each citing itself (exact sources by section).
+
+By section, a document is summarized section after section (each section's summary is passed on as soon as it
+is chosen), and its document summary is chosen over the whole document, not from the section summaries
+(:meth:`SalientSummarizer.document_summary`): it is led by what the document is (its defining sentence, where
+its opening has one; the opening prose weighted as a reader weighs it, as LEAD is a strong baseline for news
+and for the introductions of technical documents, Nenkova, 2005) and then its most central points, or with an
+instruction the sentences most relevant to it, within the word budget. Every candidate *stands alone*
+(:func:`stands_alone`): it starts as a sentence, is not a lead-in ending in ":" without what it introduces.
 """
 
 from __future__ import annotations
@@ -30,7 +38,14 @@ import numpy as np
 from synopsis.document import Document
 from synopsis.errors import SynopsisError
 from synopsis.summarizers.base import SummarizerInfo
+from synopsis.summarizers.citing import support
 from synopsis.summarizers.extractive import SentenceEncoder, _Selecting
+from synopsis.summarizers.sections import (
+    DocumentSummary,
+    SummarySentence,
+    section_sources,
+    summarize_by_section,
+)
 from synopsis.text import content_words
 
 #: Fewer words than this is a fragment ("Number one.", "For our stuff.").
@@ -41,6 +56,15 @@ MIN_CONTENT_WORDS = 3
 MAX_FILLER_SHARE_INVERSE = 3
 #: A sentence without final punctuation and shorter than this is a heading, list or ToC entry, not prose.
 UNPUNCTUATED_MIN_WORDS = 15
+
+#: Fewer words than this is not a sentence that stands alone (:func:`stands_alone`).
+MIN_STANDALONE_WORDS = 4
+#: Without an instruction, the share of a sentence's score that its place in the document's opening gives.
+OPENING_WEIGHT = 0.35
+#: How much a sentence's count of content words adds to its centrality in the document summary.
+CONTENT_WEIGHT = 0.5
+#: With an instruction, the share of a sentence's score that relevance to it gives (the rest: centrality).
+INSTRUCTION_WEIGHT = 0.75
 
 #: Cosine similarity from which a sentence repeats a chosen one (see :func:`mmr`).
 DUPLICATE = 0.95
@@ -55,13 +79,64 @@ _CODE_TOKEN = re.compile(
 )
 #: Words of talk that carry nothing (with FUNCTION_WORDS): a sentence of mostly these is a backchannel.
 FILLER_WORDS = frozenset(
-    """uh um hmm mm mm-hmm uh-huh huh oh ah yeah yep yes no okay ok right well like so mean know think
+    """uh um eh hmm mm mm-hmm uh-huh huh oh ah yeah yep yes no okay ok right well like so mean know think
     guess gonna wanna kind sort thing things just really actually anyway alright sure good great""".split()
+)
+
+
+# Opens as a sentence: a capital or a digit, after opening quotes or brackets at most (not "*", "-", "|").
+_SENTENCE_START = re.compile(r"^[\"'“‘(\[]*[A-Z0-9]")
+# A sentence that says what something is or is for (a document's defining sentence).
+_DEFINING = re.compile(
+    r"\b(?:is|are)\s+(?:a|an|the)\b|\blets?\s+you\b|\ballows?\s+you\b|\bprovides?\b|\bis\s+(?:designed|"
+    r"intended|meant|used)\b|\bthis\s+(?:document|guide|licen[cs]e|file|faq|manual|project|package|library|tool|"
+    r"program|meeting|page|readme)\b",
+    re.IGNORECASE,
+)
+# Says what its subject is or does: "X is a ...", "X lets you ...", "X provides ...".
+_COPULA = re.compile(
+    r"\b(?:is|are)\s+(?:a|an|the)\b|\b(?:lets?|allows?|helps?)\s+you\b|\bprovides?\b|"
+    r"\bis\s+(?:designed|intended|meant|used)\b",
+    re.IGNORECASE,
+)
+#: Headings of the section that opens a document when it has no preface of its own.
+OPENING_HEADINGS = frozenset(
+    "introduction overview about preamble description background summary abstract preface purpose".split()
 )
 
 
 def _spoken(text: str) -> str:
     return _SPEAKER.sub("", text.strip())
+
+
+def stands_alone(text: str, names: frozenset[str] = frozenset()) -> bool:
+    """Whether a sentence reads on its own in a summary: at least :data:`MIN_STANDALONE_WORDS` words, it
+    starts as a sentence does (a capital or a digit, not a footnote or bullet marker such as ``*``, and not
+    the lowercase tail of a sentence split after a quotation), unless its first word is one of ``names``
+    (the document's own lowercase names: "pyenv lets you ..."), and it is not a lead-in ending in ":" (what
+    it introduces is a list or a code block, which a summary does not carry)."""
+    text = _spoken(text)
+    words = text.split()
+    if len(words) < MIN_STANDALONE_WORDS or not _FINAL_PUNCTUATION.search(text) or _disfluent(words):
+        return False
+    if _SENTENCE_START.match(text):
+        return True
+    first = words[0].strip("\"'“‘([").rstrip(",.;:")
+    return first[:1].isalpha() and first.lower() in names
+
+
+def _disfluent(words: list[str]) -> bool:
+    """Speech that restarts ("that 's that 's", "not speech not speech", "speech speech"): a word or a word
+    pair said twice in a row, or a single cut-off letter ("So i if two ...")."""
+    lower = [w.lower().strip(",.?!;:") for w in words if w not in (",", "-")]
+    repeats = sum(lower[i] == lower[i - 1] for i in range(1, len(lower)))
+    repeats += sum(lower[i - 1 : i + 1] == lower[i + 1 : i + 3] for i in range(1, len(lower) - 2))
+    return repeats > 0 or any(w == "i" for w in words)
+
+
+def title_names(title: str | None) -> frozenset[str]:
+    """The lowercase words of a document's title: names a sentence may start with (:func:`stands_alone`)."""
+    return frozenset(w.lower() for w in re.findall(r"[\w][\w.+-]*", title or "") if w[:1].isalpha())
 
 
 def is_informative(text: str) -> bool:
@@ -199,6 +274,8 @@ class SalientSummarizer(_Selecting):
         self.trade_off = trade_off
         self.query_weight = query_weight
         self._vectors = vectors
+        #: the lowercase names a sentence of the document being summarized may start with (its title's words)
+        self.names: frozenset[str] = frozenset()
 
     @property
     def vectors(self) -> SentenceVectors:
@@ -215,8 +292,14 @@ class SalientSummarizer(_Selecting):
         return str(getattr(self._vectors, "name", type(self._vectors).__name__))
 
     def candidates(self, document: Document) -> list[int]:
-        """Indices of the document's informative sentences (:func:`is_informative`)."""
-        return [i for i, s in enumerate(document.sentences) if is_informative(s.text)]
+        """Indices of the document's informative sentences that stand alone (:func:`is_informative`,
+        :func:`stands_alone`)."""
+        names = self.names | title_names(document.title)
+        return [
+            i
+            for i, s in enumerate(document.sentences)
+            if is_informative(s.text) and stands_alone(s.text, names)
+        ]
 
     def select(self, document: Document, instruction: str | None = None, fallback: bool = True) -> list[int]:
         """The chosen sentences' indices in document order. Without informative sentences: none, or with
@@ -241,6 +324,79 @@ class SalientSummarizer(_Selecting):
         # By section a window without prose (a ToC, a code block, backchannels) contributes nothing.
         return self.select(document, instruction, fallback=False)
 
+    # ------------------------------------------------------------------ by section
+    def _by_section(
+        self, documents: Sequence[Document], instructions: list[str | None], options: dict[str, Any]
+    ) -> list[DocumentSummary]:
+        """One document after another, its sections one at a time (each passed to ``on_section`` and counted
+        by ``progress`` as soon as it is chosen: an extractive method needs no batches), then its document
+        summary chosen over the whole document (:meth:`document_summary`). Each sentence is encoded once for
+        both (:class:`_Remembered`)."""
+        out = []
+        offsets = options.get("offsets")
+        for d, (document, instruction) in enumerate(zip(documents, instructions, strict=True)):
+            run = self._for_document(document)
+            (result,) = summarize_by_section(run, [document], [instruction], **_one_document(options, d))
+            spans = offsets[d] if offsets is not None else None
+            chosen = run.document_summary(document, instruction, options["max_words"], spans)
+            if chosen:
+                result.summary = chosen
+            out.append(result)
+        return out
+
+    def _for_document(self, document: Document) -> SalientSummarizer:
+        """A copy for one document's run: its title's names, and its sentence vectors remembered (TF-IDF
+        vectors depend on the texts encoded together, so they are not)."""
+        vectors = self.vectors
+        remembered = vectors if isinstance(vectors, TfidfVectors) else _Remembered(vectors)
+        run = type(self)(self.k, trade_off=self.trade_off, query_weight=self.query_weight, vectors=remembered)
+        run.names = title_names(document.title) | self.names
+        return run
+
+    def document_summary(
+        self,
+        document: Document,
+        instruction: str | None,
+        max_words: int,
+        offsets: Sequence[tuple[int, int] | None] | None = None,
+    ) -> list[SummarySentence]:
+        """The document summary chosen over the whole document within ``max_words`` (see the module
+        docstring): candidates are the sentences that stand alone; without an instruction a sentence's score
+        is LexRank centrality over the whole document mixed with its place in the opening
+        (:data:`OPENING_WEIGHT`), and the defining sentence, where the opening has one, is taken first; with
+        one, relevance to it mixed with centrality (:data:`INSTRUCTION_WEIGHT`). MMR picks within the budget;
+        the sentences are returned led by the defining sentence, then in document order, each citing itself.
+        Empty when no sentence qualifies."""
+        pool = [i for i in self.candidates(document) if len(document.sentences[i].text.split()) <= max_words]
+        # an answer may take half the budget; a central point a third
+        longest = max(25, max_words // 2 if instruction else max_words // 3)
+        short = [i for i in pool if len(document.sentences[i].text.split()) <= longest]
+        pool = short if len(short) >= 3 else pool  # a few long turns would spend the whole budget
+        if not pool:
+            return []
+        texts = [_spoken(document.sentences[i].text) for i in pool]
+        vectors = self.vectors.encode(texts + ([instruction] if instruction else []))
+        sentences = vectors[: len(texts)]
+        similarity = sentences @ sentences.T
+        # LexRank alone favours short generic sentences ("Doesn't look like it crashed."), close to many
+        # others; a sentence's own content words (up to 15) say how much it can tell.
+        said = np.array([min(len(set(content_words(t)) - FILLER_WORDS), 15) for t in texts], dtype=float)
+        centrality = _normalised(_normalised(lexrank(similarity)) + CONTENT_WEIGHT * _normalised(said))
+        first: int | None = None
+        if instruction:
+            query = _normalised(sentences @ vectors[-1])
+            relevance = (1 - INSTRUCTION_WEIGHT) * centrality + INSTRUCTION_WEIGHT * query
+        else:
+            opening, first = _opening(document, pool, self.names | title_names(document.title))
+            relevance = (1 - OPENING_WEIGHT) * centrality + OPENING_WEIGHT * opening
+        words = np.array([len(document.sentences[i].text.split()) for i in pool])  # as printed, labels too
+        picked = budgeted_mmr(relevance, similarity, words, max_words, self.trade_off, first)
+        own = section_sources(document, offsets).values()
+        sources = [source for paragraphs in own for paragraph in paragraphs for source in paragraph]
+        # led by the defining sentence, then in document order
+        cited = [sources[pool[i]] for i in sorted(picked, key=lambda i: (i != first, i))]
+        return [SummarySentence(s.text, [s], support(s.text, [s])) for s in cited]
+
     def describe(self) -> SummarizerInfo:
         return self._info(
             "salient",
@@ -258,3 +414,109 @@ class SalientSummarizer(_Selecting):
 
     def prepare(self) -> None:
         _ = self.vectors  # load the embedding model now
+
+
+def budgeted_mmr(
+    relevance: np.ndarray,
+    similarity: np.ndarray,
+    words: np.ndarray,
+    budget: int,
+    trade_off: float,
+    first: int | None = None,
+    duplicate: float = DUPLICATE,
+) -> list[int]:
+    """:func:`mmr` within a word budget: the next sentence is the best by MMR among those that still fit
+    (``words[i]`` each), until none does; ``first`` (e.g. the defining sentence) is taken before any other.
+    A sentence at least ``duplicate``-similar to a chosen one is never taken."""
+    chosen: list[int] = [] if first is None or words[first] > budget else [first]
+    left = budget - sum(int(words[i]) for i in chosen)
+    redundancy = similarity[chosen].max(0) if chosen else np.full(len(relevance), -np.inf)
+    while True:
+        penalty = np.where(np.isfinite(redundancy), redundancy, 0.0)
+        score = trade_off * relevance - (1 - trade_off) * penalty
+        score[(words > left) | (redundancy >= duplicate)] = -np.inf
+        score[chosen] = -np.inf
+        if not np.isfinite(score).any():
+            return chosen
+        best = int(np.argmax(score))
+        chosen.append(best)
+        left -= int(words[best])
+        redundancy = np.maximum(redundancy, similarity[best])
+
+
+def _opening(document: Document, pool: list[int], names: frozenset[str]) -> tuple[np.ndarray, int | None]:
+    """Each candidate's weight as part of the document's opening prose (1, 1/2, 1/3, ... for the opening's
+    candidates in order, 0 elsewhere) and the position in ``pool`` of its defining sentence, if any: among the
+    opening's first four candidates, the one that says most plainly what the document's subject is
+    (:func:`_defines`), the earliest of equals.
+    The opening is the preface (the text before the first heading) when it has candidates, else the first
+    section headed like an introduction ("Introduction", "Overview", "About", ...); else there is none."""
+    sentences = document.sentences
+    sections = [sentences[i].section for i in pool]
+    weight = np.zeros(len(pool))
+    if _is_transcript(document):  # a meeting opens with greetings and sound checks, not with what it is
+        return weight, None
+    if any(section is document.root for section in sections):
+        opening = document.root
+    else:
+        headed = [s for s in sections if (s.heading or "").strip().lower().rstrip(":") in OPENING_HEADINGS]
+        opening = headed[0] if headed else None  # a FAQ's first answer is not an opening
+    members = [k for k, section in enumerate(sections) if section is opening]
+    for rank, k in enumerate(members):
+        weight[k] = 1.0 / (1 + rank)
+    scores = [_defines(_spoken(sentences[pool[k]].text), names) for k in members[:4]]
+    best = max(scores, default=0)
+    if not best:
+        return weight, None
+    defining = scores.index(best)
+    weight[members[:defining]] = 0.0  # what comes before it (a copyright line, a version) is not the opening
+    return weight, members[defining]
+
+
+def _defines(text: str, names: frozenset[str]) -> int:
+    """How plainly a sentence says what the document's subject is: 2 when one of the title's ``names`` is
+    among its first six words and a copula or "lets you" follows within twelve ("The GNU General Public
+    License is a free, copyleft license ..."; "pyenv lets you ..."), 1 when it only says what something is
+    or is for (:data:`_DEFINING`), else 0."""
+    head = text.split()[:12]
+    said = _COPULA.search(" ".join(head))
+    named = any(word.strip("\"'“”(),.:;").lower() in names for word in head[:6])
+    return 2 if said and named else int(bool(_DEFINING.search(text)))
+
+
+def _is_transcript(document: Document) -> bool:
+    """Whether most paragraphs open with a speaker's label ("Professor E: ..."): a meeting's turns."""
+    paragraphs = document.paragraphs
+    labelled = sum(bool(_SPEAKER.match(p[0])) for p in paragraphs if p)
+    return bool(paragraphs) and 2 * labelled > len(paragraphs)
+
+
+def _one_document(options: dict[str, Any], d: int) -> dict[str, Any]:
+    """``summarize_by_section`` options for document ``d`` of a call, run alone: its offsets, callbacks given
+    the call's position back, one window per model call (so each section is emitted when chosen)."""
+    out = {**options, "batch_size": 1}
+    if options.get("offsets") is not None:
+        out["offsets"] = [options["offsets"][d]]
+    if options.get("on_section") is not None:
+        on_section = options["on_section"]
+        out["on_section"] = lambda _, section: on_section(d, section)
+    out.pop("summarize_windows", None)  # its own: choosing sentences needs no batches shared with others
+    return out
+
+
+class _Remembered:
+    """Sentence vectors remembered by text during one document's run, so that the section summaries and the
+    document summary encode each sentence once."""
+
+    def __init__(self, vectors: SentenceVectors) -> None:
+        self.vectors = vectors
+        self.name = getattr(vectors, "name", type(vectors).__name__)
+        self.known: dict[str, np.ndarray] = {}
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        missing = [t for t in dict.fromkeys(texts) if t not in self.known]
+        if missing:
+            self.known.update(zip(missing, self.vectors.encode(missing), strict=True))
+        if not texts:
+            return self.vectors.encode([])
+        return np.stack([self.known[t] for t in texts])

@@ -498,6 +498,8 @@ def summarize_by_section(
     for d, (document, (root, _, skipped)) in enumerate(zip(documents, trees, strict=True)):
         if skipped:
             logger.info("%s: skipped %d empty section(s)", document.id or f"document {d + 1}", skipped)
+        if notes[d]:  # once, on stderr (as by document); the result carries it too
+            logger.warning("%s: %s", document.id or f"document {d + 1}", notes[d])
         preface = SectionSummary(root.heading, (), root.summary, [], root.words, 0) if root.summary else None
         result = DocumentSummary(document.id, [], root.sections, skipped, preface, notes[d])
         flat = [s for section in result.walk() for s in section.summary]

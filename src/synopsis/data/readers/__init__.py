@@ -146,14 +146,36 @@ def parse_document(
 
 # The readers name documents after their file; pasted text has none.
 _PASTED = Path("document")
-_ATX_HEADING = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)", re.MULTILINE)
-_SETEXT_HEADING = re.compile(r"^ {0,3}\S[^\n]*\n {0,3}(?:=+|-{2,})[ \t]*$", re.MULTILINE)
+_ATX_HEADING = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)")
+# Markdown of its own beside headings: a fenced code block opened by backticks (a line of tildes underlines a
+# plain-text heading) or a tilde fence naming its language, and an inline link to a URL, anchor or path.
+_MARKDOWN_MARKUP = re.compile(
+    r"^ {0,3}(?:```|~~~+[ \t]*[A-Za-z])|\[[^\]\n]+\]\((?:https?://|#|\.{0,2}/)[^)\s]*\)", re.MULTILINE
+)
+
+
+def _has_markdown_headings(text: str) -> bool:
+    """Whether ``#`` lines behave like Markdown headings: one that stands alone, after a blank line (or the
+    start) and not beside another ``#`` line. A run of ``#`` lines is comments, as in a shell or a C++
+    sample quoted in plain text."""
+    lines = text.splitlines()
+    hashed = [bool(_ATX_HEADING.match(line)) for line in lines]
+    for i, is_heading in enumerate(hashed):
+        if not is_heading:
+            continue
+        after_blank = i == 0 or not lines[i - 1].strip()
+        alone = (i + 1 == len(lines) or not hashed[i + 1]) and (i == 0 or not hashed[i - 1])
+        if after_blank and alone:
+            return True
+    return False
 
 
 def sniff_format(text: str, path: Path | None = None) -> str:
     """The one format sniffer (``synopsis summarize`` and the service): a decisive extension (``.md``,
     ``.xml``, ``.story``) wins; otherwise the content decides: a JSON object (QMSum meeting, arXiv/PubMed
-    record or our Document JSON), SciSummNet XML, a CNN story, Markdown when it has a heading, else text.
+    record or our Document JSON), SciSummNet XML, a CNN story, Markdown when its ``#`` lines behave like
+    headings (:func:`_has_markdown_headings`) or it has a code fence or an inline link, else text (whose
+    reader reads underlined, numbered and capital headings too).
     A file with any other extension than ``.txt``, ``.text`` or none is refused rather than guessed."""
     suffix = path.suffix.lower() if path is not None else ""
     if suffix in _EXTENSIONS:
@@ -177,7 +199,8 @@ def sniff_format(text: str, path: Path | None = None) -> str:
             f"{path}: cannot tell the format from the extension '{suffix}' or the content; "
             f"pass --format ({', '.join(DOCUMENT_FORMATS)})"
         )
-    if _ATX_HEADING.search(text) or _SETEXT_HEADING.search(text):
+    # Underlined headings are read by both readers; plain text decides for a file without Markdown's own.
+    if _has_markdown_headings(text) or _MARKDOWN_MARKUP.search(text):
         return "markdown"
     return "text"
 

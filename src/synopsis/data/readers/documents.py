@@ -9,18 +9,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from synopsis.data.readers.markdown import parse_markdown_text
-from synopsis.document import Document, Paragraph, Section, current_budget
+from synopsis.data.readers.plaintext import parse_plain_text
+from synopsis.document import Document
 from synopsis.io import parse_json
-from synopsis.text import text_blocks
 
 
 def parse_text(text: str, path: Path) -> Document:
-    """Plain text: paragraphs are separated by blank lines, then sentence-split; a block of bullet or numbered
-    lines is a list, one paragraph per item (:func:`synopsis.text.text_blocks`). Each sentence keeps its span
-    in ``text``."""
-    built = (Paragraph.from_map(mapped, kind) for kind, mapped in text_blocks(text))
-    built = current_budget().paragraphs(built)  # counted as they are made (synopsis.document.ParseBudget)
-    return Document(Section(paragraphs=[p for p in built if p is not None]), id=path.stem)
+    """Plain text (:func:`synopsis.data.readers.plaintext.parse_plain_text`): sections from underlined,
+    numbered and capital headings, code and console output as code blocks; paragraphs are separated by blank
+    lines, then sentence-split; a block of bullet or numbered lines is a list, one paragraph per item. Each
+    sentence keeps its span in ``text``."""
+    return parse_plain_text(text, path.stem)
 
 
 def parse_json_document(text: str, path: Path) -> Document:

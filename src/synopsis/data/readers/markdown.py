@@ -114,6 +114,22 @@ class _InlineMapper:
         self.mapped = SourceMap()
         self.links = 0  # how many links the cursor is inside
         self.only_links = True  # no word outside a link so far (a table of contents' entry, a link list)
+        #: where markup opened before the next text ("[", "**", "`", "<"), so that a sentence that starts
+        #: with a link, emphasis or a code span starts its span at the markup's first character
+        self.opening: int | None = None
+
+    def open(self, markup: str) -> None:
+        """Markup opening before text: the next text's first character starts at it (at the outermost
+        markup, for ``**[text](...)**``)."""
+        found = self.find(markup)
+        if found >= 0 and self.opening is None:
+            self.opening = found
+
+    def _opened(self, count: int) -> None:
+        """The first of the ``count`` characters just added starts at the markup that opened before it."""
+        if self.opening is not None:
+            self.mapped.start_at(len(self.mapped) - count, self.opening)
+            self.opening = None
 
     def find(self, needle: str) -> int:
         return self.source.find(needle, self.cursor, self.end) if needle else -1
@@ -125,6 +141,8 @@ class _InlineMapper:
         if found >= 0:
             self.mapped.add(text, found)
             self.cursor = found + len(text)
+            if text:
+                self._opened(len(text))
             return
         # Text the parser normalised (an autolink's decoded URL, a code span's line ends): character by
         # character, whitespace mapped to where the cursor stands.
@@ -183,7 +201,11 @@ class _InlineMapper:
                 else:
                     self.mapped.add(child.content, found, found + len(child.markup))
                     self.cursor = found + len(child.markup)
+                    self._opened(len(child.content))
+            elif kind in ("strong_open", "em_open"):
+                self.open(child.markup)
             elif kind == "code_inline":
+                self.open(child.markup)
                 self.skip(child.markup)
                 self.add_text(child.content)
                 self.skip(child.markup)
@@ -195,11 +217,13 @@ class _InlineMapper:
                 else:
                     self.add_text(child.content)
             elif kind == "image":
+                self.open("![")
                 self.skip("![")
                 self.feed(child.children or [])
                 self.skip_link_end()
             elif kind == "link_open":
                 self.links += 1
+                self.open("<" if child.markup == "autolink" else "[")
                 if child.markup == "autolink":
                     self.skip("<")
             elif kind == "link_close":
