@@ -18,7 +18,7 @@ import typer
 from helpers.cli import one_line_error
 from helpers.cli import run_cli as run
 
-from synopsis.cli import app
+from synopsis.cli import COMMANDS, load_command
 from synopsis.config import DECODING_OPTIONS, FINITE, Range, from_dict
 from synopsis.data.example import Example, write_examples
 from synopsis.document import Document
@@ -671,7 +671,7 @@ def _commands() -> list[tuple[str, typer.core.TyperCommand]]:
         else:
             yield path, command
 
-    return list(walk(typer.main.get_command(app), "synopsis"))
+    return [found for name in COMMANDS for found in walk(load_command(name), f"synopsis {name}")]
 
 
 def test_each_flag_means_one_thing_in_every_command() -> None:

@@ -30,9 +30,9 @@ TEXT = "The council met on Tuesday. It approved the budget. The mayor spoke. Res
 
 
 def _summarize_params() -> dict[str, typer.core.click.Option]:
-    from synopsis.cli import app
+    from synopsis.cli import load_command
 
-    command = typer.main.get_command(app).commands["summarize"]  # type: ignore[attr-defined]
+    command = load_command("summarize")
     return {opt: param for param in command.params for opt in getattr(param, "opts", [])}
 
 

@@ -177,6 +177,7 @@ def test_models_lists_names_options_and_instruction_support(client: TestClient) 
         "source": "builtin",
         "device": None,  # no weights: nothing to place
         "dtype": None,
+        "backend": None,
     }
     assert by_name["echo"]["instructions"] is True and by_name["echo"]["options"] == ["k"]
 

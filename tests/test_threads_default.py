@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 import torch
 
@@ -42,3 +44,85 @@ def test_commands_without_threads_use_the_default_not_one_per_core(two_cores: py
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+# ------------------------------------------------------------------ issue 52: the library's own default
+@pytest.fixture
+def busy_library(two_cores: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
+    """A 2-core machine at load 6 where torch starts at its own default (one thread per core) and the
+    library has not set a count yet; torch's count is restored afterwards."""
+    two_cores.setattr(config.os, "getloadavg", lambda: (6.0, 6.0, 6.0))
+    two_cores.setattr(config, "_torch_default_threads", lambda: 2)
+    two_cores.setattr(config, "_threads_set", [])
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield two_cores
+    torch.set_num_threads(before)
+
+
+def test_load_summarizer_uses_the_cli_default(busy_library: pytest.MonkeyPatch) -> None:
+    from synopsis.summarizers import load_summarizer
+
+    load_summarizer("centrality")
+    assert torch.get_num_threads() == 1
+
+
+def test_load_summarizer_threads_argument_wins(busy_library: pytest.MonkeyPatch) -> None:
+    from synopsis.summarizers import load_summarizer
+
+    load_summarizer("centrality", threads=2)
+    assert torch.get_num_threads() == 2
+    load_summarizer("centrality")  # a count already decided is kept, not recomputed from the load
+    assert torch.get_num_threads() == 2
+
+
+def test_the_library_keeps_threads_the_caller_set(busy_library: pytest.MonkeyPatch) -> None:
+    from synopsis.summarizers import load_summarizer
+
+    torch.set_num_threads(3)
+    load_summarizer("centrality")
+    assert torch.get_num_threads() == 3
+
+
+def test_the_command_line_sets_threads_whatever_torch_held(busy_library: pytest.MonkeyPatch) -> None:
+    torch.set_num_threads(3)
+    set_torch_threads(None)
+    assert torch.get_num_threads() == 1
+
+
+def test_a_thread_count_below_one_is_refused() -> None:
+    from synopsis.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="threads must be >= 1"):
+        config.use_threads(0)
+
+
+class _Called(Exception):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("module", "entry", "args"),
+    [
+        ("synopsis.training.seq2seq", "train_seq2seq", (None,)),
+        ("synopsis.training.pointer_generator.trainer", "train", (None, "unused")),
+        ("synopsis.training.language_model", "train_language_model", (None, None, None, None)),
+    ],
+)
+def test_every_trainer_sets_threads_first(
+    monkeypatch: pytest.MonkeyPatch, module: str, entry: str, args: tuple
+) -> None:
+    """Each training entry point takes ``threads=`` and hands it to the one rule before any work."""
+    import importlib
+
+    trainer = importlib.import_module(module)
+    seen: list[int | None] = []
+
+    def record(threads: int | None = None) -> int:
+        seen.append(threads)
+        raise _Called
+
+    monkeypatch.setattr(trainer, "use_threads", record)
+    with pytest.raises(_Called):
+        getattr(trainer, entry)(*args, threads=3)
+    assert seen == [3]

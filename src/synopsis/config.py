@@ -59,6 +59,53 @@ def default_threads() -> int:
     return max(1, min(cores, cores - round(load)))
 
 
+#: the thread count the library last gave torch (so a later call knows the count is its own, not the caller's)
+_threads_set: list[int] = []
+
+
+def _torch_default_threads() -> int:
+    """What torch computes with when nobody set its threads: ``$OMP_NUM_THREADS`` (or ``$MKL_NUM_THREADS``)
+    when set, else one thread per physical core (hyperthreads share one), as torch counts them."""
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        try:
+            return max(1, int(os.environ[name]))
+        except (KeyError, ValueError):
+            pass
+    try:
+        cores = set()
+        for cpu in os.sched_getaffinity(0):
+            topology = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
+            cores.add(((topology / "physical_package_id").read_text(), (topology / "core_id").read_text()))
+        return max(1, len(cores))
+    except (AttributeError, OSError):
+        return usable_cores()
+
+
+def use_threads(threads: int | None = None, *, respect_caller: bool = True) -> int:
+    """Give torch ``threads`` intra-op threads, or when ``None`` :func:`default_threads` (the CLI's default);
+    returns the count torch computes with.
+
+    Every library entry point that computes (``load_summarizer``, the trainers) calls it, so the Python API
+    runs as fast as the CLI on a loaded machine (issue 52: 200 abstracts took 241.6 s through the API with
+    torch's one thread per core against 70.5 s through the CLI). With ``respect_caller`` (the library's
+    way) a count already decided is kept: the one this function last set (a command's ``--threads``, an
+    earlier call) or one the caller gave torch (any count but torch's own default; to be sure, pass
+    ``threads``). The CLI owns its process and passes ``respect_caller=False``."""
+    import torch
+
+    if threads is not None and threads < 1:
+        raise ConfigError(f"threads must be >= 1, got {threads}")
+    current = torch.get_num_threads()
+    decided = current in _threads_set[-1:] or current != _torch_default_threads()
+    if threads is None and respect_caller and decided:  # by this library, the command line or the caller
+        return current
+    wanted = threads if threads is not None else default_threads()
+    if wanted != current:
+        torch.set_num_threads(wanted)
+    _threads_set[:] = [wanted]
+    return wanted
+
+
 def _number(value: float) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 

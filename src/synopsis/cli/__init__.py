@@ -5,7 +5,8 @@ Each command group lives in its own module; this file only wires them together, 
 the one message channel: library code logs through :mod:`logging` and never prints; here one handler
 renders those records on stderr (``-v`` for more, ``-q`` for errors only), and user warnings become one
 ``warning: ...`` line. Third-party noise (weight-loading progress bars, advisory warnings) is silenced unless
-``-v``. Command modules import torch and models lazily inside the command, so ``--help`` stays fast.
+``-v``. Commands are loaded from a table (:data:`COMMANDS`) when they run, and their modules import torch
+and models lazily inside the command, so ``--version`` and ``--help`` stay fast.
 
 Exit statuses: 0 done, 2 a problem the user can fix (one ``error:`` line, usage errors included), 130 Ctrl-C
 and 143 SIGTERM (one line saying what was saved; see :mod:`synopsis.cli.runtime`).
@@ -13,26 +14,97 @@ and 143 SIGTERM (one line saying what was saved; see :mod:`synopsis.cli.runtime`
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import signal
 import sys
 import warnings
-from typing import TextIO
+from typing import Any, TextIO
 
 import typer
+import typer.core
+import typer.main
 from rich.console import Console
 
-from synopsis.cli import data as data_cli
-from synopsis.cli import evaluate as evaluate_cli
-from synopsis.cli import lm as lm_cli
-from synopsis.cli import models as models_cli
-from synopsis.cli import pointer_generator as pointer_generator_cli
 from synopsis.cli import runtime
-from synopsis.cli import seq2seq as seq2seq_cli
-from synopsis.cli import serve as serve_cli
-from synopsis.cli import summarize as summarize_cli
 from synopsis.errors import SynopsisError
+
+#: The command table: name -> (module, attribute, the line ``synopsis --help`` shows). A command's module is
+#: imported only when the command runs or its own ``--help`` is asked, so ``synopsis --version`` and
+#: ``synopsis --help`` import neither torch, numpy nor pydantic, and each command imports only what it uses
+#: (tests/test_cli_startup.py checks both, and that each line is its command's own first line of help).
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "summarize": (
+        "synopsis.cli.summarize",
+        "summarize",
+        "Summarize documents. Without --output, summaries go to stdout, one block per document.",
+    ),
+    "evaluate": (
+        "synopsis.cli.evaluate",
+        "evaluate",
+        "Score predictions against references; print tables with the settings and optionally write JSON.",
+    ),
+    "serve": (
+        "synopsis.cli.serve",
+        "serve",
+        "Serve the summarizers: JSON API under /v1, the web page at /, the API reference at /docs.",
+    ),
+    "models": (
+        "synopsis.cli.models",
+        "models",
+        "List the models in the Hugging Face cache (HF_HOME / HF_HUB_CACHE) that synopsis can run: a seq2seq "
+        "summarization family with safetensors weights; give one to --model by its name.",
+    ),
+    "data": ("synopsis.cli.data", "app", "Convert corpora to synopsis JSONL and inspect them."),
+    "lm": ("synopsis.cli.lm", "app", "Domain-attribute LSTM language models."),
+    "train": ("synopsis.cli.groups", "train_app", "Train a summarization model."),
+    "experiment": ("synopsis.cli.groups", "experiment_app", "Run the papers' experiments at CPU scale."),
+    "convert": (
+        "synopsis.cli.groups",
+        "convert_app",
+        "Turn a checkpoint into another method's model (its config.json then says what it is).",
+    ),
+}
+
+
+def load_command(name: str) -> Any:
+    """The click command of ``name`` in :data:`COMMANDS`, its module imported now; built as the root app
+    builds what it holds (a group under ``add_typer``, a function under ``command``)."""
+    module, attribute, _ = COMMANDS[name]
+    target = getattr(importlib.import_module(module), attribute)
+    holder = typer.Typer(add_completion=False)
+    if isinstance(target, typer.Typer):
+        holder.add_typer(target, name=name)
+    else:
+        holder.command(name)(target)
+    return typer.main.get_group(holder).commands[name]
+
+
+class LazyGroup(typer.core.TyperGroup):
+    """The root group over :data:`COMMANDS`: ``--help`` lists each command from its table line; running a
+    command (or asking its own help) imports its module then."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._loaded: dict[str, Any] = {}
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name not in COMMANDS:
+            return None
+        if cmd_name in self._loaded:
+            return self._loaded[cmd_name]
+        return typer.core.TyperCommand(name=cmd_name, help=COMMANDS[cmd_name][2])  # a line of the listing
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> tuple[Any, Any, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        if name in COMMANDS and name not in self._loaded:
+            self._loaded[name] = load_command(name)
+        return name, self._loaded.get(name, command), rest
+
 
 app = typer.Typer(
     name="synopsis",
@@ -40,33 +112,8 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    cls=LazyGroup,
 )
-train_app = typer.Typer(help="Train a summarization model.", no_args_is_help=True)
-experiment_app = typer.Typer(help="Run the papers' experiments at CPU scale.", no_args_is_help=True)
-convert_app = typer.Typer(
-    help="Turn a checkpoint into another method's model (its config.json then says what it is).",
-    no_args_is_help=True,
-)
-
-app.command("summarize")(summarize_cli.summarize)
-app.command("evaluate")(evaluate_cli.evaluate)
-app.command("serve")(serve_cli.serve)
-app.command("models")(models_cli.models)
-app.add_typer(data_cli.app, name="data")
-app.add_typer(lm_cli.app, name="lm")
-app.add_typer(train_app, name="train")
-app.add_typer(experiment_app, name="experiment")
-app.add_typer(convert_app, name="convert")
-convert_app.command("hie-bart")(seq2seq_cli.convert_hie_bart)
-convert_app.command("instructsum")(seq2seq_cli.convert_instructsum)
-convert_app.command("hibrids")(seq2seq_cli.convert_hibrids)
-convert_app.command("section-tokens")(seq2seq_cli.convert_section_tokens)
-train_app.command("pointer-generator")(pointer_generator_cli.train)
-train_app.command("seq2seq")(seq2seq_cli.train)
-for name, command in seq2seq_cli.EXPERIMENT_COMMANDS.items():
-    experiment_app.command(name)(command)
-experiment_app.command("hibrids-probe")(seq2seq_cli.hibrids_probe_experiment)
-experiment_app.command("domain-lm")(lm_cli.domain_lm_experiment)
 
 _err = Console(stderr=True, highlight=False, soft_wrap=True)
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import typer
 
-from synopsis.cli.options import default_threads, ranged, seed_option, switch, threads_option
+from synopsis.cli.options import ranged, seed_option, switch, threads_option
 from synopsis.cli.runtime import refuse_to_overwrite_inputs, stdout_console
-from synopsis.config import NON_NEGATIVE
+from synopsis.config import NON_NEGATIVE, default_threads
 from synopsis.errors import ConfigError, InputError
 from synopsis.progress import track
 from synopsis.sharding import Shard

@@ -12,7 +12,13 @@ from typing import Any
 
 import typer
 
-from synopsis.config import AT_LEAST_ONE, DECODING_OPTIONS, NON_NEGATIVE, Range, default_threads
+from synopsis.config import (
+    AT_LEAST_ONE,
+    DECODING_OPTIONS,
+    NON_NEGATIVE,
+    Range,
+    use_threads,
+)
 from synopsis.sharding import DEVICE_CHOICES
 
 #: What the help of a decoding flag adds: which methods take it and what it defaults to.
@@ -116,7 +122,25 @@ def decoding_option(name: str) -> Any:
 
 def set_torch_threads(threads: int | None) -> None:
     """``torch.set_num_threads``: ``--threads`` when given, else :func:`synopsis.config.default_threads`
-    (the cores other processes leave free: torch's default, one per core, is 5-10x slower on a busy box)."""
-    import torch
+    (the cores other processes leave free: torch's default, one per core, is 5-10x slower on a busy box).
+    The command owns its process, so the count is set whatever torch held (:func:`synopsis.config.use_threads`
+    is the library's one rule)."""
+    use_threads(threads, respect_caller=False)
 
-    torch.set_num_threads(threads if threads is not None else default_threads())
+
+#: ``--backend``: how Hugging Face checkpoints decode (kept here so that ``--help`` imports no model code)
+BACKEND_HELP = (
+    "Hugging Face checkpoints: torch (generate()) or ctranslate2 (stock BART/PEGASUS/T5-family checkpoints "
+    "converted once and cached beside the model; the same summaries in float32, faster on a CPU)."
+)
+COMPUTE_TYPE_HELP = "--backend ctranslate2: float32 (default: the same tokens as torch), int8, int8_float32."
+
+
+def backend_option() -> Any:
+    """``--backend`` of the commands that summarize (checked by the library: a one-line error, exit 2)."""
+    return typer.Option("torch", "--backend", help=BACKEND_HELP)
+
+
+def compute_type_option() -> Any:
+    """``--compute-type`` of the commands that summarize: CTranslate2's precision."""
+    return typer.Option(None, "--compute-type", help=COMPUTE_TYPE_HELP)

@@ -39,6 +39,7 @@ def run_record(spec: Any, by: str, max_words: int, instructions: Sequence[str]) 
         "k": spec.k,
         "max_source_length": spec.max_source_length,
         "dtype": spec.dtype,
+        **({"backend": spec.backend, "compute_type": spec.compute_type} if spec.backend != "torch" else {}),
         "decoding": spec.decoding.given(),
         "by": by,
         "max_words": max_words,

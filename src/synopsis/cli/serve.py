@@ -14,6 +14,8 @@ from pathlib import Path
 import typer
 
 from synopsis.cli.options import (
+    backend_option,
+    compute_type_option,
     count_option,
     device_option,
     inference_dtype_option,
@@ -100,6 +102,8 @@ def serve(
     threads: int | None = threads_option(),
     device: str = device_option(),
     dtype: str | None = inference_dtype_option("; the --model ones"),
+    backend: str = backend_option(),
+    compute_type: str | None = compute_type_option(),
     inference_threads: int | None = count_option(
         None,
         "--inference-threads",
@@ -267,7 +271,10 @@ def serve(
         "forwarded_allow_ips": forwarded_allow_ips or "",
     }
     if workers == 1:
-        registry = build_registry(models, builtin=not no_builtin, device=device, dtype=dtype)
+        registry = build_registry(
+            models, builtin=not no_builtin, device=device, dtype=dtype, backend=backend,
+            compute_type=compute_type,
+        )  # fmt: skip
         app = create_app(registry, settings)
         uvicorn.run(app, **common)
         return
@@ -276,7 +283,7 @@ def serve(
     if threads is not None:  # worker processes set torch's threads from the environment they inherit
         os.environ["OMP_NUM_THREADS"] = str(threads)
     os.environ[CONFIG_ENV] = json.dumps(
-        {"models": models, "builtin": not no_builtin, "device": device, "dtype": dtype,
-         "settings": settings.to_dict()}  # fmt: skip
+        {"models": models, "builtin": not no_builtin, "device": device, "dtype": dtype, "backend": backend,
+         "compute_type": compute_type, "settings": settings.to_dict()}  # fmt: skip
     )
     uvicorn.run("synopsis.serve.app:create_app_from_env", factory=True, workers=workers, **common)

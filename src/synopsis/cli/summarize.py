@@ -16,6 +16,8 @@ import typer
 
 from synopsis.cli.models import resolve_model_option, revision_option
 from synopsis.cli.options import (
+    backend_option,
+    compute_type_option,
     count_option,
     decoding_option,
     device_option,
@@ -139,6 +141,8 @@ def summarize(
     threads: int | None = threads_option(),
     device: str = device_option(),
     dtype: str | None = inference_dtype_option(),
+    backend: str = backend_option(),
+    compute_type: str | None = compute_type_option(),
     text_column: str | None = typer.Option(None, "--text-column", help="--corpus jsonl/csv/hf: the text."),
     summary_column: str | None = typer.Option(
         None, "--summary-column", help="--corpus jsonl/csv/hf: the reference (for the oracle)."
@@ -162,7 +166,7 @@ def summarize(
             model = resolve_model_option(model, revision, json_output=form in ("json", "jsonl"))
             spec = ModelSpec(
                 method, model, k, max_source_length, not no_cache, dtype, threads, decoding,
-                process_device(device, shard),
+                process_device(device, shard), backend, compute_type,
             )  # fmt: skip
             run = RunSpec(
                 inputs, corpus, split, input_format, list(instruction or []), max_input_mb, skip_bad_lines,
@@ -209,6 +213,8 @@ class ModelSpec:
     threads: int | None
     decoding: DecodingOptions
     device: Any = "auto"  #: a ``torch.device`` (:func:`process_device`), or ``auto``
+    backend: str = "torch"  #: ``--backend``: torch (generate()) or ctranslate2
+    compute_type: str | None = None  #: ``--compute-type`` of the ctranslate2 backend
 
     def load(self) -> Summarizer:
         from synopsis.summarizers import load_summarizer
@@ -217,7 +223,7 @@ class ModelSpec:
         return load_summarizer(
             self.method, self.model, k=self.k, max_source_length=self.max_source_length,
             instruction_cache=self.instruction_cache, dtype=self.dtype, decoding=self.decoding,
-            device=self.device,
+            device=self.device, backend=self.backend, compute_type=self.compute_type,
         )  # fmt: skip
 
 

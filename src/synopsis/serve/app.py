@@ -121,5 +121,6 @@ def create_app_from_env() -> FastAPI:
     registry = build_registry(
         config.get("models", {}), builtin=config.get("builtin", True),
         device=config.get("device", "auto"), dtype=config.get("dtype"),
+        backend=config.get("backend", "torch"), compute_type=config.get("compute_type"),
     )  # fmt: skip
     return create_app(registry, ServeSettings(**config.get("settings", {})))

@@ -108,6 +108,7 @@ class ModelEntry:
             "source": self.source,
             "device": self.info.device,
             "dtype": self.info.dtype,
+            "backend": self.info.backend,
         }
 
 
@@ -224,13 +225,16 @@ def build_registry(
     warm_up: bool = True,
     device: Any = "auto",
     dtype: str | None = None,
+    backend: str = "torch",
+    compute_type: str | None = None,
 ) -> ModelRegistry:
     """The server's models: the bundled default, the extractive methods, then each ``NAME=DIR``.
 
     Every model with weights computes on ``device`` (``auto``: a GPU when torch sees one, else the CPU;
     :func:`~synopsis.sharding.resolve_device`), so the batcher's calls run there too; ``dtype`` (fp32, bf16,
     fp16) is the precision of the ``NAME=DIR`` Hugging Face models (the library refuses it for a
-    pointer-generator; the bundled one stays as stored). The centrality method needs the optional
+    pointer-generator; the bundled one stays as stored); ``backend``/``compute_type`` decode them with
+    ``generate()`` or CTranslate2 (:mod:`synopsis.summarizers.ct2`). The centrality method needs the optional
     embedding model (``synopsis[embeddings]``); without it the server starts without that entry and says
     so in the log.
     """
@@ -258,7 +262,9 @@ def build_registry(
     for name, directory in (models or {}).items():
         if name in registry:
             raise ConfigError(f"--model {name}=...: the name '{name}' is taken by a built-in model")
-        summarizer = load_summarizer(None, Path(directory), device=target, dtype=dtype)
+        summarizer = load_summarizer(
+            None, Path(directory), device=target, dtype=dtype, backend=backend, compute_type=compute_type
+        )
         entry = describe(name, summarizer, source="user")
         registry.add(entry)
     logger.info(

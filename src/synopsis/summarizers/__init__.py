@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from synopsis.config import DecodingOptions
+from synopsis.config import DecodingOptions, use_threads
 from synopsis.errors import SynopsisError
 from synopsis.io import read_json
 from synopsis.summarizers.base import Summarizer
@@ -30,6 +30,8 @@ class LoadOptions:
     dtype: str | None
     device: Any
     decoding: DecodingOptions | None
+    backend: str = "torch"
+    compute_type: str | None = None
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ class Method:
     name: str
     description: str
     build: Callable[[LoadOptions, re.Match[str]], Summarizer]
+    torch: bool = True  #: computes with torch (its CPU threads are set before it is built)
 
     def matches(self, name: str) -> re.Match[str] | None:
         return re.fullmatch(re.escape(self.name).replace("K", r"(\d+)"), name)
@@ -95,6 +98,12 @@ def _seq2seq(o: LoadOptions, m: re.Match[str]) -> Summarizer:
 
     if o.model is None:
         raise SynopsisError("--method seq2seq needs --model (a Hugging Face directory or hub id)")
+    if o.backend == "ctranslate2":
+        from synopsis.summarizers.ct2 import CTranslate2Summarizer
+
+        return CTranslate2Summarizer.from_pretrained(
+            o.model, o.max_source_length, compute_type=o.compute_type, device=o.device, decoding=o.decoding
+        )
     return Seq2SeqSummarizer.from_pretrained(
         o.model, max_source_length=o.max_source_length, instruction_cache=o.instruction_cache, dtype=o.dtype,
         device=o.device, decoding=o.decoding,
@@ -114,8 +123,8 @@ METHOD_TABLE = (
     Method("pointer-generator", "the bundled model (or --model) on any text", _pointer_generator),
     Method("seq2seq", "a BART, T5, LED or HIBRIDS checkpoint (--model: a directory or a hub id)", _seq2seq),
     Method("salient", _SALIENT_LINE, _salient),
-    Method("lead-K", "the first K sentences (any K >= 1)", _lead),
-    Method("oracle", "the greedy ROUGE oracle (needs references)", _oracle),
+    Method("lead-K", "the first K sentences (any K >= 1)", _lead, torch=False),
+    Method("oracle", "the greedy ROUGE oracle (needs references)", _oracle, torch=False),
     Method("centrality", "the most central sentences", _centrality),
 )
 #: Methods ``synopsis summarize --method`` accepts (``lead-K`` takes any K >= 1).
@@ -165,6 +174,9 @@ def load_summarizer(
     dtype: str | None = None,
     device: Any = "auto",
     decoding: DecodingOptions | None = None,
+    threads: int | None = None,
+    backend: str = "torch",
+    compute_type: str | None = None,
     **generation: Any,
 ) -> Summarizer:
     """Build the summarizer for ``method`` (:data:`METHOD_TABLE`); with ``model`` and no method, the
@@ -184,6 +196,12 @@ def load_summarizer(
     ``dtype`` (fp32, bf16, fp16) casts a Hugging Face model's weights; ``device`` is where a neural model
     computes: ``auto`` (a GPU when torch sees one, else the CPU), ``cpu``, ``cuda`` or ``cuda:N``
     (:func:`~synopsis.sharding.resolve_device`; an unusable one is an :class:`~synopsis.errors.InputError`).
+    ``threads`` is torch's CPU threads for the methods that compute with torch; without it, the CLI's default
+    (``$OMP_NUM_THREADS``, else the cores the load leaves free) unless the caller already set torch's
+    threads (:func:`~synopsis.config.use_threads`). ``backend`` decodes a Hugging Face checkpoint with
+    ``generate()`` (``torch``) or CTranslate2 (``ctranslate2``: stock checkpoints, converted once and cached
+    beside the model; ``compute_type`` float32, the default, int8 or int8_float32; see
+    :mod:`synopsis.summarizers.ct2`).
     """
     if model is not None or revision is not None:
         from synopsis.models.names import resolve_seq2seq
@@ -195,16 +213,17 @@ def load_summarizer(
         method = _model_family(Path(model)) if model is not None else DEFAULT_METHOD
     if generation:  # loose keywords: built into one value here, checked once
         decoding = DecodingOptions.from_mapping(generation).over(decoding)
+    if backend != "torch" or compute_type is not None:
+        from synopsis.summarizers.ct2 import check_backend
+
+        check_backend(backend, method, compute_type, dtype)
     if dtype is not None and method != "seq2seq":
         raise SynopsisError(f"--dtype applies to Hugging Face (seq2seq) models, not to {method}")
     entry, found = find_method(method)
+    if entry.torch:
+        use_threads(threads)  # the methods that compute with torch
     options = LoadOptions(
-        None if model is None else Path(model),
-        k,
-        max_source_length,
-        instruction_cache,
-        dtype,
-        device,
-        decoding,
-    )
+        None if model is None else Path(model), k, max_source_length, instruction_cache, dtype, device,
+        decoding, backend, compute_type,
+    )  # fmt: skip
     return entry.build(options, found)

@@ -47,6 +47,7 @@ class SummarizerInfo:
     extractive: bool = False  #: whether it picks sentences (cheap: no batching, no model weights)
     device: str | None = None  #: where its model computes (``cuda:0``, ``cpu``); ``None``: no model
     dtype: str | None = None  #: its weights' precision (``float32``, ``bfloat16``); ``None``: no model
+    backend: str | None = None  #: what decodes its model (``torch``, ``ctranslate2``); ``None``: no model
 
 
 class ModelPlacement:
@@ -90,6 +91,8 @@ class Summarizer(ModelPlacement, ABC):
     extractive: bool = False
     #: the options :meth:`with_options` takes
     options: tuple[str, ...] = ()
+    #: what decodes its model (``torch``; :mod:`~synopsis.summarizers.ct2`'s ``ctranslate2``)
+    backend: str = "torch"
 
     def summarize(
         self,
@@ -128,6 +131,7 @@ class Summarizer(ModelPlacement, ABC):
             extractive=self.extractive,
             device=None if self.device is None else str(self.device),
             dtype=None if self.dtype is None else str(self.dtype).removeprefix("torch."),
+            backend=None if self.device is None else self.backend,
         )
 
     def with_options(self, decoding: DecodingOptions | None = None, **options: Any) -> Summarizer:

@@ -32,7 +32,7 @@ import torch
 from torch.nn import functional as F
 
 from synopsis.checkpoint import CheckpointManager, load_checkpoint
-from synopsis.config import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Checked, Range
+from synopsis.config import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Checked, Range, use_threads
 from synopsis.data.lm_corpus import TokenStream, batchify, bptt_windows, num_windows
 from synopsis.errors import CheckpointError
 from synopsis.models.domain_lm import CHECKPOINT_TYPE, DomainLM, DomainLMConfig
@@ -180,12 +180,16 @@ def train_language_model(
     on_batch: Callable[[int, int, float], None] | None = None,
     extra_state: dict[str, Any] | None = None,
     distributed: Distributed | None = None,
+    threads: int | None = None,
 ) -> LMTrainResult:
     """Train in place; the model ends with the best dev weights. ``run_dir`` enables checkpoints and resume.
 
     ``on_batch(epoch, batch, loss)`` is called after every update with the (global) per-token loss (tests
     use it to compare runs). ``distributed``: one process (the default) or :meth:`Distributed.launch`.
+    ``threads``: torch's CPU threads (default: the CLI's, unless the caller set torch's;
+    :func:`~synopsis.config.use_threads`).
     """
+    use_threads(threads)
     dist = distributed or Distributed.single()
     dist.require_batch_size(config.batch_size, "training.batch_size")
     dist.set_precision(config.precision, "training.precision")

@@ -52,6 +52,7 @@ from synopsis.config import (
     ForHardware,
     Range,
     to_dict,
+    use_threads,
 )
 from synopsis.data.example import Example
 from synopsis.errors import CheckpointError, InputError
@@ -599,9 +600,11 @@ def memory_plan(config: Seq2SeqTrainConfig) -> MemoryPlan:
 
 
 def train_seq2seq(
-    config: Seq2SeqTrainConfig, resume: bool = False, show_progress: bool = True
+    config: Seq2SeqTrainConfig, resume: bool = False, show_progress: bool = True, threads: int | None = None
 ) -> Seq2SeqTrainResult:
-    """Fine-tune per ``config``; see :class:`Seq2SeqTrainer`."""
+    """Fine-tune per ``config``; see :class:`Seq2SeqTrainer`. ``threads``: torch's CPU threads (default: the
+    CLI's, unless the caller set torch's; :func:`~synopsis.config.use_threads`)."""
+    use_threads(threads)
     trainer = Seq2SeqTrainer(config, resume=resume, show_progress=show_progress)
     trainer.save_config()
     return trainer.train()

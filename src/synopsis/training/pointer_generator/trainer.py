@@ -52,6 +52,7 @@ from synopsis.checkpoint import MODEL_FILE, CheckpointManager, load_checkpoint, 
 from synopsis.config import (
     from_dict,
     to_dict,
+    use_threads,
 )
 from synopsis.errors import ConfigError, InputError
 from synopsis.generation.config import GENERATION_CONFIG_FILE
@@ -493,7 +494,13 @@ class Trainer:
 
 
 def train(
-    config: PointerGeneratorTrainConfig, output_dir: str | Path, resume: bool = False, progress: bool = True
+    config: PointerGeneratorTrainConfig,
+    output_dir: str | Path,
+    resume: bool = False,
+    progress: bool = True,
+    threads: int | None = None,
 ) -> dict[str, Any]:
-    """Train (or resume) a pointer-generator run; returns the final trainer state."""
+    """Train (or resume) a pointer-generator run; returns the final trainer state. ``threads``: torch's CPU
+    threads (default: the CLI's, unless the caller set torch's; :func:`~synopsis.config.use_threads`)."""
+    use_threads(threads)
     return Trainer(config, output_dir, resume=resume, progress=progress).run()

@@ -1,0 +1,408 @@
+"""Stock Hugging Face checkpoints decoded by CTranslate2 (``--backend ctranslate2``): the same summaries as
+``generate()``, faster on a CPU.
+
+CTranslate2 (Klein et al., 2020, the OpenNMT inference engine) runs a converted copy of the weights with
+its own fused kernels and beam search. Here:
+
+* **Conversion** happens once per weights: :func:`converted_model` converts the checkpoint with
+  CTranslate2's Transformers converter (from the weights synopsis loaded and checked) into
+  ``<model>/.ctranslate2/<key>/``, where the key is a SHA-256 over the checkpoint's files (weights, config,
+  tokenizer) and CTranslate2's version. It is written to a temporary folder and renamed into place (two
+  processes converting at once keep one copy); later runs reuse it; a change to the weights changes the key,
+  so the next run converts again and removes the stale copy. A model folder that cannot be written caches
+  under ``$XDG_CACHE_HOME/synopsis/ctranslate2``.
+* **Precision**: the conversion keeps float32 weights; ``compute_type`` picks how they run (``float32``,
+  the default, gives the same token ids as ``generate()``; ``int8`` and ``int8_float32`` quantize the
+  weights when loaded: faster, other tokens; ``docs/results/decoding.md`` has the numbers).
+* **Decoding options** map one to one (:func:`translate_options`): beams, lengths (as ``generate()``
+  counts them, with the checkpoint's forced end token), length penalty, no-repeat n-grams, early stopping
+  and a forced first token. One difference is kept and said: under beam search CTranslate2 renormalizes
+  the scores after banning no-repeat n-grams, as ``generate(renormalize_logits=True)`` does (plain
+  ``generate()`` does not), so with ``no_repeat_ngram_size`` and beams the tokens may differ
+  (:attr:`CTranslate2Summarizer.renormalizes`; the benchmark reports how often). Anything else the
+  checkpoint's generation config sets that CTranslate2 cannot do the same way (sampling, repetition
+  penalties, several returned sequences, ...) is refused in one line, never dropped.
+* **What it runs**: stock checkpoints of the families CTranslate2 converts (:data:`CT2_MODEL_TYPES`); a
+  checkpoint carrying a method (HIBRIDS, Hie-BART, InstructSum), whose attention CTranslate2 does not have,
+  or another family (LED) is refused in one line.
+
+Inputs, by-section windows and sources are those of :class:`~synopsis.summarizers.seq2seq.Seq2SeqSummarizer`
+(this class only replaces the call that decodes a batch), so both backends summarize the same way.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from synopsis.config import NO_DECODING, DecodingOptions
+from synopsis.document import Document
+from synopsis.errors import ConfigError, InputError
+from synopsis.models.registry import METHOD_NAMES, checkpoint_type
+from synopsis.summarizers.base import SummarizerInfo
+from synopsis.summarizers.seq2seq import Seq2SeqSummarizer, generate_kwargs
+
+logger = logging.getLogger(__name__)
+
+#: The decoding backends of Hugging Face seq2seq checkpoints: ``generate()`` (the models' own decoding) and
+#: CTranslate2.
+BACKENDS = ("torch", "ctranslate2")
+#: How a CTranslate2 model computes (``float32``: the same tokens as ``generate()``).
+COMPUTE_TYPES = ("float32", "int8", "int8_float32")
+#: The ``model_type``s whose stock checkpoints CTranslate2's Transformers converter makes a Translator of.
+CT2_MODEL_TYPES = frozenset({"bart", "mbart", "pegasus", "marian", "t5", "mt5", "umt5", "m2m_100"})
+#: The families of BART's converter whose layers normalize before attention (BART and Marian after it).
+PRE_NORM_MODEL_TYPES = frozenset({"mbart", "pegasus"})
+#: The families of BART's converter with a layer norm on the embeddings (not PEGASUS, not Marian).
+EMBEDDING_NORM = frozenset({"bart", "mbart"})
+#: ``generate()``'s length when neither the checkpoint nor the caller sets one (new tokens)
+DEFAULT_NEW_TOKENS = 20
+#: Where a checkpoint's conversions are kept, inside its folder.
+CACHE_DIR = ".ctranslate2"
+#: Generation-config fields CTranslate2 cannot honour as ``generate()`` does, with their neutral values.
+UNSUPPORTED = {
+    "do_sample": False,
+    "num_return_sequences": 1,
+    "repetition_penalty": 1.0,
+    "encoder_repetition_penalty": 1.0,
+    "encoder_no_repeat_ngram_size": 0,
+    "num_beam_groups": 1,
+    "diversity_penalty": 0.0,
+    "penalty_alpha": None,
+    "bad_words_ids": None,
+    "force_words_ids": None,
+    "suppress_tokens": None,
+    "begin_suppress_tokens": None,
+    "sequence_bias": None,
+    "exponential_decay_length_penalty": None,
+    "forced_decoder_ids": None,
+}
+
+
+def check_backend(backend: str, method: str, compute_type: str | None, dtype: str | None) -> None:
+    """One line for a backend the request cannot use (before any weights are read)."""
+    if backend not in BACKENDS:
+        raise ConfigError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if backend == "torch":
+        if compute_type is not None:
+            raise ConfigError("--compute-type applies to --backend ctranslate2 (torch models take --dtype)")
+        return
+    if method != "seq2seq":
+        raise ConfigError(
+            f"--backend ctranslate2 decodes Hugging Face seq2seq checkpoints (--model DIR), not {method}"
+        )
+    if dtype is not None:
+        raise ConfigError("--dtype applies to --backend torch; CTranslate2 takes --compute-type")
+    if compute_type is not None and compute_type not in COMPUTE_TYPES:
+        raise ConfigError(f"--compute-type must be one of {', '.join(COMPUTE_TYPES)}, got {compute_type!r}")
+
+
+def check_convertible(model_dir: Path, config: dict[str, Any]) -> None:
+    """A checkpoint with a method, or of a family CTranslate2 does not convert, is refused in one line."""
+    model_type = config.get("model_type")
+    entry = checkpoint_type(model_type)
+    if entry is not None and entry.methods:
+        names = ", ".join(sorted(METHOD_NAMES[m] for m in entry.methods))
+        raise ConfigError(
+            f"{model_dir}: --backend ctranslate2 runs stock checkpoints; this one carries {names}, whose "
+            "attention CTranslate2 does not have (use --backend torch)"
+        )
+    if model_type not in CT2_MODEL_TYPES:
+        raise ConfigError(
+            f"{model_dir}: CTranslate2 cannot convert model_type {model_type!r} (it converts: "
+            f"{', '.join(sorted(CT2_MODEL_TYPES))}); use --backend torch"
+        )
+
+
+# ------------------------------------------------------------------------------------------ the cache
+def _file_digest(path: Path, memo: dict[str, Any]) -> str:
+    """SHA-256 of a file, remembered by (size, mtime) so a large checkpoint is read once, not every run."""
+    stat = path.stat()
+    stamp = [stat.st_size, stat.st_mtime_ns]
+    known = memo.get(path.name)
+    if isinstance(known, dict) and known.get("stamp") == stamp:
+        return str(known["sha256"])
+    with path.open("rb") as handle:
+        digest = hashlib.file_digest(handle, "sha256").hexdigest()
+    memo[path.name] = {"stamp": stamp, "sha256": digest}
+    return digest
+
+
+def weights_key(model_dir: Path, cache: Path) -> str:
+    """The key of a conversion: SHA-256 over the checkpoint's files (weights, config, tokenizer; not
+    ``generation_config.json``, which is read at run time) and CTranslate2's version."""
+    import ctranslate2
+
+    memo_path = cache / "digests.json"
+    try:
+        memo = json.loads(memo_path.read_text())
+    except (OSError, ValueError):
+        memo = {}
+    total = hashlib.sha256(f"ctranslate2 {ctranslate2.__version__}".encode())
+    for path in sorted(model_dir.iterdir()):
+        if path.is_file() and not path.name.startswith(".") and path.name != "generation_config.json":
+            total.update(f"{path.name} {_file_digest(path, memo)}\n".encode())
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        _write_atomically(memo_path, json.dumps(memo))
+    except OSError:  # a read-only cache still converts; it only hashes again next time
+        pass
+    return total.hexdigest()[:20]
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.replace(temporary, path)
+
+
+def cache_root(model_dir: Path) -> Path:
+    """``<model>/.ctranslate2`` where the model's folder can be written, else a per-model folder under the
+    user's cache (``$XDG_CACHE_HOME/synopsis/ctranslate2``)."""
+    beside = model_dir / CACHE_DIR
+    if os.access(beside if beside.is_dir() else model_dir, os.W_OK):
+        return beside
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "synopsis" / "ctranslate2"
+    return base / hashlib.sha256(str(model_dir.resolve()).encode()).hexdigest()[:16]
+
+
+def converted_model(model_dir: str | Path) -> Path:
+    """The CTranslate2 copy of ``model_dir``'s weights, converted now unless a copy of these weights exists
+    (see the module's docstring for the key, the atomic write and the clean-up)."""
+    model_dir = Path(model_dir)
+    root = cache_root(model_dir)
+    target = root / weights_key(model_dir, root)
+    if (target / "model.bin").is_file():
+        logger.debug("CTranslate2 model reused: %s", target)
+        return target
+    logger.info("converting %s for CTranslate2 (once for these weights) into %s", model_dir, target)
+    root.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(dir=root, prefix=".building-"))
+    try:
+        _convert(model_dir, building / "model")
+        try:
+            os.replace(building / "model", target)
+        except OSError:  # another process put its copy there first: keep that one
+            if not (target / "model.bin").is_file():
+                raise
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+    for stale in root.iterdir():  # conversions of weights this folder no longer holds
+        if stale.is_dir() and stale != target and not stale.name.startswith("."):
+            shutil.rmtree(stale, ignore_errors=True)
+    return target
+
+
+def _convert(model_dir: Path, output: Path) -> None:
+    """Convert with CTranslate2's Transformers converter from the weights synopsis loads (checked finite)."""
+    from ctranslate2.converters import TransformersConverter
+
+    from synopsis.models.seq2seq import load_seq2seq
+
+    model, tokenizer = load_seq2seq(model_dir)
+    vocabulary = sorted(tokenizer.get_vocab().values())
+    if vocabulary != list(range(len(vocabulary))):
+        raise InputError(f"{model_dir}: the tokenizer's ids are not 0..{len(vocabulary) - 1}; cannot convert")
+    missing = (("normalize_before", PRE_NORM_MODEL_TYPES), ("normalize_embedding", EMBEDDING_NORM))
+    for name, families in missing:
+        if not hasattr(model.config, name):  # read by the BART converter, gone from transformers 5's configs
+            setattr(model.config, name, model.config.model_type in families)
+
+    class Loaded(TransformersConverter):  # converts the model in memory, not a second load from disk
+        def load_model(self, model_class: Any, path: str, **kwargs: Any) -> Any:
+            return model
+
+        def load_tokenizer(self, tokenizer_class: Any, path: str, **kwargs: Any) -> Any:
+            return tokenizer
+
+    Loaded(str(model_dir)).convert(str(output), quantization="float32", force=True)
+
+
+# ------------------------------------------------------------------------------------------ decoding
+def translate_options(
+    generation_config: Any, decoding: DecodingOptions, max_positions: int | None = None
+) -> tuple[dict[str, Any], int | None]:
+    """``translate_batch`` keywords that decode as ``generate()`` would with the checkpoint's generation
+    config and the caller's options on top, and the forced first token (``None``: none).
+
+    ``generate()`` counts ``max_length``/``min_length`` with the decoder's start token and, with a
+    ``forced_eos_token_id``, spends the last step on the end token; CTranslate2 counts predicted tokens and
+    stops at the length. ``early_stopping=True`` is CTranslate2's patience 1 (stop once ``num_beams``
+    hypotheses are done). ``max_positions``: the decoder's positions, which cap ``generate()``'s default
+    length."""
+    config = copy.deepcopy(generation_config)
+    config.update(**generate_kwargs(decoding))
+    refused = [name for name, off in UNSUPPORTED.items() if getattr(config, name, None) not in (off, None)]
+    if refused:
+        name = refused[0]
+        raise ConfigError(
+            f"--backend ctranslate2 cannot honour {name}={getattr(config, name)!r} of this checkpoint's "
+            "generation config as generate() does; use --backend torch"
+        )
+    if config.early_stopping == "never":
+        raise ConfigError("--backend ctranslate2 cannot honour early_stopping='never'; use --backend torch")
+    if config.max_new_tokens is not None:
+        steps = config.max_new_tokens
+    elif config.max_length is not None:
+        steps = config.max_length - 1  # generate() counts the decoder's start token
+    else:  # generate()'s default: 20 new tokens, within the decoder's positions
+        steps = min(DEFAULT_NEW_TOKENS, (max_positions or DEFAULT_NEW_TOKENS + 1) - 1)
+    least = config.min_new_tokens
+    if least is None:
+        least = max(0, (config.min_length or 0) - 1)
+    if config.forced_eos_token_id is not None:
+        steps -= 1
+    options = {
+        "beam_size": config.num_beams or 1,
+        "max_decoding_length": max(1, steps),
+        "min_decoding_length": min(least, max(1, steps)),
+        "length_penalty": float(config.length_penalty if config.length_penalty is not None else 1.0),
+        "no_repeat_ngram_size": config.no_repeat_ngram_size or 0,
+        "patience": 1.0,
+        **({"end_token": ends} if (ends := _end_ids(config)) else {}),  # the ids generate() stops on
+        "max_input_length": 0,  # the inputs are already cut to what the model reads
+    }
+    return options, config.forced_bos_token_id
+
+
+def _end_ids(config: Any) -> list[int]:
+    ends = config.eos_token_id
+    return [] if ends is None else [ends] if isinstance(ends, int) else list(ends)
+
+
+class CTranslate2Summarizer(Seq2SeqSummarizer):
+    """A stock seq2seq checkpoint decoded by CTranslate2; inputs, windows and sources as with torch."""
+
+    backend = "ctranslate2"
+
+    def __init__(
+        self,
+        translator: Any,
+        tokenizer: Any,
+        inputs: Any,
+        generation_config: Any,
+        vocabulary: list[str],
+        compute_type: str = "float32",
+        decoding: DecodingOptions | None = None,
+        start_token: int | None = None,
+    ) -> None:
+        self.model = None  # no torch weights are held
+        self.start_token = start_token  # given as the first target token where the model names none (mBART)
+        self.cache = None
+        self.translator = translator
+        self.tokenizer = tokenizer
+        self.inputs = inputs
+        self.generation_config = generation_config
+        self.vocabulary = vocabulary
+        self.token_ids = {token: index for index, token in enumerate(vocabulary)}
+        self.compute_type = compute_type
+        self.decoding = decoding or NO_DECODING
+        self.translate, self.first_token = translate_options(
+            generation_config, self.decoding, getattr(inputs.config, "max_position_embeddings", None)
+        )
+        #: whether n-gram bans renormalize the beam scores (generate(renormalize_logits=True)'s way)
+        self.renormalizes = self.translate["beam_size"] > 1 and self.translate["no_repeat_ngram_size"] > 0
+
+    @classmethod
+    def from_pretrained(  # type: ignore[override]
+        cls,
+        model_dir: str | Path,
+        max_source_length: int | None = None,
+        compute_type: str | None = None,
+        device: Any = "auto",
+        decoding: DecodingOptions | None = None,
+    ) -> CTranslate2Summarizer:
+        """Load (converting once, see :func:`converted_model`) ``model_dir`` for CTranslate2 on ``device``
+        (``auto``: a GPU when there is one, else the CPU) with ``torch.get_num_threads()`` CPU threads."""
+        import ctranslate2
+        import torch
+        from transformers import AutoConfig, GenerationConfig
+
+        from synopsis.models.inputs import Seq2SeqInputs
+        from synopsis.models.seq2seq import load_tokenizer, read_model_config
+        from synopsis.sharding import resolve_device
+
+        model_dir = Path(model_dir)
+        check_convertible(model_dir, read_model_config(model_dir))
+        target = resolve_device(device)
+        config = AutoConfig.from_pretrained(str(model_dir), local_files_only=True)
+        if (model_dir / "generation_config.json").is_file():
+            generation_config = GenerationConfig.from_pretrained(str(model_dir), local_files_only=True)
+        else:
+            generation_config = GenerationConfig.from_model_config(config)
+        tokenizer = load_tokenizer(model_dir)
+        positions = getattr(config, "max_position_embeddings", None)
+        translate_options(generation_config, decoding or DecodingOptions(), positions)  # before converting
+        path = converted_model(model_dir)
+        translator = ctranslate2.Translator(
+            str(path),
+            device=target.type,
+            device_index=target.index or 0,
+            compute_type=compute_type or "float32",
+            intra_threads=torch.get_num_threads(),
+        )
+        vocabulary = json.loads((path / "shared_vocabulary.json").read_text())
+        named = json.loads((path / "config.json").read_text()).get("decoder_start_token")
+        start = None if named is not None else generation_config.decoder_start_token_id
+        inputs = Seq2SeqInputs(config, tokenizer, max_source_length=max_source_length)
+        logger.info("CTranslate2 runs on %s (%s)", target, compute_type or "float32")
+        compute = compute_type or "float32"
+        summarizer = cls(
+            translator, tokenizer, inputs, generation_config, vocabulary, compute, decoding, start
+        )
+        if summarizer.renormalizes:
+            logger.warning(
+                "--backend ctranslate2 renormalizes beam scores after banning repeated n-grams, as "
+                "generate(renormalize_logits=True) does: summaries may differ from --backend torch"
+            )
+        return summarizer
+
+    def describe(self) -> SummarizerInfo:
+        return self._info("seq2seq", f"Hugging Face seq2seq checkpoint on CTranslate2 ({self.compute_type})")
+
+    @property
+    def device(self) -> Any:
+        import torch
+
+        if self.translator.device == "cpu":
+            return torch.device("cpu")
+        return torch.device(self.translator.device, self.translator.device_index[0])
+
+    @property
+    def dtype(self) -> Any:
+        return self.compute_type
+
+    @property
+    def reads_section_tree(self) -> bool:  # type: ignore[override]
+        return False  # stock checkpoints only
+
+    def _with_options(self, options: dict[str, Any]) -> CTranslate2Summarizer:
+        """The same translator with other decoding options (one per request)."""
+        return type(self)(
+            self.translator,
+            self.tokenizer,
+            self.inputs,
+            self.generation_config,
+            self.vocabulary,
+            self.compute_type,
+            options["decoding"].over(self.decoding),  # checked when it was built
+            self.start_token,
+        )
+
+    def _summarize_batch(
+        self, documents: list[Document], instructions: list[str | None], references: Any
+    ) -> list[str]:
+        encodings = self.inputs.encode_sources(documents, instructions)
+        source = [[self.vocabulary[i] for i in encoding.input_ids] for encoding in encodings]
+        forced = [i for i in (self.start_token, self.first_token) if i is not None]
+        prefix = [[self.vocabulary[i] for i in forced]] * len(source) if forced else None
+        results = self.translator.translate_batch(source, prefix, **self.translate)
+        return self._decode([[self.token_ids[t] for t in result.hypotheses[0]] for result in results])

@@ -1,0 +1,249 @@
+"""Issue 52: ``--backend ctranslate2`` gives the summaries ``generate()`` gives, from a conversion made once
+per weights and cached beside the model, and refuses in one line what it cannot do the same way."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from helpers.cli import one_line_error, run_cli
+from helpers.hub import save_tiny_family
+from tiny_models import save_tiny_bart, save_tiny_led, save_tiny_t5
+
+from synopsis.document import Document
+from synopsis.errors import SynopsisError
+from synopsis.summarizers import ct2, load_summarizer
+
+pytest.importorskip("ctranslate2")
+
+DOCUMENTS = [
+    Document.from_sentences(
+        ["We propose a pointer-generator network for abstractive summarization.", "It copies words."]
+    ),
+    Document.from_sentences(["Coverage keeps track of what has been summarized so far.", "It helps."]),
+    Document.from_sentences(["Short."]),
+]
+OPTIONS = [
+    {},
+    {"num_beams": 4, "max_length": 24},
+    {"num_beams": 3, "min_length": 8, "max_length": 30, "length_penalty": 2.0, "no_repeat_ngram_size": 2},
+    {"num_beams": 1, "max_length": 12, "length_penalty": 0.5},
+]
+
+
+@pytest.fixture(scope="module")
+def tokenizers_dir(shared_data: Path) -> Path:
+    return shared_data / "tokenizers"
+
+
+@pytest.fixture(scope="module")
+def bart_dir(tmp_path_factory: pytest.TempPathFactory, tokenizers_dir: Path) -> Path:
+    # a larger init spreads the random model's choices, so summaries end at different lengths
+    return save_tiny_bart(tmp_path_factory.mktemp("bart") / "m", tokenizers_dir, init_std=0.3)
+
+
+@pytest.fixture(scope="module")
+def t5_dir(tmp_path_factory: pytest.TempPathFactory, tokenizers_dir: Path) -> Path:
+    return save_tiny_t5(tmp_path_factory.mktemp("t5") / "m", tokenizers_dir, initializer_factor=3.0)
+
+
+def _both(model: Path, **options: object) -> tuple[list[str], list[str]]:
+    """Summaries of both backends. Where CTranslate2 bans no-repeat n-grams under beam search it renormalizes
+    the scores, as ``generate(renormalize_logits=True)`` does (issue 52, documented): that is compared."""
+    torch_summarizer = load_summarizer(model=model, **options)
+    ct2_summarizer = load_summarizer(model=model, backend="ctranslate2", **options)
+    if ct2_summarizer.renormalizes:
+        torch_summarizer.generation["renormalize_logits"] = True
+    return torch_summarizer.summarize(DOCUMENTS), ct2_summarizer.summarize(DOCUMENTS)
+
+
+@pytest.mark.parametrize("options", OPTIONS)
+@pytest.mark.parametrize("family", ["bart", "t5"])
+def test_the_same_summaries_as_generate(
+    family: str, options: dict, bart_dir: Path, t5_dir: Path
+) -> None:
+    torch_side, ct2_side = _both(bart_dir if family == "bart" else t5_dir, **options)
+    assert ct2_side == torch_side
+    assert len(set(torch_side)) > 1  # the random model does not say one thing whatever it reads
+
+
+@pytest.mark.parametrize("options", [{}, {"num_beams": 4, "max_length": 24, "min_length": 6}])
+@pytest.mark.parametrize("family", ["pegasus", "umt5"])  # helpers.hub's mBART pairs toy ids with GPT-2's BPE
+def test_the_same_summaries_on_the_other_stock_families(
+    family: str, options: dict, tmp_path_factory: pytest.TempPathFactory, tokenizers_dir: Path
+) -> None:
+    model = save_tiny_family(family, tmp_path_factory.mktemp(family) / "m", tokenizers_dir)
+    torch_side, ct2_side = _both(model, **options)
+    assert ct2_side == torch_side
+
+
+@pytest.mark.parametrize("family", ["pegasus_x", "longt5", "bigbird_pegasus"])
+def test_long_input_families_it_cannot_convert_are_refused(
+    family: str, tmp_path: Path, tokenizers_dir: Path
+) -> None:
+    model = save_tiny_family(family, tmp_path / "m", tokenizers_dir)
+    with pytest.raises(SynopsisError, match=f"CTranslate2 cannot convert model_type '{family}'"):
+        load_summarizer(model=model, backend="ctranslate2")
+
+
+def test_no_repeat_ngrams_under_beams_renormalize(bart_dir: Path) -> None:
+    """The one documented difference: CTranslate2 renormalizes after banning n-grams under beam search; on
+    the tiny BART this changes a summary, so the renormalized reference above is not a tautology."""
+    options = {"num_beams": 3, "max_length": 30, "no_repeat_ngram_size": 2}
+    assert load_summarizer(model=bart_dir, backend="ctranslate2", **options).renormalizes
+    greedy = load_summarizer(model=bart_dir, backend="ctranslate2", num_beams=1, no_repeat_ngram_size=2)
+    assert not greedy.renormalizes
+    plain = load_summarizer(model=bart_dir, **options).summarize(DOCUMENTS)
+    assert plain != _both(bart_dir, **options)[1]
+
+
+def test_the_checkpoints_generation_config_is_honoured(tmp_path: Path, tokenizers_dir: Path) -> None:
+    """A forced first token, early stopping and lengths from generation_config.json as generate() reads
+    them."""
+    model = save_tiny_bart(tmp_path / "m", tokenizers_dir, init_std=0.3)
+    config = json.loads((model / "generation_config.json").read_text())
+    config.update(forced_bos_token_id=config["bos_token_id"], num_beams=4, max_length=20, min_length=5,
+                  early_stopping=True, no_repeat_ngram_size=3, length_penalty=1.5)  # fmt: skip
+    (model / "generation_config.json").write_text(json.dumps(config))
+    torch_side, ct2_side = _both(model)
+    assert ct2_side == torch_side
+
+
+def test_by_section_and_sources_are_the_same(bart_dir: Path) -> None:
+    document = Document.from_sentences([s.text for d in DOCUMENTS for s in d.sentences])
+    torch_side = load_summarizer(model=bart_dir, max_source_length=24).summarize_by_section([document])
+    ct2_side = load_summarizer(model=bart_dir, max_source_length=24, backend="ctranslate2")
+    assert ct2_side.summarize_by_section([document]) == torch_side
+
+
+def test_int8_is_an_explicit_compute_type(t5_dir: Path) -> None:
+    summarizer = load_summarizer(model=t5_dir, backend="ctranslate2", compute_type="int8")
+    assert summarizer.describe().dtype == "int8"
+    assert all(isinstance(s, str) for s in summarizer.summarize(DOCUMENTS))
+
+
+def test_the_conversion_is_cached_reused_and_rebuilt(
+    tmp_path: Path, tokenizers_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = save_tiny_t5(tmp_path / "m", tokenizers_dir, initializer_factor=3.0)
+    first = ct2.converted_model(model)
+    assert first.parent == model / ct2.CACHE_DIR and (first / "model.bin").is_file()
+
+    def no_conversion(*args: object) -> None:
+        raise AssertionError("converted again")
+
+    with monkeypatch.context() as patched:  # reused: no second conversion
+        patched.setattr(ct2, "_convert", no_conversion)
+        assert ct2.converted_model(model) == first
+        load_summarizer(model=model, backend="ctranslate2").summarize(DOCUMENTS[:1])
+    save_tiny_t5(model, tokenizers_dir, seed=1, initializer_factor=3.0)  # other weights, same folder
+    second = ct2.converted_model(model)
+    assert second != first and not first.exists()  # rebuilt; the stale copy removed
+    torch_side, ct2_side = _both(model)
+    assert ct2_side == torch_side  # the new weights, not the cached old ones
+    assert not [p for p in second.parent.iterdir() if p.name.startswith(".building-")]
+
+
+def test_a_failed_conversion_leaves_nothing_half_written(
+    tmp_path: Path, tokenizers_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = save_tiny_t5(tmp_path / "m", tokenizers_dir)
+
+    def broken(model_dir: Path, output: Path) -> None:
+        output.mkdir()
+        (output / "model.bin").write_bytes(b"half")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ct2, "_convert", broken)
+    with pytest.raises(KeyboardInterrupt):
+        ct2.converted_model(model)
+    assert [p.name for p in (model / ct2.CACHE_DIR).iterdir() if p.is_dir()] == []
+
+
+# ------------------------------------------------------------------------------------------ refusals
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"backend": "onnx"}, "--backend must be one of torch, ctranslate2"),
+        ({"compute_type": "int8"}, "--compute-type applies to --backend ctranslate2"),
+        ({"backend": "ctranslate2", "compute_type": "int4"}, "--compute-type must be one of"),
+        ({"backend": "ctranslate2", "dtype": "bf16"}, "--dtype applies to --backend torch"),
+        ({"backend": "ctranslate2", "method": "lead-3"}, "decodes Hugging Face seq2seq checkpoints"),
+        ({"backend": "ctranslate2", "method": "pointer-generator"}, "not pointer-generator"),
+    ],
+)
+def test_what_the_backend_cannot_take_is_one_line(kwargs: dict, message: str, t5_dir: Path) -> None:
+    kwargs.setdefault("model", None if "method" in kwargs else t5_dir)
+    with pytest.raises(SynopsisError, match=message):
+        load_summarizer(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("model_type", "message"), [("hibrids_bart", "carries HIBRIDS"), ("hie_bart", "carries Hie-BART")]
+)
+def test_a_checkpoint_with_a_method_is_refused(
+    model_type: str, message: str, tmp_path: Path, bart_dir: Path
+) -> None:
+    model = tmp_path / "m"
+    shutil.copytree(bart_dir, model, ignore=shutil.ignore_patterns(ct2.CACHE_DIR))
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**config, "model_type": model_type}))
+    with pytest.raises(SynopsisError, match=message):
+        load_summarizer(model=model, backend="ctranslate2")
+    assert not (model / ct2.CACHE_DIR).exists()  # refused before any conversion
+
+
+def test_a_family_ctranslate2_cannot_convert_is_refused(tmp_path: Path, tokenizers_dir: Path) -> None:
+    model = save_tiny_led(tmp_path / "led", tokenizers_dir)
+    with pytest.raises(SynopsisError, match="CTranslate2 cannot convert model_type 'led'"):
+        load_summarizer(model=model, backend="ctranslate2")
+
+
+@pytest.mark.parametrize(
+    ("setting", "name"),
+    [({"repetition_penalty": 1.3}, "repetition_penalty"), ({"do_sample": True}, "do_sample"),
+     ({"num_return_sequences": 2, "num_beams": 2}, "num_return_sequences")],
+)  # fmt: skip
+def test_a_generation_setting_it_cannot_honour_is_refused(
+    setting: dict, name: str, tmp_path: Path, t5_dir: Path
+) -> None:
+    model = tmp_path / "m"
+    shutil.copytree(t5_dir, model, ignore=shutil.ignore_patterns(ct2.CACHE_DIR))
+    config = json.loads((model / "generation_config.json").read_text())
+    (model / "generation_config.json").write_text(json.dumps({**config, **setting}))
+    with pytest.raises(SynopsisError, match=f"cannot honour {name}="):
+        load_summarizer(model=model, backend="ctranslate2")
+    assert not (model / ct2.CACHE_DIR).exists()
+
+
+# ------------------------------------------------------------------------------------------ the CLI
+def test_the_cli_gives_the_same_summary_on_either_backend(
+    t5_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    document = tmp_path / "doc.txt"
+    document.write_text(" ".join(s.text for d in DOCUMENTS for s in d.sentences) + "\n")
+    common = ["summarize", document, "--model", t5_dir, "--num-beams", "2", "--by", "document"]
+    code, torch_out, err = run_cli(capsys, *common)
+    assert code == 0, err
+    code, ct2_out, err = run_cli(capsys, *common, "--backend", "ctranslate2")
+    assert code == 0, err
+    assert ct2_out == torch_out and torch_out.strip()
+    code, _, err = run_cli(capsys, *common, "--backend", "ctranslate2", "--dtype", "bf16")
+    one_line_error(code, err, "--dtype applies to --backend torch; CTranslate2 takes --compute-type")
+
+
+def test_the_service_serves_a_model_on_either_backend(t5_dir: Path) -> None:
+    """``synopsis serve --backend ctranslate2 --model NAME=DIR``: the registry's model runs on CTranslate2
+    and summarizes, through the batcher's calls, what the torch one does."""
+    from synopsis.serve.registry import build_registry
+
+    served = {}
+    for backend in ("torch", "ctranslate2"):
+        registry = build_registry({"t5": str(t5_dir)}, builtin=False, warm_up=False, backend=backend)
+        entry = registry.get("t5")
+        served[backend] = entry.summarizer.with_options(num_beams=2).summarize(DOCUMENTS)
+    assert "CTranslate2" in entry.summarizer.describe().description
+    assert entry.public()["backend"] == "ctranslate2" and served  # GET /v1/models says which backend
+    assert served["ctranslate2"] == served["torch"]
