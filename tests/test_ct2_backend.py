@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from helpers.cli import one_line_error, run_cli
 from helpers.hub import save_tiny_family
-from tiny_models import save_tiny_bart, save_tiny_led, save_tiny_t5
+from helpers.tiny_models import save_tiny_bart, save_tiny_led, save_tiny_t5
 
 from synopsis.document import Document
 from synopsis.errors import SynopsisError
