@@ -16,6 +16,7 @@ from typing import Any
 from synopsis.config import DecodingOptions, use_threads
 from synopsis.errors import SynopsisError
 from synopsis.io import read_json
+from synopsis.sharding import resolve_device
 from synopsis.summarizers.base import Summarizer
 
 
@@ -203,6 +204,7 @@ def load_summarizer(
     beside the model; ``compute_type`` float32, the default, int8 or int8_float32; see
     :mod:`synopsis.summarizers.ct2`).
     """
+    resolve_device(device)  # an unusable device is refused before a model is looked up or read
     if model is not None or revision is not None:
         from synopsis.models.names import resolve_seq2seq
 
