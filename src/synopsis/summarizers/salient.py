@@ -311,14 +311,21 @@ class SalientSummarizer(_Selecting):
         if not pool:
             return []
         texts = [_spoken(document.sentences[i].text) for i in pool]
-        vectors = self.vectors.encode(texts + ([instruction] if instruction else []))
-        sentences = vectors[: len(texts)]
-        similarity = sentences @ sentences.T
+        similarity, query = self._similarities(texts, instruction)
         relevance = _normalised(lexrank(similarity))
-        if instruction:
-            query = _normalised(sentences @ vectors[-1])
+        if query is not None:
             relevance = (1 - self.query_weight) * relevance + self.query_weight * query
         return sorted(pool[i] for i in mmr(relevance, similarity, self.k, self.trade_off))
+
+    def _similarities(
+        self, texts: list[str], instruction: str | None
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """The texts' pairwise similarities and, with an instruction, each text's normalised relevance to it
+        (the texts and the instruction encoded in one call)."""
+        vectors = self.vectors.encode(texts + ([instruction] if instruction else []))
+        sentences = vectors[: len(texts)]
+        query = _normalised(sentences @ vectors[-1]) if instruction else None
+        return sentences @ sentences.T, query
 
     def select_window(self, document: Document, instruction: str | None = None) -> list[int]:
         # By section a window without prose (a ToC, a code block, backchannels) contributes nothing.
@@ -375,16 +382,13 @@ class SalientSummarizer(_Selecting):
         if not pool:
             return []
         texts = [_spoken(document.sentences[i].text) for i in pool]
-        vectors = self.vectors.encode(texts + ([instruction] if instruction else []))
-        sentences = vectors[: len(texts)]
-        similarity = sentences @ sentences.T
+        similarity, query = self._similarities(texts, instruction)
         # LexRank alone favours short generic sentences ("Doesn't look like it crashed."), close to many
         # others; a sentence's own content words (up to 15) say how much it can tell.
         said = np.array([min(len(set(content_words(t)) - FILLER_WORDS), 15) for t in texts], dtype=float)
         centrality = _normalised(_normalised(lexrank(similarity)) + CONTENT_WEIGHT * _normalised(said))
         first: int | None = None
-        if instruction:
-            query = _normalised(sentences @ vectors[-1])
+        if query is not None:
             relevance = (1 - INSTRUCTION_WEIGHT) * centrality + INSTRUCTION_WEIGHT * query
         else:
             opening, first = _opening(document, pool, self.names | title_names(document.title))
