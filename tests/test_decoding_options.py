@@ -59,8 +59,10 @@ def test_service_field_agrees_with_the_definition(name: str) -> None:
 
 def test_the_cli_and_the_service_offer_the_same_decoding_options() -> None:
     flags = {param.name for opt, param in _summarize_params().items() if param.name in DECODING_OPTIONS}
-    fields = set(SummarizeOptions.model_fields) - {"k"}  # k: centrality's, not a decoding option
+    # k: centrality's; backend and compute_type: what decodes, as --backend and --compute-type
+    fields = set(SummarizeOptions.model_fields) - {"k", "backend", "compute_type"}
     assert flags == fields == set(DECODING_OPTIONS)
+    assert {"backend", "compute_type"} <= {param.name for param in _summarize_params().values()}
     assert all(GenerationConfig.RANGES[name] is option.allowed for name, option in DECODING_OPTIONS.items())
 
 
@@ -149,7 +151,8 @@ def test_the_service_describes_a_model_by_asking_it() -> None:
     entry = describe("pg", _tiny_pointer_generator())
     assert (entry.method, entry.instructions) == ("pointer-generator", False)
     assert entry.options == tuple(DECODING_OPTIONS)
-    assert entry.with_options({"num_beams": 1}).generation.num_beams == 1  # type: ignore[attr-defined]
+    options = entry.request_options({"num_beams": 1})
+    assert entry.summarizer_for(options).generation.num_beams == 1  # type: ignore[attr-defined]
     with pytest.raises(ConfigError, match="cannot serve oracle"):
         describe("oracle", OracleSummarizer())
 

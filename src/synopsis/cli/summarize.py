@@ -38,7 +38,13 @@ from synopsis.progress import track
 from synopsis.sharding import Shard, part_files, remove_parts
 from synopsis.summarizers import METHOD_TABLE, methods_help
 from synopsis.summarizers.base import Summarizer
-from synopsis.summarizers.runner import ParsedDocument, RequestItem, SummarizeRequest, read_source
+from synopsis.summarizers.runner import (
+    ParsedDocument,
+    RequestItem,
+    SummarizeRequest,
+    document_items,
+    read_source,
+)
 
 log = logging.getLogger("synopsis.cli")
 
@@ -359,13 +365,10 @@ def _corpus_items(run: RunSpec, info: Any) -> list[RequestItem]:
 
 def _file_items(run: RunSpec) -> list[RequestItem]:
     """Each document file read once, one item per instruction (``file | instruction`` when several)."""
-    wanted: list[str | None] = list(run.instructions) or [None]
     items = []
     for path in run.inputs:
         parsed = _read_input(path, run.input_format, run.max_input_mb)
-        for instruction in wanted:
-            name = f"{path} | {instruction}" if len(wanted) > 1 else str(path)
-            items.append(RequestItem(name, parsed, instruction))
+        items.extend(document_items(parsed, run.instructions, str(path)))
     return items
 
 
