@@ -8,6 +8,7 @@ import ast
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -263,3 +264,41 @@ def test_a_decoding_value_is_validated_once_on_its_way_to_the_decoder(
         response = client.post("/v1/summarize", json=body)
         assert response.status_code == 200, response.text
     assert checked == [{"num_beams": 2, "max_length": 5}]
+
+
+def test_the_service_batches_on_the_value_it_checked_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batched, as the service runs by default: each request's options are checked once at the edge, and the
+    batcher keys its calls on that frozen value (with the backend), compared as it is: two requests with the
+    same options share a key, another value gets its own; nothing below validates them again."""
+    from fastapi.testclient import TestClient
+
+    from synopsis.serve import ServeSettings, create_app
+    from synopsis.serve.batching import Batcher
+    from synopsis.serve.registry import ModelRegistry, RequestOptions
+
+    checked: list[dict] = []
+    keys: list[Any] = []
+    validate, submit = DecodingOptions._validate, Batcher.submit
+
+    def counting(self: DecodingOptions) -> None:
+        checked.append(self.given())
+        validate(self)
+
+    def recording(self: Batcher, *args: Any, **kw: Any) -> Any:
+        keys.append(args[3])  # documents, instructions, summarizer, key
+        return submit(self, *args, **kw)
+
+    monkeypatch.setattr(DecodingOptions, "_validate", counting)
+    monkeypatch.setattr(Batcher, "submit", recording)
+    registry = ModelRegistry()
+    registry.add(describe("pg", _tiny_pointer_generator()))
+    asked = [{"max_length": 5, "num_beams": 2}, {"num_beams": 2, "max_length": 5}, {"max_length": 6}]
+    with TestClient(create_app(registry, ServeSettings(batch_window_ms=1))) as client:
+        for options in asked:
+            body = {"document": TEXT, "model": "pg", "options": options}
+            response = client.post("/v1/summarize", json=body)
+            assert response.status_code == 200, response.text
+    assert checked == [{"num_beams": 2, "max_length": 5}] * 2 + [{"max_length": 6}]  # once per request
+    assert all(isinstance(key, RequestOptions) for key in keys) and len(keys) == 3
+    assert keys[0] == keys[1] != keys[2] and hash(keys[0]) == hash(keys[1])
+    assert keys[0].decoding == DecodingOptions(num_beams=2, max_length=5) and keys[0].backend == "torch"
