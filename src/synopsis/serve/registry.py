@@ -24,7 +24,7 @@ from synopsis.hub import is_hub_id
 from synopsis.io import read_json
 from synopsis.models.names import resolve_seq2seq
 from synopsis.sharding import resolve_device
-from synopsis.summarizers import Summarizer, load_summarizer
+from synopsis.summarizers import Summarizer, check_backend, load_summarizer
 from synopsis.summarizers.base import SummarizerInfo
 
 logger = logging.getLogger("synopsis.serve")
@@ -144,16 +144,16 @@ class ModelEntry:
 
     def _backend(self, backend: str | None, compute_type: str | None) -> tuple[str, str | None]:
         """The backend a request asks for (the loaded one unless it names another), checked as the CLI checks
-        ``--backend``/``--compute-type`` (:func:`~synopsis.summarizers.ct2.check_backend`)."""
-        from synopsis.summarizers.ct2 import check_backend, check_convertible
-
+        ``--backend``/``--compute-type`` (:func:`~synopsis.summarizers.check_backend`)."""
         loaded, loaded_compute = self._loaded_backend()
         chosen = backend or loaded
         if compute_type is None and chosen == loaded:
             compute_type = loaded_compute
         try:
             check_backend(chosen, self.method, compute_type, None)
-            if chosen == "ctranslate2" and self.config is not None:
+            if chosen == "ctranslate2" and self.config is not None:  # a Hugging Face model, loaded already
+                from synopsis.summarizers.ct2 import check_convertible
+
                 check_convertible(f"model '{self.name}'", self.config)
         except ConfigError as err:
             named = "compute_type" if "--compute-type" in str(err) else "backend"

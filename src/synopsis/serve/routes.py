@@ -1,5 +1,6 @@
-"""The service's routes, in three routers over one :class:`~synopsis.serve.service.SummarizeService`: the
-service's own (``/health``, ``/metrics``), the JSON API (``/v1``) and the pages (``/``, ``/docs``)."""
+"""The service's routes, in routers over one :class:`~synopsis.serve.service.SummarizeService`: the
+service's own (``/health``, ``/metrics``), the JSON API (``/v1``: models and summaries, then outlines and
+evaluations) and the pages (``/``, ``/docs``)."""
 
 from __future__ import annotations
 
@@ -105,8 +106,10 @@ def service_router(service: SummarizeService, documented: Documented) -> APIRout
 
 
 def api_router(service: SummarizeService, documented: Documented) -> APIRouter:
+    """The JSON API's models and summaries: a thin adapter over the service (:meth:`SummarizeService.check`,
+    :meth:`SummarizeService.summarize_events`) and the answer made of the events."""
     router = APIRouter(prefix="/v1")
-    registry, settings = service.registry, service.settings
+    registry = service.registry
 
     @router.get("/models", response_model=ModelsResponse, responses=documented.auth_errors, tags=["models"],
                 **documented.security)  # fmt: skip
@@ -154,6 +157,14 @@ def api_router(service: SummarizeService, documented: Documented) -> APIRouter:
         with service.api_errors(request):
             items = [event async for event in events if event["event"] == "summary"]
         return final_response(asked, parsed, items, arrived())
+
+    return router
+
+
+def document_router(service: SummarizeService, documented: Documented) -> APIRouter:
+    """The JSON API's routes beside summarizing: a document's outline and the scores of summaries."""
+    router = APIRouter(prefix="/v1")
+    settings = service.settings
 
     @router.post("/outline", response_model=OutlineResponse, responses=documented.without(404),
                  tags=["summarize"], **documented.security)  # fmt: skip

@@ -43,7 +43,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from synopsis.config import BACKENDS, COMPUTE_TYPES, NO_DECODING, DecodingOptions
+from synopsis.config import NO_DECODING, DecodingOptions
 from synopsis.document import Document
 from synopsis.errors import ConfigError, InputError
 from synopsis.models.registry import METHOD_NAMES, checkpoint_type
@@ -80,24 +80,6 @@ UNSUPPORTED = {
     "exponential_decay_length_penalty": None,
     "forced_decoder_ids": None,
 }
-
-
-def check_backend(backend: str, method: str, compute_type: str | None, dtype: str | None) -> None:
-    """One line for a backend the request cannot use (before any weights are read)."""
-    if backend not in BACKENDS:
-        raise ConfigError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    if backend == "torch":
-        if compute_type is not None:
-            raise ConfigError("--compute-type applies to --backend ctranslate2 (torch models take --dtype)")
-        return
-    if method != "seq2seq":
-        raise ConfigError(
-            f"--backend ctranslate2 decodes Hugging Face seq2seq checkpoints (--model DIR), not {method}"
-        )
-    if dtype is not None:
-        raise ConfigError("--dtype applies to --backend torch; CTranslate2 takes --compute-type")
-    if compute_type is not None and compute_type not in COMPUTE_TYPES:
-        raise ConfigError(f"--compute-type must be one of {', '.join(COMPUTE_TYPES)}, got {compute_type!r}")
 
 
 def check_convertible(model_dir: Path | str, config: Mapping[str, Any]) -> None:
