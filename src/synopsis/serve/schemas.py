@@ -240,7 +240,9 @@ class ModelInfo(BaseModel):
     device: str | None = Field(None, description="Where its model computes (cpu, cuda:0); null: no model.")
     dtype: str | None = Field(None, description="Its weights' precision (float32, bfloat16); null: no model.")
     backend: str | None = Field(
-        None, description="What decodes it: torch (generate()) or ctranslate2 (--backend); null: no model."
+        None,
+        description="What decodes it: torch (generate()) or ctranslate2 (--backend), unless a request asks "
+        "for the other in options.backend; null: no model.",
     )
 
 

@@ -1,13 +1,15 @@
 """One summarize request, the same under ``synopsis summarize`` and the service.
 
-:class:`SummarizeRunner` takes a document (a path, pasted text or bytes) with a format (or ``auto``: the one
-sniffer, :func:`synopsis.data.readers.sniff_format`), instructions, ``by``, ``max_words`` and one
-:class:`~synopsis.config.DecodingOptions`. It reads the Document once, with the character offset of every
-sentence (:func:`sentence_offsets`, the one place they are computed), decides ``by="auto"`` once
-(:func:`decide_by_section`), loops over the instructions and reports what it does through
+Both edges type a request once, as a :class:`SummarizeRequest`: its items (:class:`RequestItem`, a document
+read once by :func:`read_source`, with the character offset of every sentence (:func:`sentence_offsets`, the
+one place they are computed), or a corpus example, with one instruction each; :func:`document_items` makes
+one document's), ``by``, ``max_words``, one :class:`~synopsis.config.DecodingOptions` and the output's form.
+:class:`SummarizeRunner` (:meth:`SummarizeRunner.for_request`) runs its items (:meth:`SummarizeRunner.
+run_items`; the service by document :meth:`SummarizeRunner.run_items_async`, with awaited model calls),
+decides ``by="auto"`` per document (:func:`decide_by_section`) and reports what it does through
 :class:`RunHooks`: ``parsed``, ``section`` (by section, each section as soon as it is done), ``summary`` (one
-per instruction). ``cancelled()`` is asked between windows, so a caller that gave up (the service's timeout or
-a client that left) stops the windows left. The CLI prints or writes what the hooks report; the service turns
+per item). ``cancelled()`` is asked between windows, so a caller that gave up (the service's timeout or a
+client that left) stops the windows left. The CLI prints or writes what the hooks report; the service turns
 them into events and plugs its batcher in where documents and windows are summarized.
 
 Every summary is a :class:`~synopsis.summarizers.sections.DocumentSummary` (by document: the model's summary,
