@@ -265,12 +265,16 @@ def test_a_request_picks_the_backend_and_batches_apart(
     registry = build_registry({"t5": str(t5_dir)}, builtin=False, warm_up=False, backend="ctranslate2")
     assert registry.get("t5").public()["backend"] == "ctranslate2"  # GET /v1/models: the server's default
     with TestClient(create_app(registry, ServeSettings())) as client:
-        for options in ({"num_beams": 2}, {"backend": "torch", "num_beams": 2}, {"backend": "ctranslate2"}):
+        asked = ({"num_beams": 2}, {"backend": "torch", "num_beams": 2}, {"backend": "ctranslate2"},
+                 {"compute_type": "int8"})  # fmt: skip
+        for options in asked:
             response = _post(client, options)
             assert response.status_code == 200, response.text
             if "num_beams" in options:
                 assert response.json()["summaries"][0]["summary"] == expected != "", options
-    assert [key.backend for key in keys] == ["ctranslate2", "torch", "ctranslate2"]
+    assert [(key.backend, key.compute_type) for key in keys] == [
+        ("ctranslate2", "float32"), ("torch", None), ("ctranslate2", "float32"), ("ctranslate2", "int8")
+    ]
     assert keys[0] != keys[1] and keys[0].decoding == keys[1].decoding
     assert "CTranslate2" in registry.get("t5").summarizer.describe().description
 
