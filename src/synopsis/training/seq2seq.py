@@ -257,8 +257,10 @@ class Seq2SeqTrainer:
         if resume and latest is None:
             logger.warning("%s: no checkpoint to resume from; starting from the beginning", self.run_dir)
 
-        dist.require_batch_size(config.batch_size * config.grad_accum_steps, "batch_size x grad_accum_steps")
-        dist.set_precision(config.precision)
+        dist.batches.require_size(
+            config.batch_size * config.grad_accum_steps, "batch_size x grad_accum_steps"
+        )
+        dist.precision.set(config.precision)
         torch.manual_seed(config.seed)
         # a checkpoint is a complete model dir (its tokenizer has Hie-BART's marker too)
         model, self.tokenizer = self.load_model(latest or config.model, random_init=latest is None)
@@ -297,7 +299,7 @@ class Seq2SeqTrainer:
         if latest is not None:
             self._restore(latest)
         else:
-            dist.seed_ranks(config.seed)
+            dist.rng.seed_ranks(config.seed)
         dist.barrier()  # every process has read the run directory before anyone writes
 
     def load_model(self, directory: str | Path, random_init: bool) -> tuple[Any, Any]:
@@ -363,7 +365,7 @@ class Seq2SeqTrainer:
                 )
             )
 
-        return self.distributed.loader(
+        return self.distributed.batches.loader(
             order,
             make,
             self.state["epoch"],
@@ -401,7 +403,7 @@ class Seq2SeqTrainer:
                 )
                 if cfg.clip_grad_norm > 0:
                     dist.clip_grad_norm_(self.model.parameters(), cfg.clip_grad_norm, self.optimizer)
-                dist.step(self.optimizer)
+                dist.precision.step(self.optimizer)
                 running, count = running + loss.mean, count + 1
                 self.scheduler.step()
                 state["step"] += 1
@@ -517,7 +519,7 @@ class Seq2SeqTrainer:
         self.tokenizer.save_pretrained(directory)
 
     def _save_checkpoint(self) -> None:
-        rng = self.distributed.rng_states()  # every process's RNG states; the main process writes
+        rng = self.distributed.rng.states()  # every process's RNG states; the main process writes
         if not self.distributed.is_main:
             return
 
@@ -527,7 +529,7 @@ class Seq2SeqTrainer:
                 "scheduler": self.scheduler.state_dict(),
                 "train_config": to_dict(self.config),
                 **rng,
-                **self.distributed.precision_state(),
+                **self.distributed.precision.state(),
             }
             write_training_state(directory, {**self.state, **extra}, self.optimizer)
 
@@ -539,8 +541,8 @@ class Seq2SeqTrainer:
             raise CheckpointError(f"{path}: no optimizer state; cannot resume from it")
         self.optimizer.load_state_dict(optimizer_state)
         self.scheduler.load_state_dict(saved.pop("scheduler"))
-        self.distributed.restore_rng(saved, self.config.seed, saved["step"])
-        self.distributed.restore_precision_state(saved)
+        self.distributed.rng.restore(saved, self.config.seed, saved["step"])
+        self.distributed.precision.restore(saved)
         saved.pop("train_config", None)
         self.state.update(saved)
         logger.info("resumed from %s at step %d", path, self.state["step"])
