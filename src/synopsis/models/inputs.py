@@ -2,7 +2,10 @@
 
 The seq2seq models read more than token ids. Hie-BART needs sentence boundaries, HIBRIDS the section of
 every token and the section tree's relations, InstructSum which tokens are the instruction. One builder,
-:class:`Seq2SeqInputs`, makes all of them in a single tokenizer call:
+:class:`Seq2SeqInputs`, makes all of them in a single tokenizer call. What a method adds (a marker, a
+prompt, section nodes, a field of the batch) comes from its input features
+(:class:`~synopsis.models.features.InputFeatures`, beside the method's code, found through
+:data:`~synopsis.models.registry.INPUT_FEATURES`); this module knows no method by name:
 
 1. The source text is assembled from pieces (the model's prefix such as T5's ``"summarize: "``, the
    instruction and its template, then the document's sentences, with Hie-BART's sentence-start marker
@@ -14,7 +17,8 @@ every token and the section tree's relations, InstructSum which tokens are the i
    instruction belong to no sentence or section (-1).
 3. Truncation to ``max_source_length`` cuts content tokens at the end and keeps the special tokens, as the
    tokenizer's own truncation does; the maps are cut with the ids, so they stay aligned. A warning says
-   how much was cut.
+   how much was cut. A method whose prompt has parts with budgets of their own (InstructSum) truncates
+   them itself.
 
 :meth:`Seq2SeqInputs.collate` pads every field into a batch record; :meth:`Seq2SeqInputs.model_inputs`
 keeps the fields a given model reads (stock models: ids and mask; LED also a global-attention mask).
