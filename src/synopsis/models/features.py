@@ -76,7 +76,9 @@ class InputFeatures:
         """The whole input around ``body``, the document's plain text (whitespace normalised, no markers)."""
         raise NotImplementedError
 
-    def kept(self, special: np.ndarray, segments: np.ndarray, cuttable: np.ndarray, limits: Limits) -> Any:
+    def kept(
+        self, special: np.ndarray, segments: np.ndarray, cuttable: np.ndarray, limits: Limits
+    ) -> np.ndarray:
         """Which tokens of a :meth:`prompt` input truncation keeps (a boolean array)."""
         raise NotImplementedError
 

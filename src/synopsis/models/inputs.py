@@ -128,10 +128,9 @@ class SourceEncoding:
 
     ``sentence_ids`` index ``document.sentences`` (non-empty ones), ``section_ids`` index
     ``document.sections`` (pre-order, the root is 0); both are -1 for special tokens, the prefix and the
-    instruction. For a HIBRIDS model ``section_ids`` are the nodes of :meth:`Seq2SeqInputs.section_relations`
-    instead: tokens outside every section are the question (the instruction), start (before the document)
-    or end (after it) node, as in the authors' public code, and section k is node ``k + 3``
-    (:func:`~synopsis.models.hibrids.relations.outside_node_relations`). ``path_lengths``/``level_diffs``
+    instruction. A method's input feature may number them its own way (HIBRIDS: the nodes of
+    :meth:`Seq2SeqInputs.section_relations`, tokens outside every section on nodes of their own;
+    :mod:`synopsis.models.hibrids.relations` documents the numbering). ``path_lengths``/``level_diffs``
     are the document's (S, S) HIBRIDS relations and ``section_depths`` its (S,) depths, for every section
     whether or not truncation kept its tokens.
     """

@@ -1,9 +1,9 @@
 """What HIBRIDS adds to the encoder's input (Cao & Wang, 2022), as :mod:`synopsis.models.features` asks.
 
-:class:`HibridsInputs`: every token's node of the section tree (the numbering of :mod:`.relations`: tokens
-outside every section are the question, start or end node, section k is node ``k + 3``), a question input
-laid out as the authors' public code does on a tokenizer with a BOS (``<s> question <s> document </s>``),
-and the (S+3, S+3) relation buckets the model reads (``section_relations``).
+:class:`HibridsInputs`: every token's node of the section tree (numbered as :mod:`.relations` documents,
+the tokens outside every section on nodes of their own), a question input laid out as the authors'
+public code does on a tokenizer with a BOS (``<s> question <s> document </s>``), and the (S+3, S+3)
+relation buckets the model reads (``section_relations``).
 :class:`SectionMarkerInputs`: the SECTOK / LVLSECTOK baselines' marker before every section (paper
 section 5, "Comparisons"), for a checkpoint whose config records ``section_markers``.
 """
@@ -32,9 +32,10 @@ from synopsis.models.registry import config_setting
 
 
 def section_nodes(sections: np.ndarray, segments: np.ndarray, leading_bos_asks: bool = False) -> np.ndarray:
-    """HIBRIDS' node of every token: section k is node ``k + 3``; a token outside every section is the
-    question node (instruction), the start node (before the document's last section token) or the end node
-    (after it: EOS), as the public code's chunks (:func:`~synopsis.models.hibrids.outside_node_relations`).
+    """HIBRIDS' node of every token (``sections``: its document section, -1 outside every section), in the
+    numbering of :mod:`.relations`: a token outside every section is the question node (instruction), the
+    start node (before the document's last section token) or the end node (after it: EOS), as the public
+    code's chunks.
     ``leading_bos_asks``: the first token is the tokenizer's BOS before a question, which the public code
     puts in the question chunk (``[<s>] + question``; see :attr:`HibridsInputs.question_start`)."""
     inside = sections >= 0

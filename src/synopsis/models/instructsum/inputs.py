@@ -10,8 +10,6 @@ the input of a plain T5 given an instruction (the paper's T5 baseline).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from synopsis.document import Document
@@ -49,7 +47,9 @@ class InstructSumInputs(InputFeatures):
         pieces.append(Piece(lead if instruction_text is None else " " + lead, cut=False))
         return pieces + body
 
-    def kept(self, special: np.ndarray, segments: np.ndarray, cuttable: np.ndarray, limits: Limits) -> Any:
+    def kept(
+        self, special: np.ndarray, segments: np.ndarray, cuttable: np.ndarray, limits: Limits
+    ) -> np.ndarray:
         """The whole input fits ``limits.source`` (the paper's first 1024 tokens); the instruction part gets
         ``limits.instruction`` of it and the source part (with its EOS) the rest, a fixed budget, so one
         cached source serves every instruction. Only the instruction's words and the article are cut, never
