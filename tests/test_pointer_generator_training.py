@@ -123,7 +123,8 @@ def test_early_stopping_ends_the_main_phase(corpus: Path, tmp_path: Path) -> Non
     assert trainer.state["step"] < 1000  # stopped by patience, not by max_steps
     losses = [loss for _, loss in trainer.state["curves"]["validation"]]
     # patience 1: it stops at the first evaluation that is no better than the best so far, not before
-    assert losses[-1] >= min(losses[:-1]) and all(b < a for a, b in zip(losses[:-2], losses[1:-1], strict=True))
+    improving = all(b < a for a, b in zip(losses[:-2], losses[1:-1], strict=True))
+    assert improving and losses[-1] >= min(losses[:-1])
 
 
 def test_refuses_to_overwrite_or_resume_wrongly(corpus: Path, tmp_path: Path) -> None:
