@@ -42,6 +42,7 @@ from synopsis.summarizers.citing import support
 from synopsis.summarizers.extractive import SentenceEncoder, _Selecting
 from synopsis.summarizers.sections import (
     DocumentSummary,
+    Source,
     SummarySentence,
     section_sources,
     summarize_by_section,
@@ -99,6 +100,13 @@ _COPULA = re.compile(
     r"\bis\s+(?:designed|intended|meant|used)\b",
     re.IGNORECASE,
 )
+#: Words that join a sentence to the one before it ("Which now allows us ...", "Plus all the ..."): a
+#: sentence opening with one does not stand alone.
+CONTINUING = frozenset("which plus and but or nor whereas whom whose thus hence".split())
+#: Pronouns that stand for something the sentence before named ("It includes ..."): a sentence opening with
+#: one is taken into a document summary only after the sentence before it (:func:`budgeted_mmr`'s ``after``).
+ANAPHORIC = frozenset("it its they their them he she his her".split())
+
 #: Headings of the section that opens a document when it has no preface of its own.
 OPENING_HEADINGS = frozenset(
     "introduction overview about preamble description background summary abstract preface purpose".split()
@@ -113,16 +121,25 @@ def stands_alone(text: str, names: frozenset[str] = frozenset()) -> bool:
     """Whether a sentence reads on its own in a summary: at least :data:`MIN_STANDALONE_WORDS` words, it
     starts as a sentence does (a capital or a digit, not a footnote or bullet marker such as ``*``, and not
     the lowercase tail of a sentence split after a quotation), unless its first word is one of ``names``
-    (the document's own lowercase names: "pyenv lets you ..."), and it is not a lead-in ending in ":" (what
-    it introduces is a list or a code block, which a summary does not carry)."""
+    (the document's own lowercase names: "pyenv lets you ..."); it does not open with a word that joins it
+    to the sentence before (:data:`CONTINUING`: "Which now allows us ...", "Plus all the ..."); and it is
+    not a lead-in: one ending in ":" introduces a list or a code block, which come with it only as a unit
+    (:func:`lead_in_units`), and one ending in "..." or "…" runs on into the next block (an image, a
+    list)."""
     text = _spoken(text)
     words = text.split()
     if len(words) < MIN_STANDALONE_WORDS or not _FINAL_PUNCTUATION.search(text) or _disfluent(words):
+        return False
+    if text.rstrip("\"')]”’ ").endswith(("...", "…")) or _first_word(words) in CONTINUING:
         return False
     if _SENTENCE_START.match(text):
         return True
     first = words[0].strip("\"'“‘([").rstrip(",.;:")
     return first[:1].isalpha() and first.lower() in names
+
+
+def _first_word(words: list[str]) -> str:
+    return words[0].strip("\"'“‘([*_`").rstrip(",.;:").lower() if words else ""
 
 
 def _disfluent(words: list[str]) -> bool:
@@ -368,20 +385,27 @@ class SalientSummarizer(_Selecting):
         offsets: Sequence[tuple[int, int] | None] | None = None,
     ) -> list[SummarySentence]:
         """The document summary chosen over the whole document within ``max_words`` (see the module
-        docstring): candidates are the sentences that stand alone; without an instruction a sentence's score
-        is LexRank centrality over the whole document mixed with its place in the opening
-        (:data:`OPENING_WEIGHT`), and the defining sentence, where the opening has one, is taken first; with
-        one, relevance to it mixed with centrality (:data:`INSTRUCTION_WEIGHT`). MMR picks within the budget;
-        the sentences are returned led by the defining sentence, then in document order, each citing itself.
-        Empty when no sentence qualifies."""
-        pool = [i for i in self.candidates(document) if len(document.sentences[i].text.split()) <= max_words]
+        docstring): candidates are the sentences that stand alone and the lead-ins ending in ":" with the
+        list they introduce (:func:`lead_in_units`); without an instruction a candidate's score is LexRank
+        centrality over the whole document mixed with its place in the opening (:data:`OPENING_WEIGHT`),
+        and the defining sentence, where the opening has one, is taken first; with one, relevance to it
+        mixed with centrality (:data:`INSTRUCTION_WEIGHT`). MMR picks within the budget, a sentence opening
+        with a pronoun (:data:`ANAPHORIC`) only after the sentence before it; they are returned led by the
+        defining sentence, then in document order, each citing itself (a unit: its lead-in and each list
+        item). Empty when no sentence qualifies."""
+        own = section_sources(document, offsets).values()
+        sources = [source for paragraphs in own for paragraph in paragraphs for source in paragraph]
+        units = {i: [sources[i]] for i in self.candidates(document)}
+        units.update(lead_in_units(document, sources, offsets is not None, self.names))
         # an answer may take half the budget; a central point a third
         longest = max(25, max_words // 2 if instruction else max_words // 3)
-        short = [i for i in pool if len(document.sentences[i].text.split()) <= longest]
+        words = {i: sum(len(s.text.split()) for s in unit) for i, unit in units.items()}  # as printed
+        pool = sorted(i for i in units if words[i] <= max_words)
+        short = [i for i in pool if words[i] <= longest]
         pool = short if len(short) >= 3 else pool  # a few long turns would spend the whole budget
         if not pool:
             return []
-        texts = [_spoken(document.sentences[i].text) for i in pool]
+        texts = [_spoken(" ".join(s.text for s in units[i])) for i in pool]
         similarity, query = self._similarities(texts, instruction)
         # LexRank alone favours short generic sentences ("Doesn't look like it crashed."), close to many
         # others; a sentence's own content words (up to 15) say how much it can tell.
@@ -393,13 +417,12 @@ class SalientSummarizer(_Selecting):
         else:
             opening, first = _opening(document, pool, self.names | title_names(document.title))
             relevance = (1 - OPENING_WEIGHT) * centrality + OPENING_WEIGHT * opening
-        words = np.array([len(document.sentences[i].text.split()) for i in pool])  # as printed, labels too
-        picked = budgeted_mmr(relevance, similarity, words, max_words, self.trade_off, first)
-        own = section_sources(document, offsets).values()
-        sources = [source for paragraphs in own for paragraph in paragraphs for source in paragraph]
+        sizes = np.array([words[i] for i in pool])
+        after = _antecedents(document, pool)
+        picked = budgeted_mmr(relevance, similarity, sizes, max_words, self.trade_off, first, after)
         # led by the defining sentence, then in document order
-        cited = [sources[pool[i]] for i in sorted(picked, key=lambda i: (i != first, i))]
-        return [SummarySentence(s.text, [s], support(s.text, [s])) for s in cited]
+        cited = [units[pool[i]] for i in sorted(picked, key=lambda i: (i != first, i))]
+        return [SummarySentence(unit_text(unit), unit, support(unit_text(unit), unit)) for unit in cited]
 
     def describe(self) -> SummarizerInfo:
         return self._info(
@@ -427,18 +450,22 @@ def budgeted_mmr(
     budget: int,
     trade_off: float,
     first: int | None = None,
+    after: np.ndarray | None = None,
     duplicate: float = DUPLICATE,
 ) -> list[int]:
     """:func:`mmr` within a word budget: the next sentence is the best by MMR among those that still fit
-    (``words[i]`` each), until none does; ``first`` (e.g. the defining sentence) is taken before any other.
-    A sentence at least ``duplicate``-similar to a chosen one is never taken."""
+    (``words[i]`` each), until none does; ``first`` (e.g. the defining sentence) is taken before any other;
+    a sentence with ``after[i] >= 0`` only once sentence ``after[i]`` is chosen (-2: never). A sentence at
+    least ``duplicate``-similar to a chosen one is never taken."""
     chosen: list[int] = [] if first is None or words[first] > budget else [first]
     left = budget - sum(int(words[i]) for i in chosen)
     redundancy = similarity[chosen].max(0) if chosen else np.full(len(relevance), -np.inf)
+    after = np.full(len(relevance), -1) if after is None else after
     while True:
         penalty = np.where(np.isfinite(redundancy), redundancy, 0.0)
         score = trade_off * relevance - (1 - trade_off) * penalty
         score[(words > left) | (redundancy >= duplicate)] = -np.inf
+        score[(after != -1) & ~np.isin(after, chosen)] = -np.inf
         score[chosen] = -np.inf
         if not np.isfinite(score).any():
             return chosen
@@ -446,6 +473,76 @@ def budgeted_mmr(
         chosen.append(best)
         left -= int(words[best])
         redundancy = np.maximum(redundancy, similarity[best])
+
+
+def _antecedents(document: Document, pool: list[int]) -> np.ndarray:
+    """For each candidate (``pool``: sentence indices) the position in ``pool`` of the sentence it needs
+    before it: the one before it in its paragraph when it opens with a pronoun (:data:`ANAPHORIC`: "It
+    includes ..."), -2 when that one is no candidate or there is none, -1 for a sentence that needs none."""
+    sentences = document.sentences
+    position = {i: k for k, i in enumerate(pool)}
+    out = np.full(len(pool), -1)
+    for k, i in enumerate(pool):
+        if _first_word(_spoken(sentences[i].text).split()) not in ANAPHORIC:
+            continue
+        before = i - 1
+        same = before >= 0 and (sentences[before].section, sentences[before].paragraph) == (
+            sentences[i].section, sentences[i].paragraph
+        )
+        out[k] = position.get(before, -2) if same else -2
+    return out
+
+
+def lead_in_units(
+    document: Document, sources: Sequence[Source], spans: bool, names: frozenset[str] = frozenset()
+) -> dict[int, list[Source]]:
+    """The lead-ins that come with what they introduce: ``{sentence index: [its Source, one per list
+    item]}`` for each sentence ending in ":" that closes its paragraph, is followed in its section by list
+    items (Markdown or plain-text list blocks, not chosen on their own where the section has prose), and
+    would stand alone as a sentence (:func:`stands_alone`, its colon read as a full stop), the unit
+    informative (:func:`is_informative`). Each item cites its own text; with ``spans`` (the input is one text
+    or Markdown file) its characters in the input too. ``sentence`` is ``None`` for an item: it is not one
+    of its section's own sentences (:attr:`Document.sentences`). What a lead-in introduces that is not a
+    list (code, a table) is never carried, so such a lead-in stays out."""
+    out: dict[int, list[Source]] = {}
+    sentences = document.sentences
+    for i, sentence in enumerate(sentences):
+        text = sentence.text.rstrip()
+        if not text.endswith(":") or not stands_alone(text[:-1] + ".", names):
+            continue
+        if i + 1 < len(sentences) and (sentences[i + 1].section, sentences[i + 1].paragraph) == (
+            sentence.section, sentence.paragraph
+        ):
+            continue  # not the end of its paragraph: what follows is not what it introduces
+        items = _list_after(sentence.section, sentence.paragraph, sources[i].path, spans)
+        unit = [sources[i], *items]
+        if items and is_informative(unit_text(unit)):
+            out[i] = unit
+    return out
+
+
+def _list_after(section: Any, paragraph: int, path: tuple[int, ...], spans: bool) -> list[Source]:
+    """The list items right after paragraph ``paragraph`` of ``section``, one Source per item sentence."""
+    items: list[Source] = []
+    for block in section.paragraphs[paragraph + 1 :]:
+        if getattr(block, "kind", "prose") != "list":
+            break
+        known = getattr(block, "spans", None) if spans else None
+        for j, text in enumerate(block):
+            span = known[j] if known is not None and known[j] is not None else (None, None)
+            items.append(Source(path, None, text, *span))
+    return items
+
+
+def unit_text(unit: Sequence[Source]) -> str:
+    """A candidate's text as a summary shows it: a sentence; or a lead-in and its list items on one line,
+    an item without final punctuation followed by "; " (as the list's line breaks would part them)."""
+    parts = [unit[0].text]
+    for source in unit[1:]:
+        if not _FINAL_PUNCTUATION.search(parts[-1]) and not parts[-1].endswith(":"):
+            parts[-1] += ";"
+        parts.append(source.text)
+    return " ".join(parts)
 
 
 def _opening(document: Document, pool: list[int], names: frozenset[str]) -> tuple[np.ndarray, int | None]:
