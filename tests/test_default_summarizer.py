@@ -442,8 +442,35 @@ def test_a_lead_in_comes_with_its_list_and_an_instruction_finds_it(
         assert text[source.start : source.end].replace("[", "").replace("](https://example.org/v)", "") == (
             source.text
         )
-    # the section summaries still never show a lead-in alone
+    # the section summaries never show a lead-in alone; the section's own summary shows it with its list
     assert not any(s.text.endswith(":") for node in result.walk() for s in node.summary)
+    (bugs,) = [node for node in result.walk() if node.heading == "Reporting bugs"]
+    assert unit.text in [s.text for s in bugs.summary]
+
+
+class _Keywords:
+    """Sentence vectors that count a few keywords (a last constant dimension keeps every vector nonzero)."""
+
+    name = "keywords"
+    words = ("terminat", "copy", "chart", "warranty")
+
+    def encode(self, texts: Any) -> np.ndarray:
+        rows = np.array([[t.lower().count(w) for w in self.words] + [0.1] for t in texts], dtype=float)
+        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def test_an_instruction_is_read_against_each_sentence_under_its_heading() -> None:
+    document = Document(
+        Section(children=[
+            Section(heading="History", paragraphs=[["The project was started in a small garden shed."]]),
+            Section(heading="Termination", paragraphs=[["Your rights end and you must delete every copy."]]),
+            Section(heading="Warranty", paragraphs=[["The tool comes with no warranty of any kind."]]),
+        ])
+    )  # fmt: skip
+    summarizer = SalientSummarizer(k=1, vectors=_Keywords())
+    # the answer shares no word with the question; its heading does
+    (result,) = summarizer.summarize_by_section([document], ["When is it terminated?"], max_words=10)
+    assert [s.text for s in result.summary] == ["Your rights end and you must delete every copy."]
 
 
 def test_a_sentence_opening_with_a_pronoun_comes_only_after_the_one_before() -> None:

@@ -20,8 +20,13 @@ is chosen), and its document summary is chosen over the whole document, not from
 (:meth:`SalientSummarizer.document_summary`): it is led by what the document is (its defining sentence, where
 its opening has one; the opening prose weighted as a reader weighs it, as LEAD is a strong baseline for news
 and for the introductions of technical documents, Nenkova, 2005) and then its most central points, or with an
-instruction the sentences most relevant to it, within the word budget. Every candidate *stands alone*
-(:func:`stands_alone`): it starts as a sentence, is not a lead-in ending in ":" without what it introduces.
+instruction the sentences most relevant to it (each read under its heading as well: a question often names
+the topic a heading names), within the word budget; its heading is what the document is called
+(:func:`~synopsis.summarizers.sections.summary_title`). Every candidate *stands alone* (:func:`stands_alone`):
+it starts as a sentence, does not run on from the sentence before ("Which ...", "Plus ...") or into the next
+block ("..."), and a lead-in ending in ":" is a candidate only together with the list it introduces
+(:func:`lead_in_units`), in the document summary and the section summaries alike; a sentence opening with a
+pronoun ("It includes ...") enters the document summary only after the sentence before it.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from synopsis.summarizers.sections import (
     DocumentSummary,
     Source,
     SummarySentence,
+    Window,
     section_sources,
     summarize_by_section,
 )
@@ -66,6 +72,9 @@ OPENING_WEIGHT = 0.35
 CONTENT_WEIGHT = 0.5
 #: With an instruction, the share of a sentence's score that relevance to it gives (the rest: centrality).
 INSTRUCTION_WEIGHT = 0.75
+
+#: The longest lead-in with its list that is one candidate (:func:`lead_in_units`), in words.
+MAX_UNIT_WORDS = 80
 
 #: Cosine similarity from which a sentence repeats a chosen one (see :func:`mmr`).
 DUPLICATE = 0.95
@@ -293,6 +302,8 @@ class SalientSummarizer(_Selecting):
         self._vectors = vectors
         #: the lowercase names a sentence of the document being summarized may start with (its title's words)
         self.names: frozenset[str] = frozenset()
+        #: the document's lead-ins with their lists, by the lead-in's ``(path, sentence)`` (one run's)
+        self.units: dict[tuple[tuple[int, ...], int | None], list[Source]] = {}
 
     @property
     def vectors(self) -> SentenceVectors:
@@ -335,14 +346,22 @@ class SalientSummarizer(_Selecting):
         return sorted(pool[i] for i in mmr(relevance, similarity, self.k, self.trade_off))
 
     def _similarities(
-        self, texts: list[str], instruction: str | None
+        self, texts: list[str], instruction: str | None, headed: Sequence[str] = ()
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """The texts' pairwise similarities and, with an instruction, each text's normalised relevance to it
-        (the texts and the instruction encoded in one call)."""
-        vectors = self.vectors.encode(texts + ([instruction] if instruction else []))
+        (the texts and the instruction encoded in one call). With ``headed`` (each text under its heading,
+        "Termination: However, if you cease all violation ..."), relevance is the mean of the instruction's
+        cosine with the text and with the headed text: a question names the topic a heading names more
+        often than the words of the sentence that answers it (docs/results/default_real_documents.md)."""
+        extra = list(headed) if instruction else []
+        vectors = self.vectors.encode(texts + extra + ([instruction] if instruction else []))
         sentences = vectors[: len(texts)]
-        query = _normalised(sentences @ vectors[-1]) if instruction else None
-        return sentences @ sentences.T, query
+        if not instruction:
+            return sentences @ sentences.T, None
+        relevance = sentences @ vectors[-1]
+        if extra:
+            relevance = (relevance + vectors[len(texts) : len(texts) + len(extra)] @ vectors[-1]) / 2
+        return sentences @ sentences.T, _normalised(relevance)
 
     def select_window(self, document: Document, instruction: str | None = None) -> list[int]:
         # By section a window without prose (a ToC, a code block, backchannels) contributes nothing.
@@ -359,23 +378,46 @@ class SalientSummarizer(_Selecting):
         out = []
         offsets = options.get("offsets")
         for d, (document, instruction) in enumerate(zip(documents, instructions, strict=True)):
-            run = self._for_document(document)
-            (result,) = summarize_by_section(run, [document], [instruction], **_one_document(options, d))
             spans = offsets[d] if offsets is not None else None
+            run = self._for_document(document, spans)
+            (result,) = summarize_by_section(run, [document], [instruction], **_one_document(options, d))
             chosen = run.document_summary(document, instruction, options["max_words"], spans)
             if chosen:
                 result.summary = chosen
             out.append(result)
         return out
 
-    def _for_document(self, document: Document) -> SalientSummarizer:
-        """A copy for one document's run: its title's names, and its sentence vectors remembered (TF-IDF
+    def _for_document(
+        self, document: Document, offsets: Sequence[tuple[int, int] | None] | None = None
+    ) -> SalientSummarizer:
+        """A copy for one document's run: its title's names, its lead-ins with their lists
+        (:func:`lead_in_units`, for the section summaries), and its sentence vectors remembered (TF-IDF
         vectors depend on the texts encoded together, so they are not)."""
         vectors = self.vectors
         remembered = vectors if isinstance(vectors, TfidfVectors) else _Remembered(vectors)
         run = type(self)(self.k, trade_off=self.trade_off, query_weight=self.query_weight, vectors=remembered)
         run.names = title_names(document.title) | self.names
+        own = section_sources(document, offsets).values()
+        sources = [source for paragraphs in own for paragraph in paragraphs for source in paragraph]
+        units = lead_in_units(document, sources, offsets is not None, run.names).values()
+        run.units = {(unit[0].path, unit[0].sentence): unit for unit in units}
         return run
+
+    def summarize_windows(
+        self, windows: Sequence[Window], instructions: Sequence[str | None] | None = None
+    ) -> list[list[SummarySentence]]:
+        """Each section's chosen sentences, a lead-in read and shown with the list it introduces (the
+        document's :func:`lead_in_units`, known to a run of :meth:`_by_section`), each citing its sources."""
+        if not self.units:
+            return super().summarize_windows(windows, instructions)
+        instructions = list(instructions or [None] * len(windows))
+        out = []
+        for window, instruction in zip(windows, instructions, strict=True):
+            units = [self.units.get((s.path, s.sentence), [s]) for s in window.sources]
+            texts = [unit_text(u) if len(u) > 1 else t for u, t in zip(units, window.texts, strict=True)]
+            picked = self.select_window(Document.from_paragraphs([texts]), instruction)
+            out.append([SummarySentence(texts[i], units[i], support(texts[i], units[i])) for i in picked])
+        return out
 
     def document_summary(
         self,
@@ -389,7 +431,8 @@ class SalientSummarizer(_Selecting):
         list they introduce (:func:`lead_in_units`); without an instruction a candidate's score is LexRank
         centrality over the whole document mixed with its place in the opening (:data:`OPENING_WEIGHT`),
         and the defining sentence, where the opening has one, is taken first; with one, relevance to it
-        mixed with centrality (:data:`INSTRUCTION_WEIGHT`). MMR picks within the budget, a sentence opening
+        mixed with centrality (:data:`INSTRUCTION_WEIGHT`), relevance read with each candidate's heading
+        (:meth:`_similarities`). MMR picks within the budget, a sentence opening
         with a pronoun (:data:`ANAPHORIC`) only after the sentence before it; they are returned led by the
         defining sentence, then in document order, each citing itself (a unit: its lead-in and each list
         item). Empty when no sentence qualifies."""
@@ -405,8 +448,9 @@ class SalientSummarizer(_Selecting):
         pool = short if len(short) >= 3 else pool  # a few long turns would spend the whole budget
         if not pool:
             return []
-        texts = [_spoken(" ".join(s.text for s in units[i])) for i in pool]
-        similarity, query = self._similarities(texts, instruction)
+        texts = [_spoken(unit_text(units[i])) for i in pool]
+        headed = [_under_heading(document.sentences[i].section, t) for i, t in zip(pool, texts, strict=True)]
+        similarity, query = self._similarities(texts, instruction, headed)
         # LexRank alone favours short generic sentences ("Doesn't look like it crashed."), close to many
         # others; a sentence's own content words (up to 15) say how much it can tell.
         said = np.array([min(len(set(content_words(t)) - FILLER_WORDS), 15) for t in texts], dtype=float)
@@ -475,6 +519,12 @@ def budgeted_mmr(
         redundancy = np.maximum(redundancy, similarity[best])
 
 
+def _under_heading(section: Any, text: str) -> str:
+    """``text`` under the heading of its section ("Termination: ..."), or alone in the preface."""
+    heading = (section.heading or "").strip().rstrip(".:")
+    return f"{heading}: {text}" if heading and section.parent is not None else text
+
+
 def _antecedents(document: Document, pool: list[int]) -> np.ndarray:
     """For each candidate (``pool``: sentence indices) the position in ``pool`` of the sentence it needs
     before it: the one before it in its paragraph when it opens with a pronoun (:data:`ANAPHORIC`: "It
@@ -500,10 +550,11 @@ def lead_in_units(
     item]}`` for each sentence ending in ":" that closes its paragraph, is followed in its section by list
     items (Markdown or plain-text list blocks, not chosen on their own where the section has prose), and
     would stand alone as a sentence (:func:`stands_alone`, its colon read as a full stop), the unit
-    informative (:func:`is_informative`). Each item cites its own text; with ``spans`` (the input is one text
-    or Markdown file) its characters in the input too. ``sentence`` is ``None`` for an item: it is not one
-    of its section's own sentences (:attr:`Document.sentences`). What a lead-in introduces that is not a
-    list (code, a table) is never carried, so such a lead-in stays out."""
+    informative (:func:`is_informative`) and at most :data:`MAX_UNIT_WORDS` long. Each item cites its own
+    text; with ``spans`` (the input is one text or Markdown file) its characters in the input too.
+    ``sentence`` is ``None`` for an item: it is not one of its section's own sentences
+    (:attr:`Document.sentences`). What a lead-in introduces that is not a list (code, a table) is never
+    carried, so such a lead-in stays out."""
     out: dict[int, list[Source]] = {}
     sentences = document.sentences
     for i, sentence in enumerate(sentences):
@@ -516,7 +567,7 @@ def lead_in_units(
             continue  # not the end of its paragraph: what follows is not what it introduces
         items = _list_after(sentence.section, sentence.paragraph, sources[i].path, spans)
         unit = [sources[i], *items]
-        if items and is_informative(unit_text(unit)):
+        if items and is_informative(unit_text(unit)) and len(unit_text(unit).split()) <= MAX_UNIT_WORDS:
             out[i] = unit
     return out
 
