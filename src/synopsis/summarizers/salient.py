@@ -73,6 +73,8 @@ CONTENT_WEIGHT = 0.5
 #: With an instruction, the share of a sentence's score that relevance to it gives (the rest: centrality).
 INSTRUCTION_WEIGHT = 0.75
 
+#: A heading speaks for each sentence of a section of up to this many (:func:`_heading_weights`).
+HEADING_SPAN = 20
 #: The longest lead-in with its list that is one candidate (:func:`lead_in_units`), in words.
 MAX_UNIT_WORDS = 80
 
@@ -346,13 +348,18 @@ class SalientSummarizer(_Selecting):
         return sorted(pool[i] for i in mmr(relevance, similarity, self.k, self.trade_off))
 
     def _similarities(
-        self, texts: list[str], instruction: str | None, headed: Sequence[str] = ()
+        self,
+        texts: list[str],
+        instruction: str | None,
+        headed: Sequence[str] = (),
+        heading_weight: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """The texts' pairwise similarities and, with an instruction, each text's normalised relevance to it
         (the texts and the instruction encoded in one call). With ``headed`` (each text under its heading,
-        "Termination: However, if you cease all violation ..."), relevance is the mean of the instruction's
-        cosine with the text and with the headed text: a question names the topic a heading names more
-        often than the words of the sentence that answers it (docs/results/default_real_documents.md)."""
+        "Termination: However, if you cease all violation ..."), relevance mixes the instruction's cosine
+        with the text and, by ``heading_weight`` (per text), with the headed text: a question names the topic
+        a heading names more often than the words of the sentence that answers it
+        (docs/results/default_real_documents.md)."""
         extra = list(headed) if instruction else []
         vectors = self.vectors.encode(texts + extra + ([instruction] if instruction else []))
         sentences = vectors[: len(texts)]
@@ -360,7 +367,9 @@ class SalientSummarizer(_Selecting):
             return sentences @ sentences.T, None
         relevance = sentences @ vectors[-1]
         if extra:
-            relevance = (relevance + vectors[len(texts) : len(texts) + len(extra)] @ vectors[-1]) / 2
+            weight = np.full(len(texts), 0.5) if heading_weight is None else heading_weight
+            under = vectors[len(texts) : len(texts) + len(extra)] @ vectors[-1]
+            relevance = (1 - weight) * relevance + weight * under
         return sentences @ sentences.T, _normalised(relevance)
 
     def select_window(self, document: Document, instruction: str | None = None) -> list[int]:
@@ -450,7 +459,7 @@ class SalientSummarizer(_Selecting):
             return []
         texts = [_spoken(unit_text(units[i])) for i in pool]
         headed = [_under_heading(document.sentences[i].section, t) for i, t in zip(pool, texts, strict=True)]
-        similarity, query = self._similarities(texts, instruction, headed)
+        similarity, query = self._similarities(texts, instruction, headed, _heading_weights(document, pool))
         # LexRank alone favours short generic sentences ("Doesn't look like it crashed."), close to many
         # others; a sentence's own content words (up to 15) say how much it can tell.
         said = np.array([min(len(set(content_words(t)) - FILLER_WORDS), 15) for t in texts], dtype=float)
@@ -523,6 +532,17 @@ def _under_heading(section: Any, text: str) -> str:
     """``text`` under the heading of its section ("Termination: ..."), or alone in the preface."""
     heading = (section.heading or "").strip().rstrip(".:")
     return f"{heading}: {text}" if heading and section.parent is not None else text
+
+
+def _heading_weights(document: Document, pool: list[int]) -> np.ndarray:
+    """How much each candidate's heading says of it (:meth:`SalientSummarizer._similarities`): half its
+    relevance in a section of up to :data:`HEADING_SPAN` sentences, less in longer ones (a meeting's topic
+    heads hundreds of turns, most of them about something else), none in the preface."""
+    sizes = Counter(s.section.index for s in document.sentences)
+    sections = [document.sentences[i].section for i in pool]
+    return np.array(
+        [0.0 if s.parent is None else 0.5 * min(1.0, HEADING_SPAN / sizes[s.index]) for s in sections]
+    )
 
 
 def _antecedents(document: Document, pool: list[int]) -> np.ndarray:
