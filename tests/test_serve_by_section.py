@@ -334,15 +334,6 @@ def test_page_by_section_outline_and_source_highlights(page: Any) -> None:
     expect(highlight).to_have_text("Heavy rain fell for a week.")
 
 
-# The browser fixtures (a real uvicorn server and Debian's Chromium); the module skips where they are absent.
-try:
-    from test_serve_browser import browser, page, server_url  # noqa: F401
-except pytest.skip.Exception:  # pragma: no cover - no Chromium or Playwright here
-    test_page_by_section_outline_and_source_highlights = pytest.mark.skip(reason="no Chromium/Playwright")(
-        test_page_by_section_outline_and_source_highlights
-    )
-
-
 def test_stream_sends_each_extractive_section_before_the_next_is_chosen() -> None:
     """Issue 48: salient (the default's method out of its domain) chooses one section at a time, and the
     stream sends each section as soon as it is chosen: the second section's sentences are not even encoded
