@@ -448,7 +448,8 @@ class SalientSummarizer(_Selecting):
         own = section_sources(document, offsets).values()
         sources = [source for paragraphs in own for paragraph in paragraphs for source in paragraph]
         units = {i: [sources[i]] for i in self.candidates(document)}
-        units.update(lead_in_units(document, sources, offsets is not None, self.names))
+        names = self.names | title_names(document.title)
+        units.update(lead_in_units(document, sources, offsets is not None, names))
         # an answer may take half the budget; a central point a third
         longest = max(25, max_words // 2 if instruction else max_words // 3)
         words = {i: sum(len(s.text.split()) for s in unit) for i, unit in units.items()}  # as printed
