@@ -323,6 +323,8 @@ def test_page_by_section_outline_and_source_highlights(page: Any) -> None:
     page.get_by_test_id("by-section").check()
     page.get_by_test_id("submit").click()
     expect(page.get_by_test_id("section-summary")).to_have_count(3)
+    # the document summary is headed by what the document is called (its title, not a summary sentence)
+    expect(page.get_by_text("Document summary: Flood report")).to_have_count(1)
     sentence = page.get_by_test_id("summary-sentence").filter(has_text="Two roads were washed away.").first
     sentence.click()
     highlight = page.get_by_test_id("source-highlight")
