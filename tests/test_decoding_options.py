@@ -111,7 +111,7 @@ def test_pointer_generator_with_options_shares_weights_and_keeps_its_own() -> No
     with pytest.raises(ConfigError, match="does not take option 'k'"):
         summarizer.with_options(k=2)
     info = summarizer.describe()
-    assert (info.method, info.options, info.instructions, info.extractive) == (
+    assert (info.method, info.options, info.takes_instructions, info.extractive) == (
         "pointer-generator",
         tuple(DECODING_OPTIONS),
         False,
@@ -131,7 +131,7 @@ def test_extractive_summarizers_describe_themselves() -> None:
     with pytest.raises(ConfigError, match="does not take option 'num_beams'"):
         load_summarizer("lead-2").with_options(num_beams=2)
     oracle = OracleSummarizer().describe()
-    assert oracle.references and not oracle.by_section and oracle.extractive
+    assert oracle.needs_references and not oracle.by_section and oracle.extractive
 
 
 def test_centrality_with_options_shares_its_encoder() -> None:
@@ -145,7 +145,7 @@ def test_centrality_with_options_shares_its_encoder() -> None:
     assert one.k == 1 and one.encoder is encoder and summarizer.k == 3
     assert len(one.summarize([Document.from_text(TEXT)])[0].split("\n")) == 1
     info = one.describe()
-    assert info.options == ("k",) and info.instructions and "1 most central" in info.description
+    assert info.options == ("k",) and info.takes_instructions and "1 most central" in info.description
 
 
 def test_the_service_describes_a_model_by_asking_it() -> None:

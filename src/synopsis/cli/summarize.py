@@ -296,7 +296,7 @@ def _prepare(shard: Shard, run: RunSpec, spec: ModelSpec, wanted: Wanted) -> Job
 
     summarizer = spec.load()  # on spec.device: with one line saying where the model runs
     info = summarizer.describe()
-    if run.instructions and not info.instructions:
+    if run.instructions and not info.takes_instructions:
         log.warning("--instruction is ignored: %s does not take instructions", type(summarizer).__name__)
     items = files if files is not None else _corpus_items(run, info)
     # A corpus by document unless asked: the papers' evaluations read what the model reads of each.
@@ -346,7 +346,7 @@ def _corpus_items(run: RunSpec, info: Any) -> list[RequestItem]:
     path = run.inputs[0]
     name = detect_corpus(path) if run.corpus == "auto" else str(run.corpus)
     # Generic JSONL/CSV need no reference column to be summarized (only the oracle reads references).
-    options = {"summary_column": None} if name in ("jsonl", "csv", "hf") and not info.references else {}
+    options = {"summary_column": None} if name in ("jsonl", "csv", "hf") and not info.needs_references else {}
     options.update(run.columns)
     reader = read_corpus(
         name, path, split=run.split, skip_bad_lines=run.skip_bad_lines, stats=stats, **options

@@ -84,7 +84,7 @@ class ModelEntry:
 
     @property
     def instructions(self) -> bool:
-        return self.info.instructions
+        return self.info.takes_instructions
 
     @property
     def options(self) -> tuple[str, ...]:
@@ -279,7 +279,7 @@ def describe(
     if not isinstance(summarizer, Summarizer):
         raise ConfigError(f"model '{name}': cannot serve a {type(summarizer).__name__} (not a Summarizer)")
     entry = ModelEntry(name, summarizer, description, source, loader, config)
-    if entry.info.references:
+    if entry.info.needs_references:
         raise ConfigError(f"model '{name}': cannot serve {entry.method}: it needs reference summaries")
     summarizer.prepare()  # load what is lazy (an embedding model) now, not in a request
     return entry

@@ -71,7 +71,7 @@ class SummarizeService:
         return {"pool": self.pool.stats()["waiting"], "batch": sum(len(b) for b in self.batchers.values())}
 
     def _caches(self) -> list[tuple[str, Any]]:
-        found = [(entry.name, getattr(entry.summarizer, "cache", None)) for entry in self.registry]
+        found = [(entry.name, entry.summarizer.cache) for entry in self.registry]
         return [(name, cache) for name, cache in found if cache is not None]
 
     def _running(self) -> dict[str, int]:
