@@ -24,8 +24,8 @@ instruction the sentences most relevant to it (each read under its heading as we
 the topic a heading names), within the word budget; its heading is what the document is called
 (:func:`~synopsis.summarizers.sections.summary_title`). Every candidate *stands alone* (:func:`stands_alone`):
 it starts as a sentence, does not run on from the sentence before ("Which ...", "Plus ...") or into the next
-block ("..."), and a lead-in ending in ":" is a candidate only together with the list it introduces
-(:func:`lead_in_units`), in the document summary and the section summaries alike; a sentence opening with a
+block ("..."), and a lead-in ending in ":" is a candidate only together with the list or the short command
+it introduces (:func:`lead_in_units`), in the document summary and the section summaries alike; a sentence opening with a
 pronoun ("It includes ...") enters the document summary only after the sentence before it.
 """
 
@@ -44,7 +44,7 @@ from synopsis.document import Document
 from synopsis.errors import SynopsisError
 from synopsis.summarizers.base import SummarizerInfo
 from synopsis.summarizers.citing import support
-from synopsis.summarizers.extractive import SentenceEncoder, _Selecting
+from synopsis.summarizers.extractive import SentenceEncoder, _join, _Selecting
 from synopsis.summarizers.sections import (
     DocumentSummary,
     Source,
@@ -77,6 +77,10 @@ INSTRUCTION_WEIGHT = 0.75
 HEADING_SPAN = 20
 #: The longest lead-in with its list that is one candidate (:func:`lead_in_units`), in words.
 MAX_UNIT_WORDS = 80
+#: A code block a lead-in brings is a command, not a program: at most this many non-empty lines ...
+MAX_CODE_LINES = 2
+#: ... of at most this many characters each (:func:`lead_in_units`).
+MAX_CODE_LINE_CHARS = 100
 
 #: Cosine similarity from which a sentence repeats a chosen one (see :func:`mmr`).
 DUPLICATE = 0.95
@@ -323,12 +327,14 @@ class SalientSummarizer(_Selecting):
 
     def candidates(self, document: Document) -> list[int]:
         """Indices of the document's informative sentences that stand alone (:func:`is_informative`,
-        :func:`stands_alone`)."""
+        :func:`stands_alone`), and of the lead-ins with a command (:func:`lead_in_units`, vetted there: a
+        command has no final punctuation)."""
         names = self.names | title_names(document.title)
+        commands = {unit_text(u) for u in self.units.values() if isinstance(u[-1], CodeSource)}
         return [
             i
             for i, s in enumerate(document.sentences)
-            if is_informative(s.text) and stands_alone(s.text, names)
+            if s.text in commands or (is_informative(s.text) and stands_alone(s.text, names))
         ]
 
     def select(self, document: Document, instruction: str | None = None, fallback: bool = True) -> list[int]:
@@ -376,6 +382,18 @@ class SalientSummarizer(_Selecting):
         # By section a window without prose (a ToC, a code block, backchannels) contributes nothing.
         return self.select(document, instruction, fallback=False)
 
+    def _summarize_batch(
+        self, documents: list[Document], instructions: list[str | None], references: Any
+    ) -> list[str]:
+        """By document: :meth:`select` over the document's sentences, each lead-in read and shown with the
+        list or command it introduces (:func:`lead_in_units`), as by section."""
+        out = []
+        for document, instruction in zip(documents, instructions, strict=True):
+            run = self._for_document(document)
+            texts = [unit_text(run.units.get((s.path, s.sentence), [s])) for s in all_sources(document)]
+            out.append(_join([texts[i] for i in run.select(Document.from_paragraphs([texts]), instruction)]))
+        return out
+
     # ------------------------------------------------------------------ by section
     def _by_section(
         self, documents: Sequence[Document], instructions: list[str | None], options: dict[str, Any]
@@ -406,8 +424,7 @@ class SalientSummarizer(_Selecting):
         remembered = vectors if isinstance(vectors, TfidfVectors) else _Remembered(vectors)
         run = type(self)(self.k, trade_off=self.trade_off, query_weight=self.query_weight, vectors=remembered)
         run.names = title_names(document.title) | self.names
-        own = section_sources(document, offsets).values()
-        sources = [source for paragraphs in own for paragraph in paragraphs for source in paragraph]
+        sources = all_sources(document, offsets)
         units = lead_in_units(document, sources, offsets is not None, run.names).values()
         run.units = {(unit[0].path, unit[0].sentence): unit for unit in units}
         return run
@@ -445,8 +462,7 @@ class SalientSummarizer(_Selecting):
         with a pronoun (:data:`ANAPHORIC`) only after the sentence before it; they are returned led by the
         defining sentence, then in document order, each citing itself (a unit: its lead-in and each list
         item). Empty when no sentence qualifies."""
-        own = section_sources(document, offsets).values()
-        sources = [source for paragraphs in own for paragraph in paragraphs for source in paragraph]
+        sources = all_sources(document, offsets)
         units = {i: [sources[i]] for i in self.candidates(document)}
         names = self.names | title_names(document.title)
         units.update(lead_in_units(document, sources, offsets is not None, names))
@@ -529,6 +545,12 @@ def budgeted_mmr(
         redundancy = np.maximum(redundancy, similarity[best])
 
 
+def all_sources(document: Document, offsets: Sequence[tuple[int, int] | None] | None = None) -> list[Source]:
+    """One :class:`Source` per sentence of :attr:`Document.sentences`, in the same order."""
+    own = section_sources(document, offsets).values()
+    return [source for paragraphs in own for paragraph in paragraphs for source in paragraph]
+
+
 def _under_heading(section: Any, text: str) -> str:
     """``text`` under the heading of its section ("Termination: ..."), or alone in the preface."""
     heading = (section.heading or "").strip().rstrip(".:")
@@ -571,11 +593,14 @@ def lead_in_units(
     item]}`` for each sentence ending in ":" that closes its paragraph, is followed in its section by list
     items (Markdown or plain-text list blocks, not chosen on their own where the section has prose), and
     would stand alone as a sentence (:func:`stands_alone`, its colon read as a full stop), the unit
-    informative (:func:`is_informative`) and at most :data:`MAX_UNIT_WORDS` long. Each item cites its own
-    text; with ``spans`` (the input is one text or Markdown file) its characters in the input too.
-    ``sentence`` is ``None`` for an item: it is not one of its section's own sentences
-    (:attr:`Document.sentences`). What a lead-in introduces that is not a list (code, a table) is never
-    carried, so such a lead-in stays out."""
+    informative (:func:`is_informative`) and at most :data:`MAX_UNIT_WORDS` long; or ``[its Source, a
+    CodeSource]`` when it is followed by a short code block (a command: :func:`_code_after`, "Install it
+    with pip:" + ``pip install x``), lead-in and command informative read as one sentence, so that "How do I
+    install it?" can find the command. Each item cites its own text, the code its block; with ``spans`` (the
+    input is one text or Markdown file) their characters in the input too. ``sentence`` is ``None`` for an
+    item or code: it is not one of its section's own sentences (:attr:`Document.sentences`). What a lead-in
+    introduces that is neither (a longer code block, a table) is never carried, so such a lead-in stays
+    out; no sentence is ever chosen from code."""
     out: dict[int, list[Source]] = {}
     sentences = document.sentences
     for i, sentence in enumerate(sentences):
@@ -590,7 +615,38 @@ def lead_in_units(
         unit = [sources[i], *items]
         if items and is_informative(unit_text(unit)) and len(unit_text(unit).split()) <= MAX_UNIT_WORDS:
             out[i] = unit
+        code = _code_after(sentence.section, sentence.paragraph, sources[i].path, spans)
+        # read as one sentence ("Install it with pip: pip install x."), the command's words counted
+        if code is not None and is_informative(f"{text[:-1]} {' '.join(code.text.split())}."):
+            out[i] = [sources[i], code]
     return out
+
+
+class CodeSource(Source):
+    """A short code block that a lead-in brings (:func:`lead_in_units`): ``text`` is the code verbatim,
+    ``start``/``end`` the whole block's characters (fences included); a summary shows it as inline code
+    (:func:`unit_text`)."""
+
+
+def _code_after(section: Any, paragraph: int, path: tuple[int, ...], spans: bool) -> CodeSource | None:
+    """The code block right after paragraph ``paragraph`` of ``section`` when it is short, a command and not
+    a program: at most :data:`MAX_CODE_LINES` non-empty lines of at most :data:`MAX_CODE_LINE_CHARS`
+    characters each; else ``None``."""
+    blocks = section.paragraphs[paragraph + 1 : paragraph + 2]
+    if not blocks or getattr(blocks[0], "kind", "prose") != "code" or len(blocks[0]) != 1:
+        return None
+    lines = [line.strip() for line in blocks[0][0].splitlines() if line.strip()]
+    if not 0 < len(lines) <= MAX_CODE_LINES or max(len(line) for line in lines) > MAX_CODE_LINE_CHARS:
+        return None
+    known = getattr(blocks[0], "spans", None) if spans else None
+    span = known[0] if known and known[0] is not None else (None, None)
+    return CodeSource(path, None, "\n".join(lines), *span)
+
+
+def inline_code(code: str) -> str:
+    """A short code block as Markdown inline code, one span per line parted by "; " (a backtick inside a
+    line is fenced by two, CommonMark 6.1), so that text, Markdown and JSON show it alike."""
+    return "; ".join(f"`` {line} ``" if "`" in line else f"`{line}`" for line in code.splitlines())
 
 
 def _list_after(section: Any, paragraph: int, path: tuple[int, ...], spans: bool) -> list[Source]:
@@ -608,12 +664,13 @@ def _list_after(section: Any, paragraph: int, path: tuple[int, ...], spans: bool
 
 def unit_text(unit: Sequence[Source]) -> str:
     """A candidate's text as a summary shows it: a sentence; or a lead-in and its list items on one line,
-    an item without final punctuation followed by "; " (as the list's line breaks would part them)."""
+    an item without final punctuation followed by "; " (as the list's line breaks would part them); or a
+    lead-in and its command as inline code (:func:`inline_code`)."""
     parts = [unit[0].text]
     for source in unit[1:]:
         if not _FINAL_PUNCTUATION.search(parts[-1]) and not parts[-1].endswith(":"):
             parts[-1] += ";"
-        parts.append(source.text)
+        parts.append(inline_code(source.text) if isinstance(source, CodeSource) else source.text)
     return " ".join(parts)
 
 
