@@ -21,8 +21,11 @@ from synopsis.summarizers.runner import read_source
 from synopsis.summarizers.salient import (
     SalientSummarizer,
     TfidfVectors,
+    all_sources,
     budgeted_mmr,
+    inline_code,
     is_informative,
+    lead_in_units,
     lexrank,
     mmr,
     stands_alone,
@@ -527,3 +530,72 @@ def test_a_heading_over_nothing_shown_is_not_printed() -> None:
     tree = result.to_dict()["sections"]
     assert [(s["heading"], s["skipped"]) for s in tree] == [("Release Information", True), ("Usage", False)]
     assert tree[0]["sections"][0]["skipped"]
+
+
+# ---------------------------------------------------------------------- issue 48b: a lead-in with its command
+WIDGET = """# Widget
+
+Widget is a small library for drawing widgets on a terminal screen.
+
+## Installation
+
+Install the released version with pip:
+
+```console
+$ pip install widget
+```
+
+Build it from a checkout with the following commands:
+
+```console
+$ git clone https://example.org/widget.git
+$ cd widget
+$ make install
+```
+
+## Usage
+
+Widget draws boxes, lines and gauges with a few calls. Each widget redraws itself when its data changes.
+"""
+
+
+def test_a_lead_in_comes_with_its_short_command_and_install_questions_find_it(
+    salient: SalientSummarizer, tmp_path: Path
+) -> None:
+    path = tmp_path / "README.md"
+    path.write_text(WIDGET, encoding="utf-8")
+    parsed = read_source(path)
+    asked = "How do I install it?"
+    unit = "Install the released version with pip: `$ pip install widget`"
+    # by document (a short README's default) and in the document summary by section
+    (plain, answered) = salient.summarize([parsed.document] * 2, [None, asked])
+    assert unit in answered.splitlines() and unit not in plain.splitlines()
+    (result,) = salient.summarize_by_section(
+        [parsed.document], [asked], max_words=40, offsets=[parsed.offsets]
+    )
+    (chosen,) = [s for s in result.summary if s.text == unit]
+    lead_in, code = chosen.sources
+    assert (lead_in.sentence, code.sentence) == (0, None)  # the code is not one of the section's sentences
+    assert WIDGET[lead_in.start : lead_in.end] == "Install the released version with pip:"
+    assert WIDGET[code.start : code.end] == "```console\n$ pip install widget\n```"  # the whole block
+    # a longer block (a program, three lines) is never carried, and no sentence is chosen from code
+    shown = [s.text for node in result.walk() for s in node.summary] + [s.text for s in result.summary]
+    assert not any("Build it from" in t or "make install" in t for t in shown)
+
+
+def test_only_a_short_code_block_is_a_command() -> None:
+    assert inline_code("pip install widget\nwidget init") == "`pip install widget`; `widget init`"
+    assert inline_code("echo `date`") == "`` echo `date` ``"  # CommonMark: a backtick inside is fenced by two
+    document = Document(
+        Section(paragraphs=[
+            ["Widget draws boxes, lines and gauges on a terminal screen."],
+            ["Install the released version with pip:"],
+            Paragraph(["pip install widget --upgrade-strategy eager " + "x" * 40], "code"),
+        ])
+    )  # fmt: skip
+    units = lead_in_units(document, all_sources(document), spans=False)
+    lead_in = "Install the released version with pip:"
+    assert [s.text for s in units[1]] == [lead_in, document.root.paragraphs[2][0]]
+    document.root.paragraphs[2] = Paragraph(["pip install widget " + "x" * 100], "code")  # a line over 100
+    document.reindex()
+    assert lead_in_units(document, all_sources(document), spans=False) == {}

@@ -25,8 +25,9 @@ the topic a heading names), within the word budget; its heading is what the docu
 (:func:`~synopsis.summarizers.sections.summary_title`). Every candidate *stands alone* (:func:`stands_alone`):
 it starts as a sentence, does not run on from the sentence before ("Which ...", "Plus ...") or into the next
 block ("..."), and a lead-in ending in ":" is a candidate only together with the list or the short command
-it introduces (:func:`lead_in_units`), in the document summary and the section summaries alike; a sentence opening with a
-pronoun ("It includes ...") enters the document summary only after the sentence before it.
+it introduces (:func:`lead_in_units`), in the document summary and the section summaries alike (and by
+document); a sentence opening with a pronoun ("It includes ...") enters the document summary only after the
+sentence before it.
 """
 
 from __future__ import annotations
