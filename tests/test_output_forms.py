@@ -152,3 +152,18 @@ def test_runner_keeps_the_items_order_when_by_is_mixed(monkeypatch: pytest.Monke
     assert [s.id for s in done] == heard == ["s", "l", "o"]
     assert [s.by for s in done] == ["document", "section", "document"]
     assert calls[0] == 2  # the two short documents in one call, before the long one's windows
+
+
+def test_by_document_a_titled_summary_is_headed_as_by_section(
+    capsys: pytest.CaptureFixture[str], documents: list[Path]
+) -> None:
+    long, short = documents
+    args = ["summarize", long, "--method", "lead-1", "--by", "document"]
+    for form, heading in (("text", '== summary of "Floods"'), ("markdown", '**Summary of "Floods"**')):
+        code, out, err = run_cli(capsys, *args, "--output-format", form)
+        assert code == 0, err
+        assert out.splitlines() == [heading, "The river rose in the night."]
+    (record,) = _records(capsys, *args[1:])
+    assert (record["title"], record["prediction"]) == ("Floods", "The river rose in the night.")
+    # an untitled document's summary is printed alone, as it always was
+    assert run_cli(capsys, "summarize", short, "--method", "lead-1")[1] == "Budget approved today.\n"

@@ -45,6 +45,7 @@ def test_paste_submit_and_see_the_summary_and_outline(page: Any) -> None:
     expect(summary).to_have_text(
         "Heavy rain fell for a week.\nThe river rose fast.\nThree bridges were closed on Monday."
     )
+    expect(page.get_by_test_id("summary-title")).to_have_text('Summary of "Flood report"')  # as the CLI
     expect(page.get_by_test_id("error")).to_be_hidden()
     outline = page.locator("#outline")
     expect(outline).to_contain_text("Read as markdown: 2 sections, 5 sentences")

@@ -285,7 +285,7 @@ class BlockWriter(RecordWriter):
             self.sink.append(document_summary_lines(done.result, self.markdown))
             return
         prediction = as_outline(done.prediction, label) if self.outline else done.prediction
-        self.sink.append([prediction + "\n"])
+        self.sink.append([*title_lines(done.result, self.markdown), prediction + "\n"])
 
 
 def record_writer(form: str, sink: Any, labelled: bool, corpus: bool, outline: bool = False) -> RecordWriter:
@@ -316,10 +316,19 @@ def document_summary_lines(result: Any, markdown: bool) -> list[str]:
     one of its sentences) and its word count (its note goes once to stderr, as the library logs it, and into
     the JSON)."""
     words = sum(s.words for s in result.summary)
+    return _summary_heading(result, markdown, f" ({words} words)") + [f"{s.text}\n" for s in result.summary]
+
+
+def title_lines(result: Any, markdown: bool) -> list[str]:
+    """By document: the summary's heading when the document has a ``title`` (as by section, without the
+    word count), else nothing: an untitled document's summary is printed alone, as it always was."""
+    return _summary_heading(result, markdown, "") if getattr(result, "title", None) else []
+
+
+def _summary_heading(result: Any, markdown: bool, count: str) -> list[str]:
     title = getattr(result, "title", None)
     named = f' of "{title}"' if title else ""
-    lines = [f"**Summary{named}** ({words} words)\n" if markdown else f"== summary{named} ({words} words)\n"]
-    return lines + [f"{sentence.text}\n" for sentence in result.summary]
+    return [f"**Summary{named}**{count}\n" if markdown else f"== summary{named}{count}\n"]
 
 
 def as_outline(prediction: str, doc_id: str) -> str:

@@ -43,6 +43,7 @@ from synopsis.summarizers.sections import (
     SummarySentence,
     Window,
     longer_than_input,
+    summary_title,
     section_sources,
 )
 
@@ -205,10 +206,12 @@ class SummarizeRequest:
 def cited_summary(parsed: ParsedDocument, prediction: str, note: str | None = None) -> DocumentSummary:
     """A summary of the whole document as a :class:`DocumentSummary` without sections: each line of
     ``prediction`` cites the document's sentences by alignment (an extractive summary's cite themselves);
-    ``note``: the summarizer's line for the reader (:meth:`~synopsis.summarizers.base.Summarizer.notes`)."""
+    ``note``: the summarizer's line for the reader (:meth:`~synopsis.summarizers.base.Summarizer.notes`);
+    ``title``: what the document is called (:func:`summary_title`), as by section."""
     whole, words = parsed.citable
     lines = [line for line in prediction.split("\n") if line.strip()]
-    return DocumentSummary(parsed.document.id, aligned_sentences(lines, whole, words), [], note=note)
+    summary = aligned_sentences(lines, whole, words)
+    return DocumentSummary(parsed.document.id, summary, [], note=note, title=summary_title(parsed.document))
 
 
 def _never() -> bool:

@@ -218,6 +218,13 @@
       text.setAttribute("data-testid", "summary");
       text.textContent = result.summary;
       item.appendChild(head);
+      if (result.title && !result.structured) {  // by document: headed by what the document is called
+        const named = document.createElement("p");
+        named.className = "summary-title";
+        named.setAttribute("data-testid", "summary-title");
+        named.textContent = 'Summary of "' + result.title + '"';  // as the CLI prints it
+        item.appendChild(named);
+      }
       if (result.note) {  // e.g. why the default's summary is extractive: read before the summary
         const note = document.createElement("p");
         note.className = "summary-note";
@@ -386,6 +393,7 @@
             options: opts,
             warnings: [],
             note: event.structured ? event.structured.note : null,
+            title: event.structured ? event.structured.title : null,
             // by document the same schema has no sections: the outline of section summaries is by section only
             structured: event.by === "section" ? event.structured : null,
           };
@@ -459,6 +467,7 @@
         instruction: r.instruction,
         summary: r.summary,
         note: r.note,
+        title: r.title,
         structured: r.structured,
         options: r.options,
         timing_ms: { summary: r.summary_ms, request: r.total_ms },
