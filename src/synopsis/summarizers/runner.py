@@ -43,8 +43,8 @@ from synopsis.summarizers.sections import (
     SummarySentence,
     Window,
     longer_than_input,
-    summary_title,
     section_sources,
+    summary_title,
 )
 
 #: What ``by`` may be, everywhere; ``auto`` (the default of the CLI and the service): by section when the
