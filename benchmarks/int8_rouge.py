@@ -65,6 +65,8 @@ def summaries(
     from synopsis.summarizers import load_summarizer
 
     options: dict[str, Any] = {"num_beams": args.beams, "max_length": args.max_length}
+    if args.no_repeat_ngram_size:
+        options["no_repeat_ngram_size"] = args.no_repeat_ngram_size
     if backend != "generate":
         options.update(backend="ctranslate2", compute_type=backend)
     summarizer = load_summarizer(model=model, threads=args.threads, **options)
@@ -108,6 +110,7 @@ def main() -> None:
     parser.add_argument("--documents", type=int, default=618, help="SciTLDR dev papers (618: all)")
     parser.add_argument("--beams", type=int, default=4)
     parser.add_argument("--max-length", type=int, default=48)
+    parser.add_argument("--no-repeat-ngram-size", type=int, default=None, help="default: the model's")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--threads", type=int, default=None, help="default: the library's")
     parser.add_argument("--json", type=Path, default=None)
