@@ -149,9 +149,8 @@ def train_steps(
             from synopsis.models.seq2seq import enable_gradient_checkpointing
 
             enable_gradient_checkpointing(model)
-        dist = Distributed.single()
-        dist.device = device
-        dist.set_precision(precision)
+        dist = Distributed.single(device)
+        dist.precision.set(precision)
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
         seconds, values = [], []
         for step in range(steps):
@@ -162,7 +161,7 @@ def train_steps(
                 model, [(None, False)], count=lambda _: 1, loss=lambda _: compute_loss(), step=step
             )
             dist.clip_grad_norm_(model.parameters(), 1.0, optimizer)
-            dist.step(optimizer)
+            dist.precision.step(optimizer)
             _sync(device)
             seconds.append(time.perf_counter() - started)
             values.append(result.mean)

@@ -1,4 +1,5 @@
-"""Shared test fixtures: offline hub settings, one torch thread, and the shared real data."""
+"""Shared test fixtures: offline hub settings, one torch thread, the shared real data, and the browser
+tests' server, Chromium and page (tests/helpers/browser.py, imported only by a test that asks for them)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers.data import missing_shared_data
@@ -46,3 +48,39 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         missing_shared_data(f"shared data not found at {SHARED_DATA} (set SYNOPSIS_SHARED_DATA)")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="module")
+def server_url() -> Iterator[str]:
+    """A real server with lead-3 and an instruction-echoing fake (skips without Chromium/Playwright)."""
+    from helpers.browser import echo_server
+
+    with echo_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def default_server_url() -> Iterator[str]:
+    """A real server with the library's default summarizer (skips without Chromium/Playwright)."""
+    from helpers.browser import default_server
+
+    with default_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Debian's headless Chromium (skips where it or Playwright is absent)."""
+    from helpers.browser import chromium
+
+    with chromium() as launched:
+        yield launched
+
+
+@pytest.fixture()
+def page(browser: Any, server_url: str) -> Iterator[Any]:
+    """A fresh page on the echo server, its model list loaded."""
+    from helpers.browser import echo_page
+
+    with echo_page(browser, server_url) as opened:
+        yield opened

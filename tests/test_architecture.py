@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,50 @@ def test_the_architecture_page_names_modules_that_exist() -> None:
         and not any((PACKAGE / package / name).exists() for package in ("models",))
     ]
     assert named and not missing, f"docs/architecture.md names {missing}, which do not exist"
+
+
+def _module_imports(tree: ast.AST, modules: Iterable[str]) -> set[str]:
+    """The synopsis modules a module imports when it is loaded or type-checked: its top-level imports and
+    those under ``if TYPE_CHECKING:`` (or any other block), not those inside functions (lazy ones).
+    ``from package import name``: the submodule ``package.name`` when there is one, else the package."""
+    names = set()
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("synopsis."):
+            names |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                      for a in node.names}  # fmt: skip
+        elif isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names if alias.name.startswith("synopsis.")}
+        else:
+            names |= _module_imports(node, modules)
+    return names
+
+
+def test_no_import_cycle_even_under_type_checking() -> None:
+    """A cycle under ``TYPE_CHECKING`` runs nowhere but says that two modules each need the other: one
+    of them owns what the other imports (issue 49: ``copy_attention`` and ``pointer_generator``)."""
+    modules = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = ("synopsis", *path.relative_to(PACKAGE).with_suffix("").parts)
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {}
+    for name, path in modules.items():
+        imported = _module_imports(ast.parse(path.read_text(encoding="utf-8")), modules)
+        graph[name] = {i for i in imported if i in modules and i != name}
+    done: set[str] = set()
+
+    def cycle_from(name: str, trail: list[str]) -> list[str] | None:
+        if name in trail:
+            return [*trail[trail.index(name) :], name]
+        if name in done:
+            return None
+        for imported in sorted(graph[name]):
+            found = cycle_from(imported, [*trail, name])
+            if found:
+                return found
+        done.add(name)
+        return None
+
+    cycles = [c for name in sorted(graph) if (c := cycle_from(name, []))]
+    assert not cycles, " -> ".join(cycles[0])

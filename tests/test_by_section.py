@@ -146,7 +146,8 @@ def test_every_section_with_text_gets_a_summary_citing_only_its_subtree(
             assert sentence.support == 1.0
     assert sum(s.words for s in result.summary) <= 20
     data = json.loads(json.dumps(result.to_dict()))
-    assert set(data) == {"id", "note", "prediction", "summary", "preface", "sections"}
+    assert set(data) == {"id", "title", "note", "prediction", "summary", "preface", "sections"}
+    assert data["title"] == "Long"  # the document summary's heading: what the document is called
     assert data["prediction"] == "\n".join(s["text"] for s in data["summary"])
     for item in data["summary"]:
         for source in item["sources"]:
@@ -278,7 +279,7 @@ def test_cli_by_section_json_and_outline(tmp_path: Path, capsys: pytest.CaptureF
     lines = out.splitlines()
     assert "# Introduction" in lines and "## Windows" in lines and "## Sources" in lines
     assert lines.index("# Method") < lines.index("## Windows") < lines.index("## Sources")
-    assert any(line.startswith("== summary (") for line in lines)
+    assert any(line.startswith('== summary of "A Study of Things" (') for line in lines)
 
 
 def test_cli_auto_goes_by_section_for_a_long_document_and_says_so(
@@ -418,7 +419,8 @@ def test_cli_by_document_json_has_the_same_schema(tmp_path: Path, capsys: pytest
     )
     assert code == 0, err
     data = json.loads(out)
-    assert set(data) == {"id", "note", "prediction", "summary", "preface", "sections"}
+    assert set(data) == {"id", "title", "note", "prediction", "summary", "preface", "sections"}
+    assert data["title"] is None  # by document: no heading over the summary
     assert data["sections"] == [] and data["preface"] is None
     first = ["Rivers flooded the valley.", "Three bridges were closed."]
     assert [s["text"] for s in data["summary"]] == first

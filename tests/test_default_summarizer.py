@@ -13,19 +13,22 @@ import pytest
 
 from synopsis.cli import main
 from synopsis.data.pointer_generator import document_words, known_word_rate, known_word_rate_floor
-from synopsis.document import Document, Section
+from synopsis.document import Document, Paragraph, Section
 from synopsis.summarizers import load_summarizer
 from synopsis.summarizers.default import DefaultSummarizer
 from synopsis.summarizers.pointer_generator import PointerGeneratorSummarizer
+from synopsis.summarizers.runner import read_source
 from synopsis.summarizers.salient import (
     SalientSummarizer,
     TfidfVectors,
+    budgeted_mmr,
     is_informative,
     lexrank,
     mmr,
     stands_alone,
     title_names,
 )
+from synopsis.summarizers.sections import summary_title
 
 ROOT = Path(__file__).resolve().parents[1]
 SCITLDR_DEV = ROOT.parent / "shared" / "data" / "scitldr" / "dev.jsonl"
@@ -270,6 +273,10 @@ FRAGMENTS = [
     "So i if two or more people are talking about it.",  # speech that restarts
     "Grad G: So I agree that if someone wants to do speech event transcription, that the mixed signals here",
     "Fast to code.",  # fewer than four words
+    "Which now allows us to use HTTPX directly from the command-line...",  # runs on; joined to the one before
+    "Plus all the standard features of requests...",  # a lead-in into a list, ending in "..."
+    "Sending a request to the server from the terminal…",  # runs on into an image
+    "And so I think it is just easier to do that face to face.",  # joined to what came before
 ]
 
 
@@ -381,3 +388,142 @@ def test_the_defining_sentence_leads_even_after_a_copyright_line(salient: Salien
 )
 def test_speech_that_restarts_does_not_stand_alone(text: str) -> None:
     assert not stands_alone(text)
+
+
+# ---------------------------------------------------------------------- issue 48: review items 1-4
+BUGS = """# Frobnicate
+
+Frobnicate is a command-line tool that converts old spreadsheets into clean CSV files.
+It keeps every formula's value and drops the formatting.
+
+## Usage
+
+Frobnicate reads every sheet of a workbook and writes one CSV file per sheet into the output folder.
+Large workbooks are read in streaming mode so memory use stays flat.
+The output folder is created when it does not exist yet.
+
+## Reporting bugs
+
+A good bug report saves everyone a lot of time and makes a fix much more likely:
+
+* The exact [version](https://example.org/v) of Frobnicate you ran.
+* The command line and its complete error output.
+* A small workbook that shows the problem.
+
+Please search the tracker before you open a new issue.
+"""
+
+
+def _bugs(tmp_path: Path) -> tuple[Any, str]:
+    path = tmp_path / "frobnicate.md"
+    path.write_text(BUGS, encoding="utf-8")
+    return read_source(path), BUGS
+
+
+def test_a_lead_in_comes_with_its_list_and_an_instruction_finds_it(
+    salient: SalientSummarizer, tmp_path: Path
+) -> None:
+    parsed, text = _bugs(tmp_path)
+    asked = "What should a bug report include?"
+    (plain,) = salient.summarize_by_section([parsed.document], max_words=80, offsets=[parsed.offsets])
+    (result,) = salient.summarize_by_section(
+        [parsed.document], [asked], max_words=80, offsets=[parsed.offsets]
+    )
+    (unit,) = [s for s in result.summary if s.text.startswith("A good bug report")]
+    assert not any(s.text.startswith("A good bug report") for s in plain.summary)  # the instruction moved it
+    assert unit.text == (
+        "A good bug report saves everyone a lot of time and makes a fix much more likely: The exact version "
+        "of Frobnicate you ran. The command line and its complete error output. A small workbook that shows "
+        "the problem."
+    )
+    # the lead-in and each item cite their own exact characters; an item is not one of the section's sentences
+    assert [s.sentence is None for s in unit.sources] == [False, True, True, True]
+    for source in unit.sources:
+        assert text[source.start : source.end].replace("[", "").replace("](https://example.org/v)", "") == (
+            source.text
+        )
+    # the section summaries never show a lead-in alone; the section's own summary shows it with its list
+    assert not any(s.text.endswith(":") for node in result.walk() for s in node.summary)
+    (bugs,) = [node for node in result.walk() if node.heading == "Reporting bugs"]
+    assert unit.text in [s.text for s in bugs.summary]
+
+
+class _Keywords:
+    """Sentence vectors that count a few keywords (a last constant dimension keeps every vector nonzero)."""
+
+    name = "keywords"
+    words = ("terminat", "copy", "chart", "warranty")
+
+    def encode(self, texts: Any) -> np.ndarray:
+        rows = np.array([[t.lower().count(w) for w in self.words] + [0.1] for t in texts], dtype=float)
+        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def test_an_instruction_is_read_against_each_sentence_under_its_heading() -> None:
+    document = Document(
+        Section(children=[
+            Section(heading="History", paragraphs=[["The project was started in a small garden shed."]]),
+            Section(heading="Termination", paragraphs=[["Your rights end and you must delete every copy."]]),
+            Section(heading="Warranty", paragraphs=[["The tool comes with no warranty of any kind."]]),
+        ])
+    )  # fmt: skip
+    summarizer = SalientSummarizer(k=1, vectors=_Keywords())
+    # the answer shares no word with the question; its heading does
+    (result,) = summarizer.summarize_by_section([document], ["When is it terminated?"], max_words=10)
+    assert [s.text for s in result.summary] == ["Your rights end and you must delete every copy."]
+
+
+def test_a_sentence_opening_with_a_pronoun_comes_only_after_the_one_before() -> None:
+    similarity = np.eye(3)
+    relevance = np.array([0.1, 1.0, 0.5])
+    words = np.array([10, 10, 10])
+    assert budgeted_mmr(relevance, similarity, words, 20, 0.7, after=np.array([-1, 0, -1])) == [2, 0]
+    assert budgeted_mmr(relevance, similarity, words, 30, 0.7, after=np.array([-1, 0, -1])) == [2, 0, 1]
+    assert budgeted_mmr(relevance, similarity, words, 30, 0.7, after=np.array([-1, -2, -1])) == [2, 0]
+
+
+def test_the_summary_is_headed_by_what_the_document_is_called(tmp_path: Path) -> None:
+    parsed, _ = _bugs(tmp_path)
+    assert summary_title(parsed.document) == "Frobnicate"
+    meeting = Document(
+        Section(children=[
+            Section(heading="Budget", paragraphs=[["Grad A: We spend too much on coffee."]]),
+            Section(heading="Nothing"),  # a heading over no text says nothing of what the meeting holds
+            Section(heading="Microphones", paragraphs=[["PhD C: The wireless ones are better."]]),
+        ])
+    )  # fmt: skip
+    assert summary_title(meeting) == "Budget · Microphones"
+    untitled = Document(Section(paragraphs=[["Termplot draws charts."]], children=[Section("Usage")]))
+    assert summary_title(untitled) is None  # its opening prose says what it is
+
+
+def test_a_heading_over_nothing_shown_is_not_printed() -> None:
+    from synopsis.cli.output import BlockWriter
+
+    document = Document(
+        Section(
+            paragraphs=[["Frobnicate is a command-line tool that converts old spreadsheets into CSV files."]],
+            children=[
+                Section(heading="Release Information", children=[
+                    Section(heading="Fixed", paragraphs=[Paragraph(["Fixed a crash (#12)."], "list")]),
+                ]),
+                Section(heading="Usage", children=[
+                    Section(heading="Reading", paragraphs=[[
+                        "Frobnicate reads every sheet of a workbook and writes one CSV file per sheet.",
+                    ]]),
+                ]),
+            ],
+        ),
+        title="Frobnicate",
+    )  # fmt: skip
+    lines: list[str] = []
+    writer = BlockWriter(type("Sink", (), {"append": lambda self, new: lines.extend(new)})(), False, False)
+    summarizer = SalientSummarizer(k=2, vectors=TfidfVectors())
+    (result,) = summarizer.summarize_by_section(
+        [document], on_section=lambda i, node: writer.section(i, None, node)
+    )
+    assert "# Release Information\n" not in lines and "## Fixed\n" not in lines
+    assert lines.index("# Usage\n") < lines.index("## Reading\n")  # a parent heading comes with what it heads
+    tree = result.to_dict()["sections"]
+    assert [(s["heading"], s["skipped"]) for s in tree] == [("Release Information", True), ("Usage", False)]
+    assert tree[0]["sections"][0]["skipped"]

@@ -108,9 +108,7 @@ def checkpoint_state(run: Path, step: int | None = None) -> dict:
 def ranks(world_size: int) -> list[Distributed]:
     out = []
     for rank in range(world_size):
-        distributed = Distributed.single()
-        distributed.rank, distributed.world_size = rank, world_size
-        out.append(distributed)
+        out.append(Distributed(rank=rank, world_size=world_size))
     return out
 
 
@@ -132,15 +130,15 @@ def test_fsdp_and_deepspeed_are_refused_with_the_reason(variable: str, flag: str
 def test_every_rank_gets_its_share_of_every_global_batch() -> None:
     batch = list(range(100, 107))  # 7 examples: not divisible by 2 or 3
     for world in (1, 2, 3):
-        shares = [d.shard(batch, micro_batch_size=2) for d in ranks(world)]
+        shares = [d.batches.shard(batch, micro_batch_size=2) for d in ranks(world)]
         assert len({len(parts) for parts in shares}) == 1  # the same number of passes everywhere
         real = sorted(i for parts in shares for p in parts if not p.filler for i in p.indices)
         assert real == batch and all(len(p.indices) <= 2 for parts in shares for p in parts)
     # fewer examples than processes (an epoch's short last batch): a filler keeps the passes aligned
-    shares = [d.shard([5], micro_batch_size=None) for d in ranks(2)]
+    shares = [d.batches.shard([5], micro_batch_size=None) for d in ranks(2)]
     assert [[(p.indices, p.filler) for p in parts] for parts in shares] == [[([5], False)], [([5], True)]]
     with pytest.raises(ConfigError, match=r"optim.batch_size \(1\) is smaller than the number of processes"):
-        ranks(2)[1].require_batch_size(1, "optim.batch_size")
+        ranks(2)[1].batches.require_size(1, "optim.batch_size")
 
 
 def test_global_batch_order_resumes_from_any_position() -> None:
@@ -148,10 +146,10 @@ def test_global_batch_order_resumes_from_any_position() -> None:
         return [[number * 10 + i for i in range(start, min(start + 2, 5))] for start in range(0, 5, 2)]
 
     distributed = Distributed.single()
-    straight = GlobalBatchSampler(distributed, epoch, 0, 0, group=2)
+    straight = GlobalBatchSampler(distributed.batches, epoch, 0, 0, group=2)
     steps = [plan for plan, _ in zip(straight, range(6), strict=False)]
     position = steps[2]  # resume after the third step (it crossed into epoch 1)
-    resumed = GlobalBatchSampler(distributed, epoch, position.epoch, position.batch_in_epoch, group=2)
+    resumed = GlobalBatchSampler(distributed.batches, epoch, position.epoch, position.batch_in_epoch, group=2)
     again = [plan for plan, _ in zip(resumed, range(3), strict=False)]
     assert [p.parts for p in again] == [p.parts for p in steps[3:]]
     assert steps[0].parts[0].indices == [0, 1, 2, 3] and steps[1].parts[0].indices == [4, 10, 11]

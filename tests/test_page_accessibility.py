@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import test_serve_browser
 
 # The browser fixtures (a real uvicorn server and Debian's Chromium); the module skips where they are absent.
-browser, page, server_url = test_serve_browser.browser, test_serve_browser.page, test_serve_browser.server_url
-default_server_url = test_serve_browser.default_server_url
-sync_api = test_serve_browser.sync_api
+# (conftest.py's browser, page, server_url and default_server_url fixtures)
+from helpers.browser import sync_api
+from helpers.documents import LONG_README
+
 axe_package = pytest.importorskip("axe_playwright_python", reason="pip install axe-playwright-python")
 AXE_SCRIPT = (Path(axe_package.__file__).parent / "axe.min.js").read_text(encoding="utf-8")
 
@@ -70,7 +70,7 @@ def test_the_page_with_the_default_models_note_and_the_device_has_no_serious_axe
     try:
         page.goto(default_server_url + "/")
         expect(page.get_by_test_id("device")).to_have_text("Models compute on cpu")
-        page.get_by_test_id("document").fill(test_serve_browser.LONG_README)
+        page.get_by_test_id("document").fill(LONG_README)
         page.get_by_test_id("submit").click()
         expect(page.get_by_test_id("summary-note")).to_have_count(1)
         assert serious_violations(page) == []

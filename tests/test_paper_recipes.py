@@ -212,7 +212,7 @@ def test_trained_model_carries_the_configs_decoding_and_uses_label_smoothing(
     )
     trainer = Seq2SeqTrainer(config, show_progress=False)
     batch = trainer.inputs.model_inputs(
-        trainer.inputs.collate(trainer.train_sources[:4], trainer.train_targets[:4])
+        trainer.inputs.collate(trainer.data.train_sources[:4], trainer.data.train_targets[:4])
     )
     trainer.model.eval()  # no dropout: two forward passes agree
     with torch.no_grad():

@@ -117,8 +117,14 @@ def test_two_phase_schedule_and_outputs(corpus: Path, tmp_path: Path) -> None:
 
 def test_early_stopping_ends_the_main_phase(corpus: Path, tmp_path: Path) -> None:
     config = tiny_config(corpus, max_steps=1000, eval_every=1, patience=1, coverage_steps=0)
+    # A large step size overshoots within a few steps (at 0.15 the loss falls for ~75 evaluations: 20+ s).
+    config.optim.learning_rate = 3.0
     trainer = run(config, tmp_path / "run")
     assert trainer.state["step"] < 1000  # stopped by patience, not by max_steps
+    losses = [loss for _, loss in trainer.state["curves"]["validation"]]
+    # patience 1: it stops at the first evaluation that is no better than the best so far, not before
+    improving = all(b < a for a, b in zip(losses[:-2], losses[1:-1], strict=True))
+    assert improving and losses[-1] >= min(losses[:-1])
 
 
 def test_refuses_to_overwrite_or_resume_wrongly(corpus: Path, tmp_path: Path) -> None:

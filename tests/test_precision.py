@@ -66,7 +66,7 @@ def test_config_keys_are_checked() -> None:
 
 def test_fp16_scales_the_loss_skips_an_overflowing_step_and_saves_the_scaler() -> None:
     dist = Distributed.single()
-    assert dist.set_precision("fp16") == "fp16"
+    assert dist.precision.set("fp16") == "fp16"
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -74,18 +74,18 @@ def test_fp16_scales_the_loss_skips_an_overflowing_step_and_saves_the_scaler() -
     batch = torch.full((2, 4), 1e2)  # a finite loss whose fp16 gradient, times the scale 2**16, overflows
     dist.backward(model, [(batch, False)], count=lambda b: 2, loss=lambda b: model(b).square().mean(), step=0)
     dist.clip_grad_norm_(model.parameters(), 1.0, optimizer)
-    dist.step(optimizer)
+    dist.precision.step(optimizer)
     assert torch.equal(model.weight, before)  # skipped
-    state = dist.precision_state()["grad_scaler"]
+    state = dist.precision.state()["grad_scaler"]
     assert state["scale"] == 2.0**15  # halved
     restored = Distributed.single()
-    restored.set_precision("fp16")
-    restored.restore_precision_state({"grad_scaler": state})
-    assert restored.scaler.get_scale() == 2.0**15
+    restored.precision.set("fp16")
+    restored.precision.restore({"grad_scaler": state})
+    assert restored.precision.scaler.get_scale() == 2.0**15
     batch = torch.full((2, 4), 1e-2)  # small gradients: finite at the halved scale too
     optimizer.zero_grad()
     dist.backward(model, [(batch, False)], count=lambda b: 2, loss=lambda b: model(b).square().mean(), step=1)
-    dist.step(optimizer)
+    dist.precision.step(optimizer)
     assert not torch.equal(model.weight, before) and model.weight.dtype == torch.float32
 
 

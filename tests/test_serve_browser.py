@@ -8,37 +8,19 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import pytest
+# Skips the module without Chromium or Playwright; the fixtures (browser, page, ...) are conftest.py's.
+from helpers.browser import EchoSummarizer, echo_registry, sync_api
 from helpers.documents import LONG_README
-from helpers.fakes import FakeSummarizer
 from helpers.server import running_server
 
 from synopsis.document import Document
-from synopsis.serve import ModelEntry, ModelRegistry, ServeSettings, create_app, describe
-from synopsis.summarizers import load_summarizer
+from synopsis.serve import ModelEntry, ModelRegistry, ServeSettings, create_app
 
 ABSTRACT = (Path(__file__).resolve().parents[1] / "examples" / "paper_abstract.txt").read_text()
-CHROMIUM = "/usr/bin/chromium"
-# Without the background-networking flags Chromium keeps trying hosts it cannot reach (ENVIRONMENT.md).
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-if not Path(CHROMIUM).exists():
-    pytest.skip(f"{CHROMIUM} is absent (apt-get install chromium)", allow_module_level=True)
-sync_api = pytest.importorskip(
-    "playwright.sync_api", reason="playwright is not installed (pip install playwright)"
-)
-
 DOCUMENT = """# Flood report
 
 Heavy rain fell for a week. The river rose fast.
@@ -51,61 +33,6 @@ Three bridges were closed on Monday. Two roads were washed away.
 
 Officials expect the bridges to reopen next week.
 """
-
-
-class EchoSummarizer(FakeSummarizer):
-    """Instruction-aware fake: "<instruction>: <first sentence>"."""
-
-    takes_instructions = True
-    options = ("k",)
-    description = "echoes instructions"
-
-    def summarize(
-        self, documents: Sequence[Document], instructions: Sequence[str | None] | None = None
-    ) -> list[str]:
-        instructions = instructions or [None] * len(documents)
-        return [
-            f"{i or 'plain'}: {d.sentences[0].text}" for d, i in zip(documents, instructions, strict=True)
-        ]
-
-
-def _registry() -> ModelRegistry:
-    registry = ModelRegistry()
-    registry.add(describe("lead-3", load_summarizer("lead-3")))
-    registry.add(
-        ModelEntry("echo", EchoSummarizer())
-    )
-    return registry
-
-
-@pytest.fixture(scope="module")
-def server_url() -> Iterator[str]:
-    with running_server(create_app(_registry(), ServeSettings())) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-
-
-@pytest.fixture()
-def page(browser: Any, server_url: str) -> Iterator[Any]:
-    context = browser.new_context(accept_downloads=True)
-    page = context.new_page()
-    page.set_default_timeout(15_000)
-    page.goto(server_url + "/")
-    # The model list arrives from /v1/models after the page loads.
-    sync_api.expect(page.get_by_test_id("model").locator("option")).to_have_count(2)
-    try:
-        yield page
-    finally:
-        context.close()
 
 
 def test_paste_submit_and_see_the_summary_and_outline(page: Any) -> None:
@@ -195,15 +122,6 @@ def test_the_page_says_where_the_models_compute(page: Any) -> None:
     expect(page.locator("#model-info")).not_to_contain_text("runs on")  # no weights, no device
 
 
-@pytest.fixture(scope="module")
-def default_server_url() -> Iterator[str]:
-    """A server with the library's default (the bundled model in its domain, else salient sentences)."""
-    registry = ModelRegistry()
-    registry.add(describe("default", load_summarizer(device="cpu")))
-    with running_server(create_app(registry, ServeSettings())) as url:
-        yield url
-
-
 def test_the_default_models_note_is_shown_above_its_summary(browser: Any, default_server_url: str) -> None:
     expect = sync_api.expect
     context = browser.new_context()
@@ -280,7 +198,7 @@ def test_the_page_shows_the_outline_before_the_summary_arrives(browser: Any) -> 
 def test_the_page_asks_for_the_token_once_per_tab(browser: Any) -> None:
     expect = sync_api.expect
     token = "page-token"
-    with running_server(create_app(_registry(), ServeSettings(auth_token=token))) as url:
+    with running_server(create_app(echo_registry(), ServeSettings(auth_token=token))) as url:
         context = browser.new_context()
         page = context.new_page()
         page.set_default_timeout(15_000)

@@ -323,6 +323,8 @@ def test_page_by_section_outline_and_source_highlights(page: Any) -> None:
     page.get_by_test_id("by-section").check()
     page.get_by_test_id("submit").click()
     expect(page.get_by_test_id("section-summary")).to_have_count(3)
+    # the document summary is headed by what the document is called (its title, not a summary sentence)
+    expect(page.get_by_text("Document summary: Flood report")).to_have_count(1)
     sentence = page.get_by_test_id("summary-sentence").filter(has_text="Two roads were washed away.").first
     sentence.click()
     highlight = page.get_by_test_id("source-highlight")
@@ -330,15 +332,6 @@ def test_page_by_section_outline_and_source_highlights(page: Any) -> None:
     expect(highlight).to_have_text("Two roads were washed\naway.")
     page.get_by_test_id("summary-sentence").filter(has_text="Heavy rain fell for a week.").first.click()
     expect(highlight).to_have_text("Heavy rain fell for a week.")
-
-
-# The browser fixtures (a real uvicorn server and Debian's Chromium); the module skips where they are absent.
-try:
-    from test_serve_browser import browser, page, server_url  # noqa: F401
-except pytest.skip.Exception:  # pragma: no cover - no Chromium or Playwright here
-    test_page_by_section_outline_and_source_highlights = pytest.mark.skip(reason="no Chromium/Playwright")(
-        test_page_by_section_outline_and_source_highlights
-    )
 
 
 def test_stream_sends_each_extractive_section_before_the_next_is_chosen() -> None:

@@ -309,44 +309,16 @@ class Sentence:
         return self.section.depth
 
 
-class Document:
-    """A titled tree of sections; see the module docstring for the tree conventions."""
+class SectionTree:
+    """A tree of :class:`Section` s indexed in pre-order (parent links, depths, indices, subtree ranges) and
+    the HIBRIDS relations between its sections (see the module docstring); :class:`Document` adds the text."""
 
-    def __init__(
-        self,
-        root: Section | None = None,
-        title: str | None = None,
-        id: str | None = None,  # noqa: A002 - "id" is the natural field name in every corpus
-        metadata: dict[str, Any] | None = None,
-    ) -> None:
+    def __init__(self, root: Section | None = None) -> None:
         self.root = root if root is not None else Section()
-        self.title = title
-        self.id = id
-        self.metadata = dict(metadata or {})
         self.reindex()
 
-    # ----------------------------------------------------------------- construction
-    @classmethod
-    def from_paragraphs(cls, paragraphs: Sequence[str | Sequence[str]], **kwargs: Any) -> Document:
-        """Paragraphs given as strings are sentence-split; given as lists they are taken as sentences."""
-        split = [
-            split_sentences(p) if isinstance(p, str) else [s for s in p if s.strip()] for p in paragraphs
-        ]
-        return cls(Section(paragraphs=[p for p in split if p]), **kwargs)
-
-    @classmethod
-    def from_sentences(cls, sentences: Sequence[str], **kwargs: Any) -> Document:
-        return cls.from_paragraphs([list(sentences)], **kwargs)
-
-    @classmethod
-    def from_text(cls, text: str, *, spans: bool = False, **kwargs: Any) -> Document:
-        """Plain text: paragraphs are separated by blank lines, then sentence-split. With ``spans`` each
-        sentence keeps its character span in ``text`` (for a reader whose input is ``text`` itself)."""
-        built = (Paragraph.from_map(mapped, spans=spans) for mapped in paragraph_maps(text))
-        return cls(Section(paragraphs=[p for p in built if p is not None]), **kwargs)
-
     def reindex(self) -> None:
-        """Recompute parent links, depths, pre-order indices and the sentence list after edits."""
+        """Recompute parent links, depths and pre-order indices after edits."""
         self.root.parent = None
         self.root.depth = 0
         self._sections: list[Section] = []
@@ -358,74 +330,16 @@ class Document:
                 child.depth = node.depth + 1
         for node in reversed(self._sections):
             node.subtree_end = max([c.subtree_end for c in node.children], default=node.index + 1)
-        self._sentences: list[Sentence] = []
-        self._paragraphs: list[list[str]] = []
-        for node in self._sections:
-            has_prose = any(_kind(p) == "prose" and p for p in node.paragraphs)
-            for p, paragraph in enumerate(node.paragraphs):
-                kind = _kind(paragraph)
-                if kind in UNSUMMARIZED_KINDS or (kind in SECONDARY_KINDS and has_prose):
-                    continue
-                for i, text in enumerate(paragraph):
-                    span = _span(paragraph, i) or (None, None)
-                    self._sentences.append(Sentence(text, len(self._sentences), node, p, kind, *span))
-                if paragraph:
-                    self._paragraphs.append(list(paragraph))
 
-    # ----------------------------------------------------------------- views
     @property
     def sections(self) -> list[Section]:
         """All section nodes in document (pre-order) order, the root first."""
         return self._sections
 
     @property
-    def sentences(self) -> list[Sentence]:
-        """The sentences a summary may choose, in document order: prose, and the list items and quotes of
-        sections without prose (see the module docstring)."""
-        return self._sentences
-
-    @property
-    def paragraphs(self) -> list[list[str]]:
-        """The paragraphs of :attr:`sentences`."""
-        return self._paragraphs
-
-    @property
-    def blocks(self) -> list[Block]:
-        """Every paragraph in document order, summarized or not (code, tables, HTML included)."""
-        out = []
-        for node in self._sections:
-            for p, paragraph in enumerate(node.paragraphs):
-                spans = getattr(paragraph, "spans", None) or []
-                known = [s for s in spans if s is not None]
-                start, end = (known[0][0], known[-1][1]) if known else (None, None)
-                out.append(Block(node, p, _kind(paragraph), " ".join(paragraph), start, end))
-        return out
-
-    @property
-    def text(self) -> str:
-        """The body text: sentences joined by spaces, paragraphs by blank lines (headings excluded)."""
-        return "\n\n".join(" ".join(p) for p in self.paragraphs)
-
-    @property
     def max_depth(self) -> int:
         return max(node.depth for node in self._sections)
 
-    def num_words(self) -> int:
-        return sum(len(s.text.split()) for s in self._sentences)
-
-    def is_empty(self) -> bool:
-        return not any(s.text.strip() for s in self._sentences)
-
-    def __len__(self) -> int:
-        return len(self._sentences)
-
-    def __repr__(self) -> str:
-        return (
-            f"Document(id={self.id!r}, title={self.title!r}, sections={len(self._sections)}, "
-            f"sentences={len(self._sentences)})"
-        )
-
-    # ----------------------------------------------------------------- tree relations
     def tree_relations(self) -> tuple[np.ndarray, np.ndarray]:
         """Signed PathLen and LvlDiff for every ordered pair of sections, each an (S, S) int64 array.
 
@@ -461,6 +375,104 @@ class Document:
         length = ancestors[node.index] + steps
         sign = (b.index > a.index) - (b.index < a.index)
         return sign * length, b.depth - a.depth
+
+
+class Document(SectionTree):
+    """A titled tree of sections (:class:`SectionTree`) and the sentences a summary may choose; see the
+    module docstring for the tree conventions."""
+
+    def __init__(
+        self,
+        root: Section | None = None,
+        title: str | None = None,
+        id: str | None = None,  # noqa: A002 - "id" is the natural field name in every corpus
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        self.title = title
+        self.id = id
+        self.metadata = dict(metadata or {})
+        super().__init__(root)
+
+    # ----------------------------------------------------------------- construction
+    @classmethod
+    def from_paragraphs(cls, paragraphs: Sequence[str | Sequence[str]], **kwargs: Any) -> Document:
+        """Paragraphs given as strings are sentence-split; given as lists they are taken as sentences."""
+        split = [
+            split_sentences(p) if isinstance(p, str) else [s for s in p if s.strip()] for p in paragraphs
+        ]
+        return cls(Section(paragraphs=[p for p in split if p]), **kwargs)
+
+    @classmethod
+    def from_sentences(cls, sentences: Sequence[str], **kwargs: Any) -> Document:
+        return cls.from_paragraphs([list(sentences)], **kwargs)
+
+    @classmethod
+    def from_text(cls, text: str, *, spans: bool = False, **kwargs: Any) -> Document:
+        """Plain text: paragraphs are separated by blank lines, then sentence-split. With ``spans`` each
+        sentence keeps its character span in ``text`` (for a reader whose input is ``text`` itself)."""
+        built = (Paragraph.from_map(mapped, spans=spans) for mapped in paragraph_maps(text))
+        return cls(Section(paragraphs=[p for p in built if p is not None]), **kwargs)
+
+    def reindex(self) -> None:
+        """Recompute parent links, depths, pre-order indices and the sentence list after edits."""
+        super().reindex()
+        self._sentences: list[Sentence] = []
+        self._paragraphs: list[list[str]] = []
+        for node in self._sections:
+            has_prose = any(_kind(p) == "prose" and p for p in node.paragraphs)
+            for p, paragraph in enumerate(node.paragraphs):
+                kind = _kind(paragraph)
+                if kind in UNSUMMARIZED_KINDS or (kind in SECONDARY_KINDS and has_prose):
+                    continue
+                for i, text in enumerate(paragraph):
+                    span = _span(paragraph, i) or (None, None)
+                    self._sentences.append(Sentence(text, len(self._sentences), node, p, kind, *span))
+                if paragraph:
+                    self._paragraphs.append(list(paragraph))
+
+    # ----------------------------------------------------------------- views
+    @property
+    def sentences(self) -> list[Sentence]:
+        """The sentences a summary may choose, in document order: prose, and the list items and quotes of
+        sections without prose (see the module docstring)."""
+        return self._sentences
+
+    @property
+    def paragraphs(self) -> list[list[str]]:
+        """The paragraphs of :attr:`sentences`."""
+        return self._paragraphs
+
+    @property
+    def blocks(self) -> list[Block]:
+        """Every paragraph in document order, summarized or not (code, tables, HTML included)."""
+        out = []
+        for node in self._sections:
+            for p, paragraph in enumerate(node.paragraphs):
+                spans = getattr(paragraph, "spans", None) or []
+                known = [s for s in spans if s is not None]
+                start, end = (known[0][0], known[-1][1]) if known else (None, None)
+                out.append(Block(node, p, _kind(paragraph), " ".join(paragraph), start, end))
+        return out
+
+    @property
+    def text(self) -> str:
+        """The body text: sentences joined by spaces, paragraphs by blank lines (headings excluded)."""
+        return "\n\n".join(" ".join(p) for p in self.paragraphs)
+
+    def num_words(self) -> int:
+        return sum(len(s.text.split()) for s in self._sentences)
+
+    def is_empty(self) -> bool:
+        return not any(s.text.strip() for s in self._sentences)
+
+    def __len__(self) -> int:
+        return len(self._sentences)
+
+    def __repr__(self) -> str:
+        return (
+            f"Document(id={self.id!r}, title={self.title!r}, sections={len(self._sections)}, "
+            f"sentences={len(self._sentences)})"
+        )
 
     # ----------------------------------------------------------------- serialisation
     def to_dict(self) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from synopsis.progress import track
 
 if TYPE_CHECKING:
     from synopsis.data.example import Example
+    from synopsis.data.instructsum import BuildStats
 
 logger = logging.getLogger(__name__)
 
@@ -255,40 +256,12 @@ def instructsum(
         return write_examples(chosen, path)
 
     if articles is not None:
-        read_stats: dict[str, int] = {}
-        usable = list(build.read_articles(articles, skip_bad_lines=skip_bad_lines, stats=read_stats))
-        for key in ("articles_read", "skipped", "no_lead_or_source"):
-            stats.add(key, read_stats.get(key, 0))
-        clusters = build.build_clusters(usable, stats, ratio, min_cluster_size, min_title_words)
-        examples = []
-        if annotations is not None:  # matched first, so the split can give every split examples
-            examples = build.annotated_examples(
-                clusters, build.read_annotations(annotations), stats, keep_noncontiguous
-            )
-        if test_category_absent is not None:
-            annotated = {e.metadata["cluster"] for e in examples} if annotations is not None else None
-            build.split_clusters(clusters, test_category_absent, dev_clusters, seed, annotated)
-            split_of = {c.id: c.split for c in clusters}
-            for example in examples:
-                example.metadata["split"] = split_of[example.metadata["cluster"]]
-            for name in ("train", "dev", "test"):
-                stats.add(f"clusters_{name}", sum(c.split == name for c in clusters))
-        path = output_dir / "clusters.jsonl"
-        build.write_jsonl((c.to_dict() for c in clusters), path)
-        written.append(str(path))
-        if annotations is not None:
-            if test_category_absent is None:
-                write(examples, "examples.jsonl")
-            else:
-                for name in ("train", "dev", "test"):
-                    chosen = [e for e in examples if e.metadata["split"] == name]
-                    stats.add(f"examples_{name}", write(chosen, f"examples_{name}.jsonl"))
-                    if not chosen and not (name == "dev" and dev_clusters == 0):
-                        logger.warning(
-                            "InstructSum split %s has no annotated examples (%s)", name,
-                            "no annotated cluster lacks a " + test_category_absent + " article"
-                            if name == "test" else "too few annotated clusters",
-                        )  # fmt: skip
+        _instructsum_from_articles(
+            articles, annotations, output_dir / "clusters.jsonl", stats, write, written,
+            skip_bad_lines=skip_bad_lines, ratio=ratio, min_cluster_size=min_cluster_size,
+            min_title_words=min_title_words, keep_noncontiguous=keep_noncontiguous,
+            test_category_absent=test_category_absent, dev_clusters=dev_clusters, seed=seed,
+        )  # fmt: skip
     if qmsum is not None:
         examples = build.qmsum_instruction_examples(qmsum, split, queries, relevant_span_only, stats)
         if not examples:
@@ -298,6 +271,64 @@ def instructsum(
     for line in stats.lines():
         typer.echo(line)
     typer.echo(f"wrote {', '.join(written)} and {output_dir / 'stats.json'}")
+
+
+def _instructsum_from_articles(
+    articles: Path,
+    annotations: Path | None,
+    clusters_path: Path,
+    stats: BuildStats,
+    write: Callable[[list[Example], str], int],
+    written: list[str],
+    *,
+    skip_bad_lines: bool,
+    ratio: float,
+    min_cluster_size: int,
+    min_title_words: int,
+    keep_noncontiguous: bool,
+    test_category_absent: str | None,
+    dev_clusters: int,
+    seed: int,
+) -> None:
+    """``data instructsum --articles``: the title clusters (``clusters_path``), split when asked, and the
+    annotated examples of each split through ``write``; ``stats`` counts every step, ``written`` lists
+    the files in the order they are written."""
+    from synopsis.data import instructsum as build
+
+    read_stats: dict[str, int] = {}
+    usable = list(build.read_articles(articles, skip_bad_lines=skip_bad_lines, stats=read_stats))
+    for key in ("articles_read", "skipped", "no_lead_or_source"):
+        stats.add(key, read_stats.get(key, 0))
+    clusters = build.build_clusters(usable, stats, ratio, min_cluster_size, min_title_words)
+    examples = []
+    if annotations is not None:  # matched first, so the split can give every split examples
+        examples = build.annotated_examples(
+            clusters, build.read_annotations(annotations), stats, keep_noncontiguous
+        )
+    if test_category_absent is not None:
+        annotated = {e.metadata["cluster"] for e in examples} if annotations is not None else None
+        build.split_clusters(clusters, test_category_absent, dev_clusters, seed, annotated)
+        split_of = {c.id: c.split for c in clusters}
+        for example in examples:
+            example.metadata["split"] = split_of[example.metadata["cluster"]]
+        for name in ("train", "dev", "test"):
+            stats.add(f"clusters_{name}", sum(c.split == name for c in clusters))
+    build.write_jsonl((c.to_dict() for c in clusters), clusters_path)
+    written.append(str(clusters_path))
+    if annotations is None:
+        return
+    if test_category_absent is None:
+        write(examples, "examples.jsonl")
+        return
+    for name in ("train", "dev", "test"):
+        chosen = [e for e in examples if e.metadata["split"] == name]
+        stats.add(f"examples_{name}", write(chosen, f"examples_{name}.jsonl"))
+        if not chosen and not (name == "dev" and dev_clusters == 0):
+            logger.warning(
+                "InstructSum split %s has no annotated examples (%s)", name,
+                "no annotated cluster lacks a " + test_category_absent + " article"
+                if name == "test" else "too few annotated clusters",
+            )  # fmt: skip
 
 
 app.command("convert")(_with_reader_options(convert))

@@ -294,49 +294,18 @@ def _evaluate(
     reference_corpus: dict[str, Any] | None = None,
 ) -> None:
     from synopsis.evaluation import evaluate_corpus
-    from synopsis.evaluation.corpus import METRICS, lsum_sentences
+    from synopsis.evaluation.corpus import lsum_sentences
     from synopsis.evaluation.report import render_report
-    from synopsis.evaluation.rouge import AGGREGATES, MODES, TOKENIZERS
     from synopsis.io import write_json
 
-    for option, value, choices in (
-        ("--format", input_format, _FORMATS),
-        ("--aggregate", aggregate, AGGREGATES),
-        ("--mode", mode, MODES),
-        ("--sentences", sentences, SENTENCES),
-        ("--tokenizer", tokenizer, TOKENIZERS),
-    ):
-        if value not in choices:
-            raise ConfigError(f"{option} must be one of {', '.join(choices)}, got '{value}'")
-    if json_out is not None and json_out.is_dir():
-        raise InputError(f"{json_out}: is a directory, expected a file path for --json")
-    wanted = [name.strip() for name in metrics.split(",") if name.strip()]
-    if not wanted:
-        raise ConfigError(f"--metrics: no metric given; choose from {', '.join((*METRICS, 'qs'))}")
-    unknown = [name for name in wanted if name not in (*METRICS, "qs")]
-    if unknown:
-        choices = ", ".join((*METRICS, "qs"))
-        raise ConfigError(f"--metrics: unknown metric(s) {', '.join(unknown)}; choose from {choices}")
-    qs = "qs" in wanted
-    wanted = [name for name in wanted if name != "qs"]
+    wanted, qs = _check_options(input_format, aggregate, mode, sentences, tokenizer, metrics, json_out)
     refuse_to_overwrite_inputs(json_out, [predictions, *references, sources], "--json")
-
     preds = _read_predictions(predictions, input_format)
     if not preds.texts:
         raise InputError(f"{predictions}: no predictions")
-    refs_per_example: list[list[str]] = [[] for _ in preds.texts]
-    refs_where: list[list[str]] = [[] for _ in preds.texts]
-    example_sources: list[str | None] = [None] * len(preds.texts)
-    for path in references:
-        if reference_corpus is None:
-            refs = _read_references(path, input_format)
-        else:  # the options not given keep the reader's defaults
-            given = {k: v for k, v in reference_corpus.items() if v is not None and v != []}
-            refs = _read_corpus_references(path, given)
-        for i, j in enumerate(_align(preds, refs, "references")):
-            refs_per_example[i].extend(refs.texts[j])
-            refs_where[i].extend([refs.where[j]] * len(refs.texts[j]))
-            example_sources[i] = example_sources[i] or refs.sources[j]
+    refs_per_example, refs_where, example_sources = _gather_references(
+        preds, references, input_format, reference_corpus
+    )
     if sources is not None:
         srcs = _read_sources(sources, input_format)
         example_sources = [srcs.texts[j] for j in _align(preds, srcs, "sources")]
@@ -348,15 +317,6 @@ def _evaluate(
             preds, refs_per_example, refs_where, qs_lenient, aggregate, mode, no_stemmer, sentences == "punkt"
         )
     have_sources = all(s is not None for s in example_sources)
-    count = len(preds.texts)
-
-    def progress(items, description, total):  # noqa: ANN001, ANN202 - the library's progress hook
-        if not shard.is_main:
-            return items
-        if shard.distributed:
-            description = f"{description} ({shard.describe()})"
-        return track(items, description, total, unit="examples", announce=count >= ANNOUNCE_FROM)
-
     if not shard.is_main:  # the others only score their share of the examples (the same collectives)
         wanted = [name for name in wanted if name in PER_EXAMPLE]
         bootstrap = 0
@@ -372,7 +332,7 @@ def _evaluate(
         wordnet_exceptions=wordnet_exceptions,
         bootstrap=bootstrap,
         seed=seed,
-        progress=progress,
+        progress=_progress_hook(shard, len(preds.texts)),
         tokenizer=tokenizer,
         threads=threads or default_threads(),
         shard=shard if shard.distributed else None,
@@ -393,6 +353,74 @@ def _evaluate(
     if json_out is not None:
         write_json(json_out, report)
         log.info("wrote %s", json_out)
+
+
+def _check_options(
+    input_format: str,
+    aggregate: str,
+    mode: str,
+    sentences: str,
+    tokenizer: str,
+    metrics: str,
+    json_out: Path | None,
+) -> tuple[list[str], bool]:
+    """Refuse an unknown choice in one line; the library's metrics asked for, and whether ``qs`` was."""
+    from synopsis.evaluation.corpus import METRICS
+    from synopsis.evaluation.rouge import AGGREGATES, MODES, TOKENIZERS
+
+    for option, value, choices in (
+        ("--format", input_format, _FORMATS),
+        ("--aggregate", aggregate, AGGREGATES),
+        ("--mode", mode, MODES),
+        ("--sentences", sentences, SENTENCES),
+        ("--tokenizer", tokenizer, TOKENIZERS),
+    ):
+        if value not in choices:
+            raise ConfigError(f"{option} must be one of {', '.join(choices)}, got '{value}'")
+    if json_out is not None and json_out.is_dir():
+        raise InputError(f"{json_out}: is a directory, expected a file path for --json")
+    wanted = [name.strip() for name in metrics.split(",") if name.strip()]
+    if not wanted:
+        raise ConfigError(f"--metrics: no metric given; choose from {', '.join((*METRICS, 'qs'))}")
+    unknown = [name for name in wanted if name not in (*METRICS, "qs")]
+    if unknown:
+        choices = ", ".join((*METRICS, "qs"))
+        raise ConfigError(f"--metrics: unknown metric(s) {', '.join(unknown)}; choose from {choices}")
+    return [name for name in wanted if name != "qs"], "qs" in wanted
+
+
+def _gather_references(
+    preds: _Records, references: list[Path], input_format: str, reference_corpus: dict[str, Any] | None
+) -> tuple[list[list[str]], list[list[str]], list[str | None]]:
+    """Every reference set matched to the predictions: per example its references, where each came from,
+    and the source document when a reference file carries one."""
+    refs_per_example: list[list[str]] = [[] for _ in preds.texts]
+    refs_where: list[list[str]] = [[] for _ in preds.texts]
+    example_sources: list[str | None] = [None] * len(preds.texts)
+    for path in references:
+        if reference_corpus is None:
+            refs = _read_references(path, input_format)
+        else:  # the options not given keep the reader's defaults
+            given = {k: v for k, v in reference_corpus.items() if v is not None and v != []}
+            refs = _read_corpus_references(path, given)
+        for i, j in enumerate(_align(preds, refs, "references")):
+            refs_per_example[i].extend(refs.texts[j])
+            refs_where[i].extend([refs.where[j]] * len(refs.texts[j]))
+            example_sources[i] = example_sources[i] or refs.sources[j]
+    return refs_per_example, refs_where, example_sources
+
+
+def _progress_hook(shard: Shard, count: int):  # noqa: ANN202 - the library's Progress hook
+    """The library's progress hook: a bar (or lines in logs) on the main process, nothing on the others."""
+
+    def progress(items, description, total):  # noqa: ANN001, ANN202
+        if not shard.is_main:
+            return items
+        if shard.distributed:
+            description = f"{description} ({shard.describe()})"
+        return track(items, description, total, unit="examples", announce=count >= ANNOUNCE_FROM)
+
+    return progress
 
 
 def _check_texts(preds: _Records, refs: list[list[str]], refs_where: list[list[str]], tokenizer: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -12,6 +13,12 @@ from synopsis.cli.options import count_option, ranged, seed_option, set_torch_th
 from synopsis.cli.runtime import print_plan, reporting_interrupts, stdout_console, training_account
 from synopsis.config import POSITIVE
 from synopsis.errors import CheckpointError, ConfigError, InputError
+
+if TYPE_CHECKING:
+    from synopsis.experiments.domain_lm import ExperimentConfig
+    from synopsis.models.domain_lm import DomainLM
+    from synopsis.training.language_model import LMTrainResult
+    from synopsis.vocab import Vocab
 
 log = logging.getLogger("synopsis.cli")
 
@@ -116,44 +123,22 @@ def train(
     plan_json: Path | None = typer.Option(None, "--json", help="With --dry-run: write the plan as JSON."),
 ) -> None:
     """Train one language model on the corpus's domains (90% train / 10% dev per domain)."""
-    from dataclasses import asdict
-
     import torch
 
-    from synopsis.checkpoint import CheckpointManager
-    from synopsis.io import write_json
     from synopsis.models.domain_lm import DomainLM
     from synopsis.training.distributed import Distributed
-    from synopsis.training.language_model import memory_plan, train_language_model
-    from synopsis.training.plots import plot_curves
+    from synopsis.training.language_model import train_language_model
 
     set_torch_threads(threads)
     cfg = _load_config(config, corpus, max_epochs, sets)
     if dry_run:  # writes no run directory
-        vocab, train_stream, _, model_config = _training_data(cfg, variant, attributes, held_out)
-        notes = (
-            f"vocabulary of {len(vocab):,} words built from the training part of the corpus (min_count "
-            f"{cfg.min_count}); target tokens = the BPTT window"
-        )
-        plan = memory_plan(
-            model_config, cfg.training, devices=cfg.devices, device_memory_gb=cfg.device_memory_gb,
-            groups=len(train_stream.attribute_sets), notes=notes, device_type=cfg.device_type,
-        )  # fmt: skip
-        print_plan(plan, plan_json)
+        _print_memory_plan(cfg, variant, attributes, held_out, plan_json)
         return
     if output_dir is None:
         raise ConfigError("--output-dir is required (except with --dry-run)")
     out = Path(output_dir)
     distributed = Distributed.launch()  # one process, or one of several (torchrun / accelerate launch)
-    latest = CheckpointManager(out).latest()
-    if latest is not None and not resume:
-        raise InputError(
-            f"{out}: already holds a run; pass --resume to continue it or pick a new --output-dir"
-        )
-    if resume and latest is None:
-        log.warning("%s: no checkpoint yet (nothing to resume); starting from the first epoch", out)
-    elif latest is None and out.is_dir() and any(out.iterdir()):
-        log.info("%s: the earlier run stopped before its first checkpoint; starting afresh", out)
+    _check_run_dir(out, resume)
     vocab, train_stream, dev_stream, model_config = _training_data(cfg, variant, attributes, held_out)
     torch.manual_seed(cfg.training.seed)
     model = DomainLM(model_config)
@@ -172,25 +157,71 @@ def train(
             model, train_stream, dev_stream, cfg.training, run_dir=out, resume=resume, distributed=distributed
         )
     if distributed.is_main:
-        model.save_pretrained(out / "model", extra={"lowercase": cfg.lowercase, "held_out": held_out})
-        vocab.save(out / "model" / "vocab.json")
-        write_json(out / "train_result.json", asdict(result))
-        plot_curves(
-            {
-                "train": [(h["epoch"], h["train_perplexity"]) for h in result.history],
-                "dev": [(h["epoch"], h["dev_perplexity"]) for h in result.history],
-            },
-            out / "curves.png",
-            title=f"DomainLM ({variant})",
-            ylabel="perplexity",
-        )
-        log.info(
-            "best dev perplexity %.2f after %d epochs; model in %s",
-            result.best_dev_perplexity,
-            result.epochs,
-            out / "model",
-        )
+        _write_model(out, model, vocab, result, variant, {"lowercase": cfg.lowercase, "held_out": held_out})
     distributed.finish()
+
+
+def _print_memory_plan(
+    cfg: ExperimentConfig, variant: str, attributes: str | None, held_out: str | None, plan_json: Path | None
+) -> None:
+    """``--dry-run``: the memory plan per device, from the corpus's vocabulary size; no run directory."""
+    from synopsis.training.language_model import memory_plan
+
+    vocab, train_stream, _, model_config = _training_data(cfg, variant, attributes, held_out)
+    notes = (
+        f"vocabulary of {len(vocab):,} words built from the training part of the corpus (min_count "
+        f"{cfg.min_count}); target tokens = the BPTT window"
+    )
+    plan = memory_plan(
+        model_config, cfg.training, devices=cfg.devices, device_memory_gb=cfg.device_memory_gb,
+        groups=len(train_stream.attribute_sets), notes=notes, device_type=cfg.device_type,
+    )  # fmt: skip
+    print_plan(plan, plan_json)
+
+
+def _check_run_dir(out: Path, resume: bool) -> None:
+    """Refuse to train over an earlier run unless ``--resume``; say what a resume will start from."""
+    from synopsis.checkpoint import CheckpointManager
+
+    latest = CheckpointManager(out).latest()
+    if latest is not None and not resume:
+        raise InputError(
+            f"{out}: already holds a run; pass --resume to continue it or pick a new --output-dir"
+        )
+    if resume and latest is None:
+        log.warning("%s: no checkpoint yet (nothing to resume); starting from the first epoch", out)
+    elif latest is None and out.is_dir() and any(out.iterdir()):
+        log.info("%s: the earlier run stopped before its first checkpoint; starting afresh", out)
+
+
+def _write_model(
+    out: Path, model: DomainLM, vocab: Vocab, result: LMTrainResult, variant: str, extra: dict[str, Any]
+) -> None:
+    """The trained model (``out/model``: weights, config with ``extra``, vocabulary), the result and the
+    perplexity curves (main process)."""
+    from dataclasses import asdict
+
+    from synopsis.io import write_json
+    from synopsis.training.plots import plot_curves
+
+    model.save_pretrained(out / "model", extra=extra)
+    vocab.save(out / "model" / "vocab.json")
+    write_json(out / "train_result.json", asdict(result))
+    plot_curves(
+        {
+            "train": [(h["epoch"], h["train_perplexity"]) for h in result.history],
+            "dev": [(h["epoch"], h["dev_perplexity"]) for h in result.history],
+        },
+        out / "curves.png",
+        title=f"DomainLM ({variant})",
+        ylabel="perplexity",
+    )
+    log.info(
+        "best dev perplexity %.2f after %d epochs; model in %s",
+        result.best_dev_perplexity,
+        result.epochs,
+        out / "model",
+    )
 
 
 def _load_model(model_dir: Path):

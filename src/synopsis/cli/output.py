@@ -252,6 +252,10 @@ class BlockWriter(RecordWriter):
         self.started: set[int] = set()
         self.headers = 0
         self.labels: Sequence[str | None] = ()  #: the ids of the batch being summarized, by position
+        #: per summary being written, the headings without a summary of their own still waiting for one
+        #: below them, as ``(depth, lines)``: a heading is printed only over something (a parent section
+        #: comes before its subsections, whose summaries may all turn out empty)
+        self.pending: dict[int, list[tuple[int, list[str]]]] = {}
 
     def _header(self, label: str | None, index: int) -> None:
         if index in self.started:
@@ -262,13 +266,21 @@ class BlockWriter(RecordWriter):
         self.headers += 1
 
     def section(self, index: int, instruction: str | None, node: Any) -> None:
+        depth = len(node.path)
+        waiting = [(d, lines) for d, lines in self.pending.get(index, []) if d < depth]
+        if not node.summary:
+            self.pending[index] = [*waiting, (depth, section_lines(node, self.markdown, heading_only=True))]
+            return
+        self.pending[index] = []
         self._header(self.labels[index] if index < len(self.labels) else None, index)
-        self.sink.append(section_lines(node, self.markdown))
+        headings = [line for _, lines in waiting for line in lines]
+        self.sink.append(headings + section_lines(node, self.markdown))
 
     def _write(self, done: Any) -> None:
         label = done.record()["id"]
         self._header(label, done.index)
         self.started.discard(done.index)  # the next item may take this index again
+        self.pending.pop(done.index, None)
         if done.by == "section":
             self.sink.append(document_summary_lines(done.result, self.markdown))
             return
@@ -285,25 +297,28 @@ def record_writer(form: str, sink: Any, labelled: bool, corpus: bool, outline: b
     return BlockWriter(sink, labelled, form == "markdown", outline)
 
 
-def section_lines(section: Any, markdown: bool) -> list[str]:
-    """A section's heading (``#`` by depth) and summary; nothing for a section without a summary or
-    subsections to head (a heading over no text, or over code only)."""
-    if not section.summary and not any(not child.skipped for child in section.sections):
-        return []
+def section_lines(section: Any, markdown: bool, heading_only: bool = False) -> list[str]:
+    """A section's heading (``#`` by depth; none for the preface without a title) and summary, or only its
+    heading (``heading_only``: a section whose text is all in its subsections)."""
     lines = []
     if section.path or section.heading is not None:
         heading = section.heading if section.heading is not None else "(untitled)"
         lines.append(f"{'#' * max(1, len(section.path))} {heading}\n")
+    if heading_only:
+        return [*lines, "\n"]
     bullet = "- " if markdown else ""
     lines += [f"{bullet}{sentence.text}\n" for sentence in section.summary]
     return [*lines, "\n"]
 
 
 def document_summary_lines(result: Any, markdown: bool) -> list[str]:
-    """A summary by section's document summary, with its word count (its note goes once to stderr, as
-    the library logs it, and into the JSON)."""
+    """A summary by section's document summary headed by what the document is called (its ``title``, not
+    one of its sentences) and its word count (its note goes once to stderr, as the library logs it, and into
+    the JSON)."""
     words = sum(s.words for s in result.summary)
-    lines = [f"**Summary** ({words} words)\n" if markdown else f"== summary ({words} words)\n"]
+    title = getattr(result, "title", None)
+    named = f' of "{title}"' if title else ""
+    lines = [f"**Summary{named}** ({words} words)\n" if markdown else f"== summary{named} ({words} words)\n"]
     return lines + [f"{sentence.text}\n" for sentence in result.summary]
 
 

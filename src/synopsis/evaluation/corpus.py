@@ -73,6 +73,49 @@ def evaluate_corpus(
     and the same per-example metrics (the processes meet at each of them); the others may leave out the
     rest (``bleu``, ``repeat``, ``length``, ``bootstrap=0``), as ``synopsis evaluate`` does.
     """
+    _check_inputs(predictions, references, sources, metrics, aggregate, tokenizer, threads)
+    empty = sum(not p.strip() for p in predictions)
+    if empty:
+        logger.warning("%d of %d predictions are empty (each scores 0)", empty, len(predictions))
+    run = _Scoring(
+        predictions,
+        references,
+        sources,
+        aggregate,
+        tokenizer,
+        threads,
+        _tracker(progress, len(predictions)),
+        shard,
+    )
+    if "rouge" in metrics:
+        run.rouge(mode, use_stemmer, split_summaries, wordnet_exceptions, bootstrap, confidence)
+    if "bleu" in metrics:
+        run.bleu()
+    if "meteor" in metrics:
+        run.meteor()
+    if "novel" in metrics:
+        run.novel()
+    if "repeat" in metrics:
+        run.repeat()
+    if "novel" in metrics or "repeat" in metrics or "length" in metrics:
+        run.describe_words()
+    if "length" in metrics:
+        run.length()
+    if bootstrap > 0 and run.per_example:
+        run.bootstrap(bootstrap, confidence, seed)
+    return run.report
+
+
+def _check_inputs(
+    predictions: Sequence[str],
+    references: Sequence[Sequence[str]],
+    sources: Sequence[str] | None,
+    metrics: Sequence[str],
+    aggregate: str,
+    tokenizer: str,
+    threads: int,
+) -> None:
+    """Refuse, in one line, what :func:`evaluate_corpus` cannot score honestly."""
     unknown = [name for name in metrics if name not in METRICS]
     if unknown:
         raise ConfigError(f"unknown metric(s) {', '.join(unknown)}: choose from {', '.join(METRICS)}")
@@ -93,120 +136,163 @@ def evaluate_corpus(
         check_latin(predictions, references)
     if threads < 1:
         raise ConfigError(f"threads must be >= 1, got {threads}")
-    empty = sum(not p.strip() for p in predictions)
-    if empty:
-        logger.warning("%d of %d predictions are empty (each scores 0)", empty, len(predictions))
-    track = _tracker(progress, len(predictions))
-    words = m.word_function(tokenizer)
 
-    def scores_of(function: Callable[[Any, Any], T], settings: Any, items: list[Any], what: str) -> list[T]:
-        if shard is None or not shard.distributed:
-            return _map(function, settings, items, threads, track, what)
-        block = shard.block(len(items))
-        mine = _map(function, settings, items[block.start : block.stop], threads, track, what)
-        return shard.gather(mine)
 
-    report: dict[str, Any] = {"num_examples": len(predictions), "settings": {"aggregate": aggregate}}
-    settings = report["settings"]
-    per_example: dict[str, list[float]] = {}
+class _Scoring:
+    """One :func:`evaluate_corpus` call: the examples, how they are scored, and the report it fills.
 
-    pairs = list(zip(predictions, references, strict=True))
-    if "rouge" in metrics:
+    Each metric method adds its entry to ``report`` and its convention to ``report["settings"]``; the
+    per-example scores the bootstrap resamples collect in ``per_example``.
+    """
+
+    def __init__(
+        self,
+        predictions: Sequence[str],
+        references: Sequence[Sequence[str]],
+        sources: Sequence[str] | None,
+        aggregate: str,
+        tokenizer: str,
+        threads: int,
+        track: Progress,
+        shard: Shard | None,
+    ) -> None:
+        self.predictions, self.references, self.sources = predictions, references, sources
+        self.aggregate, self.tokenizer, self.threads = aggregate, tokenizer, threads
+        self.track, self.shard = track, shard
+        self.words = m.word_function(tokenizer)
+        self.pairs = list(zip(predictions, references, strict=True))
+        self.orders = [str(n) for n in m.NGRAM_ORDERS]
+        self.report: dict[str, Any] = {"num_examples": len(predictions), "settings": {"aggregate": aggregate}}
+        self.settings: dict[str, Any] = self.report["settings"]
+        self.per_example: dict[str, list[float]] = {}
+
+    def scores_of(
+        self, function: Callable[[Any, Any], T], settings: Any, items: list[Any], what: str
+    ) -> list[T]:
+        """``function(settings, item)`` for every item, split across a launch's processes when sharded."""
+        if self.shard is None or not self.shard.distributed:
+            return _map(function, settings, items, self.threads, self.track, what)
+        block = self.shard.block(len(items))
+        mine = _map(function, settings, items[block.start : block.stop], self.threads, self.track, what)
+        return self.shard.gather(mine)
+
+    def rouge(
+        self,
+        mode: str,
+        use_stemmer: bool,
+        split_summaries: bool,
+        wordnet_exceptions: bool,
+        bootstrap: int,
+        confidence: float,
+    ) -> None:
+        """Average ROUGE P/R/F; with ``mode="perl"``, the averages and F intervals ROUGE-1.5.5 prints."""
         rouge_settings = {
             "rouge_types": ROUGE_TYPES,
             "use_stemmer": use_stemmer,
             "mode": mode,
             "split_summaries": split_summaries,
             "wordnet_exceptions": wordnet_exceptions,
-            "tokenizer": tokenizer,
+            "tokenizer": self.tokenizer,
         }
-        settings["rouge"] = RougeScorer(**rouge_settings).describe()
-        scores = scores_of(_rouge_one, (rouge_settings, aggregate), pairs, "ROUGE")
-        report["rouge"] = {}
+        self.settings["rouge"] = RougeScorer(**rouge_settings).describe()
+        scores = self.scores_of(_rouge_one, (rouge_settings, self.aggregate), self.pairs, "ROUGE")
+        perl_intervals = mode == "perl" and bootstrap > 0
+        self.report["rouge"] = {}
         for rouge_type in ROUGE_TYPES:
             values = [s[rouge_type] for s in scores]
-            report["rouge"][rouge_type] = {
+            self.report["rouge"][rouge_type] = {
                 field: sum(getattr(v, field) for v in values) / len(values)
                 for field in ("precision", "recall", "fmeasure")
             }
-            if mode == "perl" and bootstrap > 0:
-                report["rouge"][rouge_type].update(_rouge155_averages(values, bootstrap, confidence))
+            if perl_intervals:
+                self.report["rouge"][rouge_type].update(_rouge155_averages(values, bootstrap, confidence))
             else:
-                per_example[f"rouge/{rouge_type}"] = [v.fmeasure for v in values]
-        if mode == "perl" and bootstrap > 0:
-            settings["rouge"] += (
+                self.per_example[f"rouge/{rouge_type}"] = [v.fmeasure for v in values]
+        if perl_intervals:
+            self.settings["rouge"] += (
                 f"; averages and F intervals as ROUGE-1.5.5 prints them (mean of its {bootstrap} "
                 "srand-seeded resample means, example i = eval ID i+1)"
             )
 
-    if "bleu" in metrics:
-        for _ in track([None], "BLEU (one pass over the corpus)", 1):
-            report["bleu"] = m.corpus_bleu(predictions, references, tokenizer)
-        settings["bleu"] = f"sacrebleu corpus BLEU-4, {report['bleu']['signature']}"
-        if tokenizer == "unicode":
-            settings["bleu"] += " (tokens: synopsis' Unicode words and punctuation, case kept)"
+    def bleu(self) -> None:
+        """sacrebleu's corpus BLEU-4 (one pass over the corpus, no per-example scores)."""
+        for _ in self.track([None], "BLEU (one pass over the corpus)", 1):
+            self.report["bleu"] = m.corpus_bleu(self.predictions, self.references, self.tokenizer)
+        self.settings["bleu"] = f"sacrebleu corpus BLEU-4, {self.report['bleu']['signature']}"
+        if self.tokenizer == "unicode":
+            self.settings["bleu"] += " (tokens: synopsis' Unicode words and punctuation, case kept)"
 
-    if "meteor" in metrics:
+    def meteor(self) -> None:
+        """NLTK's METEOR per example, averaged."""
         m._meteor_resources()  # load WordNet here once, before any worker process is forked
-        meteor = scores_of(_meteor_one, (aggregate, tokenizer), pairs, "METEOR")
-        per_example["meteor"] = meteor
-        report["meteor"] = {"score": sum(meteor) / len(meteor)}
-        settings["meteor"] = (
+        meteor = self.scores_of(_meteor_one, (self.aggregate, self.tokenizer), self.pairs, "METEOR")
+        self.per_example["meteor"] = meteor
+        self.report["meteor"] = {"score": sum(meteor) / len(meteor)}
+        self.settings["meteor"] = (
             "NLTK meteor_score (alpha 0.9, beta 3, gamma 0.5), WordNet 3.0 from Debian, "
-            + ("lower-cased Unicode words" if tokenizer == "unicode" else "lower-cased word tokens")
+            + ("lower-cased Unicode words" if self.tokenizer == "unicode" else "lower-cased word tokens")
         )
 
-    orders = [str(n) for n in m.NGRAM_ORDERS]
-    if "novel" in metrics:
-        if sources is None:
-            settings["novel"] = "skipped: no sources given"
-        else:
-            with_sources = list(zip(predictions, sources, strict=True))
-            report["novel_ngrams"] = {
-                n: _mean_defined(scores_of(_novel_one, (int(n), tokenizer), with_sources, f"novel {n}-grams"))
-                for n in orders
-            }
-            settings["novel"] = "share of summary n-grams absent from the source, averaged over summaries"
-    if "repeat" in metrics:
-        report["repeated_ngrams"] = {
+    def novel(self) -> None:
+        """Share of summary n-grams absent from the source (skipped, with a note, without sources)."""
+        if self.sources is None:
+            self.settings["novel"] = "skipped: no sources given"
+            return
+        with_sources = list(zip(self.predictions, self.sources, strict=True))
+        self.report["novel_ngrams"] = {
+            n: _mean_defined(
+                self.scores_of(_novel_one, (int(n), self.tokenizer), with_sources, f"novel {n}-grams")
+            )
+            for n in self.orders
+        }
+        self.settings["novel"] = "share of summary n-grams absent from the source, averaged over summaries"
+
+    def repeat(self) -> None:
+        """Repeated n-gram rates and doubled words, of the predictions and of the references."""
+        predictions, words, orders = self.predictions, self.words, self.orders
+        self.report["repeated_ngrams"] = {
             n: _mean_defined(m.repeated_ngram_rate(p, int(n), words) for p in predictions) for n in orders
         }
         # The references' own rates, for a "no more than k times the human rate" reading.
-        all_references = [r for refs in references for r in refs]
-        report["reference_repeated_ngrams"] = {
+        all_references = [r for refs in self.references for r in refs]
+        self.report["reference_repeated_ngrams"] = {
             n: _mean_defined(m.repeated_ngram_rate(r, int(n), words) for r in all_references) for n in orders
         }
-        report["doubled_words"] = {
+        self.report["doubled_words"] = {
             "predictions": sum(m.has_doubled_word(p, words) for p in predictions) / len(predictions),
             "references": sum(m.has_doubled_word(r, words) for r in all_references) / len(all_references),
         }
-        settings["repeat"] = (
+        self.settings["repeat"] = (
             "share of summary n-grams repeating an earlier one in it, averaged over summaries (references: "
             "over all references); doubled words: share of summaries with a word directly repeated"
         )
-    if "novel" in metrics or "repeat" in metrics or "length" in metrics:
-        settings["words"] = (
+
+    def describe_words(self) -> None:
+        """The word and sentence conventions of the novel, repeat and length metrics."""
+        self.settings["words"] = (
             "lower-cased Unicode words (one per character in unspaced scripts)"
-            if tokenizer == "unicode"
+            if self.tokenizer == "unicode"
             else "lower-cased [a-z0-9] runs"
         ) + ", unstemmed; sentences: Punkt per line"
-    if "length" in metrics:
-        for _ in track([None], "lengths", 1):
-            report["length"] = m.length_stats(predictions, references, words)
 
-    if bootstrap > 0 and per_example:
-        for _ in track([None], f"bootstrap ({bootstrap} resamples)", 1):
-            intervals = bootstrap_cis(per_example, n_samples=bootstrap, confidence=confidence, seed=seed)
+    def length(self) -> None:
+        """Length statistics of the predictions against the references."""
+        for _ in self.track([None], "lengths", 1):
+            self.report["length"] = m.length_stats(self.predictions, self.references, self.words)
+
+    def bootstrap(self, resamples: int, confidence: float, seed: int) -> None:
+        """Percentile intervals over resampled examples for every per-example score collected."""
+        for _ in self.track([None], f"bootstrap ({resamples} resamples)", 1):
+            intervals = bootstrap_cis(self.per_example, n_samples=resamples, confidence=confidence, seed=seed)
         key = f"ci{round(confidence * 100)}"
         for name, interval in intervals.items():
             if name.startswith("rouge/"):
-                report["rouge"][name.split("/", 1)[1]][f"fmeasure_{key}"] = list(interval)
+                self.report["rouge"][name.split("/", 1)[1]][f"fmeasure_{key}"] = list(interval)
             else:
-                report[name][key] = list(interval)
-        settings["bootstrap"] = (
-            f"{bootstrap} resamples of the examples, {confidence:.0%} percentile intervals, seed {seed}"
+                self.report[name][key] = list(interval)
+        self.settings["bootstrap"] = (
+            f"{resamples} resamples of the examples, {confidence:.0%} percentile intervals, seed {seed}"
         )
-    return report
 
 
 def _rouge155_averages(values: list[Score], resamples: int, confidence: float) -> dict[str, Any]:

@@ -52,6 +52,7 @@ from synopsis.models.bases import (
     BartEncoderAttention,
     method_classes,
 )
+from synopsis.models.features import InputFeatures
 
 #: The paper's marker: every sentence starts with BART's own [BOS] ``<s>``, with its pretrained embedding.
 DEFAULT_SENTENCE_START_TOKEN = "<s>"
@@ -282,3 +283,12 @@ def convert_to_hie_bart(
     :class:`HieBartConfig`; the sentence-start token's id is set with the tokenizer
     (:func:`synopsis.models.seq2seq.add_sentence_start_token`)."""
     return stack_method(model, "hie_bart", word_heads=word_heads, sentence_start_token=sentence_start_token)
+
+
+class HieBartInputs(InputFeatures):
+    """Hie-BART's input (Akiyama et al., 2021): the sentence-start token before every sentence, which the
+    sentence-level heads read to find the sentences; none when every head is word-level (stock BART)."""
+
+    def __init__(self, config: HieBartConfig, tokenizer: Any) -> None:
+        super().__init__(config, tokenizer)
+        self.sentence_marker = config.sentence_start_token if config.sentence_heads > 0 else None

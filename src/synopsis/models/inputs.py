@@ -2,7 +2,10 @@
 
 The seq2seq models read more than token ids. Hie-BART needs sentence boundaries, HIBRIDS the section of
 every token and the section tree's relations, InstructSum which tokens are the instruction. One builder,
-:class:`Seq2SeqInputs`, makes all of them in a single tokenizer call:
+:class:`Seq2SeqInputs`, makes all of them in a single tokenizer call. What a method adds (a marker, a
+prompt, section nodes, a field of the batch) comes from its input features
+(:class:`~synopsis.models.features.InputFeatures`, beside the method's code, found through
+:data:`~synopsis.models.registry.INPUT_FEATURES`); this module knows no method by name:
 
 1. The source text is assembled from pieces (the model's prefix such as T5's ``"summarize: "``, the
    instruction and its template, then the document's sentences, with Hie-BART's sentence-start marker
@@ -14,7 +17,8 @@ every token and the section tree's relations, InstructSum which tokens are the i
    instruction belong to no sentence or section (-1).
 3. Truncation to ``max_source_length`` cuts content tokens at the end and keeps the special tokens, as the
    tokenizer's own truncation does; the maps are cut with the ids, so they stay aligned. A warning says
-   how much was cut.
+   how much was cut. A method whose prompt has parts with budgets of their own (InstructSum) truncates
+   them itself.
 
 :meth:`Seq2SeqInputs.collate` pads every field into a batch record; :meth:`Seq2SeqInputs.model_inputs`
 keeps the fields a given model reads (stock models: ids and mask; LED also a global-attention mask).
@@ -34,20 +38,23 @@ from transformers import PreTrainedTokenizerBase
 
 from synopsis.document import Document
 from synopsis.errors import CheckpointError, ConfigError, InputError
-from synopsis.models.registry import checkpoint_type, is_family, is_hibrids
+from synopsis.models.features import (
+    INSTRUCTION_SEGMENT,
+    SOURCE_SEGMENT,
+    InputFeatures,
+    Limits,
+    Piece,
+    feature_classes,
+    first,
+)
+from synopsis.models.registry import checkpoint_type, config_setting, position_table
 
 logger = logging.getLogger(__name__)
 
+__all__ = ["INSTRUCTION_SEGMENT", "SOURCE_SEGMENT", "Seq2SeqInputs", "SourceEncoding", "Truncation"]
+
 #: T5 has relative positions and no hard limit; its pre-training length is the default maximum.
 T5_DEFAULT_MAX_SOURCE_LENGTH = 512
-#: The longest input a plain T5 is allowed when asked (InstructSum's T5 baseline at inference).
-T5_MAX_SOURCE_LENGTH = 1024
-
-#: Segment ids: source text (and the model's prefix) vs instruction text.
-SOURCE_SEGMENT, INSTRUCTION_SEGMENT = 0, 1
-#: InstructSum (Nishida et al.) reads the first 1024 source tokens; an instruction part gets its own budget so
-#: that one cached source serves every instruction.
-INSTRUCTSUM_MAX_SOURCE_TOKENS = 1024
 DEFAULT_MAX_INSTRUCTION_LENGTH = 128
 #: Fields of a batch record and their padding values.
 PAD_VALUES = {"sentence_ids": -1, "section_ids": -1, "segment_ids": SOURCE_SEGMENT}
@@ -57,23 +64,24 @@ def source_length_limits(config: Any, tokenizer: PreTrainedTokenizerBase) -> tup
     """(default, maximum) input length in tokens.
 
     A model with a position table reads at most that many; by default, what its tokenizer truncates to
-    (``model_max_length``, the checkpoint's own input length) when that is shorter. A T5-family model has
-    relative positions and no hard limit: by default its tokenizer's length, else its family's
+    (``model_max_length``, the checkpoint's own input length) when that is shorter. A model with relative
+    positions (T5's family) has no hard limit: by default its tokenizer's length, else its family's
     (:attr:`~synopsis.models.registry.CheckpointType.source_length`: T5's conventional 512, LongT5's 16k),
-    and a stock T5 accepts up to 1024 when asked (InstructSum's "Full" baseline at inference).
-    InstructSum's source part: the paper's 1024."""
-    entry = checkpoint_type(config)
-    if entry is not None and entry.instructsum:
-        return INSTRUCTSUM_MAX_SOURCE_TOKENS, INSTRUCTSUM_MAX_SOURCE_TOKENS
+    and a stock T5 accepts up to 1024 when asked (``longest_asked``: InstructSum's "Full" baseline at
+    inference). A method that reads a fixed length says so (InstructSum's source part: the paper's 1024)."""
+    fixed = first(feature_classes(config), lambda feature: feature.fixed_source_length)
+    if fixed is not None:
+        return fixed, fixed
     stated = tokenizer.model_max_length
     stated = int(stated) if stated and stated < 1_000_000 else None
-    table = getattr(config, "max_encoder_position_embeddings", None)
-    if table is None and not is_family(config, "t5", stock=True):
-        table = getattr(config, "max_position_embeddings", None)
+    table = position_table(config)
     if table is not None:
-        return min(int(table), stated or int(table)), int(table)
-    default = stated or (entry.source_length if entry is not None else T5_DEFAULT_MAX_SOURCE_LENGTH)
-    return default, max(default, T5_MAX_SOURCE_LENGTH) if is_family(config, "t5", stock=True) else default
+        return min(table, stated or table), table
+    entry = checkpoint_type(config)
+    if entry is None:
+        return (stated or T5_DEFAULT_MAX_SOURCE_LENGTH,) * 2
+    default = stated or entry.source_length
+    return default, max(default, entry.longest_asked)
 
 
 def model_max_source_length(config: Any, tokenizer: PreTrainedTokenizerBase) -> int:
@@ -83,7 +91,7 @@ def model_max_source_length(config: Any, tokenizer: PreTrainedTokenizerBase) -> 
 
 def default_source_prefix(config: Any) -> str:
     """T5 checkpoints carry their task prefix (``"summarize: "``) in ``task_specific_params``."""
-    params = getattr(config, "task_specific_params", None) or {}
+    params = config_setting(config, "task_specific_params") or {}
     prefix = params.get("summarization", {}).get("prefix")
     if prefix is not None:
         return prefix
@@ -120,10 +128,9 @@ class SourceEncoding:
 
     ``sentence_ids`` index ``document.sentences`` (non-empty ones), ``section_ids`` index
     ``document.sections`` (pre-order, the root is 0); both are -1 for special tokens, the prefix and the
-    instruction. For a HIBRIDS model ``section_ids`` are the nodes of :meth:`Seq2SeqInputs.section_relations`
-    instead: tokens outside every section are the question (the instruction), start (before the document)
-    or end (after it) node, as in the authors' public code, and section k is node ``k + 3``
-    (:func:`~synopsis.models.hibrids.relations.outside_node_relations`). ``path_lengths``/``level_diffs``
+    instruction. A method's input feature may number them its own way (HIBRIDS: the nodes of
+    :meth:`Seq2SeqInputs.section_relations`, tokens outside every section on nodes of their own;
+    :mod:`synopsis.models.hibrids.relations` documents the numbering). ``path_lengths``/``level_diffs``
     are the document's (S, S) HIBRIDS relations and ``section_depths`` its (S,) depths, for every section
     whether or not truncation kept its tokens.
     """
@@ -146,42 +153,6 @@ class SourceEncoding:
         return len(self.input_ids)
 
 
-@dataclass
-class _Piece:
-    text: str
-    sentence: int = -1
-    section: int = -1
-    segment: int = SOURCE_SEGMENT
-    cut: bool = True  # truncation may cut it (False: InstructSum's prompt template and title)
-
-
-def _section_nodes(sections: np.ndarray, segments: np.ndarray, leading_bos_asks: bool = False) -> np.ndarray:
-    """HIBRIDS' node of every token: section k is node ``k + 3``; a token outside every section is the
-    question node (instruction), the start node (before the document's last section token) or the end node
-    (after it: EOS), as the public code's chunks (:func:`~synopsis.models.hibrids.outside_node_relations`).
-    ``leading_bos_asks``: the first token is the tokenizer's BOS before a question, which the public code
-    puts in the question chunk (``[<s>] + question``; see :attr:`Seq2SeqInputs.question_start`)."""
-    from synopsis.models.hibrids import END_NODE, OUTSIDE_NODES, QUESTION_NODE, START_NODE
-
-    inside = sections >= 0
-    last = int(np.flatnonzero(inside)[-1]) if inside.any() else -1
-    outside = np.where(np.arange(len(sections)) > last, END_NODE, START_NODE)
-    outside = np.where(segments == INSTRUCTION_SEGMENT, QUESTION_NODE, outside)
-    if leading_bos_asks and (segments == INSTRUCTION_SEGMENT).any():
-        outside[0] = QUESTION_NODE
-    return np.where(inside, sections + OUTSIDE_NODES, outside)
-
-
-def _question_start_token(model_config: Any, tokenizer: PreTrainedTokenizerBase) -> str | None:
-    """The token that starts the document after a question in a HIBRIDS input: the tokenizer's BOS when it
-    puts one first (BART, LED), else None (T5 has no BOS). See :attr:`Seq2SeqInputs.question_start`."""
-    bos = tokenizer.bos_token_id
-    if not is_hibrids(model_config) or bos is None:
-        return None
-    ids = tokenizer("x")["input_ids"]
-    return tokenizer.bos_token if ids and ids[0] == bos else None
-
-
 class Seq2SeqInputs:
     """Builds encoder inputs and labels for one model + tokenizer.
 
@@ -195,12 +166,13 @@ class Seq2SeqInputs:
     it from a Hie-BART config; ``headings``: read section headings (``None``: the config's
     ``source_headings``, default on).
 
-    Prompts on the T5 path follow InstructSum (Nishida et al.): an InstructSum checkpoint always, and a plain
-    T5 given an instruction, read ``Instructions: {I} According to the above instructions, summarize the
-    following article. Title: {Ti} Article: {S}`` (without an instruction: ``Summarize the following
-    article. Title: ... Article: ...``). The instruction part is segment 1 and is truncated to
-    ``max_instruction_length`` on its own; the source part (segment 0) to ``max_source_length``, so the
-    source's tokens never depend on the instruction.
+    What a method adds comes from its input features (:mod:`synopsis.models.features`), found through the
+    model's checkpoint type: ``features``, in the registry's order. Prompts on the T5 path follow
+    InstructSum (Nishida et al.): an InstructSum checkpoint always, and a plain T5 given an instruction, read
+    ``Instructions: {I} According to the above instructions, summarize the following article. Title: {Ti}
+    Article: {S}`` (without an instruction: ``Summarize the following article. Title: ... Article: ...``).
+    The instruction part is segment 1 and is truncated to ``max_instruction_length`` on its own; the source
+    part (segment 0) to ``max_source_length``, so the source's tokens never depend on the instruction.
     """
 
     def __init__(
@@ -217,6 +189,10 @@ class Seq2SeqInputs:
     ) -> None:
         self.config = model_config
         self.tokenizer = tokenizer
+        # what the model's methods add (models/features.py), in the registry's order
+        self.features: list[InputFeatures] = [
+            feature(model_config, tokenizer) for feature in feature_classes(model_config)
+        ]
         limit, maximum = source_length_limits(model_config, tokenizer)
         if max_source_length is not None and not 1 <= max_source_length <= maximum:
             raise ConfigError(
@@ -225,11 +201,9 @@ class Seq2SeqInputs:
         self.max_source_length = max_source_length or limit
         self.max_target_length = max_target_length
         self.prefix = default_source_prefix(model_config) if prefix is None else prefix
-        # HIBRIDS on a BOS tokenizer lays a question input out as the authors' public code (hibrids_summ,
-        # hf_translation.py) does: [<s>] + question + [<s>] + document + [</s>], the leading <s> in the
-        # question chunk and the second <s> alone as the start chunk (issue 51 item 1); any other model
-        # reads "question\ndocument".
-        self.question_start = _question_start_token(model_config, tokenizer)
+        # A token alone between a question and the document (HIBRIDS on a BOS tokenizer: the public code's
+        # [<s>] + question + [<s>] + document + [</s>]); any other model reads "question\ndocument".
+        self.question_start = first(self.features, lambda feature: feature.question_start)
         if instruction_template is None:
             instruction_template = "{instruction}" + ("" if self.question_start else "\n") + "{source}"
         if instruction_template.count("{source}") != 1 or instruction_template.count("{instruction}") != 1:
@@ -237,57 +211,71 @@ class Seq2SeqInputs:
                 f"instruction_template {instruction_template!r}: needs one {{instruction}} and one {{source}}"
             )
         self.instruction_template = instruction_template
-        if sentence_marker is None and getattr(model_config, "sentence_heads", 0) > 0:
-            sentence_marker = model_config.sentence_start_token
+        if sentence_marker is None:
+            sentence_marker = first(self.features, lambda feature: feature.sentence_marker)
         self.sentence_marker = sentence_marker
-        # SECTOK / LVLSECTOK (the HIBRIDS paper's baselines): a marker before every section's first sentence
-        self.section_markers = getattr(model_config, "section_markers", None)
-        self.section_marker_max_depth = int(getattr(model_config, "section_marker_max_depth", 1) or 1)
         if max_instruction_length < 1:
             raise ConfigError(f"max_instruction_length must be >= 1, got {max_instruction_length}")
         self.max_instruction_length = max_instruction_length
         # Section headings are read before their section's text (HIBRIDS reads section titles); a model
         # config may turn them off with ``source_headings: false``.
-        self.headings = bool(getattr(model_config, "source_headings", True)) if headings is None else headings
+        if headings is None:
+            headings = bool(config_setting(model_config, "source_headings"))
+        self.headings = headings
         self.last_truncation = Truncation()
 
-    def uses_instructsum_prompt(self, instruction: str | None) -> bool:
-        entry = checkpoint_type(self.config)
-        return entry is not None and (entry.instructsum or (entry.family == "t5" and bool(instruction)))
+    def prompt_owner(self, instruction: str | None) -> InputFeatures | None:
+        """The feature that lays out the whole input for ``instruction`` (InstructSum's prompt), if any."""
+        return next((f for f in self.features if f.owns_prompt(instruction)), None)
+
+    def prompt_room(self) -> int:
+        """Tokens a method's prompt takes around a document beside any instruction (InstructSum: the
+        instruction's own budget and the fixed ``Title: ... Article:`` lead-in); 0 for other models."""
+        owner = self.prompt_owner(None)
+        return 0 if owner is None else owner.prompt_room(self.max_instruction_length)
+
+    @property
+    def limits(self) -> Limits:
+        return Limits(self.max_source_length, self.max_instruction_length)
 
     # ------------------------------------------------------------------ text pieces
-    def _pieces(self, document: Document, instruction: str | None) -> list[_Piece]:
+    def _section_marker(self, section: Any) -> str | None:
+        return first(self.features, lambda feature: feature.section_marker(section))
+
+    def _pieces(self, document: Document, instruction: str | None) -> list[Piece]:
         sentences = [s for s in document.sentences if s.text.strip()]
         if not sentences:
             where = f"document {document.id}" if document.id else "document"
             raise InputError(f"{where}: no text to summarize")
-        if self.uses_instructsum_prompt(instruction):
-            return self._instructsum_pieces(document, sentences, instruction)
+        owner = self.prompt_owner(instruction)
+        if owner is not None:  # the prompt normalises whitespace and reads no markers
+            return owner.prompt(document, self._body_pieces(document, sentences, markers=False), instruction)
         source = self._body_pieces(document, sentences, markers=True)
-        pieces = [_Piece(self.prefix)] if self.prefix else []
+        pieces = [Piece(self.prefix)] if self.prefix else []
         if not instruction:
             return pieces + source
         for part in re.split(r"(\{instruction\}|\{source\})", self.instruction_template):
             if part == "{source}":
                 if self.question_start is not None:  # HIBRIDS' second <s>: the start chunk (no section)
-                    pieces.append(_Piece(self.question_start))
+                    pieces.append(Piece(self.question_start))
                 pieces += source
             elif part:  # the instruction and the template's own words form the instruction segment
                 text = instruction if part == "{instruction}" else part
-                pieces.append(_Piece(text, segment=INSTRUCTION_SEGMENT))
+                pieces.append(Piece(text, segment=INSTRUCTION_SEGMENT))
         return pieces
 
-    def _body_pieces(self, document: Document, sentences: list[Any], *, markers: bool) -> list[_Piece]:
+    def _body_pieces(self, document: Document, sentences: list[Any], *, markers: bool) -> list[Piece]:
         """The document's text: each sentence (labelled with its index and section), and, when a sentence
         starts a section, the headings of the sections entered since the previous sentence (a heading's
-        tokens belong to its section, to no sentence), with SECTOK/LVLSECTOK's marker before the
-        section's own heading and Hie-BART's sentence marker before the sentence (``markers``)."""
+        tokens belong to its section, to no sentence), with a feature's section marker (SECTOK/LVLSECTOK)
+        before the section's own heading and the sentence marker (Hie-BART) before the sentence
+        (``markers``)."""
         sections = document.sections
-        pieces: list[_Piece] = []
+        pieces: list[Piece] = []
 
         def add(text: str, sentence: int, section: int) -> None:
             # The space before a piece belongs to it, so a token that carries a leading space does too.
-            pieces.append(_Piece((" " if pieces else "") + text, sentence, section))
+            pieces.append(Piece((" " if pieces else "") + text, sentence, section))
 
         for index, sentence in enumerate(sentences):
             section = sentence.section
@@ -297,11 +285,9 @@ class Seq2SeqInputs:
                 for node in entered[:-1]:  # sections without text of their own, e.g. a parent's title
                     if node.heading and node.heading.strip():
                         add(" ".join(node.heading.split()), -1, node.index)
-            if markers and self.section_markers and section.depth >= 1 and starts:
-                from synopsis.models.hibrids import section_marker
-
-                depth = min(section.depth, self.section_marker_max_depth)
-                add(section_marker(depth, self.section_markers), index, section.index)
+            marker = self._section_marker(section) if markers and starts else None
+            if marker is not None:
+                add(marker, index, section.index)
             if starts and self.headings and section.heading and section.heading.strip():
                 add(" ".join(section.heading.split()), -1, section.index)
             text = sentence.text if markers else " ".join(sentence.text.split())
@@ -312,32 +298,10 @@ class Seq2SeqInputs:
                     # BART's own <s> (Hie-BART's default, as in the paper): the tokenizer's leading <s> starts
                     # the first sentence; a later one keeps the space before it as a token of its own, so the
                     # space goes after it ("A.<s> B." tokenizes A. and B. exactly as "A. B." does).
-                    pieces.append(_Piece(f"{self.sentence_marker} {text}", index, section.index))
+                    pieces.append(Piece(f"{self.sentence_marker} {text}", index, section.index))
                     continue
             add(text, index, section.index)
         return pieces
-
-    def _instructsum_pieces(
-        self, document: Document, sentences: list[Any], instruction: str | None
-    ) -> list[_Piece]:
-        """The paper's prompt, split so that every sentence keeps its labels."""
-        from synopsis.models.instructsum import INSTRUCTION_TEMPLATE, prompt_parts
-
-        body = self._body_pieces(document, sentences, markers=False)  # the prompt normalises whitespace
-        article = "".join(p.text for p in body)
-        instruction_text, source_text = prompt_parts(instruction, document.title, article)
-        if not source_text.endswith(article):
-            raise AssertionError("the source prompt must end with the article")
-        pieces = []
-        if instruction_text is not None:  # template words fixed, the instruction's own words cuttable
-            before, after = INSTRUCTION_TEMPLATE.split("{instruction}")
-            words = instruction_text[len(before) : len(instruction_text) - len(after)]
-            pieces.append(_Piece(before, segment=INSTRUCTION_SEGMENT, cut=False))
-            pieces.append(_Piece(words, segment=INSTRUCTION_SEGMENT))
-            pieces.append(_Piece(after, segment=INSTRUCTION_SEGMENT, cut=False))
-        lead = source_text[: len(source_text) - len(article)]
-        pieces.append(_Piece(lead if instruction_text is None else " " + lead, cut=False))
-        return pieces + body
 
     def source_text(self, document: Document, instruction: str | None = None) -> str:
         """The text the encoder reads."""
@@ -366,17 +330,17 @@ class Seq2SeqInputs:
             offsets = np.asarray(encoded["offset_mapping"][row], dtype=np.int64).reshape(-1, 2)
             special = np.asarray(encoded["special_tokens_mask"][row], dtype=bool)
             labels = self._token_labels(pieces, offsets, special)
-            if self.uses_instructsum_prompt(instructions[row]):
-                keep = self._kept_per_segment(special, labels[2], labels[3])
+            owner = self.prompt_owner(instructions[row])
+            if owner is not None:
+                keep = owner.kept(special, labels[2], labels[3], self.limits)
             else:
                 keep = self._kept_positions(special, self.max_source_length)
             report.add(len(ids), int(keep.sum()))
             sentences = [s for s in document.sentences if s.text.strip()]
             path, level = document.tree_relations()
             sections = labels[1][keep]
-            if is_hibrids(self.config):
-                leading_bos = self.question_start is not None and ids[keep][0] == self.tokenizer.bos_token_id
-                sections = _section_nodes(sections, labels[2][keep], leading_bos)
+            for feature in self.features:
+                sections = feature.section_ids(sections, labels[2][keep], ids[keep])
             out.append(
                 SourceEncoding(
                     input_ids=ids[keep].tolist(),
@@ -405,29 +369,9 @@ class Seq2SeqInputs:
             rank = np.cumsum(content)
         return special | (content & (rank <= budget))
 
-    def _kept_per_segment(
-        self, special: np.ndarray, segments: np.ndarray, cuttable: np.ndarray
-    ) -> np.ndarray:
-        """InstructSum's prompt: the whole input fits ``max_source_length`` (the paper's first 1024 tokens);
-        the instruction part gets ``max_instruction_length`` of it and the source part (with its EOS) the
-        rest, a fixed budget, so one cached source serves every instruction. Only the instruction's words
-        and the article are cut, never the template or the title."""
-        from synopsis.models.instructsum import keep_within_budget
-
-        instruction = ~special & (segments == INSTRUCTION_SEGMENT)
-        source = ~special & (segments == SOURCE_SEGMENT)
-        source_budget = self.max_source_length - int(special.sum())
-        if instruction.any():
-            source_budget -= self.max_instruction_length
-        return (
-            special
-            | keep_within_budget(instruction, cuttable, self.max_instruction_length)
-            | keep_within_budget(source, cuttable, max(source_budget, 1))
-        )
-
     @staticmethod
     def _token_labels(
-        pieces: list[_Piece], offsets: np.ndarray, special: np.ndarray
+        pieces: list[Piece], offsets: np.ndarray, special: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(sentence, section, segment, cuttable) per token, read at the token's first character."""
         lengths = [len(p.text) for p in pieces]
@@ -457,23 +401,19 @@ class Seq2SeqInputs:
 
     # ------------------------------------------------------------------ batches
     def section_relations(self, source: SourceEncoding) -> torch.Tensor:
-        """The (S+3, S+3) bucket ids of one source's section tree with the nodes of the tokens outside every
-        section (question, start, end; :func:`~synopsis.models.hibrids.relations.outside_node_relations`),
-        as this HIBRIDS model reads them (unpadded)."""
-        from synopsis.models.hibrids import outside_node_relations, relation_buckets
-
-        selected = bool(getattr(self.config, "hibrids_selected", False))
-        path, level, depth, order = outside_node_relations(
-            source.path_lengths, source.level_diffs, source.section_depths
-        )
-        return relation_buckets(path, level, depth, selected=selected, order=order)
+        """The unpadded relation ids between one source's section-tree nodes, as the model reads them
+        (HIBRIDS: (S+3, S+3) buckets, :meth:`synopsis.models.hibrids.inputs.HibridsInputs.relations`);
+        refused for a model that reads none."""
+        relations = first(self.features, lambda feature: feature.relations(source))
+        if relations is None:
+            raise ConfigError(f"a {self.config.model_type} model reads no section relations")
+        return relations
 
     def collate(
         self, sources: Sequence[SourceEncoding], targets: Sequence[Sequence[int]] | None = None
     ) -> dict[str, torch.Tensor]:
-        """Pad a batch record: ids, mask, per-token maps, (B, S, S) relations; labels use -100 on padding.
-
-        LED gets global attention on the first token.
+        """Pad a batch record: ids, mask, per-token maps, (B, S, S) relations, then each input feature's own
+        fields (HIBRIDS' ``section_relations``, LED's ``global_attention_mask``); labels use -100 on padding.
         """
         batch = dict(self.tokenizer.pad({"input_ids": [s.input_ids for s in sources]}, return_tensors="pt"))
         width = batch["input_ids"].shape[1]
@@ -500,14 +440,8 @@ class Seq2SeqInputs:
             depths[i, : len(s.section_depths)] = torch.from_numpy(s.section_depths)
             section_mask[i, : len(s.section_depths)] = True
         batch["section_depths"], batch["section_mask"] = depths, section_mask
-        if is_hibrids(self.config):  # the tree's relations as the model's bucket ids
-            from synopsis.models.hibrids import pad_section_relations
-
-            batch["section_relations"] = pad_section_relations([self.section_relations(s) for s in sources])
-        if is_family(self.config, "led"):
-            global_mask = torch.zeros_like(batch["input_ids"])
-            global_mask[:, 0] = 1
-            batch["global_attention_mask"] = global_mask
+        for feature in self.features:
+            feature.collate(sources, batch)
         if targets is not None:
             labels = self.tokenizer.pad({"input_ids": [list(t) for t in targets]}, return_tensors="pt")
             batch["labels"] = labels["input_ids"].masked_fill(labels["attention_mask"] == 0, -100)

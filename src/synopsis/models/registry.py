@@ -22,6 +22,33 @@ SECTION_INPUTS = ("section_ids", "section_relations")
 SEGMENT_INPUTS = ("segment_ids",)
 #: The methods a checkpoint type may carry, as their papers name them.
 METHOD_NAMES = {"hie_bart": "Hie-BART", "hibrids": "HIBRIDS", "instructsum": "InstructSum"}
+#: Where each input feature (:class:`~synopsis.models.features.InputFeatures`) lives, as ``"module:Class"``,
+#: imported the first time a model that reads it builds its inputs (transformers' Auto mappings name their
+#: classes so). A method's feature goes under the method's name; the order is the order the input builder
+#: asks them in (the first that lays out a prompt lays it out).
+INPUT_FEATURES = {
+    "instructsum": "synopsis.models.instructsum.inputs:InstructSumInputs",
+    "instruction_prompt": "synopsis.models.instructsum.inputs:InstructionPromptInputs",
+    "hie_bart": "synopsis.models.hie_bart:HieBartInputs",
+    "hibrids": "synopsis.models.hibrids.inputs:HibridsInputs",
+    "section_markers": "synopsis.models.hibrids.inputs:SectionMarkerInputs",
+    "global_attention": "synopsis.models.features:GlobalAttentionInputs",
+}
+#: Input features every checkpoint of a family reads, beyond its methods': a T5 given an instruction reads
+#: InstructSum's prompt (the paper's T5 baseline), LED gives its first token global attention.
+FAMILY_FEATURES = {"t5": ("instruction_prompt",), "led": ("global_attention",)}
+#: Settings a checkpoint's ``config.json`` may carry on any model type, with their defaults: a task prefix
+#: (``task_specific_params``, T5's), read section headings before their text (``source_headings``), HIBRIDS'
+#: SECTOK / LVLSECTOK section markers (``section_markers``, ``section_marker_max_depth``, recorded by
+#: ``synopsis convert section-tokens``).
+CONFIG_SETTINGS: dict[str, Any] = {
+    "task_specific_params": None,
+    "source_headings": True,
+    "section_markers": None,
+    "section_marker_max_depth": 1,
+}
+#: The longest input a stock T5 is allowed when asked (InstructSum's T5 baseline at inference).
+T5_MAX_SOURCE_LENGTH = 1024
 
 
 @dataclass(frozen=True)
@@ -32,7 +59,8 @@ class CheckpointType:
     methods stacked on it (empty for a stock checkpoint); ``inputs``: batch-record fields beyond ids and
     masks the model reads; ``task_prefix``: the source prefix when the config names none (T5's
     ``"summarize: "``); ``source_length``: for a family with relative positions (no position table), the
-    input length its checkpoints are made for when the tokenizer names none.
+    input length its checkpoints are made for when the tokenizer names none; ``longest_asked``: the longest
+    input such a model accepts when asked, when that is more (0: ``source_length``'s).
     """
 
     name: str
@@ -41,10 +69,22 @@ class CheckpointType:
     inputs: tuple[str, ...] = ()
     task_prefix: str = ""
     source_length: int = 512
+    longest_asked: int = 0
 
     @property
     def stock(self) -> bool:
         return not self.methods
+
+    @property
+    def relative_positions(self) -> bool:
+        """No position table: the length a model reads is its tokenizer's or :attr:`source_length`."""
+        return self.family == "t5"
+
+    @property
+    def features(self) -> tuple[str, ...]:
+        """The input features (names in :data:`INPUT_FEATURES`) it reads: its methods' and its family's."""
+        own = self.methods | set(FAMILY_FEATURES.get(self.family, ()))
+        return tuple(name for name in INPUT_FEATURES if name in own)
 
     @property
     def hibrids(self) -> bool:
@@ -75,10 +115,11 @@ MODEL_TYPES: dict[str, CheckpointType] = _types(
     CheckpointType("pegasus", "pegasus"),
     CheckpointType("pegasus_x", "pegasus"),
     CheckpointType("bigbird_pegasus", "pegasus"),
-    CheckpointType("t5", "t5", task_prefix="summarize: "),
-    CheckpointType("mt5", "t5", task_prefix="summarize: "),
-    CheckpointType("umt5", "t5"),
-    CheckpointType("longt5", "t5", source_length=16384),  # Guo et al. (2022) read up to 16k tokens
+    CheckpointType("t5", "t5", task_prefix="summarize: ", longest_asked=T5_MAX_SOURCE_LENGTH),
+    CheckpointType("mt5", "t5", task_prefix="summarize: ", longest_asked=T5_MAX_SOURCE_LENGTH),
+    CheckpointType("umt5", "t5", longest_asked=T5_MAX_SOURCE_LENGTH),
+    # Guo et al. (2022) read up to 16k tokens
+    CheckpointType("longt5", "t5", source_length=16384, longest_asked=T5_MAX_SOURCE_LENGTH),
     CheckpointType("led", "led"),
     CheckpointType("hie_bart", "bart", frozenset({"hie_bart"})),
     CheckpointType(INSTRUCTSUM_MODEL_TYPE, "t5", frozenset({"instructsum"}), SEGMENT_INPUTS),
@@ -97,6 +138,24 @@ def checkpoint_type(config: Any) -> CheckpointType | None:
     """The entry of a config (or a ``model_type`` string); None for a type synopsis does not know."""
     name = config if isinstance(config, str) else getattr(config, "model_type", None)
     return MODEL_TYPES.get(name)
+
+
+def config_setting(config: Any, name: str) -> Any:
+    """A setting of :data:`CONFIG_SETTINGS` as ``config`` records it, else its default: the one reader of
+    the optional settings a config.json may carry."""
+    return getattr(config, name, CONFIG_SETTINGS[name])
+
+
+def position_table(config: Any) -> int | None:
+    """How many positions the encoder's position table holds (LED's encoder table, else the model's);
+    None for a family with relative positions (T5) or a config that names none."""
+    entry = checkpoint_type(config)
+    if entry is not None and entry.relative_positions:
+        return None
+    for name in ("max_encoder_position_embeddings", "max_position_embeddings"):
+        if getattr(config, name, None) is not None:
+            return int(getattr(config, name))
+    return None
 
 
 def model_types(predicate: Callable[[CheckpointType], bool]) -> tuple[str, ...]:

@@ -206,29 +206,16 @@ def convert_instructsum(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBa
 
 
 def convert_hibrids(
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    *,
-    encoder: bool = True,
-    decoder: bool = True,
-    selected: bool = False,
-    decoder_per_head: bool = True,
-    global_bias: bool = True,
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, **options: Any
 ) -> PreTrainedModel:
     """A BART/T5/LED with HIBRIDS' section-tree attention biases, zero-initialised (Cao & Wang, 2022);
-    ``decoder_per_head`` and ``global_bias`` as :func:`~synopsis.models.hibrids.convert_to_hibrids`.
+    ``options`` are :func:`~synopsis.models.hibrids.convert_to_hibrids`' (``encoder``, ``decoder``,
+    ``selected``, ``decoder_per_head``, ``global_bias``), with its defaults.
 
     The tokenizer and embeddings also get the QS hierarchy markers (:func:`add_qs_tokens`), so the model can
     be fine-tuned for QS generation; text without markers tokenizes as before."""
     try:
-        converted = convert_to_hibrids(
-            model,
-            encoder=encoder,
-            decoder=decoder,
-            selected=selected,
-            decoder_per_head=decoder_per_head,
-            global_bias=global_bias,
-        )
+        converted = convert_to_hibrids(model, **options)
     except ValueError as err:
         raise CheckpointError(f"HIBRIDS: {err}") from None
     add_qs_tokens(converted, tokenizer)

@@ -99,7 +99,10 @@ class SummarizeRequest(_Strict):
 
 class SourceSentence(BaseModel):
     path: list[int] = Field(..., description="Section path from the root: sections[i].sections[j]...")
-    sentence: int = Field(..., description="Position among that section's own sentences.")
+    sentence: int | None = Field(
+        ...,
+        description="Position among that section's own sentences; null for a list item a lead-in brings.",
+    )
     text: str
     start: int | None = Field(None, description="Character offset in the submitted text (text, Markdown).")
     end: int | None = None
@@ -115,7 +118,11 @@ class SectionSummaryItem(BaseModel):
     heading: str | None
     path: list[int]
     index: int | None = Field(None, description="Position in a pre-order walk of the section tree (root: 0).")
-    skipped: bool = Field(False, description="No text in its subtree: kept in place with an empty summary.")
+    skipped: bool = Field(
+        False,
+        description="Nothing to show in its subtree (no text, or no sentence its summaries took): kept in "
+        "place with an empty summary.",
+    )
     summary: list[SummarySentenceItem]
     sections: list[SectionSummaryItem] = []
 
@@ -125,6 +132,11 @@ class StructuredSummary(BaseModel):
     section at path ``(i, j)``; the root's own text is ``preface``; by document ``sections`` is empty."""
 
     id: str | None
+    title: str | None = Field(
+        None,
+        description="By section: what the document is called (its title, else its top-level headings when "
+        "it opens with one), the document summary's heading; not one of its sentences.",
+    )
     note: str | None = Field(
         None, description="One line to show with the summary (e.g. why it is extractive), or null."
     )

@@ -15,7 +15,9 @@ three measures of a document against the model's :class:`~synopsis.data.pointer_
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,3 +111,47 @@ class DomainCheck:
                 )
             )
         return out
+
+
+class ModelScope:
+    """What one model reads of each document and how far that is from its domain, computed once per document:
+    a request asks up to three times (its note, the default summarizer's routing, the warning before
+    decoding). Weak keys: an entry goes with its document; a new sentence list
+    (:meth:`~synopsis.document.Document.reindex`) is checked again."""
+
+    def __init__(
+        self,
+        check: DomainCheck | None,
+        vocab: Any,
+        reads: int | None,
+        words: Callable[[Document], list[str]],
+    ) -> None:
+        """``check``: the model's domain (``None``: not recorded, every document is in it); ``words``: the
+        words the model reads of a document, at most ``reads`` of them."""
+        self.check, self.vocab, self.reads, self.words = check, vocab, reads, words
+        self._known: weakref.WeakKeyDictionary[Document, tuple[Any, list[str], list[Distance]]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lock = threading.Lock()
+
+    def words_and_distances(self, document: Document) -> tuple[list[str], list[Distance]]:
+        """The words the model reads of ``document`` and how it is far from the domain (empty: in it)."""
+        sentences = document.sentences
+        with self._lock:
+            known = self._known.get(document)
+        if known is not None and known[0] is sentences:
+            return known[1], known[2]
+        words = self.words(document)
+        far = [] if self.check is None else self.check.distances(document, words, self.vocab, self.reads)
+        with self._lock:
+            self._known[document] = (sentences, words, far)
+        return words, far
+
+    def note(self, far: list[Distance]) -> str | None:
+        """One line saying how a document is far (``far``) and what suits it better; ``None``: in domain."""
+        if not far or self.check is None:
+            return None
+        return (
+            f"far from the inputs this model was trained for ({self.check.corpus}): "
+            f"{'; '.join(d.what for d in far)}. Better suited: {'; '.join(d.advice for d in far)}."
+        )

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
-import weakref
 from collections.abc import Sequence
 from dataclasses import asdict, fields
 from importlib import resources
@@ -24,7 +22,7 @@ from synopsis.generation.config import GENERATION_CONFIG_FILE, GenerationConfig
 from synopsis.io import read_json
 from synopsis.sharding import resolve_device
 from synopsis.summarizers.base import Summarizer, SummarizerInfo, place_model
-from synopsis.summarizers.domain import Distance, DomainCheck
+from synopsis.summarizers.domain import Distance, DomainCheck, ModelScope
 
 logger = logging.getLogger(__name__)
 
@@ -72,16 +70,15 @@ class PointerGeneratorSummarizer(Summarizer):
     """Summarises a batch of documents with one batched beam search (or greedy with ``num_beams=1``)."""
 
     def __init__(self, model: Any, vocab: Any, generation: GenerationConfig | None = None) -> None:
+        from synopsis.models.pointer_generator import document_words
+
         self.model = model.eval()
         self.vocab = vocab
         self.generation = generation or GenerationConfig()
-        # Each document's words and distances, computed once: a request asks for them up to three times
-        # (its note, the default summarizer's routing, the warning before decoding). Weak keys: an entry
-        # goes with its document.
-        self._checked: weakref.WeakKeyDictionary[Document, tuple[Any, list[str], list[Distance]]] = (
-            weakref.WeakKeyDictionary()
-        )
-        self._checked_lock = threading.Lock()
+        profile = model.config.source_profile
+        check = None if profile is None else DomainCheck.from_profile(profile)
+        #: what the model reads of each document and how far it is from its domain, once per document
+        self.scope = ModelScope(check, vocab, self.generation.max_source_tokens, document_words)
 
     @classmethod
     def from_pretrained(
@@ -320,7 +317,7 @@ class PointerGeneratorSummarizer(Summarizer):
         articles, min_lengths = [], []
         for i, document in enumerate(documents):
             name = document.id or f"document {i + 1}"
-            tokens, far = self._words_and_distances(document)
+            tokens, far = self.scope.words_and_distances(document)
             if not tokens:
                 raise InputError(f"{name}: document is empty; nothing to summarize")
             if len(tokens) < self.generation.min_length:
@@ -332,7 +329,7 @@ class PointerGeneratorSummarizer(Summarizer):
                     len(tokens),
                     self.generation.min_length,
                 )
-            note = self._note(far)
+            note = self.scope.note(far)
             if note:
                 logger.warning("%s: %s", name, note)
             articles.append(tokens)
@@ -345,48 +342,16 @@ class PointerGeneratorSummarizer(Summarizer):
                 summaries[row] = detokenize(words)
         return summaries
 
-    def domain_check(self) -> DomainCheck | None:
-        """The thresholds of this model's domain, from ``config.source_profile`` (``None``: not recorded)."""
-        profile = self.model.config.source_profile
-        return None if profile is None else DomainCheck.from_profile(profile)
-
     def distances(self, document: Document) -> list[Distance]:
         """How ``document`` is far from this model's inputs (:class:`DomainCheck`); empty: in its domain,
         or the model records no inputs."""
-        return self._words_and_distances(document)[1]
-
-    def _words_and_distances(self, document: Document) -> tuple[list[str], list[Distance]]:
-        """The words the model reads of ``document`` and :meth:`distances`, computed once per document
-        (again after :meth:`~synopsis.document.Document.reindex`, which makes a new sentence list)."""
-        from synopsis.models.pointer_generator import document_words
-
-        sentences = document.sentences
-        with self._checked_lock:
-            known = self._checked.get(document)
-        if known is not None and known[0] is sentences:
-            return known[1], known[2]
-        words = document_words(document)
-        check = self.domain_check()
-        reads = self.generation.max_source_tokens
-        far = [] if check is None else check.distances(document, words, self.vocab, reads)
-        with self._checked_lock:
-            self._checked[document] = (sentences, words, far)
-        return words, far
+        return self.scope.words_and_distances(document)[1]
 
     def scope_note(self, document: Document) -> str | None:
         """One line saying how ``document`` is far from the inputs the model was trained for (much longer,
         sectioned, mostly unknown words) and what suits it better; ``None`` if it is not far, or if the
         model does not record its inputs (``config.source_profile``)."""
-        return self._note(self.distances(document))
-
-    def _note(self, far: list[Distance]) -> str | None:
-        if not far:
-            return None
-        kind = self.model.config.source_profile.corpus
-        return (
-            f"far from the inputs this model was trained for ({kind}): {'; '.join(d.what for d in far)}. "
-            f"Better suited: {'; '.join(d.advice for d in far)}."
-        )
+        return self.scope.note(self.distances(document))
 
     def notes(self, documents: Sequence[Document]) -> list[str | None]:
         return [self.scope_note(document) for document in documents]

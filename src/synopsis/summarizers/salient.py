@@ -20,8 +20,13 @@ is chosen), and its document summary is chosen over the whole document, not from
 (:meth:`SalientSummarizer.document_summary`): it is led by what the document is (its defining sentence, where
 its opening has one; the opening prose weighted as a reader weighs it, as LEAD is a strong baseline for news
 and for the introductions of technical documents, Nenkova, 2005) and then its most central points, or with an
-instruction the sentences most relevant to it, within the word budget. Every candidate *stands alone*
-(:func:`stands_alone`): it starts as a sentence, is not a lead-in ending in ":" without what it introduces.
+instruction the sentences most relevant to it (each read under its heading as well: a question often names
+the topic a heading names), within the word budget; its heading is what the document is called
+(:func:`~synopsis.summarizers.sections.summary_title`). Every candidate *stands alone* (:func:`stands_alone`):
+it starts as a sentence, does not run on from the sentence before ("Which ...", "Plus ...") or into the next
+block ("..."), and a lead-in ending in ":" is a candidate only together with the list it introduces
+(:func:`lead_in_units`), in the document summary and the section summaries alike; a sentence opening with a
+pronoun ("It includes ...") enters the document summary only after the sentence before it.
 """
 
 from __future__ import annotations
@@ -42,7 +47,9 @@ from synopsis.summarizers.citing import support
 from synopsis.summarizers.extractive import SentenceEncoder, _Selecting
 from synopsis.summarizers.sections import (
     DocumentSummary,
+    Source,
     SummarySentence,
+    Window,
     section_sources,
     summarize_by_section,
 )
@@ -65,6 +72,11 @@ OPENING_WEIGHT = 0.35
 CONTENT_WEIGHT = 0.5
 #: With an instruction, the share of a sentence's score that relevance to it gives (the rest: centrality).
 INSTRUCTION_WEIGHT = 0.75
+
+#: A heading speaks for each sentence of a section of up to this many (:func:`_heading_weights`).
+HEADING_SPAN = 20
+#: The longest lead-in with its list that is one candidate (:func:`lead_in_units`), in words.
+MAX_UNIT_WORDS = 80
 
 #: Cosine similarity from which a sentence repeats a chosen one (see :func:`mmr`).
 DUPLICATE = 0.95
@@ -99,6 +111,13 @@ _COPULA = re.compile(
     r"\bis\s+(?:designed|intended|meant|used)\b",
     re.IGNORECASE,
 )
+#: Words that join a sentence to the one before it ("Which now allows us ...", "Plus all the ..."): a
+#: sentence opening with one does not stand alone.
+CONTINUING = frozenset("which plus and but or nor whereas whom whose thus hence".split())
+#: Pronouns that stand for something the sentence before named ("It includes ..."): a sentence opening with
+#: one is taken into a document summary only after the sentence before it (:func:`budgeted_mmr`'s ``after``).
+ANAPHORIC = frozenset("it its they their them he she his her".split())
+
 #: Headings of the section that opens a document when it has no preface of its own.
 OPENING_HEADINGS = frozenset(
     "introduction overview about preamble description background summary abstract preface purpose".split()
@@ -113,16 +132,25 @@ def stands_alone(text: str, names: frozenset[str] = frozenset()) -> bool:
     """Whether a sentence reads on its own in a summary: at least :data:`MIN_STANDALONE_WORDS` words, it
     starts as a sentence does (a capital or a digit, not a footnote or bullet marker such as ``*``, and not
     the lowercase tail of a sentence split after a quotation), unless its first word is one of ``names``
-    (the document's own lowercase names: "pyenv lets you ..."), and it is not a lead-in ending in ":" (what
-    it introduces is a list or a code block, which a summary does not carry)."""
+    (the document's own lowercase names: "pyenv lets you ..."); it does not open with a word that joins it
+    to the sentence before (:data:`CONTINUING`: "Which now allows us ...", "Plus all the ..."); and it is
+    not a lead-in: one ending in ":" introduces a list or a code block, which come with it only as a unit
+    (:func:`lead_in_units`), and one ending in "..." or "…" runs on into the next block (an image, a
+    list)."""
     text = _spoken(text)
     words = text.split()
     if len(words) < MIN_STANDALONE_WORDS or not _FINAL_PUNCTUATION.search(text) or _disfluent(words):
+        return False
+    if text.rstrip("\"')]”’ ").endswith(("...", "…")) or _first_word(words) in CONTINUING:
         return False
     if _SENTENCE_START.match(text):
         return True
     first = words[0].strip("\"'“‘([").rstrip(",.;:")
     return first[:1].isalpha() and first.lower() in names
+
+
+def _first_word(words: list[str]) -> str:
+    return words[0].strip("\"'“‘([*_`").rstrip(",.;:").lower() if words else ""
 
 
 def _disfluent(words: list[str]) -> bool:
@@ -276,6 +304,8 @@ class SalientSummarizer(_Selecting):
         self._vectors = vectors
         #: the lowercase names a sentence of the document being summarized may start with (its title's words)
         self.names: frozenset[str] = frozenset()
+        #: the document's lead-ins with their lists, by the lead-in's ``(path, sentence)`` (one run's)
+        self.units: dict[tuple[tuple[int, ...], int | None], list[Source]] = {}
 
     @property
     def vectors(self) -> SentenceVectors:
@@ -318,14 +348,29 @@ class SalientSummarizer(_Selecting):
         return sorted(pool[i] for i in mmr(relevance, similarity, self.k, self.trade_off))
 
     def _similarities(
-        self, texts: list[str], instruction: str | None
+        self,
+        texts: list[str],
+        instruction: str | None,
+        headed: Sequence[str] = (),
+        heading_weight: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """The texts' pairwise similarities and, with an instruction, each text's normalised relevance to it
-        (the texts and the instruction encoded in one call)."""
-        vectors = self.vectors.encode(texts + ([instruction] if instruction else []))
+        (the texts and the instruction encoded in one call). With ``headed`` (each text under its heading,
+        "Termination: However, if you cease all violation ..."), relevance mixes the instruction's cosine
+        with the text and, by ``heading_weight`` (per text), with the headed text: a question names the topic
+        a heading names more often than the words of the sentence that answers it
+        (docs/results/default_real_documents.md)."""
+        extra = list(headed) if instruction else []
+        vectors = self.vectors.encode(texts + extra + ([instruction] if instruction else []))
         sentences = vectors[: len(texts)]
-        query = _normalised(sentences @ vectors[-1]) if instruction else None
-        return sentences @ sentences.T, query
+        if not instruction:
+            return sentences @ sentences.T, None
+        relevance = sentences @ vectors[-1]
+        if extra:
+            weight = np.full(len(texts), 0.5) if heading_weight is None else heading_weight
+            under = vectors[len(texts) : len(texts) + len(extra)] @ vectors[-1]
+            relevance = (1 - weight) * relevance + weight * under
+        return sentences @ sentences.T, _normalised(relevance)
 
     def select_window(self, document: Document, instruction: str | None = None) -> list[int]:
         # By section a window without prose (a ToC, a code block, backchannels) contributes nothing.
@@ -342,23 +387,46 @@ class SalientSummarizer(_Selecting):
         out = []
         offsets = options.get("offsets")
         for d, (document, instruction) in enumerate(zip(documents, instructions, strict=True)):
-            run = self._for_document(document)
-            (result,) = summarize_by_section(run, [document], [instruction], **_one_document(options, d))
             spans = offsets[d] if offsets is not None else None
+            run = self._for_document(document, spans)
+            (result,) = summarize_by_section(run, [document], [instruction], **_one_document(options, d))
             chosen = run.document_summary(document, instruction, options["max_words"], spans)
             if chosen:
                 result.summary = chosen
             out.append(result)
         return out
 
-    def _for_document(self, document: Document) -> SalientSummarizer:
-        """A copy for one document's run: its title's names, and its sentence vectors remembered (TF-IDF
+    def _for_document(
+        self, document: Document, offsets: Sequence[tuple[int, int] | None] | None = None
+    ) -> SalientSummarizer:
+        """A copy for one document's run: its title's names, its lead-ins with their lists
+        (:func:`lead_in_units`, for the section summaries), and its sentence vectors remembered (TF-IDF
         vectors depend on the texts encoded together, so they are not)."""
         vectors = self.vectors
         remembered = vectors if isinstance(vectors, TfidfVectors) else _Remembered(vectors)
         run = type(self)(self.k, trade_off=self.trade_off, query_weight=self.query_weight, vectors=remembered)
         run.names = title_names(document.title) | self.names
+        own = section_sources(document, offsets).values()
+        sources = [source for paragraphs in own for paragraph in paragraphs for source in paragraph]
+        units = lead_in_units(document, sources, offsets is not None, run.names).values()
+        run.units = {(unit[0].path, unit[0].sentence): unit for unit in units}
         return run
+
+    def summarize_windows(
+        self, windows: Sequence[Window], instructions: Sequence[str | None] | None = None
+    ) -> list[list[SummarySentence]]:
+        """Each section's chosen sentences, a lead-in read and shown with the list it introduces (the
+        document's :func:`lead_in_units`, known to a run of :meth:`_by_section`), each citing its sources."""
+        if not self.units:
+            return super().summarize_windows(windows, instructions)
+        instructions = list(instructions or [None] * len(windows))
+        out = []
+        for window, instruction in zip(windows, instructions, strict=True):
+            units = [self.units.get((s.path, s.sentence), [s]) for s in window.sources]
+            texts = [unit_text(u) if len(u) > 1 else t for u, t in zip(units, window.texts, strict=True)]
+            picked = self.select_window(Document.from_paragraphs([texts]), instruction)
+            out.append([SummarySentence(texts[i], units[i], support(texts[i], units[i])) for i in picked])
+        return out
 
     def document_summary(
         self,
@@ -368,21 +436,31 @@ class SalientSummarizer(_Selecting):
         offsets: Sequence[tuple[int, int] | None] | None = None,
     ) -> list[SummarySentence]:
         """The document summary chosen over the whole document within ``max_words`` (see the module
-        docstring): candidates are the sentences that stand alone; without an instruction a sentence's score
-        is LexRank centrality over the whole document mixed with its place in the opening
-        (:data:`OPENING_WEIGHT`), and the defining sentence, where the opening has one, is taken first; with
-        one, relevance to it mixed with centrality (:data:`INSTRUCTION_WEIGHT`). MMR picks within the budget;
-        the sentences are returned led by the defining sentence, then in document order, each citing itself.
-        Empty when no sentence qualifies."""
-        pool = [i for i in self.candidates(document) if len(document.sentences[i].text.split()) <= max_words]
+        docstring): candidates are the sentences that stand alone and the lead-ins ending in ":" with the
+        list they introduce (:func:`lead_in_units`); without an instruction a candidate's score is LexRank
+        centrality over the whole document mixed with its place in the opening (:data:`OPENING_WEIGHT`),
+        and the defining sentence, where the opening has one, is taken first; with one, relevance to it
+        mixed with centrality (:data:`INSTRUCTION_WEIGHT`), relevance read with each candidate's heading
+        (:meth:`_similarities`). MMR picks within the budget, a sentence opening
+        with a pronoun (:data:`ANAPHORIC`) only after the sentence before it; they are returned led by the
+        defining sentence, then in document order, each citing itself (a unit: its lead-in and each list
+        item). Empty when no sentence qualifies."""
+        own = section_sources(document, offsets).values()
+        sources = [source for paragraphs in own for paragraph in paragraphs for source in paragraph]
+        units = {i: [sources[i]] for i in self.candidates(document)}
+        names = self.names | title_names(document.title)
+        units.update(lead_in_units(document, sources, offsets is not None, names))
         # an answer may take half the budget; a central point a third
         longest = max(25, max_words // 2 if instruction else max_words // 3)
-        short = [i for i in pool if len(document.sentences[i].text.split()) <= longest]
+        words = {i: sum(len(s.text.split()) for s in unit) for i, unit in units.items()}  # as printed
+        pool = sorted(i for i in units if words[i] <= max_words)
+        short = [i for i in pool if words[i] <= longest]
         pool = short if len(short) >= 3 else pool  # a few long turns would spend the whole budget
         if not pool:
             return []
-        texts = [_spoken(document.sentences[i].text) for i in pool]
-        similarity, query = self._similarities(texts, instruction)
+        texts = [_spoken(unit_text(units[i])) for i in pool]
+        headed = [_under_heading(document.sentences[i].section, t) for i, t in zip(pool, texts, strict=True)]
+        similarity, query = self._similarities(texts, instruction, headed, _heading_weights(document, pool))
         # LexRank alone favours short generic sentences ("Doesn't look like it crashed."), close to many
         # others; a sentence's own content words (up to 15) say how much it can tell.
         said = np.array([min(len(set(content_words(t)) - FILLER_WORDS), 15) for t in texts], dtype=float)
@@ -393,13 +471,12 @@ class SalientSummarizer(_Selecting):
         else:
             opening, first = _opening(document, pool, self.names | title_names(document.title))
             relevance = (1 - OPENING_WEIGHT) * centrality + OPENING_WEIGHT * opening
-        words = np.array([len(document.sentences[i].text.split()) for i in pool])  # as printed, labels too
-        picked = budgeted_mmr(relevance, similarity, words, max_words, self.trade_off, first)
-        own = section_sources(document, offsets).values()
-        sources = [source for paragraphs in own for paragraph in paragraphs for source in paragraph]
+        sizes = np.array([words[i] for i in pool])
+        after = _antecedents(document, pool)
+        picked = budgeted_mmr(relevance, similarity, sizes, max_words, self.trade_off, first, after)
         # led by the defining sentence, then in document order
-        cited = [sources[pool[i]] for i in sorted(picked, key=lambda i: (i != first, i))]
-        return [SummarySentence(s.text, [s], support(s.text, [s])) for s in cited]
+        cited = [units[pool[i]] for i in sorted(picked, key=lambda i: (i != first, i))]
+        return [SummarySentence(unit_text(unit), unit, support(unit_text(unit), unit)) for unit in cited]
 
     def describe(self) -> SummarizerInfo:
         return self._info(
@@ -427,18 +504,22 @@ def budgeted_mmr(
     budget: int,
     trade_off: float,
     first: int | None = None,
+    after: np.ndarray | None = None,
     duplicate: float = DUPLICATE,
 ) -> list[int]:
     """:func:`mmr` within a word budget: the next sentence is the best by MMR among those that still fit
-    (``words[i]`` each), until none does; ``first`` (e.g. the defining sentence) is taken before any other.
-    A sentence at least ``duplicate``-similar to a chosen one is never taken."""
+    (``words[i]`` each), until none does; ``first`` (e.g. the defining sentence) is taken before any other;
+    a sentence with ``after[i] >= 0`` only once sentence ``after[i]`` is chosen (-2: never). A sentence at
+    least ``duplicate``-similar to a chosen one is never taken."""
     chosen: list[int] = [] if first is None or words[first] > budget else [first]
     left = budget - sum(int(words[i]) for i in chosen)
     redundancy = similarity[chosen].max(0) if chosen else np.full(len(relevance), -np.inf)
+    after = np.full(len(relevance), -1) if after is None else after
     while True:
         penalty = np.where(np.isfinite(redundancy), redundancy, 0.0)
         score = trade_off * relevance - (1 - trade_off) * penalty
         score[(words > left) | (redundancy >= duplicate)] = -np.inf
+        score[(after != -1) & ~np.isin(after, chosen)] = -np.inf
         score[chosen] = -np.inf
         if not np.isfinite(score).any():
             return chosen
@@ -446,6 +527,94 @@ def budgeted_mmr(
         chosen.append(best)
         left -= int(words[best])
         redundancy = np.maximum(redundancy, similarity[best])
+
+
+def _under_heading(section: Any, text: str) -> str:
+    """``text`` under the heading of its section ("Termination: ..."), or alone in the preface."""
+    heading = (section.heading or "").strip().rstrip(".:")
+    return f"{heading}: {text}" if heading and section.parent is not None else text
+
+
+def _heading_weights(document: Document, pool: list[int]) -> np.ndarray:
+    """How much each candidate's heading says of it (:meth:`SalientSummarizer._similarities`): half its
+    relevance in a section of up to :data:`HEADING_SPAN` sentences, less in longer ones (a meeting's topic
+    heads hundreds of turns, most of them about something else), none in the preface."""
+    sizes = Counter(s.section.index for s in document.sentences)
+    sections = [document.sentences[i].section for i in pool]
+    return np.array(
+        [0.0 if s.parent is None else 0.5 * min(1.0, HEADING_SPAN / sizes[s.index]) for s in sections]
+    )
+
+
+def _antecedents(document: Document, pool: list[int]) -> np.ndarray:
+    """For each candidate (``pool``: sentence indices) the position in ``pool`` of the sentence it needs
+    before it: the one before it in its paragraph when it opens with a pronoun (:data:`ANAPHORIC`: "It
+    includes ..."), -2 when that one is no candidate or there is none, -1 for a sentence that needs none."""
+    sentences = document.sentences
+    position = {i: k for k, i in enumerate(pool)}
+    out = np.full(len(pool), -1)
+    for k, i in enumerate(pool):
+        if _first_word(_spoken(sentences[i].text).split()) not in ANAPHORIC:
+            continue
+        before = i - 1
+        same = before >= 0 and (sentences[before].section, sentences[before].paragraph) == (
+            sentences[i].section, sentences[i].paragraph
+        )
+        out[k] = position.get(before, -2) if same else -2
+    return out
+
+
+def lead_in_units(
+    document: Document, sources: Sequence[Source], spans: bool, names: frozenset[str] = frozenset()
+) -> dict[int, list[Source]]:
+    """The lead-ins that come with what they introduce: ``{sentence index: [its Source, one per list
+    item]}`` for each sentence ending in ":" that closes its paragraph, is followed in its section by list
+    items (Markdown or plain-text list blocks, not chosen on their own where the section has prose), and
+    would stand alone as a sentence (:func:`stands_alone`, its colon read as a full stop), the unit
+    informative (:func:`is_informative`) and at most :data:`MAX_UNIT_WORDS` long. Each item cites its own
+    text; with ``spans`` (the input is one text or Markdown file) its characters in the input too.
+    ``sentence`` is ``None`` for an item: it is not one of its section's own sentences
+    (:attr:`Document.sentences`). What a lead-in introduces that is not a list (code, a table) is never
+    carried, so such a lead-in stays out."""
+    out: dict[int, list[Source]] = {}
+    sentences = document.sentences
+    for i, sentence in enumerate(sentences):
+        text = sentence.text.rstrip()
+        if not text.endswith(":") or not stands_alone(text[:-1] + ".", names):
+            continue
+        if i + 1 < len(sentences) and (sentences[i + 1].section, sentences[i + 1].paragraph) == (
+            sentence.section, sentence.paragraph
+        ):
+            continue  # not the end of its paragraph: what follows is not what it introduces
+        items = _list_after(sentence.section, sentence.paragraph, sources[i].path, spans)
+        unit = [sources[i], *items]
+        if items and is_informative(unit_text(unit)) and len(unit_text(unit).split()) <= MAX_UNIT_WORDS:
+            out[i] = unit
+    return out
+
+
+def _list_after(section: Any, paragraph: int, path: tuple[int, ...], spans: bool) -> list[Source]:
+    """The list items right after paragraph ``paragraph`` of ``section``, one Source per item sentence."""
+    items: list[Source] = []
+    for block in section.paragraphs[paragraph + 1 :]:
+        if getattr(block, "kind", "prose") != "list":
+            break
+        known = getattr(block, "spans", None) if spans else None
+        for j, text in enumerate(block):
+            span = known[j] if known is not None and known[j] is not None else (None, None)
+            items.append(Source(path, None, text, *span))
+    return items
+
+
+def unit_text(unit: Sequence[Source]) -> str:
+    """A candidate's text as a summary shows it: a sentence; or a lead-in and its list items on one line,
+    an item without final punctuation followed by "; " (as the list's line breaks would part them)."""
+    parts = [unit[0].text]
+    for source in unit[1:]:
+        if not _FINAL_PUNCTUATION.search(parts[-1]) and not parts[-1].endswith(":"):
+            parts[-1] += ";"
+        parts.append(source.text)
+    return " ".join(parts)
 
 
 def _opening(document: Document, pool: list[int], names: frozenset[str]) -> tuple[np.ndarray, int | None]:

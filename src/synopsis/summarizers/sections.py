@@ -40,6 +40,8 @@ MIN_SENTENCE_WORDS = 5
 #: Words per window of a document without headings for methods that read any length (extractive ones): its
 #: paragraphs are grouped into parts of about this size, each summarized as a section.
 PLAIN_TEXT_WINDOW = 400
+#: A document without a title is named by at most this many of its top-level headings (:func:`summary_title`).
+TITLE_HEADINGS = 5
 
 
 class Cancelled(SynopsisError):
@@ -50,11 +52,12 @@ class Cancelled(SynopsisError):
 @dataclass(frozen=True)
 class Source:
     """An input sentence: ``path`` indexes the section tree from the root (``sections[i].sections[j]``),
-    ``sentence`` counts that section's own sentences (paragraphs in order); ``start``/``end`` are character
-    offsets into the input file when it is one text or Markdown file, else ``None``."""
+    ``sentence`` counts that section's own sentences (paragraphs in order; ``None`` for a list item that a
+    chosen lead-in brings, which is not one of them); ``start``/``end`` are character offsets into the
+    input file when it is one text or Markdown file, else ``None``."""
 
     path: tuple[int, ...]
-    sentence: int
+    sentence: int | None
     text: str
     start: int | None = None
     end: int | None = None
@@ -94,8 +97,9 @@ class SummarySentence:
 class SectionSummary:
     """A section's summary (of its own text; empty for a section whose text is all in its subsections) and
     its subsections'. ``words`` counts the section's own input words; ``index`` is the section's position in
-    a pre-order walk of the document's tree (``Document.sections``; the root is 0); ``skipped``: no text in
-    its subtree, so nothing to summarize (it stays in the tree, so that ``path`` indexes ``sections``)."""
+    a pre-order walk of the document's tree (``Document.sections``; the root is 0); ``skipped``: nothing to
+    show in its subtree (no text, so nothing to summarize; or, once the run is done, no sentence its
+    summaries took); it stays in the tree, so that ``path`` indexes ``sections``."""
 
     heading: str | None
     path: tuple[int, ...]
@@ -149,6 +153,9 @@ class DocumentSummary:
     #: one line on how this document was summarized when the reader should know (e.g. extractive because the
     #: default model is not made for it, or how the model is far from its inputs); None: nothing to say
     note: str | None = None
+    #: what the document is called (:func:`summary_title`), shown as the document summary's heading, not as
+    #: one of its sentences (so not in ``prediction`` nor counted in ``max_words``); None: it has no name
+    title: str | None = None
 
     @property
     def prediction(self) -> str:
@@ -163,6 +170,7 @@ class DocumentSummary:
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
+            "title": self.title,
             "note": self.note,
             "prediction": self.prediction,
             "summary": [s.to_dict() for s in self.summary],
@@ -569,11 +577,38 @@ def _document_summary(
         logger.info("%s: skipped %d empty section(s)", document.id or f"document {d + 1}", skipped)
     if note:  # once, on stderr (as by document); the result carries it too
         logger.warning("%s: %s", document.id or f"document {d + 1}", note)
+    _hide_empty(root)
     preface = SectionSummary(root.heading, (), root.summary, [], root.words, 0) if root.summary else None
-    result = DocumentSummary(document.id, [], root.sections, skipped, preface, note)
+    result = DocumentSummary(document.id, [], root.sections, skipped, preface, note, summary_title(document))
     flat = [s for section in result.walk() for s in section.summary]
     result.summary = compose(flat, document, max_words, composer)
     return result
+
+
+def _hide_empty(root: SectionSummary) -> None:
+    """Mark ``skipped`` every section below ``root`` with nothing to show in its subtree (no text, or none
+    its summary took: a code sample, a changelog's bare list items), so that no output heads nothing."""
+    for node in reversed(root.walk()):
+        if node is not root and not node.summary and all(child.skipped for child in node.sections):
+            node.skipped = True
+
+
+def summary_title(document: Document) -> str | None:
+    """What a document is called, to head its document summary: its title; else, when it opens with a
+    heading (no text before the first one: a meeting's topics), its top-level headings over text (at most
+    :data:`TITLE_HEADINGS`, joined by " · "), the document's own words for what it holds; else ``None``
+    (its defining sentence, where it has one, leads the summary instead)."""
+    if document.title:
+        return document.title
+    if any(s.section is document.root for s in document.sentences):
+        return None
+    texts = {s.section.index for s in document.sentences}
+    headings = [
+        c.heading.strip()
+        for c in document.root.children
+        if c.heading and c.heading.strip() and any(c.index <= i < c.subtree_end for i in texts)
+    ]
+    return " · ".join(headings[:TITLE_HEADINGS]) or None
 
 
 def _skeleton(document: Document) -> tuple[SectionSummary, dict[int, SectionSummary], int]:

@@ -21,7 +21,7 @@ from synopsis.config import DECODING_OPTIONS, NO_DECODING, DecodingOptions
 from synopsis.document import Document
 from synopsis.errors import ConfigError
 from synopsis.models.inputs import Seq2SeqInputs, SourceEncoding
-from synopsis.models.instructsum import PromptIds, SourceCache, is_instructsum, prompt_parts
+from synopsis.models.instructsum import PromptIds, SourceCache, is_instructsum
 from synopsis.models.lengths import generate_kwargs
 from synopsis.models.registry import HIBRIDS_MODEL_TYPES, checkpoint_type
 from synopsis.models.seq2seq import load_seq2seq
@@ -107,12 +107,9 @@ class Seq2SeqSummarizer(Summarizer):
         return self.model.config.model_type in HIBRIDS_MODEL_TYPES
 
     def input_capacity(self) -> int | None:
-        room = self.SPECIAL_TOKEN_ROOM
-        if self.inputs.uses_instructsum_prompt(None):
-            # InstructSum's source part gets what the instruction's own budget leaves, less its fixed lead-in
-            # ("Title: ... Article:"), so that a window is read whole beside any instruction.
-            _, lead = prompt_parts("?", None, "")
-            room += self.inputs.max_instruction_length + self.input_length(lead)
+        # InstructSum's source part gets what the instruction's own budget leaves, less its fixed lead-in
+        # ("Title: ... Article:"), so that a window is read whole beside any instruction.
+        room = self.SPECIAL_TOKEN_ROOM + self.inputs.prompt_room()
         return max(1, self.inputs.max_source_length - room)
 
     def input_length(self, text: str) -> int:

@@ -8,10 +8,10 @@ independent of the number of processes:
 * **Same data order for any world size.** A trainer describes its epoch as a list of *global* batches whose
   order is a pure function of (seed, epoch). :class:`GlobalBatchSampler` walks them from a saved position
   (epoch, batch in epoch); every rank reads the same global batch at every step and takes its share of it
-  (:meth:`Distributed.shard`: examples ``rank, rank + W, rank + 2W, ...``, so ranks get a similar mix of
+  (:meth:`GlobalBatches.shard`: examples ``rank, rank + W, rank + 2W, ...``, so ranks get a similar mix of
   lengths when a batch is sorted by length). Resuming = starting the walk at the saved position, which is
   the same on 1 or N processes, so a resume on another world size is exact by construction.
-* **Loading.** :meth:`Distributed.loader` is a DataLoader over :class:`GlobalBatchSampler` (one item per
+* **Loading.** :meth:`GlobalBatches.loader` is a DataLoader over :class:`GlobalBatchSampler` (one item per
   optimizer step: this rank's micro-batches, collated), with its own generator so that it never draws from
   the RNG streams a resume restores. It is not ``accelerator.prepare(dataloader)``: Accelerate's sharded
   samplers deal whole batches to the ranks in turn (the global batch would change with the world size) or,
@@ -21,7 +21,7 @@ independent of the number of processes:
   most one example). A rank whose share is empty (an epoch's last, short batch with fewer examples than
   processes) runs a *filler*: one real example of the batch whose loss is multiplied by 0, so every rank
   runs the same forward/backward passes and DDP's all-reduce lines up. Only a configured batch smaller than
-  the world size is an error (:meth:`Distributed.require_batch_size`, naming the field).
+  the world size is an error (:meth:`GlobalBatches.require_size`, naming the field).
 * **Gradient accumulation per world size.** A trainer may cap the examples of one forward pass
   (``micro_batch_size``); each rank then splits its share into the same number of micro-batches,
   ``ceil(ceil(global / W) / micro)``, so the accumulation steps shrink as processes are added while the
@@ -36,14 +36,14 @@ independent of the number of processes:
   decides what happens next (a validation score, early stopping) is computed on the main process and
   broadcast (:meth:`Distributed.main_computes`), so every rank takes the same decision and none waits
   forever. Checkpoints stay our atomic safetensors + JSON format (never pickle).
-* **RNG per rank.** :meth:`Distributed.rng_states` gathers every rank's Python / NumPy / torch CPU / CUDA
+* **RNG per rank.** :meth:`RankRNG.states` gathers every rank's Python / NumPy / torch CPU / CUDA
   states; ``rng`` is rank 0's (as in a single-process checkpoint) and ``rng_ranks`` all of them when there
-  is more than one. :meth:`Distributed.restore_rng` gives each rank its own saved state; a rank without one
+  is more than one. :meth:`RankRNG.restore` gives each rank its own saved state; a rank without one
   (a resume on more processes than the run had) gets states derived from (seed, rank, step). Rank 0 keeps
-  the run's seed stream, ranks > 0 start from a derived seed (:meth:`Distributed.seed_ranks`): dropout masks
+  the run's seed stream, ranks > 0 start from a derived seed (:meth:`RankRNG.seed_ranks`): dropout masks
   differ per rank, and data order never depends on RNG state.
 
-**Precision** (:meth:`Distributed.set_precision`, every trainer's ``precision: fp32|bf16|fp16``; unset, the
+**Precision** (:meth:`MixedPrecision.set`, every trainer's ``precision: fp32|bf16|fp16``; unset, the
 launcher's ``ACCELERATE_MIXED_PRECISION``, which ``accelerate launch --mixed_precision`` sets): the loss is
 computed under ``torch.autocast`` (matrix products in the low precision, reductions and losses in fp32); the
 parameters, their gradients and the optimizer state stay fp32, so checkpoints are fp32 (Micikevicius et al.,
@@ -167,80 +167,42 @@ def _derived_seed(seed: int, rank: int, step: int) -> int:
     return int.from_bytes(digest[:8], "little") % (2**63)
 
 
-class Distributed:
-    """This process's place in a run (rank, world size, device) and the collectives the trainers use.
+class MixedPrecision:
+    """The training precision of one process (see the module docstring): ``torch.autocast`` around the loss,
+    fp32 weights and optimizer state, and in fp16 the dynamic loss scaler whose state a checkpoint keeps."""
 
-    :meth:`single` is one process without Accelerate (what library calls get by default);
-    :meth:`launch` reads the launcher's environment through Accelerate. With one process every collective is
-    a no-op, so the trainers have a single code path.
-    """
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.name = "fp32"
+        self.scaler: torch.amp.GradScaler | None = None
 
-    def __init__(self, accelerator: Any = None) -> None:
-        self.accelerator = accelerator
-        self.precision, self.scaler = "fp32", None
-        if accelerator is None:
-            # one process without Accelerate: the device --device chose (auto: a GPU when torch sees one)
-            self.rank, self.world_size, self.device = 0, 1, resolve_device(None)
-        else:
-            self.rank, self.world_size = accelerator.process_index, accelerator.num_processes
-            self.device = accelerator.device
-
-    @classmethod
-    def single(cls) -> Distributed:
-        return cls(None)
-
-    @classmethod
-    def launch(cls) -> Distributed:
-        """From ``torchrun`` / ``accelerate launch`` / no launcher (then one process)."""
-        from accelerate import Accelerator
-        from accelerate.utils import InitProcessGroupKwargs
-
-        # torchrun sets no ACCELERATE_USE_CPU: without a GPU, Accelerate would run every process alone; with
-        # one, --device cpu (sharding.compute_device) keeps the run on the CPU.
-        device = resolve_device(None)
-        seen = torch.accelerator.is_available()
-        cpu = (launched_processes() > 1 and not seen) or (device.type == "cpu" and seen)
-        if device.type == "cuda" and launched_processes() <= 1:
-            torch.cuda.set_device(device)  # --device cuda:N: Accelerate takes the current GPU
-        # The others wait while the main process validates (beam search over a dev set can take long); a
-        # process that dies is noticed by the launcher, which stops the rest at once.
-        timeout = InitProcessGroupKwargs(timeout=COLLECTIVE_TIMEOUT)
-        _refuse_unsupported_launcher_flags()
-        # Mixed precision is ours (see the module docstring): Accelerate must not wrap the forward again.
-        accelerator = Accelerator(cpu=cpu, mixed_precision="no", kwargs_handlers=[timeout])
-        distributed = cls(accelerator)
-        if not distributed.is_main:  # only the main process logs (the others: errors only)
-            logging.getLogger("synopsis").setLevel(max(logging.ERROR, logging.getLogger("synopsis").level))
-        if distributed.world_size > 1:
-            logger.info(
-                "distributed run: %d processes (%s), this is rank %d on %s",
-                distributed.world_size,
-                accelerator.distributed_type.value,
-                distributed.rank,
-                distributed.device,
-            )
-        return distributed
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
-
-    # ------------------------------------------------------------------ precision
-    def set_precision(self, configured: str | None, field: str = "precision") -> str:
-        """Train in ``configured`` precision (None: the launcher's; see the module docstring); returns it."""
-        self.precision = resolve_precision(configured, field)
+    def set(self, configured: str | None, field: str = "precision") -> str:
+        """Train in ``configured`` precision (None: the launcher's); returns the one chosen."""
+        self.name = resolve_precision(configured, field)
         self.scaler = None
-        if self.precision == "fp16":
+        if self.name == "fp16":
             self.scaler = torch.amp.GradScaler(self.device.type)
-        if self.precision != "fp32":
-            logger.info("mixed precision: %s autocast, fp32 weights and optimizer state", self.precision)
-        return self.precision
+        if self.name != "fp32":
+            logger.info("mixed precision: %s autocast, fp32 weights and optimizer state", self.name)
+        return self.name
 
     def autocast(self) -> contextlib.AbstractContextManager:
         """The context of a training forward pass (a no-op in fp32)."""
-        if self.precision == "fp32":
+        if self.name == "fp32":
             return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=PRECISIONS[self.precision])
+        return torch.autocast(self.device.type, dtype=PRECISIONS[self.name])
+
+    def scale(self, loss: torch.Tensor) -> torch.Tensor:
+        """The loss to back-propagate: times the fp16 loss scale (unchanged otherwise)."""
+        return loss if self.scaler is None else self.scaler.scale(loss)
+
+    def unscale_(self, optimizer: torch.optim.Optimizer | None) -> None:
+        """In fp16, divide ``optimizer``'s gradients by the loss scale (before they are clipped)."""
+        if self.scaler is None:
+            return
+        if optimizer is None:
+            raise ValueError("clip_grad_norm_ in fp16 needs the optimizer (to unscale its gradients)")
+        self.scaler.unscale_(optimizer)
 
     def step(self, optimizer: torch.optim.Optimizer) -> None:
         """``optimizer.step()``; in fp16 through the loss scaler (skipped when the gradients overflowed)."""
@@ -250,53 +212,80 @@ class Distributed:
             self.scaler.step(optimizer)
             self.scaler.update()
 
-    def precision_state(self) -> dict[str, Any]:
+    def state(self) -> dict[str, Any]:
         """What a checkpoint keeps of the precision: the fp16 loss scaler's state (JSON-able)."""
         return {} if self.scaler is None else {"grad_scaler": self.scaler.state_dict()}
 
-    def restore_precision_state(self, state: dict[str, Any]) -> None:
+    def restore(self, state: dict[str, Any]) -> None:
         """Pop the loss scaler's state from a checkpoint's state (absent: a run saved in fp32 or bf16)."""
         saved = state.pop("grad_scaler", None)
         if self.scaler is not None and saved is not None:
             self.scaler.load_state_dict(saved)
 
-    # ------------------------------------------------------------------ model and optimizer
-    def prepare(
-        self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, find_unused_parameters: bool = False
-    ) -> tuple[Any, Any]:
-        """(model for training steps — DDP-wrapped on several processes, optimizer) on :attr:`device`.
 
-        ``find_unused_parameters``: for a model that leaves some parameters out of every step (DDP would
-        wait for their gradients forever); it costs a graph traversal per step, so the others leave it off.
-        """
-        if self.accelerator is None:
-            # CPU -> CUDA moves parameters in place, so an optimizer built before keeps them (a trainer
-            # moves its model before building the optimizer all the same)
-            return model.to(self.device), optimizer
-        from accelerate.utils import DistributedDataParallelKwargs
+class RankRNG:
+    """Every rank's random streams (see "RNG per rank" in the module docstring): saved from all ranks,
+    restored per rank, derived from (seed, rank, step) for a rank that has none."""
 
-        handler = DistributedDataParallelKwargs(find_unused_parameters=find_unused_parameters)
-        self.accelerator.ddp_handler = handler  # read by prepare() when it wraps the model in DDP
-        return self.accelerator.prepare(model, optimizer)
+    def __init__(self, rank: int, world_size: int) -> None:
+        self.rank, self.world_size = rank, world_size
 
-    def unwrap(self, model: Any) -> Any:
-        return model if self.accelerator is None else self.accelerator.unwrap_model(model)
+    def states(self) -> dict[str, Any]:
+        """``{"rng": rank 0's states}`` plus ``"rng_ranks"`` (every rank's) on several processes; a
+        collective: every rank calls it, the main process writes the result."""
+        own = rng_state()
+        if self.world_size == 1:
+            return {"rng": own}
+        from accelerate.utils import gather_object
 
-    def clip_grad_norm_(
-        self, parameters: Any, max_norm: float, optimizer: torch.optim.Optimizer | None = None
-    ) -> None:
-        """Clip the gradients' global norm; in fp16 ``optimizer``'s gradients are unscaled first."""
-        if self.scaler is not None:
-            if optimizer is None:
-                raise ValueError("clip_grad_norm_ in fp16 needs the optimizer (to unscale its gradients)")
-            self.scaler.unscale_(optimizer)
-        if self.accelerator is None:
-            torch.nn.utils.clip_grad_norm_(parameters, max_norm)
+        everyone = gather_object([own])
+        return {"rng": everyone[0], "rng_ranks": everyone}
+
+    def restore(self, state: dict[str, Any], seed: int, step: int) -> None:
+        """Pop ``rng`` / ``rng_ranks`` from a checkpoint's state and restore this rank's RNG states."""
+        ranks = state.pop("rng_ranks", None)
+        first = state.pop("rng", None)
+        saved = len(ranks) if ranks is not None else int(first is not None)
+        if saved != self.world_size:
+            what = (
+                f"processes {saved}..{self.world_size - 1} derive theirs from seed {seed}, rank, step {step}"
+                if saved < self.world_size
+                else f"those of processes {self.world_size}..{saved - 1} go unused"
+            )
+            logger.info(
+                "the checkpoint holds the RNG states of %d process(es), this run has %d: %s (dropout masks "
+                "differ from an uninterrupted run; the data order does not)",
+                saved,
+                self.world_size,
+                what,
+            )
+        if ranks is not None and self.rank < len(ranks):
+            set_rng_state(ranks[self.rank])
+        elif self.rank == 0 and first is not None:
+            set_rng_state(first)
         else:
-            self.accelerator.clip_grad_norm_(parameters, max_norm)
+            self._seed_derived(seed, step)
 
-    # ------------------------------------------------------------------ data
-    def require_batch_size(self, size: int, field: str) -> None:
+    def seed_ranks(self, seed: int) -> None:
+        """At the start of a run, after the model is built: ranks > 0 move to their own RNG streams."""
+        if self.rank > 0:
+            self._seed_derived(seed, 0)
+
+    def _seed_derived(self, seed: int, step: int) -> None:
+        value = _derived_seed(seed, self.rank, step)
+        random.seed(value)
+        np.random.seed(value % 2**32)
+        torch.manual_seed(value)  # every CUDA device too
+
+
+class GlobalBatches:
+    """This rank's share of every global batch (see "Same data order", "Loading" and "A global batch not
+    divisible" in the module docstring): the split, the loader over it, and the one configuration error."""
+
+    def __init__(self, rank: int, world_size: int) -> None:
+        self.rank, self.world_size = rank, world_size
+
+    def require_size(self, size: int, field: str) -> None:
         """A global batch must give every process at least one example (or LM row)."""
         if size < self.world_size:
             raise ConfigError(
@@ -336,6 +325,111 @@ class Distributed:
         )
         return iter(loader)
 
+
+class Distributed:
+    """This process's place in a run (rank, world size, device), its launch, and the collectives the
+    trainers use; its concerns that hold state of their own are collaborators: :attr:`precision`
+    (:class:`MixedPrecision`), :attr:`rng` (:class:`RankRNG`) and :attr:`batches` (:class:`GlobalBatches`).
+
+    :meth:`single` is one process without Accelerate (what library calls get by default);
+    :meth:`launch` reads the launcher's environment through Accelerate. With one process every collective is
+    a no-op, so the trainers have a single code path.
+    """
+
+    def __init__(
+        self,
+        accelerator: Any = None,
+        *,
+        rank: int = 0,
+        world_size: int = 1,
+        device: torch.device | None = None,
+    ) -> None:
+        """``accelerator``: a launched run's; without one, ``rank`` of ``world_size`` on ``device`` (default:
+        the device --device chose; auto: a GPU when torch sees one) — one process, or a stand-in in tests."""
+        self.accelerator = accelerator
+        if accelerator is None:
+            self.rank, self.world_size = rank, world_size
+            self.device = device if device is not None else resolve_device(None)
+        else:
+            self.rank, self.world_size = accelerator.process_index, accelerator.num_processes
+            self.device = accelerator.device
+        self.precision = MixedPrecision(self.device)
+        self.rng = RankRNG(self.rank, self.world_size)
+        self.batches = GlobalBatches(self.rank, self.world_size)
+
+    @classmethod
+    def single(cls, device: torch.device | None = None) -> Distributed:
+        """One process without Accelerate, on ``device`` (default: the device --device chose)."""
+        return cls(None, device=device)
+
+    @classmethod
+    def launch(cls) -> Distributed:
+        """From ``torchrun`` / ``accelerate launch`` / no launcher (then one process)."""
+        from accelerate import Accelerator
+        from accelerate.utils import InitProcessGroupKwargs
+
+        # torchrun sets no ACCELERATE_USE_CPU: without a GPU, Accelerate would run every process alone; with
+        # one, --device cpu (sharding.compute_device) keeps the run on the CPU.
+        device = resolve_device(None)
+        seen = torch.accelerator.is_available()
+        cpu = (launched_processes() > 1 and not seen) or (device.type == "cpu" and seen)
+        if device.type == "cuda" and launched_processes() <= 1:
+            torch.cuda.set_device(device)  # --device cuda:N: Accelerate takes the current GPU
+        # The others wait while the main process validates (beam search over a dev set can take long); a
+        # process that dies is noticed by the launcher, which stops the rest at once.
+        timeout = InitProcessGroupKwargs(timeout=COLLECTIVE_TIMEOUT)
+        _refuse_unsupported_launcher_flags()
+        # Mixed precision is ours (see the module docstring): Accelerate must not wrap the forward again.
+        accelerator = Accelerator(cpu=cpu, mixed_precision="no", kwargs_handlers=[timeout])
+        distributed = cls(accelerator)
+        if not distributed.is_main:  # only the main process logs (the others: errors only)
+            logging.getLogger("synopsis").setLevel(max(logging.ERROR, logging.getLogger("synopsis").level))
+        if distributed.world_size > 1:
+            logger.info(
+                "distributed run: %d processes (%s), this is rank %d on %s",
+                distributed.world_size,
+                accelerator.distributed_type.value,
+                distributed.rank,
+                distributed.device,
+            )
+        return distributed
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    # ------------------------------------------------------------------ model and optimizer
+    def prepare(
+        self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, find_unused_parameters: bool = False
+    ) -> tuple[Any, Any]:
+        """(model for training steps — DDP-wrapped on several processes, optimizer) on :attr:`device`.
+
+        ``find_unused_parameters``: for a model that leaves some parameters out of every step (DDP would
+        wait for their gradients forever); it costs a graph traversal per step, so the others leave it off.
+        """
+        if self.accelerator is None:
+            # CPU -> CUDA moves parameters in place, so an optimizer built before keeps them (a trainer
+            # moves its model before building the optimizer all the same)
+            return model.to(self.device), optimizer
+        from accelerate.utils import DistributedDataParallelKwargs
+
+        handler = DistributedDataParallelKwargs(find_unused_parameters=find_unused_parameters)
+        self.accelerator.ddp_handler = handler  # read by prepare() when it wraps the model in DDP
+        return self.accelerator.prepare(model, optimizer)
+
+    def unwrap(self, model: Any) -> Any:
+        return model if self.accelerator is None else self.accelerator.unwrap_model(model)
+
+    def clip_grad_norm_(
+        self, parameters: Any, max_norm: float, optimizer: torch.optim.Optimizer | None = None
+    ) -> None:
+        """Clip the gradients' global norm; in fp16 ``optimizer``'s gradients are unscaled first."""
+        self.precision.unscale_(optimizer)
+        if self.accelerator is None:
+            torch.nn.utils.clip_grad_norm_(parameters, max_norm)
+        else:
+            self.accelerator.clip_grad_norm_(parameters, max_norm)
+
     # ------------------------------------------------------------------ one step
     def backward(
         self,
@@ -356,11 +450,11 @@ class Distributed:
             # DDP all-reduces the gradients in the last backward of the step only.
             accumulating = index < len(batches) - 1 and self.accelerator is not None
             with self.accelerator.no_sync(model) if accumulating else contextlib.nullcontext():
-                with self.autocast():
+                with self.precision.autocast():
                     value = loss(batch)
-                scaled = value * (0.0 if filler else self.world_size * local / denominator)
-                if self.scaler is not None:
-                    scaled = self.scaler.scale(scaled)
+                scaled = self.precision.scale(
+                    value * (0.0 if filler else self.world_size * local / denominator)
+                )
                 if self.accelerator is None:
                     scaled.backward()
                 else:
@@ -414,54 +508,6 @@ class Distributed:
             self.accelerator.wait_for_everyone()
             leave_process_group()
 
-    # ------------------------------------------------------------------ RNG
-    def rng_states(self) -> dict[str, Any]:
-        """``{"rng": rank 0's states}`` plus ``"rng_ranks"`` (every rank's) on several processes; a
-        collective: every rank calls it, the main process writes the result."""
-        own = rng_state()
-        if self.world_size == 1:
-            return {"rng": own}
-        from accelerate.utils import gather_object
-
-        everyone = gather_object([own])
-        return {"rng": everyone[0], "rng_ranks": everyone}
-
-    def restore_rng(self, state: dict[str, Any], seed: int, step: int) -> None:
-        """Pop ``rng`` / ``rng_ranks`` from a checkpoint's state and restore this rank's RNG states."""
-        ranks = state.pop("rng_ranks", None)
-        first = state.pop("rng", None)
-        saved = len(ranks) if ranks is not None else int(first is not None)
-        if saved != self.world_size:
-            what = (
-                f"processes {saved}..{self.world_size - 1} derive theirs from seed {seed}, rank, step {step}"
-                if saved < self.world_size
-                else f"those of processes {self.world_size}..{saved - 1} go unused"
-            )
-            logger.info(
-                "the checkpoint holds the RNG states of %d process(es), this run has %d: %s (dropout masks "
-                "differ from an uninterrupted run; the data order does not)",
-                saved,
-                self.world_size,
-                what,
-            )
-        if ranks is not None and self.rank < len(ranks):
-            set_rng_state(ranks[self.rank])
-        elif self.rank == 0 and first is not None:
-            set_rng_state(first)
-        else:
-            self._seed_derived(seed, step)
-
-    def seed_ranks(self, seed: int) -> None:
-        """At the start of a run, after the model is built: ranks > 0 move to their own RNG streams."""
-        if self.rank > 0:
-            self._seed_derived(seed, 0)
-
-    def _seed_derived(self, seed: int, step: int) -> None:
-        value = _derived_seed(seed, self.rank, step)
-        random.seed(value)
-        np.random.seed(value % 2**32)
-        torch.manual_seed(value)  # every CUDA device too
-
 
 def _refuse_unsupported_launcher_flags() -> None:
     """``accelerate launch`` flags that would change training behind our back, refused in one line."""
@@ -503,14 +549,14 @@ class GlobalBatchSampler(torch.utils.data.Sampler):
 
     def __init__(
         self,
-        distributed: Distributed,
+        batches: GlobalBatches,
         epoch_batches: Callable[[int], list[list[int]]],
         epoch: int,
         batch_in_epoch: int,
         group: int = 1,
         micro_batch_size: int | None = None,
     ) -> None:
-        self.distributed, self.epoch_batches = distributed, epoch_batches
+        self.batches, self.epoch_batches = batches, epoch_batches
         self.epoch, self.batch_in_epoch = epoch, batch_in_epoch
         self.group, self.micro_batch_size = group, micro_batch_size
 
@@ -525,7 +571,7 @@ class GlobalBatchSampler(torch.utils.data.Sampler):
                     order = self.epoch_batches(epoch)
                 chosen += order[position]
                 position += 1
-            yield StepPlan(self.distributed.shard(chosen, self.micro_batch_size), epoch, position)
+            yield StepPlan(self.batches.shard(chosen, self.micro_batch_size), epoch, position)
 
 
 class _Collating(torch.utils.data.Dataset):

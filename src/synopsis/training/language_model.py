@@ -191,8 +191,8 @@ def train_language_model(
     """
     use_threads(threads)
     dist = distributed or Distributed.single()
-    dist.require_batch_size(config.batch_size, "training.batch_size")
-    dist.set_precision(config.precision, "training.precision")
+    dist.batches.require_size(config.batch_size, "training.batch_size")
+    dist.precision.set(config.precision, "training.precision")
     torch.manual_seed(config.seed)
     model.to(dist.device)  # before the optimizer is built on its parameters
     # fused: one kernel per parameter for decay + update; the attribute blocks multiply the parameters, so
@@ -204,117 +204,178 @@ def train_language_model(
     # variants without input blocks keep an empty ``input_weight`` that no step uses.
     unused = any(parameter.numel() == 0 for parameter in model.parameters())
     train_model, optimizer = dist.prepare(model, optimizer, find_unused_parameters=unused)
-    schedule = ScheduleState(config.learning_rate)
-    history: list[dict[str, float]] = []
-    best_weights = copy.deepcopy(model.state_dict())
-    start_epoch = 1
     manager = CheckpointManager(run_dir) if run_dir is not None else None
-
-    if resume and manager is not None and (latest := manager.latest()) is not None:
-        checkpoint = load_checkpoint(latest, checkpoint_type=CHECKPOINT_TYPE)
-        if checkpoint.optimizer_state is None:
-            raise CheckpointError(f"{latest}: no optimizer state; cannot resume")
-        try:
-            model.load_state_dict(checkpoint.model_state)
-            optimizer.load_state_dict(checkpoint.optimizer_state)
-        except (RuntimeError, ValueError) as err:
-            raise CheckpointError(
-                f"{latest}: does not match this model ({str(err).splitlines()[0]})"
-            ) from None
-        schedule = ScheduleState(**checkpoint.state["schedule"])
-        history = checkpoint.state["history"]
-        start_epoch = checkpoint.state["epoch"] + 1
-        best = load_checkpoint(Path(run_dir) / "best", with_optimizer=False, checkpoint_type=CHECKPOINT_TYPE)
-        best_weights = best.model_state
-        dist.restore_rng(checkpoint.state, config.seed, checkpoint.state["epoch"])
-        dist.restore_precision_state(checkpoint.state)
-    else:
-        dist.seed_ranks(config.seed)
+    run = _start(model, optimizer, dist, config, manager if resume else None)
 
     table = train.mask_table(model.attribute_mask).to(dist.device)
     ids, groups = batchify(train, config.batch_size)
     steps = num_windows(ids, config.bptt)
-    (rows,) = dist.shard(range(config.batch_size))  # this process's rows of the global batch
+    (rows,) = dist.batches.shard(range(config.batch_size))  # this process's rows of the global batch
     ids, groups = ids[rows.indices].to(dist.device), groups[rows.indices].to(dist.device)
     started = time.perf_counter()
     trained_tokens, train_seconds = 0, 0.0
     with ProgressReporter(description, steps, "batches", enabled=show_progress and dist.is_main) as progress:
-        for epoch in itertools.count(start_epoch):
-            if schedule.stopped or (config.max_epochs is not None and epoch > config.max_epochs):
+        for epoch in itertools.count(run.start_epoch):
+            if run.schedule.stopped or (config.max_epochs is not None and epoch > config.max_epochs):
                 break
             for group in optimizer.param_groups:
-                group["lr"] = schedule.learning_rate
+                group["lr"] = run.schedule.learning_rate
             progress.update(f"{description} epoch {epoch}", steps, completed=0, note="")
-            model.train()
-            state = None
-            epoch_loss, epoch_tokens, epoch_start = 0.0, 0, time.perf_counter()
-            for batch, window in enumerate(bptt_windows(ids, groups, config.bptt)):
-
-                def row_loss(window: tuple[torch.Tensor, ...]) -> torch.Tensor:
-                    """Sum over the window, mean over rows: the convention the paper's lr 0.1 refers to."""
-                    nonlocal state
-                    inputs, targets, window_groups = window
-                    if state is not None:  # truncated BPTT: keep the state, cut the graph
-                        state = (state[0].detach(), state[1].detach())
-                    logits, state = train_model(inputs, table[window_groups], state)
-                    return F.cross_entropy(logits.flatten(0, 1), targets.flatten()) * targets.shape[1]
-
-                optimizer.zero_grad(set_to_none=True)
-                loss = dist.backward(
-                    train_model, [(window, False)], lambda w: w[1].shape[0], row_loss, step=epoch
-                )
-                dist.clip_grad_norm_(model.parameters(), config.clip_norm, optimizer)
-                dist.step(optimizer)
-                window_tokens = loss.count * window[1].shape[1]  # all rows, all processes
-                epoch_loss += loss.total
-                epoch_tokens += window_tokens
-                if on_batch is not None:
-                    on_batch(epoch, batch, loss.total / window_tokens)
-                progress.advance(note=f"ppl {math.exp(epoch_loss / epoch_tokens):8.1f}")
+            epoch_start = time.perf_counter()
+            epoch_loss, epoch_tokens = _train_epoch(
+                (model, train_model), optimizer, dist, (ids, groups, table), config, epoch, on_batch, progress
+            )
             train_seconds += time.perf_counter() - epoch_start
             trained_tokens += epoch_tokens
             dev_total, dev_count = dist.main_computes(  # every process applies the same rule
                 lambda: evaluate(model, dev, config.eval_batch_size, config.eval_bptt)
             )
-            dev_nll = dev_total / dev_count
-            improved = dev_nll < schedule.best_dev_nll
-            if improved:
-                best_weights = copy.deepcopy(model.state_dict())
-            elif schedule.previous_dev_nll is not None and dev_nll > schedule.previous_dev_nll:
-                model.load_state_dict(best_weights)  # RNNLM toolkit: a worse epoch is undone
-            history.append(
-                {
-                    "epoch": epoch,
-                    "learning_rate": schedule.learning_rate,
-                    "train_perplexity": math.exp(epoch_loss / epoch_tokens),
-                    "dev_perplexity": math.exp(dev_nll),
-                }
-            )
-            schedule = update_schedule(schedule, dev_nll, config.halving_threshold)
-            rng = dist.rng_states() if manager is not None else {}  # every process's; the main one writes
+            train_perplexity = math.exp(epoch_loss / epoch_tokens)
+            improved = run.end_epoch(model, epoch, config, train_perplexity, dev_total / dev_count)
+            rng = dist.rng.states() if manager is not None else {}  # every process's; the main one writes
             if manager is not None and dist.is_main:
-                manager.save(
-                    epoch,
-                    is_best=improved,
-                    model_state=model.state_dict(),
-                    config=asdict(model.config),
-                    state={
-                        "epoch": epoch,
-                        "schedule": asdict(schedule),
-                        "history": history,
-                        **rng,
-                        **dist.precision_state(),
-                        "train_config": asdict(config),
-                        **(extra_state or {}),
-                    },
-                    optimizer=optimizer,
-                    checkpoint_type=CHECKPOINT_TYPE,
-                )
-    model.load_state_dict(best_weights)
+                run_state = {**rng, **dist.precision.state()}
+                run.save(manager, model, optimizer, config, epoch, improved, run_state, extra_state or {})
+    model.load_state_dict(run.best_weights)
     return LMTrainResult(
-        best_dev_perplexity=math.exp(schedule.best_dev_nll),
-        epochs=len(history),
-        history=history,
+        best_dev_perplexity=math.exp(run.schedule.best_dev_nll),
+        epochs=len(run.history),
+        history=run.history,
         seconds=time.perf_counter() - started,
         train_tokens_per_second=trained_tokens / train_seconds if train_seconds else 0.0,
     )
+
+
+@dataclass
+class _Run:
+    """What a training run carries between epochs: the schedule, the history and the best weights."""
+
+    schedule: ScheduleState
+    history: list[dict[str, float]]
+    best_weights: dict[str, torch.Tensor]
+    start_epoch: int = 1
+
+    def end_epoch(
+        self, model: DomainLM, epoch: int, config: LMTrainConfig, train_perplexity: float, dev_nll: float
+    ) -> bool:
+        """Keep or undo the epoch by its dev NLL, record it and apply the learning-rate rule; improved?"""
+        improved = dev_nll < self.schedule.best_dev_nll
+        if improved:
+            self.best_weights = copy.deepcopy(model.state_dict())
+        elif self.schedule.previous_dev_nll is not None and dev_nll > self.schedule.previous_dev_nll:
+            model.load_state_dict(self.best_weights)  # RNNLM toolkit: a worse epoch is undone
+        self.history.append(
+            {
+                "epoch": epoch,
+                "learning_rate": self.schedule.learning_rate,
+                "train_perplexity": train_perplexity,
+                "dev_perplexity": math.exp(dev_nll),
+            }
+        )
+        self.schedule = update_schedule(self.schedule, dev_nll, config.halving_threshold)
+        return improved
+
+    def save(
+        self,
+        manager: CheckpointManager,
+        model: DomainLM,
+        optimizer: torch.optim.Optimizer,
+        config: LMTrainConfig,
+        epoch: int,
+        improved: bool,
+        run_state: dict[str, Any],
+        extra_state: dict[str, Any],
+    ) -> None:
+        """Write the epoch's checkpoint: weights, optimizer, schedule, history, ``run_state`` (every
+        process's RNG, the precision's scaler) and the caller's ``extra_state``."""
+        manager.save(
+            epoch,
+            is_best=improved,
+            model_state=model.state_dict(),
+            config=asdict(model.config),
+            state={
+                "epoch": epoch,
+                "schedule": asdict(self.schedule),
+                "history": self.history,
+                **run_state,
+                "train_config": asdict(config),
+                **extra_state,
+            },
+            optimizer=optimizer,
+            checkpoint_type=CHECKPOINT_TYPE,
+        )
+
+
+def _start(
+    model: DomainLM,
+    optimizer: torch.optim.Optimizer,
+    dist: Distributed,
+    config: LMTrainConfig,
+    manager: CheckpointManager | None,
+) -> _Run:
+    """A fresh run, or the latest checkpoint of ``manager``'s run directory restored exactly."""
+    if manager is None or (latest := manager.latest()) is None:
+        run = _Run(ScheduleState(config.learning_rate), [], copy.deepcopy(model.state_dict()))
+        dist.rng.seed_ranks(config.seed)
+        return run
+    checkpoint = load_checkpoint(latest, checkpoint_type=CHECKPOINT_TYPE)
+    if checkpoint.optimizer_state is None:
+        raise CheckpointError(f"{latest}: no optimizer state; cannot resume")
+    try:
+        model.load_state_dict(checkpoint.model_state)
+        optimizer.load_state_dict(checkpoint.optimizer_state)
+    except (RuntimeError, ValueError) as err:
+        raise CheckpointError(f"{latest}: does not match this model ({str(err).splitlines()[0]})") from None
+    best = load_checkpoint(
+        Path(manager.run_dir) / "best", with_optimizer=False, checkpoint_type=CHECKPOINT_TYPE
+    )
+    dist.rng.restore(checkpoint.state, config.seed, checkpoint.state["epoch"])
+    dist.precision.restore(checkpoint.state)
+    return _Run(
+        ScheduleState(**checkpoint.state["schedule"]),
+        checkpoint.state["history"],
+        best.model_state,
+        checkpoint.state["epoch"] + 1,
+    )
+
+
+def _train_epoch(
+    models: tuple[DomainLM, torch.nn.Module],
+    optimizer: torch.optim.Optimizer,
+    dist: Distributed,
+    data: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    config: LMTrainConfig,
+    epoch: int,
+    on_batch: Callable[[int, int, float], None] | None,
+    progress: ProgressReporter,
+) -> tuple[float, int]:
+    """One pass of truncated BPTT over this process's rows; the (global) summed loss and token count.
+
+    ``models``: the model that keeps the weights and the one that runs the steps (DDP on N processes)."""
+    model, train_model = models
+    ids, groups, table = data
+    model.train()
+    state = None
+    epoch_loss, epoch_tokens = 0.0, 0
+    for batch, window in enumerate(bptt_windows(ids, groups, config.bptt)):
+
+        def row_loss(window: tuple[torch.Tensor, ...]) -> torch.Tensor:
+            """Sum over the window, mean over rows: the convention the paper's lr 0.1 refers to."""
+            nonlocal state
+            inputs, targets, window_groups = window
+            if state is not None:  # truncated BPTT: keep the state, cut the graph
+                state = (state[0].detach(), state[1].detach())
+            logits, state = train_model(inputs, table[window_groups], state)
+            return F.cross_entropy(logits.flatten(0, 1), targets.flatten()) * targets.shape[1]
+
+        optimizer.zero_grad(set_to_none=True)
+        loss = dist.backward(train_model, [(window, False)], lambda w: w[1].shape[0], row_loss, step=epoch)
+        dist.clip_grad_norm_(model.parameters(), config.clip_norm, optimizer)
+        dist.precision.step(optimizer)
+        window_tokens = loss.count * window[1].shape[1]  # all rows, all processes
+        epoch_loss += loss.total
+        epoch_tokens += window_tokens
+        if on_batch is not None:
+            on_batch(epoch, batch, loss.total / window_tokens)
+        progress.advance(note=f"ppl {math.exp(epoch_loss / epoch_tokens):8.1f}")
+    return epoch_loss, epoch_tokens

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -66,7 +66,7 @@ from synopsis.models.seq2seq import (
     load_seq2seq,
 )
 from synopsis.progress import ProgressReporter
-from synopsis.training.distributed import Distributed, check_precision, resolve_precision
+from synopsis.training.distributed import Distributed, LoadedStep, check_precision, resolve_precision
 from synopsis.training.memory import MemoryPlan, meta_model, seq2seq_plan
 
 logger = logging.getLogger(__name__)
@@ -228,6 +228,67 @@ def load_examples(
     return examples
 
 
+class Seq2SeqData:
+    """A run's examples, encoded once: the training pairs (every reference, or the first, of each training
+    document), the dev set, and the global batches of an epoch in an order that depends only on (seed,
+    epoch), so that a run resumes and shards the same on any number of processes."""
+
+    def __init__(self, config: Seq2SeqTrainConfig, inputs: Seq2SeqInputs) -> None:
+        self.config, self.inputs = config, inputs
+        cfg = config
+        if cfg.dev_path is None and cfg.dev_split is None:
+            logger.warning("no dev set given (dev_path / dev_split): validating on the training examples")
+        train = load_examples(
+            cfg.train_corpus, cfg.train_path, cfg.train_split, cfg.max_train_examples, cfg.corpus_options
+        )
+        dev = load_examples(
+            cfg.dev_corpus or cfg.train_corpus,
+            cfg.dev_path or cfg.train_path,
+            cfg.dev_split,
+            cfg.max_dev_examples,
+            cfg.corpus_options,
+        )
+        pairs = [
+            (index, reference)
+            for index, example in enumerate(train)
+            for reference in (example.references if cfg.all_references else example.references[:1])
+        ]
+        sources = inputs.encode_sources([e.document for e in train], [e.instruction for e in train])
+        self.train_sources = [sources[index] for index, _ in pairs]
+        self.train_targets = inputs.encode_targets([reference for _, reference in pairs])
+        self.dev_examples = dev
+        self.dev_sources = inputs.encode_sources([e.document for e in dev], [e.instruction for e in dev])
+        self.dev_targets = inputs.encode_targets([e.references[0] for e in dev])
+        logger.info("%d training pairs from %d documents; %d dev documents", len(pairs), len(train), len(dev))
+
+    def epoch_batches(self, epoch: int) -> list[list[int]]:
+        """The batches of ``batch_size`` training pairs of one epoch, shuffled by (seed, epoch) alone."""
+        generator = torch.Generator().manual_seed(self.config.seed * 1_000_003 + epoch)
+        indices = torch.randperm(len(self.train_sources), generator=generator).tolist()
+        size = self.config.batch_size
+        return [indices[start : start + size] for start in range(0, len(indices), size)]
+
+    def collate(self, chosen: list[int]) -> dict[str, torch.Tensor]:
+        """The model's inputs for these training pairs."""
+        return self.inputs.model_inputs(
+            self.inputs.collate(
+                [self.train_sources[i] for i in chosen], [self.train_targets[i] for i in chosen]
+            )
+        )
+
+    def loader(self, distributed: Distributed, epoch: int, batch_in_epoch: int) -> Iterator[LoadedStep]:
+        """Endless global batches (``grad_accum_steps`` batches of ``batch_size``) from the saved position:
+        this process's micro-batches of each (:class:`~synopsis.training.distributed.LoadedStep` s)."""
+        return distributed.batches.loader(
+            self.epoch_batches,
+            self.collate,
+            epoch,
+            batch_in_epoch,
+            group=self.config.grad_accum_steps,
+            micro_batch_size=self.config.batch_size,
+        )
+
+
 class Seq2SeqTrainer:
     """One fine-tuning run; see the module docstring for the run directory layout.
 
@@ -257,8 +318,10 @@ class Seq2SeqTrainer:
         if resume and latest is None:
             logger.warning("%s: no checkpoint to resume from; starting from the beginning", self.run_dir)
 
-        dist.require_batch_size(config.batch_size * config.grad_accum_steps, "batch_size x grad_accum_steps")
-        dist.set_precision(config.precision)
+        dist.batches.require_size(
+            config.batch_size * config.grad_accum_steps, "batch_size x grad_accum_steps"
+        )
+        dist.precision.set(config.precision)
         torch.manual_seed(config.seed)
         # a checkpoint is a complete model dir (its tokenizer has Hie-BART's marker too)
         model, self.tokenizer = self.load_model(latest or config.model, random_init=latest is None)
@@ -269,7 +332,7 @@ class Seq2SeqTrainer:
             max_target_length=config.max_target_length,
             prefix=config.source_prefix,
         )
-        self._load_data()
+        self.data = Seq2SeqData(config, self.inputs)
         if config.gradient_checkpointing:
             enable_gradient_checkpointing(model)
 
@@ -297,7 +360,7 @@ class Seq2SeqTrainer:
         if latest is not None:
             self._restore(latest)
         else:
-            dist.seed_ranks(config.seed)
+            dist.rng.seed_ranks(config.seed)
         dist.barrier()  # every process has read the run directory before anyone writes
 
     def load_model(self, directory: str | Path, random_init: bool) -> tuple[Any, Any]:
@@ -315,63 +378,6 @@ class Seq2SeqTrainer:
             model.generation_config.update(**generate_kwargs(decoding, model.generation_config))
         return model, tokenizer
 
-    # ------------------------------------------------------------------ data
-    def _load_data(self) -> None:
-        cfg = self.config
-        if cfg.dev_path is None and cfg.dev_split is None:
-            logger.warning("no dev set given (dev_path / dev_split): validating on the training examples")
-        train = load_examples(
-            cfg.train_corpus, cfg.train_path, cfg.train_split, cfg.max_train_examples, cfg.corpus_options
-        )
-        dev = load_examples(
-            cfg.dev_corpus or cfg.train_corpus,
-            cfg.dev_path or cfg.train_path,
-            cfg.dev_split,
-            cfg.max_dev_examples,
-            cfg.corpus_options,
-        )
-        pairs = [
-            (index, reference)
-            for index, example in enumerate(train)
-            for reference in (example.references if cfg.all_references else example.references[:1])
-        ]
-        sources = self.inputs.encode_sources([e.document for e in train], [e.instruction for e in train])
-        self.train_sources = [sources[index] for index, _ in pairs]
-        self.train_targets = self.inputs.encode_targets([reference for _, reference in pairs])
-        self.dev_examples = dev
-        self.dev_sources = self.inputs.encode_sources([e.document for e in dev], [e.instruction for e in dev])
-        self.dev_targets = self.inputs.encode_targets([e.references[0] for e in dev])
-        logger.info("%d training pairs from %d documents; %d dev documents", len(pairs), len(train), len(dev))
-
-    def _epoch_order(self, epoch: int) -> list[int]:
-        generator = torch.Generator().manual_seed(self.config.seed * 1_000_003 + epoch)
-        return torch.randperm(len(self.train_sources), generator=generator).tolist()
-
-    def _batches(self):  # noqa: ANN202 - an endless iterator of LoadedStep
-        """Global batches (``grad_accum_steps`` batches of ``batch_size`` in a per-epoch order that depends
-        only on (seed, epoch)), from the saved position: this process's micro-batches of each."""
-        size = self.config.batch_size
-
-        def order(epoch: int) -> list[list[int]]:
-            indices = self._epoch_order(epoch)
-            return [indices[start : start + size] for start in range(0, len(indices), size)]
-
-        def make(chosen: list[int]) -> dict[str, torch.Tensor]:
-            return self.inputs.model_inputs(
-                self.inputs.collate(
-                    [self.train_sources[i] for i in chosen], [self.train_targets[i] for i in chosen]
-                )
-            )
-
-        return self.distributed.loader(
-            order,
-            make,
-            self.state["epoch"],
-            self.state["batch_in_epoch"],
-            group=self.config.grad_accum_steps,
-            micro_batch_size=size,
-        )
-
     def _lr_factor(self, step: int) -> float:
         """Linear warm-up, then linear decay to 0 at max_steps."""
         warmup, total = self.config.warmup_steps, self.config.max_steps
@@ -385,7 +391,7 @@ class Seq2SeqTrainer:
         cfg, state, dist = self.config, self.state, self.distributed
         stopped_early = False
         running, count = 0.0, 0
-        batches = self._batches()
+        batches = self.data.loader(dist, state["epoch"], state["batch_in_epoch"])
         with ProgressReporter("train", cfg.max_steps, "steps", state["step"], self.show_progress) as progress:
             self.model.train()
             while state["step"] < cfg.max_steps and state["step"] != stop_at_step:
@@ -401,7 +407,7 @@ class Seq2SeqTrainer:
                 )
                 if cfg.clip_grad_norm > 0:
                     dist.clip_grad_norm_(self.model.parameters(), cfg.clip_grad_norm, self.optimizer)
-                dist.step(self.optimizer)
+                dist.precision.step(self.optimizer)
                 running, count = running + loss.mean, count + 1
                 self.scheduler.step()
                 state["step"] += 1
@@ -473,10 +479,10 @@ class Seq2SeqTrainer:
         model.eval()
         total, tokens = 0.0, 0
         size = self.config.eval_batch_size
-        for start in range(0, len(self.dev_sources), size):
+        for start in range(0, len(self.data.dev_sources), size):
             batch = self.inputs.model_inputs(
                 self.inputs.collate(
-                    self.dev_sources[start : start + size], self.dev_targets[start : start + size]
+                    self.data.dev_sources[start : start + size], self.data.dev_targets[start : start + size]
                 ),
                 self.distributed.device,
             )
@@ -487,8 +493,8 @@ class Seq2SeqTrainer:
 
     def evaluate(self) -> dict[str, float]:
         """Dev ROUGE (F1 x 100) of greedy/beam summaries, their average, and the dev loss."""
-        predictions = self.predict(self.dev_sources)
-        metrics = score_summaries(predictions, [e.references for e in self.dev_examples])
+        predictions = self.predict(self.data.dev_sources)
+        metrics = score_summaries(predictions, [e.references for e in self.data.dev_examples])
         metrics["average"] = rouge_average(metrics)
         metrics["loss"] = self.dev_loss()
         return metrics
@@ -517,7 +523,7 @@ class Seq2SeqTrainer:
         self.tokenizer.save_pretrained(directory)
 
     def _save_checkpoint(self) -> None:
-        rng = self.distributed.rng_states()  # every process's RNG states; the main process writes
+        rng = self.distributed.rng.states()  # every process's RNG states; the main process writes
         if not self.distributed.is_main:
             return
 
@@ -527,7 +533,7 @@ class Seq2SeqTrainer:
                 "scheduler": self.scheduler.state_dict(),
                 "train_config": to_dict(self.config),
                 **rng,
-                **self.distributed.precision_state(),
+                **self.distributed.precision.state(),
             }
             write_training_state(directory, {**self.state, **extra}, self.optimizer)
 
@@ -539,8 +545,8 @@ class Seq2SeqTrainer:
             raise CheckpointError(f"{path}: no optimizer state; cannot resume from it")
         self.optimizer.load_state_dict(optimizer_state)
         self.scheduler.load_state_dict(saved.pop("scheduler"))
-        self.distributed.restore_rng(saved, self.config.seed, saved["step"])
-        self.distributed.restore_precision_state(saved)
+        self.distributed.rng.restore(saved, self.config.seed, saved["step"])
+        self.distributed.precision.restore(saved)
         saved.pop("train_config", None)
         self.state.update(saved)
         logger.info("resumed from %s at step %d", path, self.state["step"])

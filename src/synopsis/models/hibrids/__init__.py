@@ -27,7 +27,8 @@ swapped in, like :mod:`synopsis.models.hie_bart`):
   (B, S, S): bucket ids from :func:`relation_buckets` between those nodes, padded to the batch's largest S
   with -1 (rows no token points to are never used). The numbering is the one of :mod:`.relations`
   (:data:`OUTSIDE_NODES`, :data:`ROOT_SECTION`), documented there only: the input builder
-  (:class:`~synopsis.models.inputs.Seq2SeqInputs`) gives tokens outside every section nodes of their own,
+  (:class:`~synopsis.models.inputs.Seq2SeqInputs`, through :class:`.inputs.HibridsInputs`, this method's input
+  feature) gives tokens outside every section nodes of their own,
   the public code's question, start and end chunks (:func:`outside_node_relations`; a question input on
   BART/LED reads ``<s> question <s> document </s>``), and labels every real token; a token labelled -1
   (padding, inputs made by hand) is node 0, the root's relations, as query and as key. Both are ordinary
@@ -58,7 +59,8 @@ swapped in, like :mod:`synopsis.models.hie_bart`):
   inputs. Every such per-call value is held per thread, so one LED model runs several batches at once
   (the service's batch workers), each as it runs alone.
 
-The package: :mod:`.relations` (buckets, section layouts, marker tokens), :mod:`.bias` (the bias math
+The package: :mod:`.relations` (buckets, section layouts, marker tokens), :mod:`.inputs` (what HIBRIDS and
+SECTOK add to the encoder's input, :mod:`synopsis.models.features`), :mod:`.bias` (the bias math
 and the attention helpers shared by the bases), one module per base (:mod:`.bart`, :mod:`.t5`,
 :mod:`.led`), HIBRIDS stacked on Hie-BART (:mod:`.hie_bart`) and on InstructSum's T5
 (:mod:`.instructsum`), and :mod:`.conversion`. Config, init,

@@ -143,7 +143,7 @@ class HibridsLEDEncoderSelfAttention(LEDEncoderSelfAttention):
     def __init__(self, config: HibridsLEDConfig, layer_id: int) -> None:
         super().__init__(config, layer_id)
         self.hibrids_bias = HibridsBias(num_buckets(config.hibrids_selected), self.num_heads)
-        self.hibrids_global_bias = bool(getattr(config, "hibrids_global_bias", True))
+        self.hibrids_global_bias = bool(config.hibrids_global_bias)
         # Per call (and thread): the section state; the gathered band bias (many sections) or its factors
         # (few sections).
 

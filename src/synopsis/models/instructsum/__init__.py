@@ -38,6 +38,7 @@ The cache (paper, section 3)
     :class:`SourceCache` is a byte-bounded LRU of source encodings keyed by the source token ids.
 
 Modules: :mod:`~synopsis.models.instructsum.prompts` (templates, token ids, budgets, batches),
+:mod:`~synopsis.models.instructsum.inputs` (the prompt as the input builder lays it out, its input feature),
 :mod:`~synopsis.models.instructsum.model` (config, block mask, attention, encoder, conversion) and
 :mod:`~synopsis.models.instructsum.cache` (the source cache and the one cached encoding path). Importing the
 package registers the model type with the ``transformers`` Auto classes.

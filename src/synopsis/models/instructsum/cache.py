@@ -101,7 +101,7 @@ class CachedSource:
 
 
 def _encoder(model: Any, sections: Any = None) -> InstructSumT5Stack:
-    encoder = model.get_encoder() if hasattr(model, "get_encoder") else model
+    encoder = model if isinstance(model, InstructSumT5Stack) else model.get_encoder()
     if not isinstance(encoder, InstructSumT5Stack):
         raise TypeError(
             f"the InstructSum cache needs an InstructSum model (see convert_to_instructsum), got "

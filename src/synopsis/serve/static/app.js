@@ -250,12 +250,17 @@
     box.hidden = !structured;
     if (!structured) return;
     showDocument(text, []);
-    // the root's own text (before the first heading) is the preface; skipped sections keep their place
+    // the root's own text (before the first heading) is the preface; skipped sections keep their place.
+    // A heading without a summary of its own waits for one below it: none is shown over nothing.
     const stack = structured.sections.slice().reverse();
     if (structured.preface) stack.push(structured.preface);
+    let waiting = [];  // [depth, block] of the headings over no summary yet
     while (stack.length) {
       const node = stack.pop();
       if (node.skipped) continue;
+      const children = node.sections || [];
+      for (let i = children.length - 1; i >= 0; i--) stack.push(children[i]);
+      waiting = waiting.filter(([depth]) => depth < node.path.length);
       const block = document.createElement("div");
       block.className = "section-block";
       block.style.marginLeft = Math.max(0, node.path.length - 1) + "rem";
@@ -269,17 +274,20 @@
         sentences.setAttribute("data-testid", "section-summary");
         for (const sentence of node.summary) sentences.appendChild(sentenceItem(sentence, text));
         block.appendChild(sentences);
+        for (const [, over] of waiting) list.appendChild(over);
+        waiting = [];
+        list.appendChild(block);
+      } else {
+        waiting.push([node.path.length, block]);
       }
-      list.appendChild(block);
-      const children = node.sections || [];
-      for (let i = children.length - 1; i >= 0; i--) stack.push(children[i]);
     }
     if (!structured.summary) return;  // still streaming: the document summary comes with the summary event
     const whole = document.createElement("div");
     whole.className = "section-block";
     const heading = document.createElement("div");
     heading.className = "section-heading";
-    heading.textContent = "Document summary";
+    // headed by what the document is called (its title, not one of the summary's sentences)
+    heading.textContent = structured.title ? "Document summary: " + structured.title : "Document summary";
     const sentences = document.createElement("ul");
     sentences.className = "section-summary document-summary";
     for (const sentence of structured.summary) sentences.appendChild(sentenceItem(sentence, text));

@@ -161,8 +161,8 @@ class Trainer:
             )
         self.config = config
         self.resume = resume
-        self.distributed.require_batch_size(config.optim.batch_size, "optim.batch_size")
-        self.distributed.set_precision(config.precision)
+        self.distributed.batches.require_size(config.optim.batch_size, "optim.batch_size")
+        self.distributed.precision.set(config.precision)
         self.distributed.barrier()  # every process has looked at the run directory before anyone writes
 
     # -------------------------------------------------------------- setup
@@ -240,7 +240,7 @@ class Trainer:
         if self.resume:
             self._load(self.manager.latest())
         else:
-            dist.seed_ranks(cfg.seed)
+            dist.rng.seed_ranks(cfg.seed)
 
     def _load(self, path: Path | None) -> None:
         if path is None:
@@ -250,15 +250,15 @@ class Trainer:
         self.model.load_state_dict(checkpoint.model_state)
         if checkpoint.optimizer_state is not None:
             self.optimizer.load_state_dict(checkpoint.optimizer_state)
-        self.distributed.restore_rng(checkpoint.state, self.config.seed, checkpoint.state["step"])
-        self.distributed.restore_precision_state(checkpoint.state)
+        self.distributed.rng.restore(checkpoint.state, self.config.seed, checkpoint.state["step"])
+        self.distributed.precision.restore(checkpoint.state)
         self.state.update(checkpoint.state)
         if self.state["phase"] == "coverage":  # a run saved before coverage_runs existed was in its run 1
             self.state["coverage_run"] = max(1, self.state["coverage_run"])
         logger.info(f"resumed from {path} at step {self.state['step']} ({self.state['phase']} phase)")
 
     def _save(self, is_best: bool) -> None:
-        rng = self.distributed.rng_states()  # every process's RNG states; the main process writes
+        rng = self.distributed.rng.states()  # every process's RNG states; the main process writes
         if not self.distributed.is_main:
             return
         self.manager.save(
@@ -266,7 +266,7 @@ class Trainer:
             is_best=is_best,
             model_state=self.model.state_dict(),
             config=dataclasses.asdict(self.model.config),
-            state={**self.state, **rng, **self.distributed.precision_state()},
+            state={**self.state, **rng, **self.distributed.precision.state()},
             optimizer=self.optimizer,
             checkpoint_type=CHECKPOINT_TYPE,
         )
@@ -341,7 +341,7 @@ class Trainer:
             pairs = [self.train_pairs[i] for i in indices]
             return collate(pairs, self.vocab, cfg.data.max_source_tokens, cfg.data.max_target_tokens)
 
-        return self.distributed.loader(order, make, self.state["epoch"], self.state["batch_in_epoch"])
+        return self.distributed.batches.loader(order, make, self.state["epoch"], self.state["batch_in_epoch"])
 
     def train_step(self, batch: LoadedStep) -> float:
         """One optimizer step on this process's share of a global batch; the global mean loss."""
@@ -363,7 +363,7 @@ class Trainer:
             step=self.state["step"],
         )
         dist.clip_grad_norm_(self.model.parameters(), self.config.optim.max_grad_norm, self.optimizer)
-        dist.step(self.optimizer)
+        dist.precision.step(self.optimizer)
         return result.mean
 
     def _phase_limit(self) -> int:
