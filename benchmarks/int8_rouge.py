@@ -77,12 +77,24 @@ def summaries(
     return out, time.perf_counter() - started
 
 
+def token_agreement(summaries: list[str], reference: list[str]) -> float:
+    """Share of word positions where two systems' summaries hold the same word (the longer summary's
+    length counts, so a word one has and the other lacks disagrees)."""
+    same = total = 0
+    for a, b in zip(summaries, reference, strict=True):
+        x, y = a.split(), b.split()
+        same += sum(u == v for u, v in zip(x, y, strict=False))
+        total += max(len(x), len(y))
+    return same / total if total else 1.0
+
+
 def compare(model: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """ROUGE of each backend on SciTLDR dev, its agreement with ``generate()`` and its documents/s."""
+    """ROUGE of each backend on SciTLDR dev, its agreement with ``generate()``, how many different summaries
+    it wrote (a model that ignores its input writes few) and its documents/s."""
     from synopsis.data.readers import read_corpus
     from synopsis.evaluation.corpus import evaluate_corpus
 
-    examples = list(read_corpus("scitldr", SHARED / "scitldr", split="dev"))[: args.documents]
+    examples = list(read_corpus("scitldr", SHARED / "scitldr", split="dev"))[: args.documents or None]
     documents = [example.document for example in examples]
     references = [example.references for example in examples]
     rows = []
@@ -91,14 +103,20 @@ def compare(model: Path, args: argparse.Namespace) -> dict[str, Any]:
         outputs[backend], seconds = summaries(model, backend, documents, args)
         report = evaluate_corpus(outputs[backend], references, metrics=("rouge",), bootstrap=0)
         same = sum(a == b for a, b in zip(outputs[backend], outputs["generate"], strict=True))
+        agree = token_agreement(outputs[backend], outputs["generate"])
         rouge = report["rouge"]
         scores = {name: round(100 * rouge[name]["fmeasure"], 2) for name in ("rouge1", "rouge2", "rougeL")}
         rows.append({
             "backend": backend, **scores, "identical_to_generate": f"{same}/{len(documents)}",
+            "token_agreement": round(agree, 4), "distinct_summaries": len(set(outputs[backend])),
             "documents_per_s": round(len(documents) / seconds, 3),
         })  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
-    return {"rows": rows, "examples": {name: texts[:3] for name, texts in outputs.items()}}
+    return {
+        "dev_papers": len(documents),
+        "rows": rows,
+        "examples": {name: texts[:3] for name, texts in outputs.items()},
+    }
 
 
 def main() -> None:
@@ -107,7 +125,7 @@ def main() -> None:
     parser.add_argument(
         "model", type=Path, help="init: where to write the config; compare: the trained model"
     )
-    parser.add_argument("--documents", type=int, default=618, help="SciTLDR dev papers (618: all)")
+    parser.add_argument("--documents", type=int, default=None, help="the first N dev papers (default: all)")
     parser.add_argument("--beams", type=int, default=4)
     parser.add_argument("--max-length", type=int, default=48)
     parser.add_argument("--no-repeat-ngram-size", type=int, default=None, help="default: the model's")
@@ -118,9 +136,14 @@ def main() -> None:
     if args.step == "init":
         init(args.model)
         return
+    settings = {k: getattr(args, k) for k in ("documents", "beams", "max_length", "no_repeat_ngram_size")}
     result = {
         "command": "python benchmarks/int8_rouge.py " + " ".join(sys.argv[1:]),
+        **settings,
+        "threads": args.threads,
+        "load_average_before": os.getloadavg(),
         **compare(args.model, args),
+        "load_average_after": os.getloadavg(),
     }
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
