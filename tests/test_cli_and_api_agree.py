@@ -144,3 +144,38 @@ def test_the_default_models_note_is_the_same_through_cli_and_api_plain_and_strea
     assert done["response"]["summaries"][0]["structured"]["note"] == record["note"]
     documented = client.get("/openapi.json").json()["components"]["schemas"]["StructuredSummary"]
     assert "description" in documented["properties"]["note"]
+
+
+def test_the_cli_and_the_api_build_the_same_typed_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], client: TestClient, instructsum_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 49: a request body becomes the request the CLI builds from its flags (``SummarizeRequest``:
+    one item per instruction, ``by``, ``max_words``, one ``DecodingOptions``), run by the same runner."""
+    from synopsis.summarizers.runner import SummarizeRunner
+
+    built: list[Any] = []
+    for_request = SummarizeRunner.for_request.__func__  # type: ignore[attr-defined]
+
+    def recording(cls: type, summarizer: Any, request: Any, **calls: Any) -> Any:
+        built.append(request)
+        return for_request(cls, summarizer, request, **calls)
+
+    monkeypatch.setattr(SummarizeRunner, "for_request", classmethod(recording))
+    path = tmp_path / "paper.md"
+    path.write_text(MARKDOWN)
+    flags = ["--max-length", "8", "--num-beams", "1", "--by", "document", "--max-words", "20"]
+    asked = [flag for text in INSTRUCTIONS for flag in ("-i", text)]
+    _cli(capsys, str(path), "--model", str(instructsum_dir), *flags, *asked)
+    body = {"document": MARKDOWN, "model": "instructsum", "by": "document", "max_words": 20,
+            "instructions": INSTRUCTIONS, "options": {"max_length": 8, "num_beams": 1}}  # fmt: skip
+    assert client.post("/v1/summarize", json=body).status_code == 200
+    cli, api = built
+
+    def typed(request: Any) -> tuple[Any, ...]:
+        items = [(item.instruction, item.parsed.format, _comparable(item.parsed.document.to_dict()),
+                  item.parsed.offsets) for item in request.items]  # fmt: skip
+        return items, request.by, request.max_words, request.decoding
+
+    assert typed(cli) == typed(api) and len(cli.items) == 2
+    assert (cli.output_format, api.output_format) == ("json", "json")

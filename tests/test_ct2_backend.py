@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers.cli import one_line_error, run_cli
@@ -234,16 +235,82 @@ def test_the_cli_gives_the_same_summary_on_either_backend(
     one_line_error(code, err, "--dtype applies to --backend torch; CTranslate2 takes --compute-type")
 
 
-def test_the_service_serves_a_model_on_either_backend(t5_dir: Path) -> None:
-    """``synopsis serve --backend ctranslate2 --model NAME=DIR``: the registry's model runs on CTranslate2
-    and summarizes, through the batcher's calls, what the torch one does."""
+# ------------------------------------------------------------------------------------------ the API
+def _post(client: Any, options: dict, model: str = "t5", text: str | None = None) -> Any:
+    text = text or " ".join(s.text for d in DOCUMENTS for s in d.sentences)
+    return client.post("/v1/summarize", json={"document": text, "model": model, "by": "document",
+                                              "options": options})  # fmt: skip
+
+
+def test_a_request_picks_the_backend_and_batches_apart(
+    t5_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``synopsis serve --backend B`` is the default and a request's ``options.backend`` wins (issue 52):
+    either backend gives the CLI's summary for the same request, and the batcher keys the two apart."""
+    from fastapi.testclient import TestClient
+
+    from synopsis.serve import ServeSettings, create_app
+    from synopsis.serve.batching import Batcher
     from synopsis.serve.registry import build_registry
 
-    served = {}
-    for backend in ("torch", "ctranslate2"):
-        registry = build_registry({"t5": str(t5_dir)}, builtin=False, warm_up=False, backend=backend)
-        entry = registry.get("t5")
-        served[backend] = entry.summarizer.with_options(num_beams=2).summarize(DOCUMENTS)
-    assert "CTranslate2" in entry.summarizer.describe().description
-    assert entry.public()["backend"] == "ctranslate2" and served  # GET /v1/models says which backend
-    assert served["ctranslate2"] == served["torch"]
+    keys: list[Any] = []
+    submit = Batcher.submit
+    monkeypatch.setattr(Batcher, "submit", lambda self, *a, **k: keys.append(a[3]) or submit(self, *a, **k))
+    document = tmp_path / "doc.txt"
+    document.write_text(" ".join(s.text for d in DOCUMENTS for s in d.sentences) + "\n")
+    code, out, err = run_cli(capsys, "summarize", document, "--model", t5_dir, "--num-beams", "2", "--by",
+                             "document", "--backend", "ctranslate2", "--output-format", "json")  # fmt: skip
+    assert code == 0, err
+    expected = json.loads(out)["prediction"]
+    registry = build_registry({"t5": str(t5_dir)}, builtin=False, warm_up=False, backend="ctranslate2")
+    assert registry.get("t5").public()["backend"] == "ctranslate2"  # GET /v1/models: the server's default
+    with TestClient(create_app(registry, ServeSettings())) as client:
+        asked = ({"num_beams": 2}, {"backend": "torch", "num_beams": 2}, {"backend": "ctranslate2"},
+                 {"compute_type": "int8"})  # fmt: skip
+        for options in asked:
+            response = _post(client, options)
+            assert response.status_code == 200, response.text
+            if "num_beams" in options:
+                assert response.json()["summaries"][0]["summary"] == expected != "", options
+    assert [(key.backend, key.compute_type) for key in keys] == [
+        ("ctranslate2", "float32"), ("torch", None), ("ctranslate2", "float32"), ("ctranslate2", "int8")
+    ]
+    assert keys[0] != keys[1] and keys[0].decoding == keys[1].decoding
+    assert "CTranslate2" in registry.get("t5").summarizer.describe().description
+
+
+def test_what_a_request_cannot_run_on_ctranslate2_is_the_clis_line(
+    tmp_path: Path, t5_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Refused at the edge (422 naming the option), before any conversion, with the line the CLI prints
+    for the same choice, the model named rather than its path."""
+    from fastapi.testclient import TestClient
+
+    from synopsis.models.seq2seq import convert_checkpoint
+    from synopsis.serve import ServeSettings, create_app
+    from synopsis.serve.registry import build_registry, describe
+
+    hibrids = convert_checkpoint("hibrids", t5_dir, tmp_path / "hibrids")
+    registry = build_registry({"h": str(hibrids)}, builtin=False, warm_up=False)
+    registry.add(describe("lead-3", load_summarizer("lead-3")))
+    document = tmp_path / "doc.txt"
+    document.write_text("One sentence here. Another one there.\n")
+    capsys.readouterr()  # what the conversion printed
+    cases = [
+        ("h", {"backend": "ctranslate2"}, ["--model", hibrids, "--backend", "ctranslate2"], "backend"),
+        ("lead-3", {"backend": "ctranslate2"}, ["--method", "lead-3", "--backend", "ctranslate2"], "backend"),
+        ("h", {"compute_type": "int8"}, ["--model", hibrids, "--compute-type", "int8"], "compute_type"),
+    ]  # fmt: skip
+    with TestClient(create_app(registry, ServeSettings())) as client:
+        for model, options, flags, field in cases:
+            response = _post(client, options, model)
+            error = response.json()["error"]
+            assert response.status_code == 422 and error["field"] == f"options.{field}", response.text
+            capsys.readouterr()  # the request's log line
+            code, _, err = run_cli(capsys, "summarize", document, *flags)
+            line = one_line_error(code, err).removeprefix("error: ")
+            assert error["message"] == line.replace(str(hibrids), "model 'h'"), (error, line)
+            assert str(tmp_path) not in error["message"]
+        bad = _post(client, {"backend": "onnx"}, "h")
+        assert bad.status_code == 422 and bad.json()["error"]["field"] == "options.backend"
+    assert not (hibrids / ct2.CACHE_DIR).exists()

@@ -8,6 +8,7 @@ import ast
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -59,8 +60,10 @@ def test_service_field_agrees_with_the_definition(name: str) -> None:
 
 def test_the_cli_and_the_service_offer_the_same_decoding_options() -> None:
     flags = {param.name for opt, param in _summarize_params().items() if param.name in DECODING_OPTIONS}
-    fields = set(SummarizeOptions.model_fields) - {"k"}  # k: centrality's, not a decoding option
+    # k: centrality's; backend and compute_type: what decodes, as --backend and --compute-type
+    fields = set(SummarizeOptions.model_fields) - {"k", "backend", "compute_type"}
     assert flags == fields == set(DECODING_OPTIONS)
+    assert {"backend", "compute_type"} <= {param.name for param in _summarize_params().values()}
     assert all(GenerationConfig.RANGES[name] is option.allowed for name, option in DECODING_OPTIONS.items())
 
 
@@ -108,7 +111,7 @@ def test_pointer_generator_with_options_shares_weights_and_keeps_its_own() -> No
     with pytest.raises(ConfigError, match="does not take option 'k'"):
         summarizer.with_options(k=2)
     info = summarizer.describe()
-    assert (info.method, info.options, info.instructions, info.extractive) == (
+    assert (info.method, info.options, info.takes_instructions, info.extractive) == (
         "pointer-generator",
         tuple(DECODING_OPTIONS),
         False,
@@ -128,7 +131,7 @@ def test_extractive_summarizers_describe_themselves() -> None:
     with pytest.raises(ConfigError, match="does not take option 'num_beams'"):
         load_summarizer("lead-2").with_options(num_beams=2)
     oracle = OracleSummarizer().describe()
-    assert oracle.references and not oracle.by_section and oracle.extractive
+    assert oracle.needs_references and not oracle.by_section and oracle.extractive
 
 
 def test_centrality_with_options_shares_its_encoder() -> None:
@@ -142,14 +145,15 @@ def test_centrality_with_options_shares_its_encoder() -> None:
     assert one.k == 1 and one.encoder is encoder and summarizer.k == 3
     assert len(one.summarize([Document.from_text(TEXT)])[0].split("\n")) == 1
     info = one.describe()
-    assert info.options == ("k",) and info.instructions and "1 most central" in info.description
+    assert info.options == ("k",) and info.takes_instructions and "1 most central" in info.description
 
 
 def test_the_service_describes_a_model_by_asking_it() -> None:
     entry = describe("pg", _tiny_pointer_generator())
     assert (entry.method, entry.instructions) == ("pointer-generator", False)
     assert entry.options == tuple(DECODING_OPTIONS)
-    assert entry.with_options({"num_beams": 1}).generation.num_beams == 1  # type: ignore[attr-defined]
+    options = entry.request_options({"num_beams": 1})
+    assert entry.summarizer_for(options).generation.num_beams == 1  # type: ignore[attr-defined]
     with pytest.raises(ConfigError, match="cannot serve oracle"):
         describe("oracle", OracleSummarizer())
 
@@ -260,3 +264,41 @@ def test_a_decoding_value_is_validated_once_on_its_way_to_the_decoder(
         response = client.post("/v1/summarize", json=body)
         assert response.status_code == 200, response.text
     assert checked == [{"num_beams": 2, "max_length": 5}]
+
+
+def test_the_service_batches_on_the_value_it_checked_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batched, as the service runs by default: each request's options are checked once at the edge, and the
+    batcher keys its calls on that frozen value (with the backend), compared as it is: two requests with the
+    same options share a key, another value gets its own; nothing below validates them again."""
+    from fastapi.testclient import TestClient
+
+    from synopsis.serve import ServeSettings, create_app
+    from synopsis.serve.batching import Batcher
+    from synopsis.serve.registry import ModelRegistry, RequestOptions
+
+    checked: list[dict] = []
+    keys: list[Any] = []
+    validate, submit = DecodingOptions._validate, Batcher.submit
+
+    def counting(self: DecodingOptions) -> None:
+        checked.append(self.given())
+        validate(self)
+
+    def recording(self: Batcher, *args: Any, **kw: Any) -> Any:
+        keys.append(args[3])  # documents, instructions, summarizer, key
+        return submit(self, *args, **kw)
+
+    monkeypatch.setattr(DecodingOptions, "_validate", counting)
+    monkeypatch.setattr(Batcher, "submit", recording)
+    registry = ModelRegistry()
+    registry.add(describe("pg", _tiny_pointer_generator()))
+    asked = [{"max_length": 5, "num_beams": 2}, {"num_beams": 2, "max_length": 5}, {"max_length": 6}]
+    with TestClient(create_app(registry, ServeSettings(batch_window_ms=1))) as client:
+        for options in asked:
+            body = {"document": TEXT, "model": "pg", "options": options}
+            response = client.post("/v1/summarize", json=body)
+            assert response.status_code == 200, response.text
+    assert checked == [{"num_beams": 2, "max_length": 5}] * 2 + [{"max_length": 6}]  # once per request
+    assert all(isinstance(key, RequestOptions) for key in keys) and len(keys) == 3
+    assert keys[0] == keys[1] != keys[2] and hash(keys[0]) == hash(keys[1])
+    assert keys[0].decoding == DecodingOptions(num_beams=2, max_length=5) and keys[0].backend == "torch"

@@ -4,7 +4,6 @@ settings, and state the hardware, batch, time and launch command they expect."""
 
 from __future__ import annotations
 
-import inspect
 import re
 import shlex
 from pathlib import Path
@@ -51,7 +50,7 @@ def test_header_states_hardware_batch_time_and_launch(name: str) -> None:
 
 @pytest.mark.parametrize("name", SEQ2SEQ)
 def test_seq2seq_configs_load_as_the_launch_commands_give_them(name: str) -> None:
-    from synopsis.models.seq2seq import CONVERTERS
+    from synopsis.models.seq2seq import converter_options
     from synopsis.training.seq2seq import Seq2SeqTrainConfig
 
     for command in _launches(name):
@@ -60,7 +59,7 @@ def test_seq2seq_configs_load_as_the_launch_commands_give_them(name: str) -> Non
         assert config.batch_size % 8 == 0, "the global batch splits over 8 GPUs"
         method = config.convert["method"]
         options = set(config.convert) - {"method"}
-        assert options <= set(inspect.signature(CONVERTERS[method]).parameters), (name, options)
+        assert options <= converter_options(method), (name, options)
         assert f"global {config.batch_size * config.grad_accum_steps} per optimizer step" in _header(name)
 
 
@@ -138,3 +137,11 @@ def test_recurrent_configs_fit_their_hardware_by_their_own_plan(name: str, reque
         plan = memory_plan(config)
         assert plan.optimizer_bytes == 0  # plain SGD
     _check_stated_plan(name, plan, config)
+
+
+def test_a_misspelt_conversion_option_is_named_with_the_ones_it_takes() -> None:
+    from synopsis.errors import ConfigError
+    from synopsis.models.seq2seq import convert_seq2seq
+
+    with pytest.raises(ConfigError, match=r"unknown option\(s\) encoders; it takes: decoder, "):
+        convert_seq2seq("hibrids", None, None, encoders=False)  # checked before the model is touched

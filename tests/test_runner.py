@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from synopsis.errors import InputError
 from synopsis.serve import ModelRegistry, ServeSettings, create_app, describe
 from synopsis.summarizers.extractive import LeadSummarizer
-from synopsis.summarizers.runner import RunHooks, SummarizeRunner, read_source
+from synopsis.summarizers.runner import RunHooks, SummarizeRunner, document_items, read_source
 from synopsis.summarizers.sections import Cancelled
 
 #: 12 sections, one window each for an extractive method
@@ -96,7 +96,7 @@ def test_bytes_are_read_as_utf8_text_and_anything_else_is_one_line_error() -> No
 
 
 def test_awaited_model_calls_give_the_same_summaries_and_hooks_as_blocking_ones() -> None:
-    """The service awaits its batcher by document (``summarize_async``); the CLI blocks (``summarize``): the
+    """The service awaits its batcher by document (``run_items_async``); the CLI blocks (``run_items``): the
     same calls, summaries, citations and hook events, in the same order."""
     import asyncio
 
@@ -120,14 +120,15 @@ def test_awaited_model_calls_give_the_same_summaries_and_hooks_as_blocking_ones(
         return summarizer.summarize(documents, wanted)
 
     runner = SummarizeRunner(summarizer, by="document", batch_size=2, summarize_documents=blocking)
+    items = document_items(read_source(text), instructions)
     hooks, events = traced()
-    parsed, sectioned = runner.read(text, hooks)
-    assert sectioned is False
-    blocked = runner.summarize(parsed, sectioned, instructions, hooks)
+    blocked = runner.run_items(items, hooks)
     hooks_async, events_async = traced()
-    done = asyncio.run(runner.summarize_async(parsed, instructions, hooks_async, awaited))
+    done = asyncio.run(runner.run_items_async(items, hooks_async, awaited))
     assert [s.to_dict() for s in done] == [s.to_dict() for s in blocked]
     assert events_async == events and len(events) == 3
     assert [c[1:] for c in calls if c[0] == "awaited"] == [c[1:] for c in calls if c[0] == "blocking"]
     assert [c[1:] for c in calls if c[0] == "blocking"] == [(2, instructions[:2]), (1, instructions[2:])]
     assert events[0]["summary"][0]["sources"], "each summary sentence cites the document"
+    with pytest.raises(ValueError, match="by section, use run_items"):  # windows are blocking calls
+        asyncio.run(SummarizeRunner(summarizer, by="section").run_items_async(items, RunHooks(), awaited))

@@ -245,6 +245,23 @@ def test_serve_command_warns_about_an_open_public_port(
     assert served["app"].state.settings.auth_token == TOKEN
 
 
+def test_serve_backend_is_what_the_models_load_on(
+    monkeypatch: pytest.MonkeyPatch, logging_restored: None
+) -> None:
+    """``synopsis serve --backend ctranslate2 --compute-type int8``: the server's default backend, what the
+    registry loads its --model models on (a request's ``options.backend`` may ask for the other)."""
+    import uvicorn
+
+    import synopsis.serve
+    from synopsis.cli import main
+
+    asked: dict[str, Any] = {}
+    monkeypatch.setattr(synopsis.serve, "build_registry", lambda **k: asked.update(k) or _registry())
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: None)
+    assert main(["serve", "--backend", "ctranslate2", "--compute-type", "int8"]) == 0
+    assert (asked["backend"], asked["compute_type"], asked["models"]) == ("ctranslate2", "int8", {})
+
+
 def test_serve_threads_are_torch_threads_as_in_every_command(
     monkeypatch: pytest.MonkeyPatch, logging_restored: None
 ) -> None:

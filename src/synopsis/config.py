@@ -481,5 +481,11 @@ class DecodingOptions:
         return self.from_mapping({**self.given(), **{k: v for k, v in options.items() if v is not None}})
 
 
+#: The decoding backends of Hugging Face seq2seq checkpoints: ``generate()`` (the models' own decoding) and
+#: CTranslate2 (:mod:`synopsis.summarizers.ct2`); ``--backend`` and the service's ``options.backend``.
+BACKENDS = ("torch", "ctranslate2")
+#: How a CTranslate2 model computes (``float32``: the same tokens as ``generate()``); ``--compute-type``.
+COMPUTE_TYPES = ("float32", "int8", "int8_float32")
+
 #: No decoding option set: every model's own defaults (one value, so that nothing builds and checks it again).
 NO_DECODING = DecodingOptions()

@@ -10,20 +10,11 @@ import os
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import typer
 
-from synopsis.cli.options import (
-    backend_option,
-    compute_type_option,
-    count_option,
-    device_option,
-    inference_dtype_option,
-    ranged,
-    set_torch_threads,
-    switch,
-    threads_option,
-)
+from synopsis.cli import options as flags
 from synopsis.config import NON_NEGATIVE, POSITIVE, Range
 from synopsis.errors import ConfigError, InputError
 from synopsis.io import read_text
@@ -90,83 +81,81 @@ def _log_config(level: str) -> dict:
 
 def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0: all interfaces)."),
-    port: int = ranged(8000, "--port", allowed=Range(1, 65535), help="Port to listen on."),
+    port: int = flags.ranged(8000, "--port", allowed=Range(1, 65535), help="Port to listen on."),
     model: list[str] = typer.Option(
         [],
         "--model",
         help="Offer a model under a name: NAME=DIR, or NAME=ORG/MODEL[@REVISION] for a hub id (repeatable).",
     ),
-    workers: int = count_option(
+    workers: int = flags.count_option(
         1, "--workers", help="Worker processes; each loads every model (memory x N)."
     ),
-    threads: int | None = threads_option(),
-    device: str = device_option(),
-    dtype: str | None = inference_dtype_option("; the --model ones"),
-    backend: str = backend_option(),
-    compute_type: str | None = compute_type_option(),
-    inference_threads: int | None = count_option(
+    threads: int | None = flags.threads_option(),
+    device: str = flags.device_option(),
+    dtype: str | None = flags.inference_dtype_option("; the --model ones"),
+    backend: str = flags.backend_option(),
+    compute_type: str | None = flags.compute_type_option(),
+    inference_threads: int | None = flags.count_option(
         None,
         "--inference-threads",
         help="Requests parsed and summarized at once, each on a thread of its own (default: min(2, cores)).",
     ),
-    queue_size: int = ranged(
+    queue_size: int = flags.ranged(
         64, "--queue-size", allowed=NON_NEGATIVE, help="Requests that may wait for a thread (then 503)."
     ),
-    timeout: float = ranged(
+    timeout: float = flags.ranged(
         60.0, "--timeout", allowed=POSITIVE, help="Seconds per request (then 504)."
     ),
-    max_body_mb: float = ranged(
+    max_body_mb: float = flags.ranged(
         10.0, "--max-body-mb", allowed=POSITIVE, help="Largest request body (then 413)."
     ),
-    max_instructions: int = count_option(
+    max_instructions: int = flags.count_option(
         16, "--max-instructions", help="Instructions per request (then 422)."
     ),
     # default None: the service's own limit (serve.settings.DocumentLimits; importing it here would load
     # the web framework for every command)
-    max_sections: int | None = count_option(
+    max_sections: int | None = flags.count_option(
         None, "--max-sections", help="Sections per document (then 422; default 5000)."
     ),
-    max_sentences: int | None = count_option(
+    max_sentences: int | None = flags.count_option(
         None, "--max-sentences", help="Sentences per document (then 422; default 50000)."
     ),
-    max_document_words: int | None = count_option(
+    max_document_words: int | None = flags.count_option(
         None, "--max-document-words", help="Words per document (then 422; default 1000000)."
     ),
-    header_timeout: float = ranged(
-        10.0,
-        "--header-timeout",
-        allowed=POSITIVE,
+    header_timeout: float = flags.ranged(
+        10.0, "--header-timeout", allowed=POSITIVE,
         help="Seconds a connection may take to send its request headers (then closed).",
-    ),
-    min_body_rate: float = ranged(
+    ),  # fmt: skip
+    min_body_rate: float = flags.ranged(
         500.0,
         "--min-body-rate",
         allowed=POSITIVE,
         help="Bytes/s a request body must average once --header-timeout has passed since its headers "
         "(then 408 and closed).",
     ),
-    keep_alive: float = ranged(
+    keep_alive: float = flags.ranged(
         5.0,
         "--keep-alive",
         allowed=POSITIVE,
         help="Seconds an idle connection is kept open for its next request.",
     ),
-    max_connections: int = count_option(
+    max_connections: int = flags.count_option(
         1000,
         "--max-connections",
         help="Open connections per worker; beyond, the oldest one without a request in progress is closed.",
     ),
-    no_builtin: bool = switch(
+    no_builtin: bool = flags.switch(
         "--no-builtin", "Offer only the --model models (not the bundled default, lead-3, centrality)."
     ),
-    batch_window_ms: float = ranged(
+    batch_window_ms: float = flags.ranged(
         20.0,
         "--batch-window-ms",
         allowed=Range(0, 10_000),
         help="Batch summaries for one model arriving within this window into one call (0: off).",
     ),
-    max_batch: int = count_option(16, "--max-batch", help="Summaries per batched call."),
-    batch_workers: int | None = count_option(
+    max_batch: int = flags.count_option(16, "--max-batch", help="Summaries per batched call."),
+    batch_workers: int | None = flags.count_option(
         None,
         "--batch-workers",
         help="Batches of one model running at once, each on a thread of its own "
@@ -195,54 +184,73 @@ def serve(
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
 ) -> None:
     """Serve the summarizers: JSON API under /v1, the web page at /, the API reference at /docs."""
-    import uvicorn
-
-    from synopsis.serve import ServeSettings, build_registry, create_app, parse_model_spec
-    from synopsis.serve.app import CONFIG_ENV
-    from synopsis.serve.connections import LIMITS_ENV, PROTOCOL, fit_to_descriptors
-
     level = log_level.upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError(f"--log-level must be debug, info, warning or error, got '{log_level}'")
     if workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {workers}")
-    if not 0 < port < 65536:
-        raise ConfigError(f"--port must be in 1..65535, got {port}")
+    loading = {"models": _models(model, no_builtin), "builtin": not no_builtin, "device": device,
+               "dtype": dtype, "backend": backend, "compute_type": compute_type}  # fmt: skip
+    # --threads is what every computing command takes: torch's intra-op threads per computation (before the
+    # settings: the batch workers' default divides the cores by it).
+    flags.set_torch_threads(threads)
+    settings = _settings(
+        host, allowed_hosts, auth_token_file,
+        max_body_bytes=int(max_body_mb * 1024 * 1024), request_timeout_s=timeout, queue_size=queue_size,
+        max_instructions=max_instructions, batch_window_ms=batch_window_ms, max_batch=max_batch,
+        batch_workers=batch_workers, header_timeout_s=header_timeout, min_body_rate=min_body_rate,
+        keep_alive_s=keep_alive, max_connections=max_connections, inference_threads=inference_threads,
+        max_sections=max_sections, max_sentences=max_sentences, max_document_words=max_document_words,
+    )  # fmt: skip
+    resolve_device(device)  # and the device (a one-line error, exit 2), before any worker starts
+    _start(host, port, workers, threads, level, settings, loading, forwarded_allow_ips)
+
+
+def _models(specs: list[str], no_builtin: bool) -> dict[str, str]:
+    """``--model NAME=DIR`` (or a hub id) by name, each checked before anything loads."""
+    from synopsis.serve import parse_model_spec
+
     models: dict[str, str] = {}
-    for spec in model:
+    for spec in specs:
         name, directory = parse_model_spec(spec)
         if name in models:
             raise ConfigError(f"--model {spec!r}: the name '{name}' is given twice")
         models[name] = str(directory.resolve())
     if no_builtin and not models:
         raise ConfigError("--no-builtin needs at least one --model NAME=DIR")
-    options = {
-        "max_body_bytes": int(max_body_mb * 1024 * 1024),
-        "request_timeout_s": timeout,
-        "queue_size": queue_size,
-        "max_instructions": max_instructions,
-        "batch_window_ms": batch_window_ms,
-        "max_batch": max_batch,
-        "batch_workers": batch_workers,
-        "auth_token": auth_token(auth_token_file, os.environ),
-        "header_timeout_s": header_timeout,
-        "min_body_rate": min_body_rate,
-        "keep_alive_s": keep_alive,
-        "max_connections": max_connections,
-    }
-    limits = {
-        "inference_threads": inference_threads,
-        "max_sections": max_sections,
-        "max_sentences": max_sentences,
-        "max_document_words": max_document_words,
-    }
-    options.update({name: value for name, value in limits.items() if value is not None})
-    if options["auth_token"] is None:  # a page on another origin must not reach it through DNS rebinding
+    return models
+
+
+def _settings(host: str, allowed_hosts: list[str], token_file: Path | None, **given: Any) -> Any:
+    """The service's :class:`~synopsis.serve.settings.ServeSettings` from the flags (a flag left unset: the
+    service's own default), checked before any model loads; without a token, the names a request's Host may
+    give (a page on another origin must not reach the service through DNS rebinding)."""
+    from synopsis.serve import ServeSettings
+
+    options = {name: value for name, value in given.items() if value is not None}
+    options["auth_token"] = auth_token(token_file, os.environ)
+    if options["auth_token"] is None:
         options["allowed_hosts"] = host_names(host, allowed_hosts)
-    # --threads is what every computing command takes: torch's intra-op threads per computation.
-    set_torch_threads(threads)
-    settings = ServeSettings(**options)  # checks the values before any model loads
-    resolve_device(device)  # and the device (a one-line error, exit 2), before any worker starts
+    return ServeSettings(**options)
+
+
+def _start(
+    host: str,
+    port: int,
+    workers: int,
+    threads: int | None,
+    level: str,
+    settings: Any,
+    loading: dict[str, Any],
+    forwarded_allow_ips: str | None,
+) -> None:
+    """Log as the service does, then run uvicorn: one process with its registry (``loading``: what
+    :func:`~synopsis.serve.build_registry` takes), or ``workers`` processes that each load their own."""
+    import uvicorn
+
+    from synopsis.serve import build_registry, create_app
+    from synopsis.serve.app import CONFIG_ENV
+    from synopsis.serve.connections import LIMITS_ENV, PROTOCOL, fit_to_descriptors
 
     config = _log_config(level)
     logging.config.dictConfig(config)
@@ -250,40 +258,23 @@ def serve(
     if settings.auth_token is None and not is_loopback(host):
         logger.warning(
             "listening on %s without a token: anyone who can reach port %d can use every endpoint "
-            "(set --auth-token-file FILE or $%s)",
-            host,
-            port,
-            TOKEN_ENV,
-        )
+            "(set --auth-token-file FILE or $%s)", host, port, TOKEN_ENV,
+        )  # fmt: skip
     # uvicorn makes the protocol objects itself, in every worker: the limits go by the environment
     connections, backlog = fit_to_descriptors(settings.max_connections)
     os.environ[LIMITS_ENV] = replace(settings.connection_limits, max_connections=connections).to_env()
     common = {
-        "host": host,
-        "port": port,
-        "log_config": config,
-        "access_log": False,
-        "http": PROTOCOL,
-        "timeout_keep_alive": settings.keep_alive_s,
-        "backlog": backlog,
+        "host": host, "port": port, "log_config": config, "access_log": False, "http": PROTOCOL,
+        "timeout_keep_alive": settings.keep_alive_s, "backlog": backlog,
         # uvicorn trusts X-Forwarded-For from loopback by default: only from the proxies named here
-        "proxy_headers": bool(forwarded_allow_ips),
-        "forwarded_allow_ips": forwarded_allow_ips or "",
-    }
+        "proxy_headers": bool(forwarded_allow_ips), "forwarded_allow_ips": forwarded_allow_ips or "",
+    }  # fmt: skip
     if workers == 1:
-        registry = build_registry(
-            models, builtin=not no_builtin, device=device, dtype=dtype, backend=backend,
-            compute_type=compute_type,
-        )  # fmt: skip
-        app = create_app(registry, settings)
-        uvicorn.run(app, **common)
+        uvicorn.run(create_app(build_registry(**loading), settings), **common)
         return
     # uvicorn starts each worker from an import string; the configuration travels in the environment,
     # and every worker loads its own registry (so N workers hold N copies of every model).
     if threads is not None:  # worker processes set torch's threads from the environment they inherit
         os.environ["OMP_NUM_THREADS"] = str(threads)
-    os.environ[CONFIG_ENV] = json.dumps(
-        {"models": models, "builtin": not no_builtin, "device": device, "dtype": dtype, "backend": backend,
-         "compute_type": compute_type, "settings": settings.to_dict()}  # fmt: skip
-    )
+    os.environ[CONFIG_ENV] = json.dumps({**loading, "settings": settings.to_dict()})
     uvicorn.run("synopsis.serve.app:create_app_from_env", factory=True, workers=workers, **common)

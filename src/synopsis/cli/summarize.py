@@ -38,7 +38,13 @@ from synopsis.progress import track
 from synopsis.sharding import Shard, part_files, remove_parts
 from synopsis.summarizers import METHOD_TABLE, methods_help
 from synopsis.summarizers.base import Summarizer
-from synopsis.summarizers.runner import ParsedDocument, RequestItem, SummarizeRequest, read_source
+from synopsis.summarizers.runner import (
+    ParsedDocument,
+    RequestItem,
+    SummarizeRequest,
+    document_items,
+    read_source,
+)
 
 log = logging.getLogger("synopsis.cli")
 
@@ -290,7 +296,7 @@ def _prepare(shard: Shard, run: RunSpec, spec: ModelSpec, wanted: Wanted) -> Job
 
     summarizer = spec.load()  # on spec.device: with one line saying where the model runs
     info = summarizer.describe()
-    if run.instructions and not info.instructions:
+    if run.instructions and not info.takes_instructions:
         log.warning("--instruction is ignored: %s does not take instructions", type(summarizer).__name__)
     items = files if files is not None else _corpus_items(run, info)
     # A corpus by document unless asked: the papers' evaluations read what the model reads of each.
@@ -340,7 +346,7 @@ def _corpus_items(run: RunSpec, info: Any) -> list[RequestItem]:
     path = run.inputs[0]
     name = detect_corpus(path) if run.corpus == "auto" else str(run.corpus)
     # Generic JSONL/CSV need no reference column to be summarized (only the oracle reads references).
-    options = {"summary_column": None} if name in ("jsonl", "csv", "hf") and not info.references else {}
+    options = {"summary_column": None} if name in ("jsonl", "csv", "hf") and not info.needs_references else {}
     options.update(run.columns)
     reader = read_corpus(
         name, path, split=run.split, skip_bad_lines=run.skip_bad_lines, stats=stats, **options
@@ -359,13 +365,10 @@ def _corpus_items(run: RunSpec, info: Any) -> list[RequestItem]:
 
 def _file_items(run: RunSpec) -> list[RequestItem]:
     """Each document file read once, one item per instruction (``file | instruction`` when several)."""
-    wanted: list[str | None] = list(run.instructions) or [None]
     items = []
     for path in run.inputs:
         parsed = _read_input(path, run.input_format, run.max_input_mb)
-        for instruction in wanted:
-            name = f"{path} | {instruction}" if len(wanted) > 1 else str(path)
-            items.append(RequestItem(name, parsed, instruction))
+        items.extend(document_items(parsed, run.instructions, str(path)))
     return items
 
 

@@ -13,6 +13,7 @@ Model inputs are built by :class:`synopsis.models.inputs.Seq2SeqInputs`.
 from __future__ import annotations
 
 import copy
+import inspect
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -254,6 +255,14 @@ CONVERTERS: dict[str, Callable[..., PreTrainedModel]] = {
 }
 
 
+def converter_options(kind: str) -> frozenset[str]:
+    """The keyword options converter ``kind`` takes (HIBRIDS' are those of
+    :func:`~synopsis.models.hibrids.convert_to_hibrids`, which :func:`convert_hibrids` forwards)."""
+    function = convert_to_hibrids if kind == "hibrids" else CONVERTERS[kind]
+    parameters = inspect.signature(function).parameters.values()
+    return frozenset(p.name for p in parameters if p.name not in ("model", "tokenizer"))
+
+
 def keep_generation_settings(
     source: PreTrainedModel, converted: PreTrainedModel, method_decoding: dict[str, Any] | None = None
 ) -> PreTrainedModel:
@@ -274,6 +283,10 @@ def convert_seq2seq(kind: str, model: PreTrainedModel, tokenizer: PreTrainedToke
     The result keeps the source's generation settings (:func:`keep_generation_settings`)."""
     if kind not in CONVERTERS:
         raise ConfigError(f"unknown conversion {kind!r}; choose one of: {', '.join(CONVERTERS)}")
+    unknown = sorted(set(options) - converter_options(kind))
+    if unknown:
+        takes = ", ".join(sorted(converter_options(kind))) or "no options"
+        raise ConfigError(f"convert {kind}: unknown option(s) {', '.join(unknown)}; it takes: {takes}")
     try:
         converted = CONVERTERS[kind](model, tokenizer, **options)
     except TypeError as err:  # a misspelt or missing option

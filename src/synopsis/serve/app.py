@@ -25,7 +25,14 @@ from synopsis import __version__
 from synopsis.serve.errors import add_error_handlers
 from synopsis.serve.middleware import RequestMiddleware
 from synopsis.serve.registry import ModelRegistry
-from synopsis.serve.routes import Documented, api_router, page_router, service_router, static_dir
+from synopsis.serve.routes import (
+    Documented,
+    api_router,
+    document_router,
+    page_router,
+    service_router,
+    static_dir,
+)
 from synopsis.serve.service import SummarizeService
 from synopsis.serve.settings import ServeSettings
 
@@ -86,7 +93,12 @@ def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -
     app.state.metrics = service.metrics
     add_error_handlers(app)
     documented = Documented.of(bool(settings.auth_token))
-    routers = [service_router(service, documented), api_router(service, documented), page_router()]
+    routers = [
+        service_router(service, documented),
+        api_router(service, documented),
+        document_router(service, documented),
+        page_router(),
+    ]
     for router in routers:
         app.include_router(router)
     app.mount("/static", StaticFiles(directory=static_dir()), name="static")

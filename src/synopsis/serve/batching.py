@@ -5,8 +5,10 @@ pointer-generator decodes a batch in one beam search and a seq2seq model in one 
 of B costs far less than B calls. A :class:`Batcher` per model collects items (one document or one window,
 and one instruction each) from the requests' threads: the first item of a batch opens a window of
 ``window_s``; the batch leaves when the window closes or ``max_batch`` items with the same key are waiting.
-Items with other keys wait for a batch of their own (options decide the decoding, so they cannot share a call;
-windows and whole documents are different calls).
+Items with other keys wait for a batch of their own: the key is the request's options as one frozen value
+(:class:`~synopsis.serve.registry.RequestOptions`: the backend, the one ``DecodingOptions`` and the model's
+other options, checked once at the edge and compared here as they are, never re-validated), since options
+decide the decoding and cannot share a call; windows and whole documents are different calls.
 
 The batcher's workers are threads of its own (``concurrency`` of them, started on first use): a free worker
 waits for the window, takes the batch, runs it and hands each item's summary to the thread that waits for it.
@@ -69,7 +71,7 @@ class BatchItem:
     document: Document | Window  # a window by section (``windows``)
     instruction: str | None
     summarizer: Summarizer  # the request's copy (options applied); items of one batch share ``key``
-    key: Hashable  # the request's options and ``windows``: only equal keys share a call
+    key: Hashable  # ``(windows, the request's RequestOptions)``: only equal keys share a call
     windows: bool = False
     #: the event loop that awaits the item and what to call there once it is done (see ``_answer``)
     wake: tuple[asyncio.AbstractEventLoop, Callable[[], None]] | None = None
@@ -299,10 +301,6 @@ def _call(batch: list[BatchItem]) -> tuple[list[Any], float]:
             instructions = None  # as the CLI passes plain summaries
         out = summarizer.summarize(documents, instructions)
     return out, round(1000 * (time.perf_counter() - begin), 2)
-
-
-def options_key(options: dict[str, Any]) -> Hashable:
-    return tuple(sorted(options.items()))
 
 
 class SharedCalls:

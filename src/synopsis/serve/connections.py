@@ -147,6 +147,38 @@ class _Room:
         return None
 
 
+    def make_room(self, newcomer: GuardedH11Protocol, now: float) -> bool:
+        """Close the oldest other connection without a request in progress, else the one whose body lags
+        furthest behind the minimum rate (answered 503); False when every other one is being answered."""
+        victim = self.victim(newcomer, now)
+        if victim is None:
+            return False
+        if victim._phase() == _WAITING:
+            victim.transport.close()
+        else:
+            victim._refuse(503, "the server is full; retry shortly")
+        return True
+
+
+class _HeadCheck:
+    """Whether a request's header bytes, read in pieces, end every line with CRLF and fold none (h11 accepts
+    both; see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.tail = b""  # the last header bytes seen, for line ends split between reads
+        self.size = 0
+
+    def clean(self, data: bytes) -> bool:
+        """Whether the header bytes in ``data`` (with the last ones seen before) are clean."""
+        if self.size > _HEAD_BYTES:
+            return True  # h11 refuses headers this long itself
+        window = self.tail + data
+        end = window.find(b"\r\n\r\n")
+        head = window if end < 0 else window[: end + 2]
+        self.tail, self.size = window[-3:], self.size + len(data)
+        return _BARE_LF.search(head) is None and _FOLDED.search(head) is None
+
+
 class GuardedH11Protocol(H11Protocol):
     """uvicorn's h11 protocol with deadlines on reading a request and a bound on open connections (module
     docstring)."""
@@ -166,8 +198,7 @@ class GuardedH11Protocol(H11Protocol):
         self._started: float | None = None  # the first byte of the request being read
         self._headers_done: float | None = None
         self._body_bytes = 0
-        self._head_tail = b""  # the last header bytes seen, for line ends split between reads
-        self._head_bytes = 0
+        self._head = _HeadCheck()
         room = getattr(self.server_state, "synopsis_room", None)
         if room is None:  # one per server: its connections share it
             room = self.server_state.synopsis_room = _Room()  # type: ignore[attr-defined]
@@ -177,7 +208,8 @@ class GuardedH11Protocol(H11Protocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._opened = self.loop.time()
-        if len(self.connections) > self.bounds.max_connections and not self._make_room():
+        full = len(self.connections) > self.bounds.max_connections
+        if full and not self._room.make_room(self, self._opened):
             self.transport.close()  # every other connection is being answered: this one waits its turn
             return
         self._start_request()
@@ -188,7 +220,7 @@ class GuardedH11Protocol(H11Protocol):
         if phase == _WAITING:
             if self._started is None:  # the first bytes of a request on a kept-alive connection
                 self._start_request()
-            if not self._head_is_clean(data):
+            if not self._head.clean(data):
                 self._refuse(400, "malformed request headers (a bare LF line end or a folded line)")
                 return
         elif phase == _RECEIVING:
@@ -223,7 +255,7 @@ class GuardedH11Protocol(H11Protocol):
 
     def _start_request(self) -> None:
         self._started, self._headers_done, self._body_bytes = self.loop.time(), None, 0
-        self._head_tail, self._head_bytes = b"", 0
+        self._head = _HeadCheck()
         self._arm(min(self.bounds.header_timeout_s, self.bounds.request_timeout_s))
 
     def _request_read(self) -> None:
@@ -266,17 +298,6 @@ class GuardedH11Protocol(H11Protocol):
             self._timer.cancel()
             self._timer = None
 
-    def _head_is_clean(self, data: bytes) -> bool:
-        """Whether the header bytes in ``data`` (with the last ones seen before) end every line with CRLF
-        and fold none."""
-        if self._head_bytes > _HEAD_BYTES:
-            return True  # h11 refuses headers this long itself
-        window = self._head_tail + data
-        end = window.find(b"\r\n\r\n")
-        head = window if end < 0 else window[: end + 2]
-        self._head_tail, self._head_bytes = window[-3:], self._head_bytes + len(data)
-        return _BARE_LF.search(head) is None and _FOLDED.search(head) is None
-
     def _refuse(self, status: int, message: str) -> None:
         """Answer ``status`` with the service's JSON error (unless a response has started) and close."""
         if self.cycle is not None:
@@ -290,19 +311,6 @@ class GuardedH11Protocol(H11Protocol):
             retry = "retry-after: 1\r\n" if status == 503 else ""
             self.transport.write((head + retry + "\r\n").encode() + body)
         self.transport.close()
-
-    # ------------------------------------------------------------------ room for a new connection
-    def _make_room(self) -> bool:
-        """Close the oldest other connection without a request in progress, else the one whose body lags
-        furthest behind the minimum rate; False when every other one is being answered."""
-        victim = self._room.victim(self, self.loop.time())
-        if victim is None:
-            return False
-        if victim._phase() == _WAITING:
-            victim.transport.close()
-        else:
-            victim._refuse(503, "the server is full; retry shortly")
-        return True
 
 
 _CODES = {400: "bad_request", 408: "timeout", 503: "busy"}

@@ -9,20 +9,22 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from synopsis.config import DECODING_OPTIONS, DecodingOptions
+from synopsis.config import DECODING_OPTIONS, NO_DECODING, DecodingOptions
 from synopsis.document import Document
 from synopsis.errors import ConfigError, SynopsisError
 from synopsis.hub import is_hub_id
+from synopsis.io import read_json
 from synopsis.models.names import resolve_seq2seq
 from synopsis.sharding import resolve_device
-from synopsis.summarizers import Summarizer, load_summarizer
+from synopsis.summarizers import Summarizer, check_backend, load_summarizer
 from synopsis.summarizers.base import SummarizerInfo
 
 logger = logging.getLogger("synopsis.serve")
@@ -36,20 +38,45 @@ _WARM_UP_TEXT = (
     "long enough for the neural models' minimum summary length."
 )
 
+#: The options that pick what decodes a model rather than how (``--backend``, ``--compute-type``).
+BACKEND_OPTIONS = ("backend", "compute_type")
+
+
+@dataclass(frozen=True)
+class RequestOptions:
+    """A request's options, checked once at the edge (:meth:`ModelEntry.request_options`) into one frozen,
+    hashable value: what decodes the model (``backend``, ``compute_type``), the one
+    :class:`~synopsis.config.DecodingOptions` and the model's other options (``k``). Two requests' summaries
+    share a model call only when theirs are equal: it is the batcher's key."""
+
+    backend: str = "torch"
+    compute_type: str | None = None
+    decoding: DecodingOptions = NO_DECODING
+    others: tuple[tuple[str, Any], ...] = ()
+
+
 @dataclass
 class ModelEntry:
     """One servable model: its name, the loaded summarizer and what it is and takes, as the summarizer
-    describes itself (:meth:`~synopsis.summarizers.Summarizer.describe`)."""
+    describes itself (:meth:`~synopsis.summarizers.Summarizer.describe`). ``loader`` loads the same model
+    on another backend (``--model NAME=DIR`` Hugging Face checkpoints: a request's ``backend``), the first
+    time a request asks; ``config`` is such a checkpoint's config.json, read to refuse at once a backend it
+    cannot take."""
 
     name: str
     summarizer: Summarizer
     description: str = ""  # for people (``GET /v1/models``); default: the summarizer's own
     source: str = "builtin"  # "builtin" or "user" (--model NAME=DIR); never the path
+    loader: Callable[[str, str | None], Summarizer] | None = field(default=None, repr=False)
+    config: Mapping[str, Any] | None = field(default=None, repr=False)
     info: SummarizerInfo = field(init=False, repr=False)
+    _backends: dict[tuple[str, str | None], Summarizer] = field(init=False, repr=False)
+    _loading: threading.Lock = field(init=False, repr=False, default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self.info = self.summarizer.describe()
         self.description = self.description or self.info.description
+        self._backends = {self._loaded_backend(): self.summarizer}
 
     @property
     def method(self) -> str:
@@ -57,7 +84,7 @@ class ModelEntry:
 
     @property
     def instructions(self) -> bool:
-        return self.info.instructions
+        return self.info.takes_instructions
 
     @property
     def options(self) -> tuple[str, ...]:
@@ -71,32 +98,85 @@ class ModelEntry:
     def extractive(self) -> bool:  # picks sentences: cheap, so never waits for a batch
         return self.info.extractive
 
-    def with_options(self, options: Mapping[str, Any]) -> Summarizer:
-        """The summarizer to use for one request with these (already type-checked) options: a copy that
-        shares the weights (:meth:`~synopsis.summarizers.Summarizer.with_options`).
-
-        Raises :class:`OptionError` for an option this model does not take, or a combination it refuses
-        (the message names the option); the caller reports it as a 422.
-        """
-        try:  # the values first, as the CLI checks them before it loads a model: built once, here
+    def request_options(self, options: Mapping[str, Any]) -> RequestOptions:
+        """A request's (already type-checked) ``options`` as one value, checked here, once, as the CLI checks
+        its flags before it loads a model: the backend (the server's unless the request names one; one the
+        model cannot take is refused with the CLI's line), the decoding values, and the options this model
+        takes. Raises :class:`OptionError` naming the option; the caller reports it as a 422."""
+        backend, compute_type = self._backend(options.get("backend"), options.get("compute_type"))
+        try:
             decoding = DecodingOptions.from_mapping(
                 {name: value for name, value in options.items() if name in DECODING_OPTIONS}, request=True
             )
         except ConfigError as err:
             raise OptionError(_named_option(options, err), str(err)) from None
-        unsupported = [name for name in options if name not in self.options]
+        chosen = [name for name in options if name not in BACKEND_OPTIONS]
+        unsupported = [name for name in chosen if name not in self.options]
         if unsupported:
             takes = ", ".join(self.options) or "none"
             raise OptionError(
                 unsupported[0],
                 f"model '{self.name}' does not take option '{unsupported[0]}' (it takes: {takes})",
             )
-        others = {name: value for name, value in options.items() if name not in DECODING_OPTIONS}
+        others = tuple(sorted((name, options[name]) for name in chosen if name not in DECODING_OPTIONS))
+        return RequestOptions(backend, compute_type, decoding, others)
+
+    def loaded(self, options: RequestOptions) -> bool:
+        """Whether the model is loaded on ``options``' backend (else :meth:`summarizer_for` loads it)."""
+        return (options.backend, options.compute_type) in self._backends
+
+    def summarizer_for(self, options: RequestOptions) -> Summarizer:
+        """The summarizer of one request: a copy with its options that shares the weights
+        (:meth:`~synopsis.summarizers.Summarizer.with_options`), on its backend (loaded now, blocking, the
+        first time one is asked for: call it off the event loop unless :meth:`loaded`). A combination the
+        model refuses (``min_length`` over its own ``max_length``) is an :class:`OptionError`."""
+        summarizer = self._on_backend(options.backend, options.compute_type)
+        given = {**options.decoding.given(), **dict(options.others)}
         try:  # the value travels as it is: nothing below checks it again
-            return self.summarizer.with_options(decoding if decoding.given() else None, **others)
+            return summarizer.with_options(options.decoding if given else None, **dict(options.others))
         except (ValueError, ConfigError) as err:
-            # A cross-field problem (min_length > max_length, also against the model's own defaults).
-            raise OptionError(_named_option(options, err), str(err)) from None
+            raise OptionError(_named_option(given, err), str(err)) from None
+
+    def _loaded_backend(self) -> tuple[str, str | None]:
+        """The backend the server loaded this model on (``torch`` for a model without one)."""
+        backend = self.info.backend or "torch"
+        return backend, self.info.dtype if backend == "ctranslate2" else None
+
+    def _backend(self, backend: str | None, compute_type: str | None) -> tuple[str, str | None]:
+        """The backend a request asks for (the loaded one unless it names another), checked as the CLI checks
+        ``--backend``/``--compute-type`` (:func:`~synopsis.summarizers.check_backend`)."""
+        loaded, loaded_compute = self._loaded_backend()
+        chosen = backend or loaded
+        if compute_type is None and chosen == loaded:
+            compute_type = loaded_compute
+        try:
+            check_backend(chosen, self.method, compute_type, None)
+            if chosen == "ctranslate2" and self.config is not None:  # a Hugging Face model, loaded already
+                from synopsis.summarizers.ct2 import check_convertible
+
+                check_convertible(f"model '{self.name}'", self.config)
+        except ConfigError as err:
+            named = "compute_type" if "--compute-type" in str(err) else "backend"
+            raise OptionError(named, str(err)) from None
+        if chosen == "ctranslate2" and compute_type is None:
+            compute_type = "float32"  # CTranslate2's default: one key for it, named or not
+        return chosen, compute_type
+
+    def _on_backend(self, backend: str, compute_type: str | None) -> Summarizer:
+        key = (backend, compute_type)
+        loaded = self._backends.get(key)  # without the lock: a load in progress must not stall the loop
+        if loaded is not None:
+            return loaded
+        if self.loader is None:
+            raise OptionError("backend", f"model '{self.name}' is served on {self._loaded_backend()[0]} only")
+        with self._loading:  # one load per backend, however many requests ask at once
+            if key not in self._backends:
+                logger.info("loading model %s on %s (%s) for a request", self.name, backend, compute_type)
+                try:
+                    self._backends[key] = self.loader(backend, compute_type)
+                except ConfigError as err:  # a generation setting CTranslate2 cannot honour
+                    raise OptionError("backend", str(err)) from None
+            return self._backends[key]
 
     def public(self) -> dict[str, Any]:
         return {
@@ -186,13 +266,20 @@ class ModelRegistry:
 
 
 # ----------------------------------------------------------------------------- describing summarizers
-def describe(name: str, summarizer: Summarizer, description: str = "", source: str = "builtin") -> ModelEntry:
+def describe(
+    name: str,
+    summarizer: Summarizer,
+    description: str = "",
+    source: str = "builtin",
+    loader: Callable[[str, str | None], Summarizer] | None = None,
+    config: Mapping[str, Any] | None = None,
+) -> ModelEntry:
     """A :class:`ModelEntry` for a summarizer from :func:`synopsis.summarizers.load_summarizer`, checked
     for serving (no reference summaries needed) and prepared (what loads lazily is loaded now)."""
     if not isinstance(summarizer, Summarizer):
         raise ConfigError(f"model '{name}': cannot serve a {type(summarizer).__name__} (not a Summarizer)")
-    entry = ModelEntry(name, summarizer, description, source)
-    if entry.info.references:
+    entry = ModelEntry(name, summarizer, description, source, loader, config)
+    if entry.info.needs_references:
         raise ConfigError(f"model '{name}': cannot serve {entry.method}: it needs reference summaries")
     summarizer.prepare()  # load what is lazy (an embedding model) now, not in a request
     return entry
@@ -262,11 +349,7 @@ def build_registry(
     for name, directory in (models or {}).items():
         if name in registry:
             raise ConfigError(f"--model {name}=...: the name '{name}' is taken by a built-in model")
-        summarizer = load_summarizer(
-            None, Path(directory), device=target, dtype=dtype, backend=backend, compute_type=compute_type
-        )
-        entry = describe(name, summarizer, source="user")
-        registry.add(entry)
+        registry.add(_user_model(name, Path(directory), target, dtype, backend, compute_type))
     logger.info(
         "loaded %d model(s) in %.1f s, computing on %s: %s",
         len(registry),
@@ -277,3 +360,26 @@ def build_registry(
     if warm_up:
         registry.warm_up()
     return registry
+
+
+def _user_model(
+    name: str, directory: Path, device: Any, dtype: str | None, backend: str, compute_type: str | None
+) -> ModelEntry:
+    """A ``--model NAME=DIR`` entry on the server's backend; a Hugging Face checkpoint may be asked for on
+    the other backend too (loaded then, with the same device; ``--dtype`` is the torch backend's)."""
+
+    def load(other: str, other_compute: str | None) -> Summarizer:
+        precision = dtype if other == "torch" else None
+        return load_summarizer(
+            None, directory, device=device, dtype=precision, backend=other, compute_type=other_compute
+        )
+
+    summarizer = load_summarizer(
+        None, directory, device=device, dtype=dtype, backend=backend, compute_type=compute_type
+    )
+    path = directory / "config.json"  # read by the load already: a Hugging Face one has a model_type
+    config = read_json(path, "a model directory", ConfigError) if path.is_file() else None
+    seq2seq = isinstance(config, dict) and "model_type" in config
+    return describe(
+        name, summarizer, source="user", loader=load if seq2seq else None, config=config if seq2seq else None
+    )

@@ -1,11 +1,12 @@
-"""The service's routes, in three routers over one :class:`~synopsis.serve.service.SummarizeService`: the
-service's own (``/health``, ``/metrics``), the JSON API (``/v1``) and the pages (``/``, ``/docs``)."""
+"""The service's routes, in routers over one :class:`~synopsis.serve.service.SummarizeService`: the
+service's own (``/health``, ``/metrics``), the JSON API (``/v1``: models and summaries, then outlines and
+evaluations) and the pages (``/``, ``/docs``)."""
 
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass
+from functools import partial
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,9 @@ from fastapi.responses import FileResponse, Response, StreamingResponse
 
 from synopsis import __version__
 from synopsis.serve.documents import document_stats, outline, parse_document
-from synopsis.serve.errors import ApiError, check_evaluate, check_instructions
-from synopsis.serve.registry import DEFAULT_MODEL, OptionError, UnknownModelError
+from synopsis.serve.errors import check_evaluate
+from synopsis.serve.registry import DEFAULT_MODEL
+from synopsis.serve.requests import final_response, ndjson_answer
 from synopsis.serve.schemas import (
     ErrorResponse,
     EvaluateRequest,
@@ -29,12 +31,7 @@ from synopsis.serve.schemas import (
     SummarizeResponse,
 )
 from synopsis.serve.service import SummarizeService
-from synopsis.serve.streaming import (
-    STREAM_EVENT_SCHEMA,
-    check_by_section,
-    ndjson_line,
-    question_summary_outline,
-)
+from synopsis.serve.streaming import STREAM_EVENT_SCHEMA
 
 
 def static_dir() -> Path:
@@ -109,8 +106,10 @@ def service_router(service: SummarizeService, documented: Documented) -> APIRout
 
 
 def api_router(service: SummarizeService, documented: Documented) -> APIRouter:
+    """The JSON API's models and summaries: a thin adapter over the service (:meth:`SummarizeService.check`,
+    :meth:`SummarizeService.summarize_events`) and the answer made of the events."""
     router = APIRouter(prefix="/v1")
-    registry, settings = service.registry, service.settings
+    registry = service.registry
 
     @router.get("/models", response_model=ModelsResponse, responses=documented.auth_errors, tags=["models"],
                 **documented.security)  # fmt: skip
@@ -142,74 +141,30 @@ def api_router(service: SummarizeService, documented: Documented) -> APIRouter:
         event holding the whole response (or an ``error`` event).
         """
         request.state.log = f"model={body.model}"  # escaped and clipped in the log line
-        try:
-            entry = registry.get(body.model)
-        except UnknownModelError as err:
-            raise ApiError(404, "unknown_model", str(err), "model") from None
-        request.scope["state"]["model"] = entry.name
-        instructions = check_instructions(body.instructions, settings)
-        options = body.options.given() if body.options else {}
-        try:
-            summarizer = entry.with_options(options)  # cheap: shares the weights
-        except OptionError as err:
-            raise ApiError(422, "invalid_option", str(err), f"options.{err.option}") from None
-        if body.by == "section":  # a model that cannot is a plain 422, before any work or stream starts
-            with service.api_errors(request):
-                check_by_section(entry)
-        submitted = time.perf_counter()
-        warnings = []
-        if instructions and not entry.instructions:
-            warnings.append(f"model '{entry.name}' ignores instructions: each summary is the plain summary")
-
-        events = service.summarize_events(request, entry, summarizer, options, instructions, body, submitted)
+        asked = await service.check(body, request)  # 404/422 before any work or stream starts
+        events = service.summarize_events(request, asked)
         # The document is parsed before any answer starts, so a bad one is a plain 422 even when streaming.
         with service.api_errors(request):
             parsed = await anext(events)
 
-        def final(items: list[dict[str, Any]]) -> dict[str, Any]:
-            items = sorted(items, key=lambda item: item["index"])
-            arrived = request.scope["state"].get("arrived", submitted)
-            return {
-                "model": entry.name,
-                "summaries": [
-                    {key: item[key] for key in ("instruction", "summary", "by", "structured") if key in item}
-                    for item in items
-                ],
-                "sections": parsed["sections"],
-                "document": parsed["document"],
-                "outline": question_summary_outline([item["summary"] for item in items]),
-                "timing_ms": {
-                    **parsed["timing_ms"],
-                    "summaries": [item["ms"] for item in items],
-                    "total": round(1000 * (time.perf_counter() - arrived), 2),
-                },
-                "warnings": warnings,
-            }
+        def arrived() -> float:
+            return float(request.scope["state"].get("arrived", asked.submitted))
 
-        if not body.stream:
-            with service.api_errors(request):
-                items = [event async for event in events if event["event"] == "summary"]
-            return final(items)
+        if body.stream:
+            errors = partial(service.api_errors, request)
+            stream = ndjson_answer(asked, parsed, events, errors, arrived)
+            return StreamingResponse(stream, media_type="application/x-ndjson")
+        with service.api_errors(request):
+            items = [event async for event in events if event["event"] == "summary"]
+        return final_response(asked, parsed, items, arrived())
 
-        async def ndjson() -> Any:
-            # Events are produced by the same iterator as the plain answer; by section, the runner adds a
-            # "section" event per section summary as it is done.
-            items: list[dict[str, Any]] = []
-            yield ndjson_line(parsed)
-            try:
-                with service.api_errors(request):
-                    async for event in events:
-                        if event["event"] == "summary":
-                            items.append(event)
-                        yield ndjson_line(event)
-                yield ndjson_line({"event": "done", "response": final(items)})
-            except ApiError as err:
-                body = {"code": err.code, "message": err.message, "field": err.field}
-                yield ndjson_line({"event": "error", "status": err.status, "error": body})
-            finally:
-                await events.aclose()
+    return router
 
-        return StreamingResponse(ndjson(), media_type="application/x-ndjson")
+
+def document_router(service: SummarizeService, documented: Documented) -> APIRouter:
+    """The JSON API's routes beside summarizing: a document's outline and the scores of summaries."""
+    router = APIRouter(prefix="/v1")
+    settings = service.settings
 
     @router.post("/outline", response_model=OutlineResponse, responses=documented.without(404),
                  tags=["summarize"], **documented.security)  # fmt: skip

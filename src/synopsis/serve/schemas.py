@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from synopsis.config import DECODING_OPTIONS
+from synopsis.config import BACKENDS, COMPUTE_TYPES, DECODING_OPTIONS
 
 DocumentFormat = Literal["auto", "text", "markdown", "json"]
 
@@ -63,6 +63,19 @@ class SummarizeOptions(_Strict):
     length_penalty: float | None = _decoding_field("length_penalty")
     no_repeat_ngram_size: int | None = _decoding_field("no_repeat_ngram_size")
     k: int | None = Field(None, ge=1, le=100, description="Sentences to extract (centrality).")
+    # What decodes the model (synopsis serve --backend / --compute-type unless given here): the same checks
+    # and one-line refusals as the CLI's flags.
+    backend: Literal[BACKENDS] | None = Field(  # type: ignore[valid-type]
+        None,
+        description="torch (generate()) or ctranslate2 (a stock Hugging Face checkpoint converted once; the "
+        "same summaries in float32, faster on a CPU). Default: the server's --backend. A model CTranslate2 "
+        "cannot run (a method on it, another family, not a Hugging Face checkpoint) is a 422.",
+    )
+    compute_type: Literal[COMPUTE_TYPES] | None = Field(  # type: ignore[valid-type]
+        None,
+        description="backend ctranslate2: float32 (the same tokens as torch), int8 or int8_float32. Default: "
+        "the server's --compute-type on its backend, else float32.",
+    )
 
     def given(self) -> dict[str, Any]:
         return self.model_dump(exclude_none=True)
@@ -239,7 +252,9 @@ class ModelInfo(BaseModel):
     device: str | None = Field(None, description="Where its model computes (cpu, cuda:0); null: no model.")
     dtype: str | None = Field(None, description="Its weights' precision (float32, bfloat16); null: no model.")
     backend: str | None = Field(
-        None, description="What decodes it: torch (generate()) or ctranslate2 (--backend); null: no model."
+        None,
+        description="What decodes it: torch (generate()) or ctranslate2 (--backend), unless a request asks "
+        "for the other in options.backend; null: no model.",
     )
 
 

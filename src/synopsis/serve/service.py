@@ -22,15 +22,24 @@ from typing import Any, TypeVar
 from fastapi import Request
 
 from synopsis.errors import InputError, SynopsisError
-from synopsis.serve.batching import Batcher, SharedCalls, options_key
+from synopsis.serve.batching import Batcher, SharedCalls
 from synopsis.serve.documents import read_pasted
-from synopsis.serve.errors import ApiError, ClientGone
+from synopsis.serve.errors import ApiError, ClientGone, check_instructions
 from synopsis.serve.metrics import ServiceMetrics
 from synopsis.serve.pool import InferencePool, QueueFullError
-from synopsis.serve.registry import ModelEntry, ModelRegistry, OptionError
+from synopsis.serve.registry import ModelRegistry, OptionError, UnknownModelError
+from synopsis.serve.requests import ApiRequest
+from synopsis.serve.schemas import SummarizeRequest as SummarizeBody
 from synopsis.serve.settings import ServeSettings
-from synopsis.serve.streaming import guarded, parsed_event, section_event, summary_event, until_disconnected
-from synopsis.summarizers.runner import ParsedDocument, RunHooks, SummarizeRunner, Summary
+from synopsis.serve.streaming import (
+    check_by_section,
+    guarded,
+    parsed_event,
+    section_event,
+    summary_event,
+    until_disconnected,
+)
+from synopsis.summarizers.runner import ParsedDocument, RunHooks, SummarizeRequest, SummarizeRunner, Summary
 from synopsis.summarizers.sections import Cancelled
 
 logger = logging.getLogger("synopsis.serve")
@@ -62,7 +71,7 @@ class SummarizeService:
         return {"pool": self.pool.stats()["waiting"], "batch": sum(len(b) for b in self.batchers.values())}
 
     def _caches(self) -> list[tuple[str, Any]]:
-        found = [(entry.name, getattr(entry.summarizer, "cache", None)) for entry in self.registry]
+        found = [(entry.name, entry.summarizer.cache) for entry in self.registry]
         return [(name, cache) for name, cache in found if cache is not None]
 
     def _running(self) -> dict[str, int]:
@@ -137,98 +146,37 @@ class SummarizeService:
             return await guarded(request, asyncio.wrap_future(future), self.remaining(request), withdraw)
 
     # ------------------------------------------------------------------ summarize
-    def summarize_events(
-        self,
-        request: Request,
-        entry: ModelEntry,
-        summarizer: Any,
-        options: dict[str, Any],
-        instructions: list[str],
-        body: Any,
-        submitted: float,
-    ) -> AsyncIterator[dict[str, Any]]:
-        """The request's events from the runner, as they happen: ``parsed``, then ``section`` (by section)
-        and ``summary`` events.
-
-        The runner reads the document on a thread. Without batching it goes on there; with batching a
-        by-section run goes on there too, handing its windows to the model's batcher, while by document the
-        event loop hands the summaries to the batcher and awaits them: the summaries of one batch are then
-        answered in one turn of the loop, not by one waking thread after another (which, with every core busy,
-        spreads the next requests over more than a window)."""
-        # An extractive method picks sentences in microseconds: a batch window would only delay it.
-        batched = self.settings.batching and not entry.extractive
-        documents = windows = None
-        if batched:
-            queue, key = self.batcher(entry.name), options_key(options)
-            # --queue-size bounds the summaries waiting for a batch too (at least one full batch may wait);
-            # windows are bounded by the request threads (at most one batch of each request's waits).
-            limit = max(self.settings.queue_size, self.settings.max_batch)
-            documents = SharedCalls(queue, summarizer, key, windows=False, limit=limit)
-            windows = SharedCalls(queue, summarizer, key)
-        runner = SummarizeRunner(
-            summarizer, by=body.by, max_words=body.max_words,
-            batch_size=self.settings.max_batch,  # batched or not: the most items of one model call
-            summarize_windows=windows,
+    async def check(self, body: SummarizeBody, request: Request) -> ApiRequest:
+        """The body checked once, at the edge, before any work or stream starts: the model (404), the
+        instructions, the options as one frozen value and ``by`` (422), and the summarizer for them (loaded on
+        the pool the first time a request asks for another backend)."""
+        try:
+            entry = self.registry.get(body.model)
+        except UnknownModelError as err:
+            raise ApiError(404, "unknown_model", str(err), "model") from None
+        request.scope["state"]["model"] = entry.name
+        instructions = check_instructions(body.instructions, self.settings)
+        with self.api_errors(request):
+            options = entry.request_options(body.options.given() if body.options else {})
+            if body.by == "section":  # a model that cannot is a plain 422
+                check_by_section(entry)
+            # cheap (a copy that shares the weights) unless the model must be loaded on another backend
+            summarizer = entry.summarizer_for(options) if entry.loaded(options) else None
+        if summarizer is None:
+            summarizer = await self.run(request, lambda: entry.summarizer_for(options))
+        warnings = []
+        if instructions and not entry.instructions:
+            warnings.append(f"model '{entry.name}' ignores instructions: each summary is the plain summary")
+        return ApiRequest(
+            entry, summarizer, options, body.document, body.format, tuple(instructions), body.by,
+            body.max_words, time.perf_counter(), tuple(warnings),
         )  # fmt: skip
-        stop = threading.Event()
 
-        def read_document(emit: Emit, emit_parsed: Emit) -> tuple[ParsedDocument, bool, RunHooks]:
-            """On a thread: the document read (its event to ``emit_parsed``), and the hooks that turn the rest
-            of the run into events."""
-            started = time.perf_counter()
-
-            def parsed(read: ParsedDocument, _: bool) -> None:
-                emit_parsed(parsed_event(read.document, read.format, submitted, started, time.perf_counter()))
-
-            def summary(done: Summary) -> None:
-                if documents is not None and windows is not None:
-                    if done.by == "document":  # the time of its model call, not of its wait for a batch
-                        done.ms = documents.call_ms
-                    emit(summary_event(done, max(documents.largest, windows.largest)))
-                else:
-                    emit(summary_event(done, done.batch_size))
-
-            run = RunHooks(
-                parsed=parsed,
-                section=lambda index, instruction, section: emit(section_event(index, instruction, section)),
-                summary=summary,
-                cancelled=stop.is_set,
-            )
-            limits = self.settings.document_limits
-            read = read_pasted(body.document, body.format, limits, cancelled=stop.is_set)
-            return (*runner.read(read, run), run)
-
-        def summarize(parsed: ParsedDocument, sectioned: bool, run: RunHooks) -> None:
-            try:
-                runner.summarize(parsed, sectioned, instructions, run)
-            except Cancelled:
-                logger.info("request withdrawn: %s", "the rest of its work was not computed")
-
-        async def produce(emit: Emit) -> None:
-            if documents is None:  # unbatched: read and summarized on one pool thread
-                await asyncio.wrap_future(self.pool.submit(lambda: summarize(*read_document(emit, emit))))
-                return
-            # Read on the pool (a few threads: reading holds the GIL, more threads would only take turns); its
-            # event is emitted here once it returns: one wake-up of the loop, not two, before the summaries
-            # are queued (what delays a request on its way to the batcher spreads a batch's requests).
-            read_events: list[dict[str, Any]] = []
-            parsed, sectioned, run = await asyncio.wrap_future(
-                self.pool.submit(lambda: read_document(emit, read_events.append))
-            )
-            for event in read_events:
-                emit(event)
-            if sectioned:  # its windows wait for their batches on a request thread of its own
-                await asyncio.wrap_future(self.request_pool.submit(lambda: summarize(parsed, True, run)))
-            else:
-                await runner.summarize_async(parsed, instructions, run, documents.call_async)
-
-        def withdraw() -> None:
-            stop.set()  # the runner stops before its next batch
-            for shared in (documents, windows):
-                if shared is not None:
-                    shared.cancel()  # and what waits for a batch leaves the queue
-
-        return self.events_from(request, produce, withdraw)
+    def summarize_events(self, request: Request, asked: ApiRequest) -> AsyncIterator[dict[str, Any]]:
+        """The request's events from the runner, as they happen: ``parsed``, then ``section`` (by section)
+        and ``summary`` events (see :class:`_Run`)."""
+        run = _Run(self, asked)
+        return self.events_from(request, run.produce, run.withdraw)
 
     async def events_from(
         self,
@@ -275,3 +223,101 @@ class SummarizeService:
             if not finished:
                 task.cancel()  # a job still waiting for a thread never starts
                 withdraw()
+
+
+class _Run:
+    """One summarize request's work: its document read on a thread, the runner's typed request
+    (:meth:`ApiRequest.typed`, the one the CLI builds) run by :class:`SummarizeRunner`, and the runner's hooks
+    turned into events.
+
+    Without batching it all runs on one pool thread. With batching the runner's documents and windows go to
+    the model's batcher under the request's options (the batch key): by section the runner goes on on a
+    request thread, handing its windows to the batcher; by document the event loop hands the summaries to
+    the batcher and awaits them (:meth:`SummarizeRunner.run_items_async`), so the summaries of one batch are
+    answered in one turn of the loop, not by one waking thread after another (which, with every core busy,
+    spreads the next requests over more than a window)."""
+
+    def __init__(self, service: SummarizeService, asked: ApiRequest) -> None:
+        self.service, self.asked = service, asked
+        self.stop = threading.Event()  # set when the request ends first: the runner stops before a batch
+        self.documents: SharedCalls | None = None
+        self.windows: SharedCalls | None = None
+        settings = service.settings
+        # An extractive method picks sentences in microseconds: a batch window would only delay it.
+        if settings.batching and not asked.entry.extractive:
+            queue, key = service.batcher(asked.entry.name), asked.options
+            # --queue-size bounds the summaries waiting for a batch too (at least one full batch may wait);
+            # windows are bounded by the request threads (at most one batch of each request's waits).
+            limit = max(settings.queue_size, settings.max_batch)
+            self.documents = SharedCalls(queue, asked.summarizer, key, windows=False, limit=limit)
+            self.windows = SharedCalls(queue, asked.summarizer, key)
+
+    def read(self, emit: Emit, emit_parsed: Emit) -> tuple[SummarizeRunner, SummarizeRequest, RunHooks]:
+        """On a thread: the document read within the server's limits, the runner's request and its runner,
+        which decides here whether it goes by section (the ``parsed`` event, to ``emit_parsed``), and the
+        hooks that turn the rest into events."""
+        started = time.perf_counter()
+        hooks = self.hooks(emit, emit_parsed, started)
+        parsed = read_pasted(
+            self.asked.document, self.asked.format, self.service.settings.document_limits, self.stop.is_set
+        )
+        typed = self.asked.typed(parsed)
+        runner = SummarizeRunner.for_request(
+            self.asked.summarizer, typed,
+            batch_size=self.service.settings.max_batch,  # batched or not: the most items of one model call
+            summarize_windows=self.windows,
+        )  # fmt: skip
+        runner.sectioned(parsed, hooks)
+        return runner, typed, hooks
+
+    def hooks(self, emit: Emit, emit_parsed: Emit, started: float) -> RunHooks:
+        submitted, documents, windows = self.asked.submitted, self.documents, self.windows
+
+        def parsed(read: ParsedDocument, _: bool) -> None:
+            emit_parsed(parsed_event(read.document, read.format, submitted, started, time.perf_counter()))
+
+        def summary(done: Summary) -> None:
+            if documents is None or windows is None:
+                emit(summary_event(done, done.batch_size))
+                return
+            if done.by == "document":  # the time of its model call, not of its wait for a batch
+                done.ms = documents.call_ms
+            emit(summary_event(done, max(documents.largest, windows.largest)))
+
+        def section(index: int, instruction: str | None, done: Any) -> None:
+            emit(section_event(index, instruction, done))
+
+        return RunHooks(parsed=parsed, section=section, summary=summary, cancelled=self.stop.is_set)
+
+    def run(self, runner: SummarizeRunner, typed: SummarizeRequest, hooks: RunHooks) -> None:
+        """The runner's blocking run of the request's items."""
+        try:
+            runner.run_items(typed.items, hooks)
+        except Cancelled:
+            logger.info("request withdrawn: %s", "the rest of its work was not computed")
+
+    async def produce(self, emit: Emit) -> None:
+        pool = self.service.pool
+        if self.documents is None:  # unbatched: read and summarized on one pool thread
+            await asyncio.wrap_future(pool.submit(lambda: self.run(*self.read(emit, emit))))
+            return
+        # Read on the pool (a few threads: reading holds the GIL, more threads would only take turns); its
+        # event is emitted here once it returns: one wake-up of the loop, not two, before the summaries are
+        # queued (what delays a request on its way to the batcher spreads a batch's requests).
+        read_events: list[dict[str, Any]] = []
+        read = pool.submit(lambda: self.read(emit, read_events.append))
+        runner, typed, hooks = await asyncio.wrap_future(read)
+        for event in read_events:
+            emit(event)
+        if any(runner.sectioned(item.parsed) for item in typed.items):  # decided when read
+            # its windows wait for their batches on a request thread of its own
+            threads = self.service.request_pool
+            await asyncio.wrap_future(threads.submit(lambda: self.run(runner, typed, hooks)))
+        else:
+            await runner.run_items_async(typed.items, hooks, self.documents.call_async)
+
+    def withdraw(self) -> None:
+        self.stop.set()  # the runner stops before its next batch
+        for shared in (self.documents, self.windows):
+            if shared is not None:
+                shared.cancel()  # and what waits for a batch leaves the queue

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from synopsis.config import DecodingOptions, use_threads
-from synopsis.errors import SynopsisError
+from synopsis.config import BACKENDS, COMPUTE_TYPES, DecodingOptions, use_threads
+from synopsis.errors import ConfigError, SynopsisError
 from synopsis.io import read_json
 from synopsis.sharding import resolve_device
 from synopsis.summarizers.base import Summarizer
@@ -164,6 +164,24 @@ def _model_family(model_dir: Path) -> str:
     return "seq2seq" if isinstance(data, dict) and "model_type" in data else "pointer-generator"
 
 
+def check_backend(backend: str, method: str, compute_type: str | None, dtype: str | None) -> None:
+    """One line for a backend the request cannot use (before any weights are read)."""
+    if backend not in BACKENDS:
+        raise ConfigError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if backend == "torch":
+        if compute_type is not None:
+            raise ConfigError("--compute-type applies to --backend ctranslate2 (torch models take --dtype)")
+        return
+    if method != "seq2seq":
+        raise ConfigError(
+            f"--backend ctranslate2 decodes Hugging Face seq2seq checkpoints (--model DIR), not {method}"
+        )
+    if dtype is not None:
+        raise ConfigError("--dtype applies to --backend torch; CTranslate2 takes --compute-type")
+    if compute_type is not None and compute_type not in COMPUTE_TYPES:
+        raise ConfigError(f"--compute-type must be one of {', '.join(COMPUTE_TYPES)}, got {compute_type!r}")
+
+
 def load_summarizer(
     method: str | None = None,
     model: str | Path | None = None,
@@ -215,10 +233,7 @@ def load_summarizer(
         method = _model_family(Path(model)) if model is not None else DEFAULT_METHOD
     if generation:  # loose keywords: built into one value here, checked once
         decoding = DecodingOptions.from_mapping(generation).over(decoding)
-    if backend != "torch" or compute_type is not None:
-        from synopsis.summarizers.ct2 import check_backend
-
-        check_backend(backend, method, compute_type, dtype)
+    check_backend(backend, method, compute_type, dtype)
     if dtype is not None and method != "seq2seq":
         raise SynopsisError(f"--dtype applies to Hugging Face (seq2seq) models, not to {method}")
     entry, found = find_method(method)

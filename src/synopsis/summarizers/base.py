@@ -40,8 +40,8 @@ class SummarizerInfo:
     method: str  #: the ``--method`` that builds it (``lead-3``, ``centrality``, ``seq2seq``, ...)
     description: str  #: one line for people (``GET /v1/models``)
     options: tuple[str, ...] = ()  #: what :meth:`Summarizer.with_options` takes
-    instructions: bool = False  #: whether instructions change the output
-    references: bool = False  #: whether it needs reference summaries (the oracle)
+    takes_instructions: bool = False  #: whether instructions change the output
+    needs_references: bool = False  #: whether it needs reference summaries (the oracle)
     reads_section_tree: bool = False  #: whether by section it reads each section as its subtree
     by_section: bool = True  #: whether it can summarize by section
     extractive: bool = False  #: whether it picks sentences (cheap: no batching, no model weights)
@@ -52,6 +52,9 @@ class SummarizerInfo:
 
 class ModelPlacement:
     """Where a summarizer's model (its ``model`` attribute, if any) computes and in which precision."""
+
+    #: the torch module it computes with (CTranslate2's translator for that backend); ``None``: no model
+    model: Any = None
 
     @property
     def device(self) -> Any:
@@ -66,15 +69,19 @@ class ModelPlacement:
         return None if parameter is None else parameter.dtype
 
     def _first_parameter(self) -> Any:
-        parameters = getattr(getattr(self, "model", None), "parameters", None)
-        return None if parameters is None else next(iter(parameters()), None)
+        import torch  # not at import time: extractive methods need no torch
+
+        if not isinstance(self.model, torch.nn.Module):
+            return None
+        return next(iter(self.model.parameters()), None)
 
     def to(self, device: Any) -> Self:
         """Move the model (if any) to ``device`` (see :func:`~synopsis.sharding.resolve_device`), e.g. a
         process's own GPU in a sharded run; returns self."""
-        model = getattr(self, "model", None)
-        if model is not None and hasattr(model, "to"):
-            model.to(resolve_device(device))
+        import torch
+
+        if isinstance(self.model, torch.nn.Module):
+            self.model.to(resolve_device(device))
         return self
 
 
@@ -93,6 +100,8 @@ class Summarizer(ModelPlacement, ABC):
     options: tuple[str, ...] = ()
     #: what decodes its model (``torch``; :mod:`~synopsis.summarizers.ct2`'s ``ctranslate2``)
     backend: str = "torch"
+    #: the source cache it keeps across requests (InstructSum's K/V cache), for the service's metrics
+    cache: Any = None
 
     def summarize(
         self,
@@ -124,8 +133,8 @@ class Summarizer(ModelPlacement, ABC):
             method=method,
             description=description,
             options=tuple(self.options),
-            instructions=self.takes_instructions,
-            references=self.needs_references,
+            takes_instructions=self.takes_instructions,
+            needs_references=self.needs_references,
             reads_section_tree=self.reads_section_tree,
             by_section=not self.needs_references,
             extractive=self.extractive,

@@ -39,6 +39,7 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -51,11 +52,6 @@ from synopsis.summarizers.seq2seq import Seq2SeqSummarizer, generate_kwargs
 
 logger = logging.getLogger(__name__)
 
-#: The decoding backends of Hugging Face seq2seq checkpoints: ``generate()`` (the models' own decoding) and
-#: CTranslate2.
-BACKENDS = ("torch", "ctranslate2")
-#: How a CTranslate2 model computes (``float32``: the same tokens as ``generate()``).
-COMPUTE_TYPES = ("float32", "int8", "int8_float32")
 #: The ``model_type``s whose stock checkpoints CTranslate2's Transformers converter makes a Translator of.
 CT2_MODEL_TYPES = frozenset({"bart", "mbart", "pegasus", "marian", "t5", "mt5", "umt5", "m2m_100"})
 #: The families of BART's converter whose layers normalize before attention (BART and Marian after it).
@@ -86,26 +82,9 @@ UNSUPPORTED = {
 }
 
 
-def check_backend(backend: str, method: str, compute_type: str | None, dtype: str | None) -> None:
-    """One line for a backend the request cannot use (before any weights are read)."""
-    if backend not in BACKENDS:
-        raise ConfigError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    if backend == "torch":
-        if compute_type is not None:
-            raise ConfigError("--compute-type applies to --backend ctranslate2 (torch models take --dtype)")
-        return
-    if method != "seq2seq":
-        raise ConfigError(
-            f"--backend ctranslate2 decodes Hugging Face seq2seq checkpoints (--model DIR), not {method}"
-        )
-    if dtype is not None:
-        raise ConfigError("--dtype applies to --backend torch; CTranslate2 takes --compute-type")
-    if compute_type is not None and compute_type not in COMPUTE_TYPES:
-        raise ConfigError(f"--compute-type must be one of {', '.join(COMPUTE_TYPES)}, got {compute_type!r}")
-
-
-def check_convertible(model_dir: Path, config: dict[str, Any]) -> None:
-    """A checkpoint with a method, or of a family CTranslate2 does not convert, is refused in one line."""
+def check_convertible(model_dir: Path | str, config: Mapping[str, Any]) -> None:
+    """A checkpoint with a method, or of a family CTranslate2 does not convert, is refused in one line
+    (``model_dir``: how the line names it; the service names its model, never a path)."""
     model_type = config.get("model_type")
     entry = checkpoint_type(model_type)
     if entry is not None and entry.methods:

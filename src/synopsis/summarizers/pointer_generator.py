@@ -75,6 +75,7 @@ class PointerGeneratorSummarizer(Summarizer):
         self.model = model.eval()
         self.vocab = vocab
         self.generation = generation or GenerationConfig()
+        self._free: Any = None  # the (V,) mask of _free_ids, built on first use
         profile = model.config.source_profile
         check = None if profile is None else DomainCheck.from_profile(profile)
         #: what the model reads of each document and how far it is from its domain, once per document
@@ -237,7 +238,7 @@ class PointerGeneratorSummarizer(Summarizer):
 
         from synopsis.text import FUNCTION_WORDS
 
-        free = getattr(self, "_free", None)
+        free = self._free
         if free is None:
             free = torch.tensor(
                 [w in FUNCTION_WORDS or not any(c.isalnum() for c in w) for w in self.vocab.tokens],

@@ -1,13 +1,15 @@
 """One summarize request, the same under ``synopsis summarize`` and the service.
 
-:class:`SummarizeRunner` takes a document (a path, pasted text or bytes) with a format (or ``auto``: the one
-sniffer, :func:`synopsis.data.readers.sniff_format`), instructions, ``by``, ``max_words`` and one
-:class:`~synopsis.config.DecodingOptions`. It reads the Document once, with the character offset of every
-sentence (:func:`sentence_offsets`, the one place they are computed), decides ``by="auto"`` once
-(:func:`decide_by_section`), loops over the instructions and reports what it does through
+Both edges type a request once, as a :class:`SummarizeRequest`: its items (:class:`RequestItem`, a document
+read once by :func:`read_source`, with the character offset of every sentence (:func:`sentence_offsets`, the
+one place they are computed), or a corpus example, with one instruction each; :func:`document_items` makes
+one document's), ``by``, ``max_words``, one :class:`~synopsis.config.DecodingOptions` and the output's form.
+:class:`SummarizeRunner` (:meth:`SummarizeRunner.for_request`) runs its items (:meth:`SummarizeRunner.
+run_items`; the service by document :meth:`SummarizeRunner.run_items_async`, with awaited model calls),
+decides ``by="auto"`` per document (:func:`decide_by_section`) and reports what it does through
 :class:`RunHooks`: ``parsed``, ``section`` (by section, each section as soon as it is done), ``summary`` (one
-per instruction). ``cancelled()`` is asked between windows, so a caller that gave up (the service's timeout or
-a client that left) stops the windows left. The CLI prints or writes what the hooks report; the service turns
+per item). ``cancelled()`` is asked between windows, so a caller that gave up (the service's timeout or a
+client that left) stops the windows left. The CLI prints or writes what the hooks report; the service turns
 them into events and plugs its batcher in where documents and windows are summarized.
 
 Every summary is a :class:`~synopsis.summarizers.sections.DocumentSummary` (by document: the model's summary,
@@ -315,37 +317,10 @@ class SummarizeRunner:
         max_mb: float | None = None,
     ) -> list[Summary]:
         """Read ``source`` once (unless already a :class:`ParsedDocument`) and summarize it once per
-        instruction (once without any), reporting through ``hooks``."""
-        hooks = hooks or RunHooks()
-        parsed, sectioned = self.read(source, hooks, format=format, max_mb=max_mb)
-        return self.summarize(parsed, sectioned, instructions, hooks)
-
-    def read(
-        self,
-        source: Path | str | bytes | ParsedDocument,
-        hooks: RunHooks | None = None,
-        *,
-        format: str = "auto",  # noqa: A002
-        max_mb: float | None = None,
-    ) -> tuple[ParsedDocument, bool]:
-        """The first half of :meth:`run`: the document read once and whether it is summarized by section
-        (reported to ``hooks.parsed``)."""
+        instruction (once without any), reporting through ``hooks``: :meth:`run_items` of
+        :func:`document_items`."""
         parsed = source if isinstance(source, ParsedDocument) else read_source(source, format, max_mb)
-        return parsed, self.sectioned(parsed, hooks)
-
-    def summarize(
-        self,
-        parsed: ParsedDocument,
-        sectioned: bool,
-        instructions: Sequence[str] = (),
-        hooks: RunHooks | None = None,
-    ) -> list[Summary]:
-        """The second half of :meth:`run`: one summary per instruction (one without any)."""
-        hooks = hooks or RunHooks()
-        wanted: list[str | None] = list(instructions) or [None]
-        if sectioned:
-            return [self._by_section(parsed, i, instruction, hooks) for i, instruction in enumerate(wanted)]
-        return self._drive(self._by_document(_items(parsed, wanted), hooks))
+        return self.run_items(document_items(parsed, instructions), hooks)
 
     def _drive(self, calls: Generator[DocumentsCall, list[str], list[Summary]]) -> list[Summary]:
         """Run a :meth:`_by_document` generator with blocking model calls."""
@@ -357,16 +332,19 @@ class SummarizeRunner:
         except StopIteration as done:
             return done.value
 
-    async def summarize_async(
+    async def run_items_async(
         self,
-        parsed: ParsedDocument,
-        instructions: Sequence[str],
+        items: Sequence[RequestItem],
         hooks: RunHooks,
         summarize_documents: Callable[[list[Document], list[str | None] | None], Awaitable[list[str]]],
     ) -> list[Summary]:
-        """:meth:`summarize` by document with model calls that are awaited (the service's batcher, from its
-        event loop): the same calls, in the same order, with the same summaries and hooks."""
-        calls = self._by_document(_items(parsed, list(instructions) or [None]), hooks)
+        """:meth:`run_items` for items that all go whole, with model calls that are awaited (the service's
+        batcher, from its event loop): the same calls, in the same order, with the same summaries and hooks.
+        An item that goes by section is a ``ValueError``: its windows are blocking calls (:meth:`run_items`
+        on a thread)."""
+        if any(self.sectioned(item.parsed, hooks) for item in items):
+            raise ValueError("run_items_async summarizes whole documents; by section, use run_items")
+        calls = self._by_document(items, hooks)
         try:
             call = next(calls)
             while True:
@@ -443,6 +421,12 @@ class SummarizeRunner:
         return out
 
 
-def _items(parsed: ParsedDocument, instructions: Sequence[str | None]) -> list[RequestItem]:
-    """One document's items, one per instruction."""
-    return [RequestItem(parsed.document.id, parsed, instruction) for instruction in instructions]
+def document_items(
+    parsed: ParsedDocument, instructions: Sequence[str | None] = (), name: str | None = None
+) -> list[RequestItem]:
+    """One document's items, one per instruction (one plain summary without any), in order, named ``name``
+    (default: the document's id), ``name | instruction`` when there are several."""
+    wanted: list[str | None] = list(instructions) or [None]
+    name = parsed.document.id if name is None else name
+    several = len(wanted) > 1 and name is not None
+    return [RequestItem(f"{name} | {i}" if several else name, parsed, i) for i in wanted]
