@@ -114,6 +114,21 @@ def test_the_profile_is_saved_with_the_model(tmp_path: Path) -> None:
     assert saved["source_profile"] == asdict(profile)
 
 
+def test_the_profile_rates_are_each_documents_known_word_rate() -> None:
+    """source_profile counts each document once (its rates and floor from the same counts): the rates it
+    reports are known_word_rate's, documents without a letter count as 1.0."""
+    words = ABSTRACT.lower().replace(".", " .").split()
+    vocab = Vocab.build([words[:30]], max_size=100)
+    sources = [words, words[10:60], ["2017", "."]]
+    rates = sorted(known_word_rate(doc, vocab) for doc in sources)
+    profile = source_profile("abstracts", sources, vocab)
+    assert rates[-1] == 1.0 and rates[0] < 1.0
+    assert (profile.known_word_rate_min, profile.known_word_rate_median) == (
+        round(rates[0], 4),
+        round(rates[1], 4),
+    )
+
+
 def test_in_scope_documents_get_no_note(tmp_path: Path) -> None:
     summarizer = _profiled_summarizer(tmp_path)
     document = Document.from_text(ABSTRACT)

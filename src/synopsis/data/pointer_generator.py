@@ -38,10 +38,13 @@ class SourceProfile:
 
 def known_word_rate(words: Sequence[str], vocab: Vocab) -> float:
     """Share of the alphabetic words (numbers and punctuation aside) in the vocabulary; 1.0 if none."""
-    alphabetic = [w for w in words if has_letter(w)]
-    if not alphabetic:
-        return 1.0
-    return sum(w in vocab for w in alphabetic) / len(alphabetic)
+    return _rate(_alphabetic_counts(words, vocab))
+
+
+def _rate(counts: tuple[int, int]) -> float:
+    """Known-word share of one document's (alphabetic words, known ones); 1.0 with no alphabetic word."""
+    alphabetic, known = counts
+    return known / alphabetic if alphabetic else 1.0
 
 
 def source_profile(corpus: str, sources: Sequence[Sequence[str]], vocab: Vocab) -> SourceProfile:
@@ -49,8 +52,8 @@ def source_profile(corpus: str, sources: Sequence[Sequence[str]], vocab: Vocab) 
     if not sources:
         raise ValueError("source_profile needs at least one document")
     lengths = sorted(len(words) for words in sources)
-    rates = sorted(known_word_rate(words, vocab) for words in sources)
-    counts = [_alphabetic_counts(words, vocab) for words in sources]
+    counts = [_alphabetic_counts(words, vocab) for words in sources]  # one pass over each document
+    rates = sorted(_rate(pair) for pair in counts)
     return SourceProfile(
         corpus=corpus,
         documents=len(sources),
