@@ -581,6 +581,14 @@ def test_a_lead_in_comes_with_its_short_command_and_install_questions_find_it(
     # a longer block (a program, three lines) is never carried, and no sentence is chosen from code
     shown = [s.text for node in result.walk() for s in node.summary] + [s.text for s in result.summary]
     assert not any("Build it from" in t or "make install" in t for t in shown)
+    # without an instruction a command is never a candidate: it would push prose out of a summary
+    (plain_result,) = salient.summarize_by_section(
+        [parsed.document], [None], max_words=40, offsets=[parsed.offsets]
+    )
+    shown = [s.text for node in plain_result.walk() for s in node.summary] + [
+        s.text for s in plain_result.summary
+    ]
+    assert shown and not any("pip install" in t for t in shown)
 
 
 def test_only_a_short_code_block_is_a_command() -> None:

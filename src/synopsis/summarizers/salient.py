@@ -326,12 +326,12 @@ class SalientSummarizer(_Selecting):
             return "all-MiniLM-L6-v2" if embeddings_installed() else TfidfVectors.name
         return str(getattr(self._vectors, "name", type(self._vectors).__name__))
 
-    def candidates(self, document: Document) -> list[int]:
+    def candidates(self, document: Document, instruction: str | None = None) -> list[int]:
         """Indices of the document's informative sentences that stand alone (:func:`is_informative`,
-        :func:`stands_alone`), and of the lead-ins with a command (:func:`lead_in_units`, vetted there: a
-        command has no final punctuation)."""
+        :func:`stands_alone`), and, with an instruction, of the lead-ins with a command
+        (:func:`lead_in_units`, vetted there: a command has no final punctuation)."""
         names = self.names | title_names(document.title)
-        commands = {unit_text(u) for u in self.units.values() if isinstance(u[-1], CodeSource)}
+        commands = {unit_text(u) for u in self.units.values() if instruction and _brings_code(u)}
         return [
             i
             for i, s in enumerate(document.sentences)
@@ -341,7 +341,7 @@ class SalientSummarizer(_Selecting):
     def select(self, document: Document, instruction: str | None = None, fallback: bool = True) -> list[int]:
         """The chosen sentences' indices in document order. Without informative sentences: none, or with
         ``fallback`` (a whole document), the longest sentences ranked the same way."""
-        pool = self.candidates(document)
+        pool = self.candidates(document, instruction)
         if not pool and fallback:
             pool = sorted(range(len(document.sentences)), key=lambda i: -len(document.sentences[i].text))
             pool = sorted(pool[: max(self.k, 20)])
@@ -391,7 +391,8 @@ class SalientSummarizer(_Selecting):
         out = []
         for document, instruction in zip(documents, instructions, strict=True):
             run = self._for_document(document)
-            texts = [unit_text(run.units.get((s.path, s.sentence), [s])) for s in all_sources(document)]
+            units = {k: u for k, u in run.units.items() if instruction or not _brings_code(u)}
+            texts = [unit_text(units.get((s.path, s.sentence), [s])) for s in all_sources(document)]
             out.append(_join([texts[i] for i in run.select(Document.from_paragraphs([texts]), instruction)]))
         return out
 
@@ -440,7 +441,8 @@ class SalientSummarizer(_Selecting):
         instructions = list(instructions or [None] * len(windows))
         out = []
         for window, instruction in zip(windows, instructions, strict=True):
-            units = [self.units.get((s.path, s.sentence), [s]) for s in window.sources]
+            known = {k: u for k, u in self.units.items() if instruction or not _brings_code(u)}
+            units = [known.get((s.path, s.sentence), [s]) for s in window.sources]
             texts = [unit_text(u) if len(u) > 1 else t for u, t in zip(units, window.texts, strict=True)]
             picked = self.select_window(Document.from_paragraphs([texts]), instruction)
             out.append([SummarySentence(texts[i], units[i], support(texts[i], units[i])) for i in picked])
@@ -466,7 +468,8 @@ class SalientSummarizer(_Selecting):
         sources = all_sources(document, offsets)
         units = {i: [sources[i]] for i in self.candidates(document)}
         names = self.names | title_names(document.title)
-        units.update(lead_in_units(document, sources, offsets is not None, names))
+        brought = lead_in_units(document, sources, offsets is not None, names)
+        units.update({i: unit for i, unit in brought.items() if instruction or not _brings_code(unit)})
         # an answer may take half the budget; a central point a third
         longest = max(25, max_words // 2 if instruction else max_words // 3)
         words = {i: sum(len(s.text.split()) for s in unit) for i, unit in units.items()}  # as printed
@@ -621,6 +624,12 @@ def lead_in_units(
         if code is not None and is_informative(f"{text[:-1]} {' '.join(code.text.split())}."):
             out[i] = [sources[i], code]
     return out
+
+
+def _brings_code(unit: Sequence[Source]) -> bool:
+    """Whether a lead-in unit brings a command: a candidate only for an instruction ("How do I install
+    it?"), since without one a command or a value (``PATH=...``) would push prose out of a summary."""
+    return isinstance(unit[-1], CodeSource)
 
 
 class CodeSource(Source):
