@@ -331,12 +331,17 @@ class SalientSummarizer(_Selecting):
         :func:`stands_alone`), and, with an instruction, of the lead-ins with a command
         (:func:`lead_in_units`, vetted there: a command has no final punctuation)."""
         names = self.names | title_names(document.title)
-        commands = {unit_text(u) for u in self.units.values() if instruction and _brings_code(u)}
+        commands = {unit_text(u) for u in self.units_for(instruction).values() if _brings_code(u)}
         return [
             i
             for i, s in enumerate(document.sentences)
             if s.text in commands or (is_informative(s.text) and stands_alone(s.text, names))
         ]
+
+    def units_for(self, instruction: str | None) -> dict[tuple[tuple[int, ...], int | None], list[Source]]:
+        """The run's lead-in units an instruction may use: all with one; without one, not those that bring a
+        command (:func:`_brings_code`)."""
+        return {key: unit for key, unit in self.units.items() if instruction or not _brings_code(unit)}
 
     def select(self, document: Document, instruction: str | None = None, fallback: bool = True) -> list[int]:
         """The chosen sentences' indices in document order. Without informative sentences: none, or with
@@ -391,7 +396,7 @@ class SalientSummarizer(_Selecting):
         out = []
         for document, instruction in zip(documents, instructions, strict=True):
             run = self._for_document(document)
-            units = {k: u for k, u in run.units.items() if instruction or not _brings_code(u)}
+            units = run.units_for(instruction)
             texts = [unit_text(units.get((s.path, s.sentence), [s])) for s in all_sources(document)]
             out.append(_join([texts[i] for i in run.select(Document.from_paragraphs([texts]), instruction)]))
         return out
@@ -420,8 +425,8 @@ class SalientSummarizer(_Selecting):
         self, document: Document, offsets: Sequence[tuple[int, int] | None] | None = None
     ) -> SalientSummarizer:
         """A copy for one document's run: its title's names, its lead-ins with their lists
-        (:func:`lead_in_units`, for the section summaries), and its sentence vectors remembered (TF-IDF
-        vectors depend on the texts encoded together, so they are not)."""
+        (:func:`lead_in_units`, found once for the section and document summaries), and its sentence vectors
+        remembered (TF-IDF vectors depend on the texts encoded together, so they are not)."""
         vectors = self.vectors
         remembered = vectors if isinstance(vectors, TfidfVectors) else _Remembered(vectors)
         run = type(self)(self.k, trade_off=self.trade_off, query_weight=self.query_weight, vectors=remembered)
@@ -441,7 +446,7 @@ class SalientSummarizer(_Selecting):
         instructions = list(instructions or [None] * len(windows))
         out = []
         for window, instruction in zip(windows, instructions, strict=True):
-            known = {k: u for k, u in self.units.items() if instruction or not _brings_code(u)}
+            known = self.units_for(instruction)
             units = [known.get((s.path, s.sentence), [s]) for s in window.sources]
             texts = [unit_text(u) if len(u) > 1 else t for u, t in zip(units, window.texts, strict=True)]
             picked = self.select_window(Document.from_paragraphs([texts]), instruction)
@@ -467,9 +472,10 @@ class SalientSummarizer(_Selecting):
         item). Empty when no sentence qualifies."""
         sources = all_sources(document, offsets)
         units = {i: [sources[i]] for i in self.candidates(document)}
-        names = self.names | title_names(document.title)
-        brought = lead_in_units(document, sources, offsets is not None, names)
-        units.update({i: unit for i, unit in brought.items() if instruction or not _brings_code(unit)})
+        brought = self.units_for(instruction)  # the run's (:meth:`_for_document`, the same offsets)
+        for i, source in enumerate(sources):
+            if (source.path, source.sentence) in brought:
+                units[i] = brought[(source.path, source.sentence)]
         # an answer may take half the budget; a central point a third
         longest = max(25, max_words // 2 if instruction else max_words // 3)
         words = {i: sum(len(s.text.split()) for s in unit) for i, unit in units.items()}  # as printed
