@@ -129,11 +129,13 @@ def test_the_vocabulary_floor_is_a_low_quantile_not_the_minimum() -> None:
 
 
 @pytest.mark.skipif(not SCITLDR_DEV.is_file(), reason="needs ../shared/data/scitldr")
-def test_the_bundled_model_calls_no_scitldr_dev_abstract_far() -> None:
+def test_the_bundled_model_calls_no_scitldr_dev_abstract_far_but_by_style() -> None:
+    """Length, sections and vocabulary call no dev abstract far; the style check (issue 57) at most 5%."""
     summarizer = PointerGeneratorSummarizer.from_pretrained()
     rows = [json.loads(line) for line in SCITLDR_DEV.read_text(encoding="utf-8").splitlines()]
-    far = [r for r in rows if summarizer.distances(Document.from_sentences(r["source"]))]
-    assert far == []
+    far = [summarizer.distances(Document.from_sentences(r["source"])) for r in rows]
+    assert [d.measure for f in far for d in f if d.measure != "style"] == []
+    assert sum(bool(f) for f in far) <= 0.05 * len(rows)
 
 
 @pytest.fixture(scope="module")
