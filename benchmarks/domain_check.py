@@ -64,13 +64,17 @@ def main() -> None:
             sys.stdout.flush()
     articles = [d for d in data["report"]["news (REALSumm CNN/DM)"] if 500 <= d.num_words() <= 700]
     texts = [" ".join(s.text for s in d.sentences) for d in articles]
-    fresh = [Document.from_text(t) for t in texts]  # not yet in the check's per-document cache
-    start = time.perf_counter()
-    for document in fresh:
-        new.distances(document)
-    per = (time.perf_counter() - start) / len(fresh)
-    print(f"\ncheck time: {per * 1e3:.2f} ms per news article of 500-700 words (mean of {len(fresh)})")
-
+    times = []
+    for _ in range(5):  # the fastest of 5 passes: the machine's other work is not the check's cost
+        fresh = [Document.from_text(t) for t in texts]  # not yet in the check's per-document cache
+        start = time.perf_counter()
+        for document in fresh:
+            new.distances(document)
+        times.append((time.perf_counter() - start) / len(fresh))
+    print(
+        f"\ncheck time: {min(times) * 1e3:.2f} ms per news article of 500-700 words (the words the model "
+        f"reads and all four measures; {len(texts)} articles, fastest of 5 passes)"
+    )
 
 if __name__ == "__main__":
     main()
