@@ -10,7 +10,13 @@ three measures of a document against the model's :class:`~synopsis.data.pointer_
   for short documents, :meth:`DomainCheck.shrunk_rate`) below ``known_word_rate_floor``, the
   0.1% quantile of a logit-normal fitted to the held-out inputs' shares (``source_profile``). The lowest
   held-out share itself (``known_word_rate_min``) is no threshold: an abstract with more rare terms than any
-  of 619 validation abstracts is common enough (3 of 320 test abstracts were below it).
+  of 619 validation abstracts is common enough (3 of 320 test abstracts were below it);
+* style (a model with a ``style.json``: the bundled one): is it a paper abstract like the training inputs?
+  (:class:`StyleModel`; the three measures above let news, meeting chunks and paper sections through).
+
+:func:`bundled_domain_check` is the bundled model's check read from its JSON and text files alone, so a
+document can be routed without torch or the weights. How it was fitted and what it lets through:
+docs/models/default.md.
 """
 
 from __future__ import annotations
