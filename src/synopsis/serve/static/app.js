@@ -320,19 +320,45 @@
     return item;
   }
 
+  // The API's offsets count code points (Python's string indices); a JavaScript string counts UTF-16 units, in
+  // which a character beyond U+FFFF (an emoji, 𝐀) takes two. units[i] is code point i's first unit; built
+  // once per text (a surrogate without its pair counts one, as in Python).
+  const unitsOf = { text: null, units: null };
+
+  function codeUnits(text) {
+    if (unitsOf.text === text) return unitsOf.units;
+    const units = new Uint32Array(text.length + 1);
+    let n = 0;
+    for (let i = 0; i < text.length; i++) {
+      units[n++] = i;
+      const c = text.charCodeAt(i);
+      if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length) {
+        const next = text.charCodeAt(i + 1);
+        if (next >= 0xdc00 && next <= 0xdfff) i++;
+      }
+    }
+    units[n] = text.length;
+    unitsOf.text = text;
+    unitsOf.units = units.subarray(0, n + 1);
+    return unitsOf.units;
+  }
+
   function showDocument(text, sources) {
     const view = $("document-view");
     view.replaceChildren();
+    const units = codeUnits(text);
+    const unit = (offset) => units[Math.min(offset, units.length - 1)];
     const spans = sources.filter((s) => s.start !== null && s.end !== null).sort((a, b) => a.start - b.start);
     let at = 0;
     for (const span of spans) {
-      if (span.start < at) continue;
-      view.appendChild(document.createTextNode(text.slice(at, span.start)));
+      const start = unit(span.start);
+      if (start < at) continue;
+      view.appendChild(document.createTextNode(text.slice(at, start)));
       const mark = document.createElement("mark");
       mark.setAttribute("data-testid", "source-highlight");
-      mark.textContent = text.slice(span.start, span.end);
+      mark.textContent = text.slice(start, unit(span.end));
       view.appendChild(mark);
-      at = span.end;
+      at = unit(span.end);
     }
     view.appendChild(document.createTextNode(text.slice(at)));
     // Sources without offsets (Document JSON input) are listed, marked alike, after the text.
