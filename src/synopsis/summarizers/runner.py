@@ -139,10 +139,12 @@ def decide_by_section(by: str, summarizer: SectionReader, document: Document) ->
     if length is None:
         return False
     capacity = summarizer.input_capacity()
+    # words as the note and the API's document.words count them; tokens as the model reads them
     log.info(
-        "%s: longer than the model's input (%d > %d), summarizing by section (by document: one summary of "
-        "the first %d)",
-        document.id or "the document", length, capacity, capacity,
+        "%s: %s words (%s tokens), longer than the model's input (%s tokens): summarizing by section (by "
+        "document: one summary of the first %s tokens)",
+        document.id or "the document", f"{document.num_words():,}", f"{length:,}", f"{capacity:,}",
+        f"{capacity:,}",
     )  # fmt: skip
     return True
 
