@@ -137,7 +137,7 @@ def test_the_default_models_note_is_shown_above_its_summary(browser: Any, defaul
         note = page.get_by_test_id("summary-note")
         expect(note).to_have_count(1)
         expect(note).to_contain_text("Extractive summary (the document's own sentences")
-        expect(note).to_contain_text("--model facebook/bart-large-cnn")
+        expect(note).to_contain_text("name the pretrained model facebook/bart-large-cnn")
         order = page.locator(".result > *").evaluate_all("nodes => nodes.map(n => n.dataset.testid || '')")
         assert order.index("summary-note") < order.index("summary")  # read before the summary
         page.get_by_test_id("document").fill(ABSTRACT)
