@@ -77,10 +77,13 @@ def test_the_default_logs_its_note_at_info_and_the_service_says_each_note_once(
     assert [r.levelname for r in notes] == ["INFO"]  # news for the reader, not a warning
     assert "model runs on" not in caplog.text  # salient sentences: the bundled model never ran
     config = _log_config("info")
-    assert config["loggers"]["synopsis.summarizers.default"]["filters"] == ["once"]
+    assert config["handlers"]["stderr"]["filters"] == ["once"]  # the service's one handler
     once = OnceFilter(limit=2)
-    records = [logging.LogRecord("x", logging.INFO, "", 0, m, None, None) for m in "aabca"]
+    logger = "synopsis.summarizers.default"
+    records = [logging.LogRecord(logger, logging.INFO, "", 0, m, None, None) for m in "aabca"]
     assert [once.filter(r) for r in records] == [True, False, True, True, True]  # "a" was forgotten
+    other = logging.LogRecord("synopsis.serve", logging.INFO, "", 0, "b", None, None)
+    assert once.filter(other) and once.filter(other)  # only the notes are said once
 
 
 def _long_markdown(tmp_path: Path) -> Path:

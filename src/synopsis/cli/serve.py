@@ -65,9 +65,13 @@ def auth_token(token_file: Path | None, environ: Mapping[str, str]) -> str | Non
     return token or None
 
 
+#: The logger of the default summarizer's notes (why a summary is extractive, which checkpoint to name).
+NOTES_LOGGER = "synopsis.summarizers.default"
+
+
 class OnceFilter(logging.Filter):
-    """Each distinct message once (the most recent ``limit`` remembered): the default summarizer's note on a
-    document is news the first time, not on every request for it."""
+    """The notes' records (:data:`NOTES_LOGGER`), each distinct message once (the most recent ``limit``
+    remembered): a note on a document is news the first time, not on every request for it. Others pass."""
 
     def __init__(self, limit: int = 1024) -> None:
         super().__init__()
@@ -76,6 +80,8 @@ class OnceFilter(logging.Filter):
         self._lock = threading.Lock()
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.name != NOTES_LOGGER:
+            return True
         message = record.getMessage()
         with self._lock:
             if message in self._seen:
@@ -95,9 +101,8 @@ def _log_config(level: str) -> dict:
         "disable_existing_loggers": False,
         "formatters": {"line": {"format": _LOG_FORMAT}},
         "filters": {"once": {"()": "synopsis.cli.serve.OnceFilter"}},
-        "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "line"}},
+        "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "line", "filters": ["once"]}},
         "loggers": {
-            "synopsis.summarizers.default": {"filters": ["once"]},
             "uvicorn": {"handlers": ["stderr"], "level": level, "propagate": False},
             "uvicorn.access": {"handlers": [], "level": "WARNING", "propagate": False},
             "synopsis": {"handlers": ["stderr"], "level": level, "propagate": False},
