@@ -10,7 +10,9 @@ the stream, the command and which of its lines the block holds:
 
 The test runs each command once (``python -m synopsis``, from the repository root, offline, without
 progress lines) and checks that each block is exactly those lines of what it printed. A ```text block that
-holds a command's output without a marker is refused, so none can drift again.
+holds a command's output without a marker is refused, so none can drift again. After a change that changes
+an output on purpose, ``python tests/test_readme_outputs.py --update`` rewrites the quoted blocks from what
+the commands print now (then read the diff: it is what a reader will see).
 """
 
 from __future__ import annotations
@@ -112,3 +114,24 @@ def test_a_quoted_output_is_what_the_command_prints(quote: Quote) -> None:
     stdout, stderr = run(quote.command)
     printed = stdout if quote.stream == "stdout" else stderr
     assert quote.block == quote.selected(printed), f"{quote.where}: {quote.command} prints otherwise"
+
+
+def update() -> None:
+    """Rewrite every marked block with what its command prints now (``--update``)."""
+    for path in DOCUMENTS:
+        text = path.read_text(encoding="utf-8")
+
+        def fresh(match: re.Match[str]) -> str:
+            quote = next(q for q in QUOTES if q.block == match["block"] and q.command == match["command"])
+            stdout, stderr = run(quote.command)
+            block = quote.selected(stdout if quote.stream == "stdout" else stderr)
+            return match.group(0)[: match.start("block") - match.start()] + block + "```"
+
+        new = MARKER.sub(fresh, text)
+        if new != text:
+            path.write_text(new, encoding="utf-8")
+            print(f"updated {path.relative_to(ROOT)}")
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--update"]:
+    update()
