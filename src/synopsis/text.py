@@ -85,6 +85,11 @@ class SourceMap:
         takes in: a link's ``[``, emphasis' ``**``)."""
         self._starts[index] = min(self._starts[index], start)
 
+    def drop_trailing_space(self) -> None:
+        """Drop the last character when it is whitespace (before markup that showed nothing)."""
+        if self._chars and self._chars[-1].isspace():
+            del self._chars[-1], self._starts[-1], self._ends[-1]
+
     def collapse_whitespace(self) -> SourceMap:
         """A copy with each whitespace run one space and none at either end (``" ".join(text.split())``)."""
         out = SourceMap()
