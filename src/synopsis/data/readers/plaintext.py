@@ -43,6 +43,7 @@ _PREPROCESSOR = re.compile(r"^\s*#\s*(?:include|define|if|ifdef|ifndef|endif|els
 _COMMAND = re.compile(
     r"^\s*(?:make|g\+\+|gcc|cc|c\+\+|cpp|ld|clang\+*)(?::\s+\*\*\*|(?:\s+[^\s.!?]\S*){0,6}\s*$)"
 )
+_SENTENCE_INSIDE = re.compile(r"[.!?] [A-Z]")
 _CONTENTS = re.compile(r"^\s*(?:table of )?contents:?\s*$", re.IGNORECASE)
 #: Longest heading, in words; up to :data:`LONG_HEADING_WORDS` when it is a block of its own (a numbered
 #: question of a FAQ may run over two lines).
@@ -266,6 +267,8 @@ def _line_heading(lines: list[Line], i: int, base: int = 0) -> tuple[_Heading, i
         words = len(text.split())
         if words > LONG_HEADING_WORDS or (words > HEADING_WORDS and end < len(lines)):
             return None  # a long numbered heading is a block of its own (a numbered clause goes on after it)
+        if end > i + 1 and _SENTENCE_INSIDE.search(text):
+            return None  # lines holding two sentences are a numbered clause, not a heading
         span = (start + len(line) - len(line.lstrip()), lines[end - 1][1] + len(lines[end - 1][0].rstrip()))
         return _Heading(text.rstrip(":"), ("numbered", str(depth)), span, numbered.group(1)), end, None
     stripped = line.strip()
