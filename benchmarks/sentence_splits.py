@@ -5,7 +5,7 @@ installed). Each splitter splits the same paragraphs: the readers' blocks (prose
 document, and each news text whole. A cut is counted as bad when, across it:
 
 * ``opens closed``: the next piece opens with closing punctuation or a sentence's end (``, ' kamal said``,
-  a lone ``.``, ``)``, ``-RRB-``, ``’``);
+  a lone ``.``, ``)``, ``-RRB-``, ``’``; not "...", with which a quote goes on);
 * ``quoted ?/! then lowercase``: the piece ends in ``?`` or ``!`` closed by a quote or bracket and the next
   opens with a lowercase word (check the "In a hurry?" section);
 * ``after an abbreviation``: the piece ends in ``eg.``, ``ie.``, ``e.g.``, ``i.e.``, ``etc.``, ``cf.``,
@@ -34,7 +34,7 @@ import punkt
 from synopsis.data.readers import read_document
 from synopsis.text import sentence_spans
 
-_CLOSED = re.compile(r"^(?:[,;:)\]}”’».?!]|-R[RSC]B-)")
+_CLOSED = re.compile(r"^(?:[,;:)\]}”’»?!]|\.(?!\.)|-R[RSC]B-)")
 _QUOTED = re.compile(r"[?!] ?(?:[\"'”’»)\]]|-R[RS]B-)+$")
 _ABBREVIATION = re.compile(r"(?:^|[\s(])(?:eg|ie|e\.g|i\.e|etc|cf|vs)\.$", re.IGNORECASE)
 _TITLE = re.compile(r"(?:^|\s)(?:Mr|Mrs|Ms|Dr|Sgt|Capt|Gen|Lt|Col|Prof) \.$")

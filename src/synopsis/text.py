@@ -34,7 +34,7 @@ _CJK_SENTENCE_END = re.compile(r"[。！？]+[」』”’）》〉】]*")
 # with a lowercase word after "?" or "!" closed by a quote or bracket (check the "In a hurry?" section;
 # `` Stop ! '' he said), or a name after a title whose period a tokenizer split off ("Sgt . Smith"): each is
 # joined to the sentence before it.
-_OPENS_CLOSED = re.compile(r"(?:[,;:)\]}”’».?!]|-R[RSC]B-)")
+_OPENS_CLOSED = re.compile(r"(?:[,;:)\]}”’»?!]|\.(?!\.)|-R[RSC]B-)")  # not "...": a quote goes on
 _QUOTED_MARK_END = re.compile(r"[?!] ?(?:[\"'”’»)\]]|-R[RS]B-)+$")  # searched in a sentence's last characters
 _TITLES = "Mr Mrs Ms Dr Sgt Capt Gen Lt Col Prof Rep Sen Gov Rev Cpl Pvt Maj Det".split()
 _TITLE_CUT = re.compile(rf"(?:^|\s)(?:{'|'.join(_TITLES)}) \.$")
