@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from synopsis.data.readers import parse_document, read_document, sniff_format
 from synopsis.document import Document
@@ -19,13 +21,14 @@ README = Path(__file__).parent / "data" / "README.rst"
 SUBSTITUTIONS = {"project": "the meterly project"}
 
 
-def shown(source: str) -> str:
+def shown(source: str, substitutions: dict[str, str] = SUBSTITUTIONS) -> str:
     """The text a stretch of the README shows, without whitespace."""
     text = re.sub(r"`([^`<]*?)\s*<[^>]*>`__?", r"\1", source)  # embedded-URI references
     text = re.sub(r":\w+:`([^`]*)`", r"\1", text)  # roles
     text = re.sub(r"`([^`]*)`_", r"\1", text)  # named references
-    text = re.sub(r"\|([\w-]+)\|", lambda m: SUBSTITUTIONS.get(m.group(1), m.group(1)), text)
+    text = re.sub(r"\|([\w-]+)\|", lambda m: substitutions.get(m.group(1), m.group(1)), text)
     text = re.sub(r"\s*\[#\]_", "", text)
+    text = re.sub(r"(?<![\w*\\])\*\*(\w[^*]*)\*\*", r"\1", text)  # strong
     text = re.sub(r"(?<![\w*\\])\*(\w[^*\\]*)\*", r"\1", text)  # emphasis, not an escaped star
     text = text.replace("``", "").replace("\\", "")
     return "".join(text.split())
@@ -106,3 +109,49 @@ def test_malformed_rst_is_read_without_errors_on_screen(capsys: pytest.CaptureFi
     document, _ = parse_document(source, "rst")
     assert "f runs." in [s.text for s in document.sentences]
     assert capsys.readouterr().err == ""
+
+
+WORDS = ("alpha", "beta", "gamma", "delta", "omega", "next")
+PIECES = {
+    "word": "{w}",
+    "emphasis": "*{w}*",
+    "strong": "**{w} {w}**",
+    "literal": "``{w}()``",
+    "link": "`{w} site <https://example.org/{w}.html>`__",
+    "named": "`{w}`_",
+    "substitution": "|{w}|",
+    "escape": "\\*{w}",
+    "note": "{w} [#]_",
+    "role": ":func:`{w}.run`",
+}
+pieces = st.lists(st.tuples(st.sampled_from(WORDS), st.sampled_from(sorted(PIECES))), min_size=1, max_size=5)
+sentence = pieces.map(lambda parts: "Start " + " ".join(PIECES[k].format(w=w) for w, k in parts) + ".")
+paragraph = st.lists(sentence, min_size=1, max_size=3).map(lambda s: "\n".join(s))
+block = st.one_of(
+    paragraph,
+    paragraph.map(lambda p: "Heading\n=======\n\n" + p),
+    st.lists(paragraph, min_size=1, max_size=3).map(
+        lambda items: "\n".join("* " + i.replace("\n", "\n  ") for i in items)
+    ),
+    paragraph.map(lambda p: "    " + p.replace("\n", "\n    ")),
+    paragraph.map(lambda p: ".. note:: " + p.replace("\n", "\n   ")),
+    st.just("::\n\n    alpha = beta. gamma."),
+)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(block, min_size=1, max_size=5))
+def test_every_rst_sentence_has_its_exact_span(blocks: list[str]) -> None:
+    substitutions = {w: f"the {w}" for w in WORDS}
+    source = "\n\n".join(["Start here.", *blocks]) + "\n\n" + "\n".join(
+        [f".. _{w}: https://example.org/{w}" for w in WORDS]
+        + [f".. |{w}| replace:: {text}" for w, text in substitutions.items()]
+    ) + "\n"
+    document, _ = parse_document(source, "rst")
+    found = spans(document)
+    for kind, text, (start, end) in found:
+        if kind != "code":
+            assert shown(source[start:end], substitutions) == "".join(text.split()), (text, source[start:end])
+            assert text.startswith("Start") and source[start:end].startswith("Start")
+    for (_, _, (_, end)), (_, _, (start, _)) in zip(found, found[1:], strict=False):
+        assert end <= start

@@ -186,8 +186,10 @@ class _Reader:
         lines = [line.strip() for line in content.splitlines() if line.strip()]
         if not lines:
             return None
-        first = self.text.find(lines[0], self.cursor)
-        last = self.text.find(lines[-1], first + len(lines[0]) - len(lines[-1])) if first >= 0 else -1
+        near = self.cursor + 4 * len(content) + 4096  # a block not found is not looked for to the end
+        first = self.text.find(lines[0], self.cursor, near)
+        after = first + len(lines[0]) if len(lines) > 1 else first
+        last = self.text.find(lines[-1], after, near) if first >= 0 else -1
         if first < 0 or last < 0:
             return Paragraph([content], kind, [None])
         self.cursor = last + len(lines[-1])
@@ -204,7 +206,10 @@ class _Reader:
             start = self.lines.start(first) if first is not None else self.cursor
         base = line if line is not None else first
         count = node.rawsource.count("\n") + 2 if node.rawsource else 2
-        end = self.lines.start(base + count) if base is not None else len(self.text)
+        # without a line, looked for near the text already read (a search to the end for each block would
+        # make a long document cost its square)
+        near = start + 4 * len(node.rawsource or node.astext()) + 4096
+        end = self.lines.start(base + count) if base is not None else min(len(self.text), near)
         mapper = _InlineMapper(self.text, start, max(end, start))
         self._feed(mapper, node)
         return mapper
