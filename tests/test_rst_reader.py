@@ -3,10 +3,12 @@ sentence without markup and with its exact span in the input (issue 60, item 2).
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
+from helpers.cli import run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -99,6 +101,22 @@ def test_badges_are_nothing_and_cited_offsets_reach_the_runner() -> None:
     assert all(offset is not None for offset in parsed.offsets)
     cited = [text[a:b] for a, b in parsed.offsets]
     assert not any("Py-Versions" in c or "Logo" in c for c in cited)  # a row of badges is no text
+
+
+def test_the_cli_reads_rst_by_extension_and_by_flag(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    text = README.read_text()
+    pasted = tmp_path / "readme.txt"
+    pasted.write_text(text)
+    for path, flags in ((README, ()), (pasted, ("--format", "rst"))):
+        options = ("--method", "lead-2", "--output-format", "json", *flags)
+        code, out, err = run_cli(capsys, "summarize", path, *options)
+        assert code == 0, err
+        result = json.loads(out)
+        assert result["title"] == "meterly"
+        for sentence in result["summary"]:
+            (source,) = sentence["sources"]
+            assert shown(text[source["start"] : source["end"]]) == "".join(sentence["text"].split())
+            assert "``" not in sentence["text"] and "|" not in sentence["text"]
 
 
 def test_malformed_rst_is_read_without_errors_on_screen(capsys: pytest.CaptureFixture[str]) -> None:
