@@ -267,8 +267,8 @@ def _line_heading(lines: list[Line], i: int, base: int = 0) -> tuple[_Heading, i
         words = len(text.split())
         if words > LONG_HEADING_WORDS or (words > HEADING_WORDS and end < len(lines)):
             return None  # a long numbered heading is a block of its own (a numbered clause goes on after it)
-        if end > i + 1 and _SENTENCE_INSIDE.search(text):
-            return None  # lines holding two sentences are a numbered clause, not a heading
+        if end > i + 1 and _SENTENCE_INSIDE.search(text) and not text.endswith("?"):
+            return None  # two sentences over lines: a numbered clause, not a heading (a FAQ asks a question)
         span = (start + len(line) - len(line.lstrip()), lines[end - 1][1] + len(lines[end - 1][0].rstrip()))
         return _Heading(text.rstrip(":"), ("numbered", str(depth)), span, numbered.group(1)), end, None
     stripped = line.strip()
@@ -353,9 +353,12 @@ def _is_source_code(lines: list[Line]) -> bool:
 
 
 def _is_program_line(line: str) -> bool:
-    """A line of C-like code: it ends in "{", "}" or ";" (a ``//`` comment after it aside), or is a
-    preprocessor line."""
-    return line.split("//", 1)[0].rstrip().endswith(("{", "}", ";")) or bool(_PREPROCESSOR.match(line))
+    """A line of C-like code: it ends in "{" or "}", or in ";" after a bracket or an operator (a list item
+    "the system type;" does not), a ``//`` comment after it aside; or it is a preprocessor line."""
+    code = line.split("//", 1)[0].rstrip()
+    if code.endswith(("{", "}")) or _PREPROCESSOR.match(line):
+        return True
+    return code.endswith(";") and any(char in code for char in "()[]=<>")
 
 
 def _is_console(line: str) -> bool:
