@@ -4,13 +4,20 @@ shows without markup.
 * **Headings** build the section tree: a line underlined (or framed above and below) by a rule of ``=``,
   ``-``, ``~``, ``*``, ``#``, ``^`` or ``+`` (reStructuredText's adornments, also Markdown's setext
   headings), a numbered line ("1. Definitions", "2.1 Scope", "1.1. How do you pronounce ...?") and a short
-  line in capitals ("TERMS AND CONDITIONS"). As in reStructuredText, a heading's level is the order in which
-  its style first appears (numbered headings nest by their numbers); a heading that opens the document
+  line in capitals that starts with a letter ("TERMS AND CONDITIONS"; never an option line, "-B URL"). As in
+  reStructuredText, a heading's level is the order in which its style first appears (numbered headings nest
+  by their numbers; a numbered heading underlined is of both styles); a heading that opens the document
   before any text, in capitals or in a style no other heading has, is its title. Other rules are separators.
+* **Man pages** as ``man`` renders them: the header line ("WGET(1)   GNU Wget   WGET(1)") gives the title,
+  header and footer are not text, and a short line left of the text's usual indentation over deeper lines
+  ("   Option Syntax") is a subsection.
+* **Boxes**: a block framed by lines of ``*`` (MPL's sections 6 and 7) is read as the blocks inside it.
 * **Code and console output** are code blocks, kept whole and never summarized: lines indented four columns
   or more beyond the text's usual indentation, a prompt (``$ ``, ``% ``, ``>>> ``) and what follows it in its
   block, compiler lines (``const.cc: In function ...``, ``expand.c:489: ...``), and any block of which half
-  the lines are such.
+  the lines are such; a block of C-like lines or build commands at any indentation (``int main(void){``,
+  ``make const``, ``make: *** [const] Error 1``).
+* Quoted lines (``> ...`` in an e-mail, ``# ...`` quoting a standard) are a quote, their markers dropped.
 * A block opening with "Contents" or "Table of Contents" is navigation. Other blocks are prose or lists
   (:func:`synopsis.text.lines_blocks`), every sentence with its span in the text.
 """
