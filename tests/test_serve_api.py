@@ -330,7 +330,7 @@ def test_one_sniffer_for_pasted_text_and_files(tmp_path: Path) -> None:
         ),
         ({"document": TEXT, "model": "echo", "options": {"beams": 2}}, "options.beams", "Extra inputs"),
         ({"document": TEXT, "model": "echo", "temperature": 1}, "temperature", "Extra inputs"),
-        ({"document": TEXT, "format": "pdf"}, "format", "'auto', 'text', 'markdown' or 'json'"),
+        ({"document": TEXT, "format": "pdf"}, "format", "'auto', 'text', 'markdown', 'rst' or 'json'"),
         ({"document": TEXT, "model": "echo", "instructions": "one"}, "instructions", "valid list"),
         ({"document": TEXT, "model": "echo", "instructions": ["a", "  "]}, "instructions[1]", "empty"),
         ({"document": TEXT, "model": "echo", "instructions": ["a", "b", "c"]}, "instructions", "at most 2"),
