@@ -45,7 +45,9 @@ _BOX_LINE = re.compile(r"^\s*\*[^*\n]*\*\s*$")
 #: An e-mail's quoted line ("> C++ news"), and a quote of a standard in a guide ("# A conversion can ...").
 _QUOTED = re.compile(r"^\s*>+ ?")
 _HASH_QUOTED = re.compile(r"^\s*#(?: +|$)")  # not "#include": a block of them is code (_is_source_code)
-_PREPROCESSOR = re.compile(r"^\s*#\s*(?:include|define|if|ifdef|ifndef|endif|else)\b")
+_PREPROCESSOR = re.compile(
+    r"^\s*(?:#\s*(?:include|define|if|ifdef|ifndef|endif|else)\b|(?:public|protected|private)\s*:\s*$)"
+)  # a preprocessor line, or a C++ class's access label
 #: A build tool's or compiler's command or message: "make const", "g++  const.cc  -o const", "make: *** ..."
 _COMMAND = re.compile(
     r"^\s*(?:make|g\+\+|gcc|cc|c\+\+|cpp|ld|clang\+*)(?::\s+\*\*\*|(?:\s+[^\s.!?]\S*){0,6}\s*$)"
@@ -361,11 +363,12 @@ def _is_source_code(lines: list[Line]) -> bool:
 
 def _is_program_line(line: str) -> bool:
     """A line of C-like code: it ends in "{" or "}", or in ";" after a bracket or an operator (a list item
-    "the system type;" does not), a ``//`` comment after it aside; or it is a preprocessor line."""
+    "the system type;" does not), a ``//`` comment after it aside; or it is a preprocessor line or an
+    access label ("public:")."""
     code = line.split("//", 1)[0].rstrip()
     if code.endswith(("{", "}")) or _PREPROCESSOR.match(line):
         return True
-    return code.endswith(";") and any(char in code for char in "()[]=<>")
+    return code.endswith(";") and any(char in code for char in "(){}[]=<>")
 
 
 def _is_console(line: str) -> bool:
