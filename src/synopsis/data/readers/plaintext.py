@@ -125,17 +125,21 @@ def _counted(items: list[_Heading | Paragraph], budget: ParseBudget) -> list[_He
     return items
 
 
+def _page_parts(line: str) -> list[str]:
+    return [part.strip() for part in line.strip().split("   ") if part.strip()]
+
+
 def _is_page_line(line: str) -> bool:
-    """A man page's header or footer as ``man`` renders it: "WGET(1)   GNU Wget   WGET(1)", its last word a
-    page name with its section, its parts apart by runs of spaces."""
-    words = line.split()
-    return len(words) >= 2 and "   " in line.strip() and _PAGE_NAME.fullmatch(words[-1]) is not None
+    """A man page's header or footer as ``man`` renders it: three parts apart by runs of spaces, the last a
+    page name with its section ("WGET(1)   GNU Wget   WGET(1)", "GNU Wget 1.21.3   2025-03-03   WGET(1)")."""
+    parts = _page_parts(line)
+    return len(parts) == 3 and _PAGE_NAME.fullmatch(parts[2]) is not None
 
 
 def _page_title(line: str) -> str | None:
     """The middle of a man page's header ("GNU Wget"), when the line is one: its name at both ends."""
-    parts = [part.strip() for part in line.strip().split("   ") if part.strip()]
-    return parts[1] if len(parts) == 3 and parts[0] == parts[2] else None
+    parts = _page_parts(line)
+    return parts[1] if parts[0] == parts[2] else None
 
 
 def _unboxed(lines: list[Line]) -> list[list[Line]]:
