@@ -32,12 +32,13 @@ def test_a_man_page_has_its_sections_and_indented_subsections() -> None:
     document = read_document(path)
     assert document.title == "Fetch Manual"
     assert tree(document) == [
-        (1, "NAME"), (1, "SYNOPSIS"), (1, "DESCRIPTION"), (1, "OPTIONS"),
+        (1, "NAME"), (1, "SYNOPSIS"), (1, "DESCRIPTION"), (1, "URL"), (1, "OPTIONS"),
         (2, "Option Syntax"), (2, "Basic Startup Options"), (2, "HTTP Options"), (1, "EXIT STATUS"),
     ]  # fmt: skip
     texts = [s.text for s in document.sentences]
     assert any(t.startswith("-B URL --base=URL Resolves relative links") for t in texts)
     assert not any("FETCH(1)" in t for t in texts)  # the page's header and footer are not text
+    assert "GSS-API is supported." in texts  # under a label in capitals as deep as the text, not a heading
     spans_exact(path, document)
 
 

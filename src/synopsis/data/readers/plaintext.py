@@ -88,6 +88,8 @@ def parse_plain_text(text: str, document_id: str | None = None) -> Document:
             continue
         for lines in _unboxed(block):
             items.extend(_counted(_read_block(lines, base), budget))
+    if page_title is not None:
+        items = [_man_heading(i, text, base) if isinstance(i, _Heading) else i for i in items]
     numbered = sum(isinstance(i, _Heading) and i.number is not None for i in items)
     if numbered == 1:  # one numbered line is a list item, not a numbering of the document's parts
         items = [_as_paragraph(i, text) if isinstance(i, _Heading) and i.number else i for i in items]
@@ -123,6 +125,19 @@ def _counted(items: list[_Heading | Paragraph], budget: ParseBudget) -> list[_He
             budget.block()
             budget.paragraph(item)
     return items
+
+
+def _man_heading(heading: _Heading, text: str, base: int) -> _Heading | Paragraph:
+    """A man page's heading, in capitals or left of the text, by its indentation alone: at the margin a
+    section (NAME, OPTIONS, "URL"), further in a subsection ("   Option Syntax", "       HTTP(S)" under
+    PROTOCOLS); a line in capitals as deep as the text is a list's label ("GSS-API" over its description)."""
+    if heading.style[0] not in ("capitals", "outdented"):
+        return heading
+    indent = heading.span[0] - (text.rfind("\n", 0, heading.span[0]) + 1)
+    if indent >= base:
+        return _as_paragraph(heading, text)
+    heading.style = ("man", str(indent))
+    return heading
 
 
 def _page_parts(line: str) -> list[str]:
