@@ -116,7 +116,8 @@ _DEFAULT_LINE = (
     "saying so"
 )
 _SALIENT_LINE = (
-    "the most central informative sentences per section, and a document summary led by what the document is"
+    "the document's most central sentences within --max-words (PacSum, directed centrality), k per section "
+    "by section; with -i the most relevant ones (BM25 + sentence embeddings)"
 )
 #: Every method, once: ``--method``'s help, the error for an unknown one and :func:`load_summarizer` read it.
 METHOD_TABLE = (
