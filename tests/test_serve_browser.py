@@ -116,6 +116,16 @@ def test_upload_a_file(page: Any, tmp_path: Path) -> None:
     expect(page.locator("#outline .heading")).to_have_text(["Flood report", "Damage", "Outlook"])
 
 
+def test_upload_a_restructuredtext_file(page: Any, tmp_path: Path) -> None:
+    expect = sync_api.expect
+    path = tmp_path / "readme.rst"
+    path.write_text("Intro, ``code``.\n\nDamage\n======\n\nRoads shut.\n\nOutlook\n=======\n\nRain ends.\n")
+    page.get_by_label("Or upload a file").set_input_files(str(path))
+    expect(page.locator("#format")).to_have_value("rst")
+    for heading in ("Damage", "Outlook"):  # the rst sections (the preface's own name is the page's)
+        expect(page.locator("#outline .heading", has_text=heading)).to_have_count(1)
+
+
 def test_the_page_says_where_the_models_compute(page: Any) -> None:
     expect = sync_api.expect
     expect(page.get_by_test_id("device")).to_have_text("Models compute on cpu")  # /health's device

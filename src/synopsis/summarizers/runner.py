@@ -83,10 +83,10 @@ class ParsedDocument:
 
 
 def sentence_offsets(document: Document, format: str) -> Offsets | None:  # noqa: A002
-    """The character offsets of ``document``'s sentences in the text it was read from, for text and
-    Markdown: the spans the reader carried from parsing (:attr:`synopsis.document.Sentence.start`; other
-    formats rebuild their text, so they have none)."""
-    if format not in ("text", "markdown"):
+    """The character offsets of ``document``'s sentences in the text it was read from, for text, Markdown
+    and reStructuredText: the spans the reader carried from parsing (:attr:`synopsis.document.Sentence.start`;
+    other formats rebuild their text, so they have none)."""
+    if format not in ("text", "markdown", "rst"):
         return None
     return [None if s.start is None or s.end is None else (s.start, s.end) for s in document.sentences]
 

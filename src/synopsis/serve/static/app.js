@@ -500,6 +500,7 @@
     if (!file) return;
     const name = file.name.toLowerCase();
     if (name.endsWith(".md") || name.endsWith(".markdown")) $("format").value = "markdown";
+    else if (name.endsWith(".rst") || name.endsWith(".rest")) $("format").value = "rst";
     else if (name.endsWith(".json")) $("format").value = "json";
     else if (name.endsWith(".txt") || name.endsWith(".text")) $("format").value = "text";
     const reader = new FileReader();
