@@ -360,6 +360,7 @@ ABLATIONS: dict[str, Weights] = {
     "no defining sentence first": Weights(defining_first=False),
     "no pronoun rule": Weights(anaphora=False),
     "no stand-alone rule": Weights(stand_alone=False),
+    "no informative-prose rule": Weights(informative=False),
     "undirected (lambda1 0: degree over later edges)": Weights(lambda1=0.0),
 }
 
