@@ -188,18 +188,19 @@ def test_every_result_names_the_method_that_wrote_it(
 
 
 def test_the_extractive_path_loads_neither_torch_nor_the_bundled_model(tmp_path: Path) -> None:
-    """Item 7: an article summarized by salient sentences pays for neither torch nor the bundled model's
-    weights (the speed itself is measured by benchmarks/default_quality.py --speed)."""
+    """Item 7: an article summarized by salient sentences, by default or by name, pays for neither torch nor
+    the bundled model's weights (the speed itself is measured by benchmarks/default_quality.py --speed)."""
     article = tmp_path / "article.txt"
-    article.write_text(" ".join(RAW * 4), encoding="utf-8")
+    article.write_text(" ".join(RAW * 10), encoding="utf-8")
     code = (
-        "import sys; from synopsis.cli import main; code = main(['-q', 'summarize', sys.argv[1], '--method',"
-        " 'salient']); print(code, 'torch' in sys.modules)"
+        "import sys; from synopsis.cli import main; code = main(['-q', 'summarize', *sys.argv[1:]]);"
+        " print(code, 'torch' in sys.modules)"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code, str(article)], capture_output=True, text=True, check=True
-    )
-    assert result.stdout.split()[-2:] == ["0", "False"], result.stdout + result.stderr
+    for method in ([], ["--method", "salient"]):  # the default (its domain check is torch-free) and salient
+        result = subprocess.run(
+            [sys.executable, "-c", code, str(article), *method], capture_output=True, text=True, check=True
+        )
+        assert result.stdout.split()[-2:] == ["0", "False"], result.stdout + result.stderr
 
 
 def test_bm25_says_nothing_on_the_screen(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

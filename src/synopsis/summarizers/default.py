@@ -3,7 +3,8 @@ where a document is in its domain, verbatim salient sentences where it is not, w
 
 The bundled model was trained on SciTLDR paper abstracts. On anything else (a README, a meeting, a whole
 paper) it writes fluent-looking nonsense that ROUGE still rewards, so the default checks every document
-(:class:`~synopsis.summarizers.domain.DomainCheck`: length, sections, vocabulary) and summarizes the far
+(:class:`~synopsis.summarizers.domain.DomainCheck`: length, sections, vocabulary, and whether it reads like
+a paper abstract at all) and summarizes the far
 ones with :class:`~synopsis.summarizers.salient.SalientSummarizer`, whose sentences are the document's own,
 each citing itself. The reason and the way to an abstractive summary are the document's note
 (:meth:`DefaultSummarizer.notes`, ``DocumentSummary.note``). A method or model the user names is never
@@ -15,14 +16,17 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from synopsis.config import DECODING_OPTIONS
 from synopsis.document import Document
 from synopsis.summarizers.base import Summarizer, SummarizerInfo
-from synopsis.summarizers.pointer_generator import PointerGeneratorSummarizer
 from synopsis.summarizers.pretrained import abstractive_hint
 from synopsis.summarizers.salient import SalientSummarizer
 from synopsis.summarizers.sections import DocumentSummary, SummarySentence, Window
+
+if TYPE_CHECKING:  # imported when the model is loaded: an article never pays for torch
+    from synopsis.summarizers.pointer_generator import PointerGeneratorSummarizer
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +38,7 @@ class DefaultSummarizer(Summarizer):
     #: what a by-section run counts: by section a document is long, so far from abstracts, so extractive
     progress_unit = "sections"
     #: the bundled model's decoding options, and the extractive summary's length
-    options = (*PointerGeneratorSummarizer.options, "max_words")
+    options = (*DECODING_OPTIONS, "max_words")
 
     def __init__(
         self,
@@ -54,8 +58,9 @@ class DefaultSummarizer(Summarizer):
 
         check_device(settings.get("device", "auto"))  # an unusable device is refused now, not later
         salient = SalientSummarizer(k=k) if max_words is None else SalientSummarizer(k=k, max_words=max_words)
-        summarizer = cls(lambda: PointerGeneratorSummarizer.from_pretrained(None, **settings), salient)
-        if any(settings.get(name) is not None for name in ("decoding", "max_source_tokens")):
+        summarizer = cls(lambda: _load_bundled(settings), salient)
+        decoding = settings.get("decoding")
+        if settings.get("max_source_tokens") is not None or (decoding is not None and decoding.given()):
             _ = summarizer.bundled  # options for the bundled model: checked against it now
         return summarizer
 
@@ -71,8 +76,12 @@ class DefaultSummarizer(Summarizer):
 
     # ------------------------------------------------------------------ which documents go where
     def bundled_distances(self, document: Document) -> list[Any]:
-        """How ``document`` is far from the bundled model's domain (empty: in it)."""
-        return self.bundled.distances(document)
+        """How ``document`` is far from the bundled model's domain (empty: in it), without its weights."""
+        if self._bundled.loaded:  # its own settings (what it reads of a document) count
+            return self.bundled.distances(document)
+        from synopsis.summarizers.domain import bundled_domain_check
+
+        return bundled_domain_check().distances(document)
 
     def to(self, device: Any) -> DefaultSummarizer:
         """Move the bundled model to ``device``, now if it is loaded, else when it is."""
@@ -239,3 +248,9 @@ class Lazy:
 def _applied(value: Any, change: Callable[[Any], Any]) -> Any:
     change(value)
     return value
+
+
+def _load_bundled(settings: dict[str, Any]) -> PointerGeneratorSummarizer:
+    from synopsis.summarizers.pointer_generator import PointerGeneratorSummarizer
+
+    return PointerGeneratorSummarizer.from_pretrained(None, **settings)
