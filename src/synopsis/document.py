@@ -25,6 +25,7 @@ but are never summarized; code, tables, HTML and front matter are one "sentence"
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -81,9 +82,12 @@ class ParseBudget:
     headings took a minute and gigabytes before the limit applied). Readers count sections
     (:meth:`section`), blocks (:meth:`block`: each paragraph, list item, code block or table, at least one
     sentence each, before it is split) and the words of each paragraph (:meth:`paragraph`); each count also
-    looks at ``cancelled``, so the work of a request that has ended stops there. ``flags`` name each limit
-    in the error (the service's ``--max-sections``...). None: no limit. Readers find the budget in force
-    with :func:`parse_budget`; outside one, nothing is counted."""
+    looks at ``cancelled``, so the work of a request that has ended stops there, and at ``seconds``: the
+    CPU time (of the reading thread, since the budget was made) the reading may take, so a document that is
+    slow to read stops its thread even when its request is still waiting (issue 58: a reader's worst case
+    held a server's thread for minutes). ``flags`` name each limit in the error (the service's
+    ``--max-sections``...). None: no limit. Readers find the budget in force with :func:`parse_budget`;
+    outside one, nothing is counted."""
 
     sections: int | None = None
     blocks: int | None = None
@@ -91,6 +95,8 @@ class ParseBudget:
     flags: dict[str, str] = field(default_factory=dict)
     cancelled: Callable[[], bool] | None = None
     counted: dict[str, int] = field(default_factory=lambda: {"sections": 0, "blocks": 0, "words": 0})
+    seconds: float | None = None
+    started: float = field(default_factory=time.thread_time)
 
     def section(self) -> None:
         self._count("sections", 1, self.sections)
@@ -120,6 +126,12 @@ class ParseBudget:
             )
         if self.cancelled is not None and self.cancelled():
             raise InputError("reading the document stopped: its request ended")
+        if self.seconds is not None and time.thread_time() - self.started > self.seconds:
+            flag = self.flags.get("seconds")
+            raise InputError(
+                f"reading the document took more than {self.seconds:g} s of CPU: stopped"
+                + (f" ({flag})" if flag else "")
+            )
 
 
 _NAMES = {"sections": "sections", "blocks": "sentences or blocks", "words": "words"}
