@@ -117,6 +117,14 @@ def test_a_parse_over_its_cpu_budget_stops_with_an_error_naming_the_flag() -> No
     assert budget.counted["blocks"] < 2000  # stopped early, not after the whole document
 
 
+def test_the_cpu_budget_stops_markdowns_inline_parsing_too() -> None:
+    budget = ParseBudget(seconds=0.2, flags={"seconds": "--max-parse-seconds"})
+    started = time.thread_time()
+    with parse_budget(budget), pytest.raises(InputError, match="--max-parse-seconds"):
+        parse_document("[" * 200_000, "markdown")  # one paragraph: 2 s of markdown-it's link labels
+    assert time.thread_time() - started < 1.0  # stopped inside it (0.2 s measured), not after it
+
+
 def test_the_service_answers_a_slow_parse_with_a_422_naming_the_flag() -> None:
     from fastapi.testclient import TestClient
 

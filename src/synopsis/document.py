@@ -97,6 +97,14 @@ class ParseBudget:
     counted: dict[str, int] = field(default_factory=lambda: {"sections": 0, "blocks": 0, "words": 0})
     seconds: float | None = None
     started: float = field(default_factory=time.thread_time)
+    ticks: int = 0
+
+    def tick(self) -> None:
+        """A step of a parser that makes no block for a while (markdown-it's inline rules, run once per
+        position): every 1024th looks at ``cancelled`` and ``seconds``, so a long inline run stops too."""
+        self.ticks += 1
+        if not self.ticks & 1023:
+            self._check_ended()
 
     def section(self) -> None:
         self._count("sections", 1, self.sections)
@@ -124,6 +132,9 @@ class ParseBudget:
                 f"the document has more than {limit} {_NAMES[what]}: stopped at the limit"
                 + (f" ({flag})" if flag else "")
             )
+        self._check_ended()
+
+    def _check_ended(self) -> None:
         if self.cancelled is not None and self.cancelled():
             raise InputError("reading the document stopped: its request ended")
         if self.seconds is not None and time.thread_time() - self.started > self.seconds:
@@ -141,6 +152,13 @@ _BUDGET: ContextVar[ParseBudget | None] = ContextVar("parse_budget", default=Non
 def current_budget() -> ParseBudget:
     """The :class:`ParseBudget` readers count against here (none set: a new one without limits)."""
     return _BUDGET.get() or ParseBudget()
+
+
+def budget_tick() -> None:
+    """:meth:`ParseBudget.tick` of the budget in force, if any (cheap: called once per inline position)."""
+    budget = _BUDGET.get()
+    if budget is not None:
+        budget.tick()
 
 
 @contextmanager
