@@ -265,8 +265,7 @@ def _download(
 
     info = HfApi().model_info(repo_id, revision=revision)
     _check_repo_files(repo_id, [s.rfilename for s in info.siblings or []])
-    if not COMMIT.fullmatch(info.sha or ""):
-        raise CheckpointError(f"{repo_id}: the hub named no commit id for revision {revision or 'main'!r}")
+    check_revision(info.sha)  # becomes a folder's name in the cache: never a path
     if check_config is not None:
         config = hf_hub_download(repo_id, "config.json", revision=info.sha, tqdm_class=bars)
         check_config(Path(config).parent)
