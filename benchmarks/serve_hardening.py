@@ -36,7 +36,7 @@ status and time and how the probes fared meanwhile.
 
 ``variants`` (issue 58, item 6): serves the Hugging Face checkpoint DIR alone (``--model tiny=DIR``, torch)
 and asks for a lead summary on torch and on CTranslate2 with each compute type (float32, int8,
-int8_float32, int16), twice round; reports each answer's status and the server's resident memory
+int8_float32), three times round; reports each answer's status and the server's resident memory
 (``VmRSS``) after it: unbounded, every variant stayed loaded.
 
 Results are appended under the run's name to benchmarks/results/serve_hardening.json.
@@ -503,17 +503,18 @@ def regex_attacks(src: str | None, size: int) -> dict[str, Any]:
     return {"src": src or "this tree", "runs": runs}
 
 
-def variants(src: str | None, model: str, options: list[str]) -> dict[str, Any]:
-    """Summaries on every backend and compute type of one checkpoint, twice round (module docstring)."""
-    asked = [{}, *({"backend": "ctranslate2", "compute_type": c} for c in ("float32", "int8", "int8_float32",
-                                                                            "int16"))]  # fmt: skip
+def variants(src: str | None, model: str, options: list[str], rounds: int = 3) -> dict[str, Any]:
+    """Summaries on every backend and compute type of one checkpoint, ``rounds`` times round (see the
+    module)."""
+    types = ("float32", "int8", "int8_float32")  # what a request's compute_type takes
+    asked = [{}, *({"backend": "ctranslate2", "compute_type": compute} for compute in types)]
     runs = []
     text = "Rivers flooded the valley after a week of rain. Bridges were closed. Engineers expect it to fall."
     serve = ("--no-builtin", "--model", f"tiny={model}", "--batch-window-ms", "0", "--timeout", "600",
              *options)  # fmt: skip
     with _server(src, False, *serve) as (port, server):
         started_mb = _rss_mb(server.pid)
-        for round_ in (1, 2):
+        for round_ in range(1, rounds + 1):
             for choice in asked:
                 body = {"document": text, "model": "tiny", "options": {**choice, "max_length": 8}}
                 status, answer, seconds = _post(port, "/v1/summarize", body)

@@ -66,15 +66,26 @@ class LoadedVariants:
             if (id(entry), key) in self._order:
                 self._order.move_to_end((id(entry), key))
 
+    def make_room(self) -> None:
+        """Before a load: the least recently used unloaded until one more fits (so the memory of one is
+        freed before the next is loaded, not after)."""
+        self._evict(self.size - 1)
+
     def admit(self, entry: ModelEntry, key: tuple[str, str | None]) -> None:
         """``entry``'s variant ``key`` was loaded: the most recently used, and the least recently used
-        others unloaded while there are more than ``size``."""
+        others unloaded while there are more than ``size`` (loads of two models at once)."""
         with self._lock:
             self._order[(id(entry), key)] = entry
             self._order.move_to_end((id(entry), key))
-            while len(self._order) > self.size:
+        self._evict(self.size)
+
+    def _evict(self, keep: int) -> None:
+        while True:
+            with self._lock:
+                if len(self._order) <= max(keep, 0):
+                    return
                 (_, old), owner = self._order.popitem(last=False)
-                owner.unload(old)
+            owner.unload(old)
 
 
 @dataclass(frozen=True)
@@ -218,6 +229,7 @@ class ModelEntry:
             summarizer = self._backends.get(key)
             if summarizer is None:
                 logger.info("loading model %s on %s (%s) for a request", self.name, backend, compute_type)
+                self.variants.make_room()
                 try:
                     summarizer = self._backends[key] = self.loader(backend, compute_type)
                 except ConfigError as err:  # a generation setting CTranslate2 cannot honour
@@ -230,6 +242,26 @@ class ModelEntry:
         keep it until they end."""
         if key != self._loaded_backend() and self._backends.pop(key, None) is not None:
             logger.info("unloaded model %s on %s (%s): --max-variants reached", self.name, *key)
+            _return_freed_memory()
+
+
+def _return_freed_memory() -> None:
+    """Hand the memory an unloaded model freed back to the system: glibc keeps freed memory in its arenas,
+    so without ``malloc_trim`` each reload of a variant grew the process (three CTranslate2 variants of a
+    7 MB checkpoint loaded in turn under a bound of 1: 460 → 540, 571, 588, 619 MB over four rounds; with it
+    506, 523, 530, 536, 535, 530 MB over six). A no-op where there is no C library to ask."""
+    import ctypes
+    import ctypes.util
+    import gc
+
+    gc.collect()  # what only a cycle held
+    name = ctypes.util.find_library("c")
+    try:
+        trim = ctypes.CDLL(name).malloc_trim if name else None
+    except (OSError, AttributeError):
+        trim = None
+    if trim is not None:
+        trim(0)
 
     @property
     def variants_loaded(self) -> list[tuple[str, str | None]]:
