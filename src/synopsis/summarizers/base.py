@@ -69,7 +69,9 @@ class ModelPlacement:
         return None if parameter is None else parameter.dtype
 
     def _first_parameter(self) -> Any:
-        import torch  # not at import time: extractive methods need no torch
+        if self.model is None:  # an extractive method: no torch to load
+            return None
+        import torch
 
         if not isinstance(self.model, torch.nn.Module):
             return None
@@ -182,6 +184,11 @@ class Summarizer(ModelPlacement, ABC):
         """How much one model call reads, in :meth:`input_length` units (``None``: no limit)."""
         return None
 
+    def input_capacity_for(self, document: Document) -> int | None:
+        """How much one model call reads of ``document`` (:meth:`input_capacity` unless a summarizer routes
+        documents: the default reads an article whole with its extractive method)."""
+        return self.input_capacity()
+
     def input_length(self, text: str) -> int:
         """The length of ``text`` in the units of :meth:`input_capacity` (words unless a model says)."""
         return len(text.split())
@@ -257,6 +264,9 @@ def place_model(model: Any, device: Any = "auto", dtype: str | None = None) -> A
     are far slower than fp32 ones (about 100x for bf16 generation here)."""
     import torch
 
+    from synopsis.config import apply_deferred_threads
+
+    apply_deferred_threads()
     precisions = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
     if dtype is not None and dtype not in precisions:
         raise ConfigError(f"--dtype must be one of {', '.join(INFERENCE_DTYPES)}, got {dtype!r}")

@@ -138,7 +138,7 @@ def decide_by_section(by: str, summarizer: SectionReader, document: Document) ->
     length = longer_than_input(summarizer, document)
     if length is None:
         return False
-    capacity = summarizer.input_capacity()
+    capacity = summarizer.input_capacity_for(document)
     log.info(
         "%s: longer than the model's input (%d > %d), summarizing by section (by document: one summary of "
         "the first %d)",
@@ -267,7 +267,11 @@ class SummarizeRunner:
         summarize_windows: SummarizeWindows | None = None,
     ) -> None:
         given = decoding is not None and bool(decoding.given())
-        self.summarizer = summarizer.with_options(decoding) if given else summarizer
+        summarizer = summarizer.with_options(decoding) if given else summarizer
+        # an extractive summary by document fills the same budget as a document summary by section
+        self.summarizer = (
+            summarizer.with_options(max_words=max_words) if "max_words" in summarizer.options else summarizer
+        )
         self.by = check_by(by)
         self.max_words = max_words
         self.batch_size = batch_size

@@ -437,6 +437,8 @@ class SectionReader(Protocol):
 
     def input_capacity(self) -> int | None: ...
 
+    def input_capacity_for(self, document: Document) -> int | None: ...
+
     def input_length(self, text: str) -> int: ...
 
     def check_batch(
@@ -453,7 +455,7 @@ class SectionReader(Protocol):
 def longer_than_input(summarizer: SectionReader, document: Document) -> int | None:
     """The document's length in the summarizer's input units when it is longer than one model call reads
     (what ``--by auto`` goes by), else ``None``."""
-    capacity = summarizer.input_capacity()
+    capacity = summarizer.input_capacity_for(document)
     if capacity is None:
         return None
     length = summarizer.input_length(" ".join(s.text for s in document.sentences))
