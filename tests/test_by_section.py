@@ -146,7 +146,7 @@ def test_every_section_with_text_gets_a_summary_citing_only_its_subtree(
             assert sentence.support == 1.0
     assert sum(s.words for s in result.summary) <= 20
     data = json.loads(json.dumps(result.to_dict()))
-    assert set(data) == {"id", "title", "note", "prediction", "summary", "preface", "sections"}
+    assert set(data) == {"id", "title", "note", "method", "prediction", "summary", "preface", "sections"}
     assert data["title"] == "Long"  # the document summary's heading: what the document is called
     assert data["prediction"] == "\n".join(s["text"] for s in data["summary"])
     for item in data["summary"]:
@@ -441,7 +441,7 @@ def test_cli_by_document_json_has_the_same_schema(tmp_path: Path, capsys: pytest
     )
     assert code == 0, err
     data = json.loads(out)
-    assert set(data) == {"id", "title", "note", "prediction", "summary", "preface", "sections"}
+    assert set(data) == {"id", "title", "note", "method", "prediction", "summary", "preface", "sections"}
     assert data["title"] is None  # by document: no heading over the summary
     assert data["sections"] == [] and data["preface"] is None
     first = ["Rivers flooded the valley.", "Three bridges were closed."]

@@ -170,6 +170,11 @@ class Summarizer(ModelPlacement, ABC):
         """The copy :meth:`with_options` returns, for known, non-empty ``options``."""
         raise NotImplementedError(f"{type(self).__name__} takes no options")
 
+    def methods(self, documents: Sequence[Document]) -> list[str]:
+        """The method that writes each document's summary: this summarizer's own
+        (:meth:`describe`), unless it routes documents (the default chooses per document)."""
+        return [self.describe().method] * len(documents)
+
     def notes(self, documents: Sequence[Document]) -> list[str | None]:
         """One line per document that the reader of its summary should see (how it was summarized, or how
         far it is from what the model was made for), ``None`` where there is nothing to say. By section it

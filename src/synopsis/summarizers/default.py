@@ -95,6 +95,10 @@ class DefaultSummarizer(Summarizer):
             )
         return out
 
+    def methods(self, documents: Sequence[Document]) -> list[str]:
+        """``pointer-generator`` for a document in the bundled model's domain, ``salient`` for the others."""
+        return ["salient" if self.bundled_distances(d) else "pointer-generator" for d in documents]
+
     # ------------------------------------------------------------------ the contract
     def _summarize_batch(
         self, documents: list[Document], instructions: list[str | None], references: Any

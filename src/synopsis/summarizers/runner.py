@@ -203,7 +203,9 @@ class SummarizeRequest:
             raise InputError(f"max_words must be >= 1, got {self.max_words}")
 
 
-def cited_summary(parsed: ParsedDocument, prediction: str, note: str | None = None) -> DocumentSummary:
+def cited_summary(
+    parsed: ParsedDocument, prediction: str, note: str | None = None, method: str | None = None
+) -> DocumentSummary:
     """A summary of the whole document as a :class:`DocumentSummary` without sections: each line of
     ``prediction`` cites the document's sentences by alignment (an extractive summary's cite themselves);
     ``note``: the summarizer's line for the reader (:meth:`~synopsis.summarizers.base.Summarizer.notes`);
@@ -211,7 +213,9 @@ def cited_summary(parsed: ParsedDocument, prediction: str, note: str | None = No
     whole, words = parsed.citable
     lines = [line for line in prediction.split("\n") if line.strip()]
     summary = aligned_sentences(lines, whole, words)
-    return DocumentSummary(parsed.document.id, summary, [], note=note, title=summary_title(parsed.document))
+    return DocumentSummary(
+        parsed.document.id, summary, [], note=note, title=summary_title(parsed.document), method=method
+    )
 
 
 def _never() -> bool:
@@ -384,6 +388,7 @@ class SummarizeRunner:
             cancelled=hooks.cancelled,
         )  # fmt: skip
         ms = round(1000 * (time.perf_counter() - begin), 2)
+        (result.method,) = self.summarizer.methods([parsed.document])
         summary = Summary(index, instruction, "section", result.prediction, result, ms, id=name)
         if hooks.summary is not None:
             hooks.summary(summary)
@@ -396,7 +401,7 @@ class SummarizeRunner:
         it), cited by :func:`cited_summary`. Yields each model call ``(documents, instructions, references)``
         and is sent its predictions: the caller makes the call, blocking or awaited."""
         out: list[Summary] = []
-        notes: dict[int, str | None] = {}
+        notes: dict[int, tuple[str | None, str]] = {}  # each document's note and method, asked once
         for start in range(0, len(items), self.batch_size):
             if hooks.cancelled():
                 raise Cancelled(f"cancelled with {len(items) - start} of {len(items)} summaries left")
@@ -415,10 +420,11 @@ class SummarizeRunner:
             # domain has done so in it and remembers (PointerGeneratorSummarizer.distances).
             fresh = list({id(i.parsed): i.parsed for i in chunk if id(i.parsed) not in notes}.values())
             if fresh:
-                asked = self.summarizer.notes([p.document for p in fresh])
+                documents = [p.document for p in fresh]
+                asked = zip(self.summarizer.notes(documents), self.summarizer.methods(documents), strict=True)
                 notes.update(zip(map(id, fresh), asked, strict=True))
             for offset, (item, prediction) in enumerate(zip(chunk, predictions, strict=True)):
-                result = cited_summary(item.parsed, prediction, notes[id(item.parsed)])
+                result = cited_summary(item.parsed, prediction, *notes[id(item.parsed)])
                 summary = Summary(
                     start + offset, item.instruction, "document", prediction, result, ms, len(chunk), item.id
                 )

@@ -156,6 +156,9 @@ class DocumentSummary:
     #: what the document is called (:func:`summary_title`), shown as the document summary's heading, not as
     #: one of its sentences (so not in ``prediction`` nor counted in ``max_words``); None: it has no name
     title: str | None = None
+    #: the method that wrote it (:meth:`~synopsis.summarizers.base.Summarizer.methods`: the default names
+    #: the one it chose for this document)
+    method: str | None = None
 
     @property
     def prediction(self) -> str:
@@ -172,6 +175,7 @@ class DocumentSummary:
             "id": self.id,
             "title": self.title,
             "note": self.note,
+            "method": self.method,
             "prediction": self.prediction,
             "summary": [s.to_dict() for s in self.summary],
             "preface": None if self.preface is None else self.preface._fields(),

@@ -39,7 +39,8 @@ GENERAL_WORDS = frozenset(
 def is_general(instruction: str) -> bool:
     """Whether an instruction asks for the general summary: none of its content words names what to look
     for (:data:`GENERAL_WORDS`)."""
-    return not [w for w in content_words(instruction) if w not in GENERAL_WORDS and w.isalnum()]
+    named = [w for w in content_words(instruction) if len(w) > 1 and w not in GENERAL_WORDS]  # not "’s"
+    return not named
 
 
 @cache

@@ -94,10 +94,11 @@ def stands_alone(
     ``names`` (the document's own lowercase names: "pyenv lets you ..."); it does not open with a word that
     joins it to the sentence before (:data:`CONTINUING`: "Which now allows us ...", "Plus all the ...";
     in ``speech`` also "And", "But", "Or"), is not, in ``speech``, talk that restarts (:func:`_disfluent`:
-    written text repeats words on purpose, "phi phi", and lowercased news writes the pronoun "i"), and is not a lead-in: one ending in ":" introduces a list
-    or a code block, which come with it only as a unit (:func:`~synopsis.summarizers.salient.units.
-    lead_in_units`), and one ending in "..." or "…" runs on into the next block (an image, a list). A
-    bracketed dateline ("(CNN)") is not part of the sentence, and what follows it may be in any case."""
+    written text repeats words on purpose, "phi phi", and lowercased news writes the pronoun "i"), and is
+    not a lead-in: one ending in ":" introduces a list or a code block, which come with it only as a unit
+    (:func:`~synopsis.summarizers.salient.units.lead_in_units`), and one ending in "..." or "…" runs on into
+    the next block (an image, a list). A bracketed dateline ("(CNN)") is not part of the sentence, and what
+    follows it may be in any case."""
     text = spoken(text)
     dated = _DATELINE.sub("", text)
     words = dated.split()
