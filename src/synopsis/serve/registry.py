@@ -244,6 +244,19 @@ class ModelEntry:
             logger.info("unloaded model %s on %s (%s): --max-variants reached", self.name, *key)
             _return_freed_memory()
 
+    def public(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "method": self.method,
+            "description": self.description,
+            "instructions": self.instructions,
+            "options": list(self.options),
+            "source": self.source,
+            "device": self.info.device,
+            "dtype": self.info.dtype,
+            "backend": self.info.backend,
+        }
+
 
 def _return_freed_memory() -> None:
     """Hand the memory an unloaded model freed back to the system: glibc keeps freed memory in its arenas,
@@ -262,24 +275,6 @@ def _return_freed_memory() -> None:
         trim = None
     if trim is not None:
         trim(0)
-
-    @property
-    def variants_loaded(self) -> list[tuple[str, str | None]]:
-        """The backends this model is loaded on now, the server's first."""
-        return list(self._backends)
-
-    def public(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "method": self.method,
-            "description": self.description,
-            "instructions": self.instructions,
-            "options": list(self.options),
-            "source": self.source,
-            "device": self.info.device,
-            "dtype": self.info.dtype,
-            "backend": self.info.backend,
-        }
 
 
 def _named_option(options: Mapping[str, Any], err: Exception) -> str:
