@@ -69,15 +69,29 @@ _PIECES = list(" \t\n\r\x0b\u00a0=-~*#^+_.19aAZ:$%>\\\"'(“)”’,;!?[]•/") 
     "of ", "an ", "12.", "1.2 ", ">>> ", "C:\\> ", "x.c:", "===", "Table of ", "contents",
 ]  # fmt: skip
 
+_OLD_ROLE = r"^(?::[\w.:+-]+:)?`(?P<text>.*?)(?:\s*<[^<>]*>)?`(?::[\w.:+-]+:)?$"  # the rst reader's
+
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from(_PIECES), max_size=12).map("".join))
+@given(st.lists(st.sampled_from([*_PIECES, "`", "<t>", ":r:"]), max_size=12).map("".join))
 def test_the_linear_patterns_match_as_the_old_ones_did(text: str) -> None:
-    from synopsis.data.readers import plaintext
+    from synopsis.data.readers import plaintext, rst
 
-    for name, old in _OLD_PATTERNS.items():
-        was, now = re.match(old, text), getattr(plaintext, name).match(text)
-        assert (was and (was.span(), was.groups())) == (now and (now.span(), now.groups())), (name, text)
+    patterns = [(old, getattr(plaintext, name)) for name, old in _OLD_PATTERNS.items()]
+    for old, new in [*patterns, (re.compile(_OLD_ROLE, re.DOTALL), rst._ROLE)]:
+        was, now = re.match(old, text), new.match(text)
+        assert (was and (was.span(), was.groups())) == (now and (now.span(), now.groups())), (new, text)
+
+
+def test_the_rst_readers_role_pattern_is_linear() -> None:
+    from synopsis.data.readers import rst
+
+    def timed(size: int) -> float:
+        started = time.perf_counter()
+        rst._ROLE.match(":x:`a" + " " * size + "b`")
+        return time.perf_counter() - started
+
+    assert timed(100_000) < max(timed(10_000), 0.001) * 45
 
 
 def test_the_sniffers_link_pattern_finds_links_as_before() -> None:

@@ -31,10 +31,13 @@ def sidecar_path(output: Path) -> Path:
     return output.with_name(output.name + SUFFIX)
 
 
-def run_record(spec: Any, by: str, max_words: int, instructions: Sequence[str]) -> dict[str, Any]:
-    """What makes a summary what it is, from ``synopsis summarize``'s options (``spec``: its ModelSpec)."""
+def run_record(
+    spec: Any, by: str, max_words: int, instructions: Sequence[str], method: str
+) -> dict[str, Any]:
+    """What makes a summary what it is, from ``synopsis summarize``'s options (``spec``: its ModelSpec) and
+    ``method``, the loaded summarizer's (``--method``, else what the model's config or the default chose)."""
     return {
-        "method": spec.method or "(the model's)",
+        "method": method,
         "model": str(spec.model.resolve()) if spec.model is not None else "(bundled default)",
         "k": spec.k,
         "max_source_length": spec.max_source_length,

@@ -180,7 +180,7 @@ def summarize(
             )  # fmt: skip
             job = _prepare(shard, run, spec, Wanted(by, max_words, form))
             if output is not None:  # --resume continues only an output of the same options and input
-                record = run_record(spec, by, max_words, run.instructions)
+                record = run_record(spec, by, max_words, run.instructions, job.summarizer.describe().method)
                 check_resume(output, resume, record, job.ids, write=shard.is_main, jsonl=form == "jsonl")
         _write(job, output, resume, shard, outline)
 

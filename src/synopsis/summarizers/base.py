@@ -10,6 +10,7 @@ get a copy with other options from it (:meth:`Summarizer.with_options`).
 from __future__ import annotations
 
 import logging
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -258,6 +259,25 @@ def as_documents(documents: Sequence[Document | str]) -> list[Document]:
     return [Document.from_text(d) if isinstance(d, str) else d for d in documents]
 
 
+def say_where_on_first_call(model: Any, message: str) -> None:
+    """Log ``message`` once, when ``model`` (or any of its modules) first computes, not when it is loaded: a
+    summarizer may hold a model it never calls (the default summarizer, for a document outside its domain,
+    writes the document's own sentences), and a line saying where a model runs would then be untrue."""
+    handles: list[Any] = []
+    lock = threading.Lock()
+
+    def first_call(*_: Any) -> None:
+        with lock:
+            if not handles:  # another thread's call said it
+                return
+            for handle in handles:
+                handle.remove()
+            handles.clear()
+        logger.info("%s", message)
+
+    handles.extend(module.register_forward_pre_hook(first_call) for module in model.modules())
+
+
 #: the precisions ``dtype=`` / ``--dtype`` take for inference, by name
 INFERENCE_DTYPES = ("fp32", "bf16", "fp16")
 
@@ -265,8 +285,9 @@ INFERENCE_DTYPES = ("fp32", "bf16", "fp16")
 def place_model(model: Any, device: Any = "auto", dtype: str | None = None) -> Any:
     """``model`` in ``dtype`` (fp32, bf16, fp16; ``None``: as stored) on ``device`` (``auto``: a GPU when
     torch sees one, else the CPU; see :func:`~synopsis.sharding.resolve_device`), with one log line saying
-    where it runs. Half precision on the CPU is allowed, as asked, with a warning: CPU kernels for bf16/fp16
-    are far slower than fp32 ones (about 100x for bf16 generation here)."""
+    where it runs when it first computes (:func:`say_where_on_first_call`). Half precision on the CPU is
+    allowed, as asked, with a warning: CPU kernels for bf16/fp16 are far slower than fp32 ones (about 100x
+    for bf16 generation here)."""
     import torch
 
     from synopsis.config import apply_deferred_threads
@@ -279,7 +300,7 @@ def place_model(model: Any, device: Any = "auto", dtype: str | None = None) -> A
     model = model.to(device=target, dtype=None if dtype is None else precisions[dtype])
     weights = next(iter(model.parameters()), None)
     precision = "" if weights is None else f" ({str(weights.dtype).removeprefix('torch.')})"
-    logger.info("model runs on %s%s", target, precision)
+    say_where_on_first_call(model, f"model runs on {target}{precision}")
     if target.type == "cpu" and dtype in ("bf16", "fp16"):
         logger.warning("--dtype %s on the CPU is much slower than fp32 (its kernels are for GPUs)", dtype)
     return model
