@@ -26,6 +26,18 @@ status and the server's peak resident memory (``VmHWM``) before and after.
     python benchmarks/serve_hardening.py sections [--sizes 1250,5000,10000,20000]
     python benchmarks/serve_hardening.py slow-bodies --connections 1100,5000 [--token] [--window 30]
     python benchmarks/serve_hardening.py large-body [--concurrent 1]
+    python benchmarks/serve_hardening.py regex [--size 50000] [--src DIR]
+    python benchmarks/serve_hardening.py variants --model DIR [--src DIR] [--serve-options="--max-variants 2"]
+
+``regex`` (issue 58, item 1): POSTs the issue's three inputs that were quadratic in the readers (a numbered
+heading's line of spaces, a run of ``[``, a token of quotes), each SIZE characters long, to ``/v1/outline``
+of a fresh server while a probe asks ``GET /health`` every 100 ms (5 s timeout); reports each answer's
+status and time and how the probes fared meanwhile.
+
+``variants`` (issue 58, item 6): serves the Hugging Face checkpoint DIR alone (``--model tiny=DIR``, torch)
+and asks for a lead summary on torch and on CTranslate2 with each compute type (float32, int8,
+int8_float32), three times round; reports each answer's status and the server's resident memory
+(``VmRSS``) after it: unbounded, every variant stayed loaded.
 
 Results are appended under the run's name to benchmarks/results/serve_hardening.json.
 """
@@ -438,6 +450,84 @@ def large_body(src: str | None, concurrent: int) -> dict[str, Any]:
         }
 
 
+def _rss_mb(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    kilobytes = next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS"))
+    return round(int(kilobytes) / 1024, 1)
+
+
+def _post(port: int, path: str, body: dict[str, Any], timeout: float = 900) -> tuple[int, dict, float]:
+    started = time.perf_counter()
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    connection.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+    response = connection.getresponse()
+    answer = json.loads(response.read() or b"{}")
+    connection.close()
+    return response.status, answer, round(time.perf_counter() - started, 2)
+
+
+#: The issue's inputs that the readers' regexes took quadratic time on, SIZE characters of the run each.
+REGEX_ATTACKS = {
+    "numbered heading of spaces": lambda n: "Intro text here.\n\n1. A" + " " * n + "b\n",
+    "brackets": lambda n: "Some text.\n" + "[" * n,
+    "a token of quotes": lambda n: "Hello world.\nFoo bar.\n\n    a" + '"' * n + "x\n",
+}
+
+
+def regex_attacks(src: str | None, size: int) -> dict[str, Any]:
+    """Each of :data:`REGEX_ATTACKS` through ``/v1/outline`` while ``/health`` is probed (see the module)."""
+    runs = []
+    with _server(src, False, "--timeout", "600") as (port, _):
+        for name, make in REGEX_ATTACKS.items():
+            stop = threading.Event()
+            probes: list[float | None] = []
+
+            def probe(stop: threading.Event = stop, probes: list[float | None] = probes) -> None:
+                while not stop.is_set():
+                    probes.append(_health(port))
+                    time.sleep(0.1)
+
+            prober = threading.Thread(target=probe)
+            prober.start()
+            status, answer, seconds = _post(port, "/v1/outline", {"document": make(size)})
+            stop.set()
+            prober.join()
+            answered = [p for p in probes if p is not None]
+            runs.append({
+                "attack": name, "chars": size, "status": status, "seconds": seconds,
+                "error": answer.get("error", {}).get("message") if status != 200 else None,
+                "health_answered": f"{len(answered)}/{len(probes)}",
+                "health_ms_max": round(1000 * max(answered), 1) if answered else None,
+            })  # fmt: skip
+            print(json.dumps(runs[-1]), flush=True)
+    return {"src": src or "this tree", "runs": runs}
+
+
+def variants(src: str | None, model: str, options: list[str], rounds: int = 3) -> dict[str, Any]:
+    """Summaries on every backend and compute type of one checkpoint, ``rounds`` times round (see the
+    module)."""
+    types = ("float32", "int8", "int8_float32")  # what a request's compute_type takes
+    asked = [{}, *({"backend": "ctranslate2", "compute_type": compute} for compute in types)]
+    runs = []
+    text = "Rivers flooded the valley after a week of rain. Bridges were closed. Engineers expect it to fall."
+    serve = ("--no-builtin", "--model", f"tiny={model}", "--batch-window-ms", "0", "--timeout", "600",
+             *options)  # fmt: skip
+    with _server(src, False, *serve) as (port, server):
+        started_mb = _rss_mb(server.pid)
+        for round_ in range(1, rounds + 1):
+            for choice in asked:
+                body = {"document": text, "model": "tiny", "options": {**choice, "max_length": 8}}
+                status, answer, seconds = _post(port, "/v1/summarize", body)
+                runs.append({
+                    "round": round_, "options": choice or {"backend": "torch"}, "status": status,
+                    "seconds": seconds, "rss_mb_after": _rss_mb(server.pid),
+                    "error": answer.get("error", {}).get("message") if status != 200 else None,
+                })  # fmt: skip
+                print(json.dumps(runs[-1]), flush=True)
+        return {"src": src or "this tree", "serve_options": options, "rss_mb_at_start": started_mb,
+                "rss_mb_peak": _peak_rss_mb(server.pid), "runs": runs}  # fmt: skip
+
+
 def _slow_body_runs(args: argparse.Namespace) -> dict[str, Any]:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # the clients need a descriptor each
@@ -455,7 +545,11 @@ def _slow_body_runs(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("what", choices=["slow-clients", "sections", "slow-bodies", "large-body"])
+    modes = ["slow-clients", "sections", "slow-bodies", "large-body", "regex", "variants"]
+    parser.add_argument("what", choices=modes)
+    parser.add_argument("--size", type=int, default=50_000, help="regex: characters of each attack")
+    parser.add_argument("--model", default=None, help="variants: a Hugging Face checkpoint folder")
+    parser.add_argument("--serve-options", default="", help="variants: more `synopsis serve` options")
     parser.add_argument("--token", action="store_true", help="slow-bodies: the server has a token")
     parser.add_argument("--window", type=float, default=30.0)
     parser.add_argument("--reconnect", action="store_true", help="slow-bodies: reopen what the server closes")
@@ -474,6 +568,12 @@ def main() -> None:
         result = _slow_body_runs(args)
     elif args.what == "large-body":
         result = large_body(args.src, args.concurrent)
+    elif args.what == "regex":
+        result = regex_attacks(args.src, args.size)
+    elif args.what == "variants":
+        if args.model is None:
+            raise SystemExit("variants needs --model DIR (a Hugging Face seq2seq checkpoint)")
+        result = variants(args.src, args.model, args.serve_options.split())
     else:
         result = sections([int(n) for n in args.sizes.split(",")])
     result["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(), "load": os.getloadavg()}

@@ -40,6 +40,9 @@ from synopsis.io import open_for_atomic_write, read_json, write_directory_atomic
 
 MODEL_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
+#: The largest ``config.json`` (or ``generation_config.json``) read: refused before it is parsed (a 44 MB
+#: one took a minute and 1.7 GB to fail; real ones are a few kB).
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
 OPTIMIZER_FILE = "optimizer.safetensors"
 STATE_FILE = "state.json"
 LATEST_FILE = "latest"
@@ -208,7 +211,7 @@ def read_config(
     if not directory.is_dir():
         raise CheckpointError(f"{directory}: no such {kind} directory")
     what = f"a {checkpoint_type} {kind}" if checkpoint_type else f"a synopsis {kind}"
-    config = read_json(directory / CONFIG_FILE, what, CheckpointError, dict)
+    config = read_json(directory / CONFIG_FILE, what, CheckpointError, dict, MAX_CONFIG_BYTES)
     found = config.pop(CHECKPOINT_TYPE, None)
     if checkpoint_type is not None and found is not None and found != checkpoint_type:
         raise CheckpointError(f"{directory / CONFIG_FILE}: a {found} {kind}, not {what}")

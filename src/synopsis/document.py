@@ -25,6 +25,7 @@ but are never summarized; code, tables, HTML and front matter are one "sentence"
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -81,9 +82,12 @@ class ParseBudget:
     headings took a minute and gigabytes before the limit applied). Readers count sections
     (:meth:`section`), blocks (:meth:`block`: each paragraph, list item, code block or table, at least one
     sentence each, before it is split) and the words of each paragraph (:meth:`paragraph`); each count also
-    looks at ``cancelled``, so the work of a request that has ended stops there. ``flags`` name each limit
-    in the error (the service's ``--max-sections``...). None: no limit. Readers find the budget in force
-    with :func:`parse_budget`; outside one, nothing is counted."""
+    looks at ``cancelled``, so the work of a request that has ended stops there, and at ``seconds``: the
+    CPU time (of the reading thread, since the budget was made) the reading may take, so a document that is
+    slow to read stops its thread even when its request is still waiting (issue 58: a reader's worst case
+    held a server's thread for minutes). ``flags`` name each limit in the error (the service's
+    ``--max-sections``...). None: no limit. Readers find the budget in force with :func:`parse_budget`;
+    outside one, nothing is counted."""
 
     sections: int | None = None
     blocks: int | None = None
@@ -91,6 +95,16 @@ class ParseBudget:
     flags: dict[str, str] = field(default_factory=dict)
     cancelled: Callable[[], bool] | None = None
     counted: dict[str, int] = field(default_factory=lambda: {"sections": 0, "blocks": 0, "words": 0})
+    seconds: float | None = None
+    started: float = field(default_factory=time.thread_time)
+    ticks: int = 0
+
+    def tick(self) -> None:
+        """A step of a parser that makes no block for a while (markdown-it's inline rules, run once per
+        position): every 1024th looks at ``cancelled`` and ``seconds``, so a long inline run stops too."""
+        self.ticks += 1
+        if not self.ticks & 1023:
+            self._check_ended()
 
     def section(self) -> None:
         self._count("sections", 1, self.sections)
@@ -118,8 +132,17 @@ class ParseBudget:
                 f"the document has more than {limit} {_NAMES[what]}: stopped at the limit"
                 + (f" ({flag})" if flag else "")
             )
+        self._check_ended()
+
+    def _check_ended(self) -> None:
         if self.cancelled is not None and self.cancelled():
             raise InputError("reading the document stopped: its request ended")
+        if self.seconds is not None and time.thread_time() - self.started > self.seconds:
+            flag = self.flags.get("seconds")
+            raise InputError(
+                f"reading the document took more than {self.seconds:g} s of CPU: stopped"
+                + (f" ({flag})" if flag else "")
+            )
 
 
 _NAMES = {"sections": "sections", "blocks": "sentences or blocks", "words": "words"}
@@ -129,6 +152,13 @@ _BUDGET: ContextVar[ParseBudget | None] = ContextVar("parse_budget", default=Non
 def current_budget() -> ParseBudget:
     """The :class:`ParseBudget` readers count against here (none set: a new one without limits)."""
     return _BUDGET.get() or ParseBudget()
+
+
+def budget_tick() -> None:
+    """:meth:`ParseBudget.tick` of the budget in force, if any (cheap: called once per inline position)."""
+    budget = _BUDGET.get()
+    if budget is not None:
+        budget.tick()
 
 
 @contextmanager

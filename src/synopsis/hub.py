@@ -119,7 +119,82 @@ def is_cached(repo_id: str, revision: str | None = None) -> bool:
     """Whether huggingface_hub's cache holds ``repo_id`` at ``revision`` (its config.json, at least)."""
     from huggingface_hub import try_to_load_from_cache
 
-    return isinstance(try_to_load_from_cache(repo_id, "config.json", revision=revision), str)
+    try:
+        return isinstance(try_to_load_from_cache(repo_id, "config.json", revision=revision), str)
+    except (OSError, ValueError):  # a damaged cache (a refs file of random bytes) holds nothing usable
+        return False
+
+
+# ------------------------------------------------------------------------------ trusting the cache
+#: A commit id, as refs/<branch> holds it and as snapshots/<commit> is named.
+COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+def check_revision(revision: str | None) -> None:
+    """A ``--revision`` that names a branch, tag or commit, never a path (``../../x`` read a file outside
+    the cache as a ref, issue 58): a one-line :class:`InputError`."""
+    if revision is None:
+        return
+    parts = revision.split("/")
+    if (
+        not revision.strip()
+        or revision.startswith("/")
+        or any(part in ("", ".", "..") for part in parts)
+        or any(ord(c) < 32 or c in "\\\x7f" for c in revision)
+    ):
+        raise InputError(f"--revision {revision!r}: not a branch, tag or commit name")
+
+
+def repo_folder(repo_id: str, cache: Path | None = None) -> Path:
+    """The folder of ``repo_id`` in huggingface_hub's cache (``models--org--name``)."""
+    return (cache or _cache_dir()) / f"models--{repo_id.replace('/', '--')}"
+
+
+def untrusted_repo(folder: Path) -> str | None:
+    """Why a repo folder of the cache cannot be trusted (None: it can): a ref that is not a commit id, a
+    snapshot that is not named by one, is a link, or has a file that resolves outside the repo's folder."""
+    base = folder.resolve()
+    refs = folder / "refs"
+    for ref in sorted(refs.rglob("*")) if refs.is_dir() else []:
+        if ref.is_file():
+            name = ref.relative_to(refs)
+            try:
+                with open(ref, "rb") as handle:
+                    held = handle.read(128).decode("ascii").strip()
+            except (OSError, UnicodeDecodeError):
+                return f"refs/{name} is not a commit id"
+            if not COMMIT.fullmatch(held):
+                return f"refs/{name} is not a commit id"
+    snapshots = folder / "snapshots"
+    for snapshot in sorted(snapshots.iterdir()) if snapshots.is_dir() else []:
+        if not COMMIT.fullmatch(snapshot.name):
+            return f"snapshots/{snapshot.name} is not named by a commit id"
+        reason = _outside(snapshot, base)
+        if reason:
+            return reason
+    return None
+
+
+def _outside(snapshot: Path, base: Path) -> str | None:
+    if snapshot.is_symlink() or not snapshot.resolve().is_relative_to(base):
+        return f"snapshots/{snapshot.name} is a link out of the cache"
+    for path in snapshot.rglob("*"):
+        if not path.resolve().is_relative_to(base):
+            return f"snapshots/{snapshot.name}/{path.relative_to(snapshot)} resolves outside the cache"
+    return None
+
+
+def _trusted_snapshot(repo_id: str, revision: str | None) -> None:
+    """Refuse, in one line, a cached repo whose ref for ``revision`` (default ``main``) or snapshots go
+    outside the cache (before huggingface_hub reads the ref as a path)."""
+    folder = repo_folder(repo_id)
+    if not folder.is_dir():
+        return
+    reason = untrusted_repo(folder)
+    if reason is not None:
+        raise InputError(
+            f"{repo_id}: the Hugging Face cache's copy is damaged or not its own ({reason}); remove {folder}"
+        )
 
 
 def display_name(path: str | Path) -> str:
@@ -145,10 +220,14 @@ def _from_cache(repo_id: str, revision: str | None) -> Path:
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import LocalEntryNotFoundError
 
+    _trusted_snapshot(repo_id, revision)
     try:
-        return Path(snapshot_download(repo_id, revision=revision, local_files_only=True))
+        snapshot = Path(snapshot_download(repo_id, revision=revision, local_files_only=True))
     except (LocalEntryNotFoundError, FileNotFoundError):
         pass
+    else:
+        _trusted_snapshot(repo_id, revision)  # what it downloaded or found, checked as it is now
+        return snapshot
     refs = _cached_refs(repo_id)
     where = f"the Hugging Face cache ({_cache_dir()})"
     if refs and revision is not None:
@@ -186,12 +265,15 @@ def _download(
 
     info = HfApi().model_info(repo_id, revision=revision)
     _check_repo_files(repo_id, [s.rfilename for s in info.siblings or []])
+    check_revision(info.sha)  # becomes a folder's name in the cache: never a path
     if check_config is not None:
         config = hf_hub_download(repo_id, "config.json", revision=info.sha, tqdm_class=bars)
         check_config(Path(config).parent)
-    return Path(
+    snapshot = Path(
         snapshot_download(repo_id, revision=info.sha, allow_patterns=DOWNLOAD_PATTERNS, tqdm_class=bars)
     )
+    _trusted_snapshot(repo_id, info.sha)
+    return snapshot
 
 
 class HubError(InputError):
@@ -242,6 +324,7 @@ def resolve_model(
     Raises a one-line :class:`~synopsis.errors.SynopsisError`: neither a directory nor a hub id, not cached
     while offline, an unknown repo or revision, a network error."""
     path = Path(name)
+    check_revision(revision)
     if path.is_dir():
         if revision is not None:
             raise InputError(

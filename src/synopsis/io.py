@@ -54,16 +54,17 @@ def read_json(
     what: str = "a JSON file",
     error: type[SynopsisError] = InputError,
     expect: type | None = None,
+    max_bytes: int = MAX_TEXT_BYTES,
 ) -> Any:
     """The JSON value stored in ``path`` (a config, a checkpoint's metadata, a vocabulary...): the one reader
     of stored JSON. Every problem is one ``error`` naming the file: missing (``dir: missing name; not
     {what}``), unreadable or not UTF-8, corrupt (``name:LINE: corrupt JSON (...)``), or, with ``expect``,
-    another top-level type than ``expect``."""
+    another top-level type than ``expect``, or larger than ``max_bytes`` (refused before it is parsed)."""
     path = Path(path)
     if not path.exists():
         raise error(f"{path.parent}: missing {path.name}; not {what}")
     try:
-        text = read_text(path, allow_empty=True)
+        text = read_text(path, allow_empty=True, max_bytes=max_bytes)
     except InputError as err:
         raise error(str(err)) from None
     except OSError as err:

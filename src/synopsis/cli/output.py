@@ -11,8 +11,11 @@ as soon as it is done, then the document summary); a corpus run's text is one pr
 sentences joined by a space (what ``synopsis evaluate`` reads, splitting them again for ROUGE-Lsum, as
 Hugging Face's ``run_summarization.py`` does).
 
-Forms written line by line (JSONL; a corpus run's text) are resumable. A batch is written with one ``write``
-while Ctrl-C and SIGTERM are held back, so an interrupted run leaves only whole lines. ``resume=True`` keeps
+Other forms (JSON, Markdown, a document's text) are written whole: into a temporary file beside ``--output``
+that is renamed over it when the run ends, so an interrupted or failed run leaves the old file as it was,
+never an empty or cut one (issue 58). Forms written line by line (JSONL; a corpus run's text) are
+resumable. A batch is written with one ``write`` while Ctrl-C and SIGTERM are held back, so an interrupted
+run leaves only whole lines. ``resume=True`` keeps
 what the file holds and reports which examples to skip: by id for JSONL, by count for plain lines. A last
 line cut short by ``kill -9`` (or a full disk) is dropped with a warning first, so an interrupted run and its
 resumed run write the same file as one uninterrupted run.
@@ -24,6 +27,8 @@ import contextlib
 import json
 import logging
 import os
+import sys
+import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -82,24 +87,41 @@ def is_jsonl(path: Path) -> bool:
 
 
 class PredictionWriter:
-    """See the module docstring. ``written`` counts the predictions the file holds (kept and new)."""
+    """See the module docstring. ``written`` counts the predictions the file holds (kept and new); ``whole``:
+    a form written whole, into a temporary file that :meth:`close` renames over ``path`` (and
+    :meth:`abandon` removes, leaving ``path`` as it was)."""
 
-    def __init__(self, path: Path, resume: bool = False, jsonl: bool | None = None) -> None:
+    def __init__(
+        self, path: Path, resume: bool = False, jsonl: bool | None = None, whole: bool = False
+    ) -> None:
         self.path = path
         self.jsonl = is_jsonl(path) if jsonl is None else jsonl
+        self.whole = whole
         self.done_ids: Counter[str] = Counter()
         self.done_lines = 0
+        self._temporary: Path | None = None
         if resume and path.exists():
             self._recover()
         elif resume:
             log.info("%s does not exist yet: nothing to resume, starting from the first example", path)
-        flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if resume else os.O_TRUNC)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd: int | None = os.open(path, flags, 0o666)
+            if whole and _renameable(path):
+                self._fd: int | None = self._open_temporary()
+            else:  # line by line, or a pipe or device (/dev/stdout), which cannot be replaced
+                flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if resume else os.O_TRUNC)
+                self._fd = os.open(path, flags, 0o666)
         except OSError as err:
             raise output_error(path, err) from None
         self.written = self.done_lines
+
+    def _open_temporary(self) -> int:
+        fd, name = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".partial")
+        self._temporary = Path(name)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # the mode a new file gets, not mkstemp's 0600
+        return fd
 
     def _recover(self) -> None:
         lines = whole_lines_to_resume(self.path)
@@ -151,6 +173,7 @@ class PredictionWriter:
         self.written += len(lines)
 
     def close(self) -> None:
+        """The file finished: synced, and a whole form's temporary file renamed over ``path``."""
         if self._fd is not None:
             fd, self._fd = self._fd, None
             try:
@@ -159,24 +182,78 @@ class PredictionWriter:
                 pass  # some special files (pipes, /dev/stdout) cannot be synced
             finally:
                 os.close(fd)
+        if self._temporary is not None:
+            temporary, self._temporary = self._temporary, None
+            try:
+                os.replace(temporary, self.path)
+            except OSError as err:
+                temporary.unlink(missing_ok=True)
+                raise output_error(self.path, err) from None
+
+    def abandon(self) -> None:
+        """The run stopped early: whole lines stay (line by line); a whole form's temporary file is removed
+        and ``path`` keeps what it held."""
+        if self._temporary is None:
+            self.close()
+            return
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
+        self._temporary.unlink(missing_ok=True)
+        self._temporary = None
+
+
+def _renameable(path: Path) -> bool:
+    """Whether ``path`` is a regular file or absent (not a pipe, a device or a folder)."""
+    try:
+        return path.is_file() and not path.is_symlink() or not path.exists()
+    except OSError:
+        return False
+
+
+#: Unicode's bidirectional controls (embeddings, overrides, isolates, marks): printed raw, U+202E turns
+#: "\u202efdp.exe" into what reads as "exe.pdf" on a terminal (issue 58).
+BIDI_CONTROLS = dict.fromkeys(
+    [0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)], None
+)
+_BIDI_ESCAPES = {code: f"\\u{code:04x}" for code in BIDI_CONTROLS}
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every bidirectional control shown as its escape (``\\u202e``)."""
+    return text.translate(_BIDI_ESCAPES)
+
+
+def on_terminal() -> bool:
+    """Whether standard output is a terminal (where a bidi control would reorder what is shown)."""
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 class Screen:
-    """Standard output as a sink of the writers: what a file would hold, printed (nothing to resume)."""
+    """Standard output as a sink of the writers: what a file would hold, printed (nothing to resume); on a
+    terminal, bidirectional controls are shown escaped (:func:`terminal_safe`)."""
 
     path: Path | None = None
 
     def __init__(self) -> None:
         self.written = 0
+        self.terminal = on_terminal()
 
     def skipped(self, ids: Sequence[str]) -> list[bool]:
         return [False] * len(ids)
 
     def append(self, lines: Sequence[str]) -> None:
-        typer.echo("".join(lines), nl=False)
+        text = "".join(lines)
+        typer.echo(terminal_safe(text) if self.terminal else text, nl=False)
         self.written += len(lines)
 
     def close(self) -> None:
+        pass
+
+    def abandon(self) -> None:
         pass
 
 
@@ -223,6 +300,11 @@ class RecordWriter:
     def close(self) -> None:
         self.sink.close()
 
+    def abandon(self) -> None:
+        """The run stopped early (Ctrl-C, SIGTERM, an error): what the sink keeps is :meth:`PredictionWriter.
+        abandon`'s."""
+        self.sink.abandon()
+
 
 class JsonWriter(RecordWriter):
     """One JSON value: the summary's object, or an array of them when the run makes several."""
@@ -239,6 +321,12 @@ class JsonWriter(RecordWriter):
             value = self.records if self.labelled or len(self.records) > 1 else self.records[0]
             self.sink.append([json.dumps(value, ensure_ascii=False) + "\n"])
         super().close()
+
+    def abandon(self) -> None:
+        if self.sink.path is None:  # on the screen, the summaries made so far, as before
+            self.close()
+        else:
+            super().abandon()
 
 
 class BlockWriter(RecordWriter):

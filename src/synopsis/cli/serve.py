@@ -155,6 +155,15 @@ def serve(
     max_document_words: int | None = flags.count_option(
         None, "--max-document-words", help="Words per document (then 422; default 1000000)."
     ),
+    max_variants: int | None = flags.ranged(
+        None, "--max-variants", allowed=NON_NEGATIVE,
+        help="Models loaded on another backend or compute type for requests, kept at once, all models "
+        "together (least recently used unloaded first; 0: only the server's own backend; default 2).",
+    ),  # fmt: skip
+    max_parse_seconds: float | None = flags.ranged(
+        None, "--max-parse-seconds", allowed=POSITIVE,
+        help="CPU seconds reading one document may take (then 422; default 20).",
+    ),  # fmt: skip
     header_timeout: float = flags.ranged(
         10.0, "--header-timeout", allowed=POSITIVE,
         help="Seconds a connection may take to send its request headers (then closed).",
@@ -233,6 +242,7 @@ def serve(
         batch_workers=batch_workers, header_timeout_s=header_timeout, min_body_rate=min_body_rate,
         keep_alive_s=keep_alive, max_connections=max_connections, inference_threads=inference_threads,
         max_sections=max_sections, max_sentences=max_sentences, max_document_words=max_document_words,
+        max_parse_s=max_parse_seconds, max_variants=max_variants,
     )  # fmt: skip
     resolve_device(device)  # and the device (a one-line error, exit 2), before any worker starts
     _start(host, port, workers, threads, level, settings, loading, forwarded_allow_ips)

@@ -202,7 +202,12 @@ def _write(job: Job, output: Path | None, resume: bool, shard: Shard, outline: b
         if shard.distributed or (resume and part_files(output)):
             run_sharded(job, output, resume, shard, jsonl=form == "jsonl")
             return
-    sink = PredictionWriter(output, resume=resume, jsonl=form == "jsonl") if output is not None else Screen()
+    whole = not line_by_line(form, job.corpus)  # JSON, Markdown, a document's text: renamed in at the end
+    sink = (
+        PredictionWriter(output, resume=resume, jsonl=form == "jsonl", whole=whole)
+        if output is not None
+        else Screen()
+    )
     run_in_batches(job, record_writer(form, sink, len(job.items) > 1, job.corpus, outline))
 
 

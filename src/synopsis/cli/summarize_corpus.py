@@ -154,6 +154,11 @@ def in_batches(
     def account() -> str:
         if sink.path is None:
             return f"stopped after {done} of {len(todo)} documents"
+        if getattr(sink, "whole", False):  # written whole at the end: nothing of this run is in the file
+            return (
+                f"stopped after {done} of {len(todo)} documents; {sink.path} is unchanged (this form is "
+                "written whole when the run ends): run the command again"
+            )
         return (
             f"{sink.written} of {len(ids)} predictions are in {sink.path} (whole lines); "
             f"resume with: {resume_command()}"
@@ -172,8 +177,10 @@ def in_batches(
                 summarize_rows(rows, done)
                 done += len(rows)
                 bar.advance(len(rows))
-    finally:
-        writer.close()
+    except BaseException:
+        writer.abandon()  # whole lines stay; a whole form's file keeps what it held
+        raise
+    writer.close()
     return done
 
 

@@ -48,6 +48,9 @@ logger = logging.getLogger(__name__)
 
 WEIGHT_FILES = ("model.safetensors", SAFETENSORS_INDEX)
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "spiece.model", "sentencepiece.bpe.model", "vocab.txt")
+#: The largest tokenizer file loaded (mT5's and NLLB's tokenizer.json are 16-17 MB): a 42 MB one took 29 s and
+#: 1.2 GB before it was refused (issue 58).
+MAX_TOKENIZER_BYTES = 32 * 1024 * 1024
 
 
 def load_tokenizer(model_dir: str | Path) -> PreTrainedTokenizerBase:
@@ -55,6 +58,13 @@ def load_tokenizer(model_dir: str | Path) -> PreTrainedTokenizerBase:
     model_dir = Path(model_dir)
     if not any((model_dir / name).is_file() for name in TOKENIZER_FILES):
         raise CheckpointError(f"{model_dir}: no tokenizer files (one of {', '.join(TOKENIZER_FILES)})")
+    for name in (*TOKENIZER_FILES, "merges.txt", "tokenizer_config.json", "special_tokens_map.json"):
+        path = model_dir / name
+        if path.is_file() and path.stat().st_size > MAX_TOKENIZER_BYTES:  # refused before it is parsed
+            raise CheckpointError(
+                f"{path}: {path.stat().st_size / 2**20:.0f} MB, larger than the "
+                f"{MAX_TOKENIZER_BYTES >> 20} MB a tokenizer file may be"
+            )
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
     except Exception as err:  # noqa: BLE001 - the tokenizers library raises a bare Exception on a bad file

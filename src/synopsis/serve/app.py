@@ -47,6 +47,7 @@ __all__ = ["CONFIG_ENV", "create_app", "create_app_from_env", "static_dir"]
 def create_app(registry: ModelRegistry, settings: ServeSettings | None = None) -> FastAPI:
     """The service around ``registry`` (already loaded) with ``settings`` (default: ``ServeSettings()``)."""
     settings = settings or ServeSettings()
+    registry.limit_variants(settings.max_variants)
     service = SummarizeService(registry, settings)
 
     @asynccontextmanager

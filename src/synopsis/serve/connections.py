@@ -11,9 +11,10 @@ whatever its method and whether or not the application reads its body:
   body must keep an average of ``min_body_rate`` bytes/s once ``header_timeout_s`` has passed since its
   headers (Apache's ``mod_reqtimeout`` ``MinRate``): else a 408 and the connection is closed;
 * beyond ``max_connections`` open connections, a new connection makes room: the oldest connection without a
-  request in progress (idle, or still sending headers) is closed, else the one whose body lags furthest
-  behind the minimum rate (a 503); a connection whose request has fully arrived is never closed for room, so
-  only when every one is being answered is the new one refused;
+  request in progress (idle, or still sending headers) that has had a second to send it is closed, else
+  the one whose body lags furthest behind the minimum rate (a 503), else a newer one without a request; a
+  connection whose request has fully arrived is never closed for room, so only when every one is being
+  answered is the new one refused;
 * request headers with a bare LF line end or an obsolete line folding (RFC 9112, 2.2 and 5.2: a server may
   reject both) are a 400: h11 accepts them, and a proxy in front may read them otherwise.
 
@@ -106,6 +107,10 @@ def _limits_from_env() -> ConnectionLimits:
 _WAITING, _RECEIVING, _ANSWERING = "waiting", "receiving", "answering"
 #: How long the order of the slow bodies, slowest first, is reused before it is sorted again.
 _RESORT_S = 0.25
+#: A connection this new, without its request yet, is closed for room only when no body lags: under a
+#: reconnecting slow-body flood, a probe accepted in the same turn of the loop as the flood's new
+#: connections was closed before its request was read (``/health`` answered 83 of 175, issue 58).
+_GRACE_S = 1.0
 
 
 class _Room:
@@ -116,15 +121,16 @@ class _Room:
     ``_RESORT_S`` seconds)."""
 
     def __init__(self) -> None:
-        self.waiting: dict[GuardedH11Protocol, None] = {}
+        self.waiting: dict[GuardedH11Protocol, float] = {}  # -> when it began to wait
         self.receiving: dict[GuardedH11Protocol, None] = {}
         self._slowest_last: list[GuardedH11Protocol] = []
         self._sorted_at = float("-inf")
 
-    def track(self, protocol: GuardedH11Protocol, phase: str | None) -> None:
-        """Where ``protocol`` now is (None: gone)."""
+    def track(self, protocol: GuardedH11Protocol, phase: str | None, now: float | None = None) -> None:
+        """Where ``protocol`` now is (None: gone); ``now``: the loop's time (default: read from it)."""
         if phase == _WAITING:
-            self.waiting.setdefault(protocol, None)  # keeps its place while it stays waiting
+            if protocol not in self.waiting:  # keeps its place while it stays waiting
+                self.waiting[protocol] = protocol.loop.time() if now is None else now
         else:
             self.waiting.pop(protocol, None)
         if phase == _RECEIVING:
@@ -133,10 +139,16 @@ class _Room:
             self.receiving.pop(protocol, None)
 
     def victim(self, newcomer: GuardedH11Protocol, now: float) -> GuardedH11Protocol | None:
-        """The oldest waiting connection, else the body furthest behind the minimum rate; None: neither."""
-        for other in self.waiting:
-            if other is not newcomer and not other.transport.is_closing():
-                return other
+        """The oldest waiting connection that has had :data:`_GRACE_S` to send its request, else the body
+        furthest behind the minimum rate, else the oldest newer waiting one; None: none of them."""
+        young = None
+        for other, since in self.waiting.items():
+            if other is newcomer or other.transport.is_closing():
+                continue
+            if now - since < _GRACE_S:
+                young = other  # the oldest of the new ones (and all after it are newer)
+                break
+            return other
         if not self._slowest_last or now - self._sorted_at > _RESORT_S:
             self._slowest_last = sorted(self.receiving, key=GuardedH11Protocol._lags_at, reverse=True)
             self._sorted_at = now
@@ -144,7 +156,7 @@ class _Room:
             other = self._slowest_last.pop()
             if other in self.receiving and not other.transport.is_closing():
                 return other
-        return None
+        return young
 
 
     def make_room(self, newcomer: GuardedH11Protocol, now: float) -> bool:
@@ -213,7 +225,7 @@ class GuardedH11Protocol(H11Protocol):
             self.transport.close()  # every other connection is being answered: this one waits its turn
             return
         self._start_request()
-        self._room.track(self, _WAITING)
+        self._room.track(self, _WAITING, self._opened)
 
     def data_received(self, data: bytes) -> None:
         phase = self._phase()

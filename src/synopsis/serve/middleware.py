@@ -136,14 +136,22 @@ class RequestMiddleware:
         state = scope.setdefault("state", {})
         state["arrived"] = arrived
         status, sent, received = 500, 0, 0
+        finished = gone = False
 
         async def send_logged(message: Message) -> None:
-            nonlocal status, sent
+            nonlocal status, sent, finished
             if message["type"] == "http.response.start":
                 status = message["status"]
             elif message["type"] == "http.response.body":
                 sent += len(message.get("body", b""))
+                finished = not message.get("more_body", False)
             await send(message)
+
+        async def receive_watched() -> Message:
+            nonlocal gone
+            message = await receive()
+            gone = gone or message["type"] == "http.disconnect"
+            return message
 
         head = scope["method"] == "HEAD"
         if head:  # HEAD is GET without the body (RFC 9110, 9.3.2): every GET route answers it
@@ -166,8 +174,10 @@ class RequestMiddleware:
                     return
                 received = len(body)
                 receive = _replay(body, receive)
-            await self.app(scope, receive, send_logged)
+            await self.app(scope, receive_watched, send_logged)
         finally:
+            if gone and not finished:  # the client hung up before the answer's end: nginx's 499, not a 200
+                status = 499
             self._log(scope, head, status, arrived, received, sent)
 
     def _refusal(self, scope: Scope, headers: dict[bytes, bytes]) -> tuple[int, str, str, str | None] | None:

@@ -30,11 +30,13 @@ class DocumentLimits:
     """The most sections, sentences and words of one document the service takes (then 422): checked once
     the document is parsed, before any of its work is queued, so one request cannot hold an inference
     thread for minutes. Each is also a ``synopsis serve`` flag (``--max-sections``, ``--max-sentences``,
-    ``--max-document-words``)."""
+    ``--max-document-words``). ``seconds``: the CPU time reading one document may take
+    (``--max-parse-seconds``; a reader stops at its next block after it)."""
 
     sections: int = 5_000
     sentences: int = 50_000
     words: int = 1_000_000
+    seconds: float = 20.0
 
 
 @dataclass(frozen=True)
@@ -46,10 +48,13 @@ class ServeSettings:
     queueing included (504 when exceeded). ``batch_window_ms`` > 0 (default 20) turns batching on: summaries
     for the same model and options that arrive within the window (up to ``max_batch``) run as one batched
     call; up to ``batch_workers`` batches of a model run at once, each on a thread of its own (None: see
-    :func:`default_batch_workers`). ``max_sections``, ``max_sentences`` and ``max_document_words`` bound
-    one document (:class:`DocumentLimits`). ``header_timeout_s`` closes a connection whose request headers
-    have not arrived in time, ``request_timeout_s`` one whose whole request has not, ``min_body_rate`` one
-    whose body arrives slower (bytes/s), ``keep_alive_s`` an idle kept-alive one, and beyond
+    :func:`default_batch_workers`). ``max_sections``, ``max_sentences``, ``max_document_words`` and
+    ``max_parse_s`` (CPU seconds to read it) bound one document (:class:`DocumentLimits`). ``max_variants``:
+    the models loaded on another backend or compute type for requests, kept at once (least recently used
+    unloaded first; 0: requests get only the backends the server loaded). ``header_timeout_s`` closes a
+    connection whose request headers have not arrived in time, ``request_timeout_s`` one whose whole
+    request has not, ``min_body_rate`` one whose body arrives slower (bytes/s), ``keep_alive_s`` an idle
+    kept-alive one, and beyond
     ``max_connections`` open connections the oldest without a request in progress, else the slowest body,
     is closed (:mod:`synopsis.serve.connections`). ``auth_token``: when set, ``/v1`` and ``/metrics`` need
     ``Authorization: Bearer <token>``. ``allowed_hosts``: the names a request's ``Host`` may give besides IP
@@ -66,6 +71,8 @@ class ServeSettings:
     max_sections: int = DocumentLimits.sections
     max_sentences: int = DocumentLimits.sentences
     max_document_words: int = DocumentLimits.words
+    max_parse_s: float = DocumentLimits.seconds
+    max_variants: int = 2  # serve.registry.DEFAULT_MAX_VARIANTS (not imported: it loads the summarizers)
     batch_window_ms: float = 20.0  # docs/serve.md: 2.9-3.5x the requests/s of unbatched serving
     max_batch: int = 16
     batch_workers: int | None = None
@@ -87,6 +94,7 @@ class ServeSettings:
             "max_sections": self.max_sections,
             "max_sentences": self.max_sentences,
             "max_document_words": self.max_document_words,
+            "max_parse_s": self.max_parse_s,
             "max_batch": self.max_batch,
             "header_timeout_s": self.header_timeout_s,
             "min_body_rate": self.min_body_rate,
@@ -98,6 +106,8 @@ class ServeSettings:
         for name, value in positive.items():
             if not value > 0:
                 raise ConfigError(f"serve setting {name} must be > 0, got {value}")
+        if self.max_variants < 0:
+            raise ConfigError(f"serve setting max_variants must be >= 0, got {self.max_variants}")
         if self.queue_size < 0:
             raise ConfigError(f"serve setting queue_size must be >= 0, got {self.queue_size}")
         if self.batch_window_ms < 0:
@@ -114,7 +124,9 @@ class ServeSettings:
 
     @property
     def document_limits(self) -> DocumentLimits:
-        return DocumentLimits(self.max_sections, self.max_sentences, self.max_document_words)
+        return DocumentLimits(
+            self.max_sections, self.max_sentences, self.max_document_words, self.max_parse_s
+        )
 
     @property
     def batching(self) -> bool:

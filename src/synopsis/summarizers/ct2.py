@@ -8,9 +8,12 @@ its own fused kernels and beam search. Here:
   CTranslate2's Transformers converter (from the weights synopsis loaded and checked) into
   ``<model>/.ctranslate2/<key>/``, where the key is a SHA-256 over the checkpoint's files (weights, config,
   tokenizer) and CTranslate2's version. It is written to a temporary folder and renamed into place (two
-  processes converting at once keep one copy); later runs reuse it; a change to the weights changes the key,
-  so the next run converts again and removes the stale copy. A model folder that cannot be written caches
-  under ``$XDG_CACHE_HOME/synopsis/ctranslate2``.
+  processes converting at once keep one copy); later runs reuse it once its files pass a digest check (a
+  truncated or overwritten ``model.bin`` is converted again); a change to the weights changes the key, so
+  the next run converts again and removes the stale copy. Only folders holding synopsis' :data:`MARKER`
+  are ever removed, and a cache folder that is a link or resolves elsewhere is refused. A model folder
+  that cannot be written, or a snapshot in huggingface_hub's cache, caches under
+  ``$XDG_CACHE_HOME/synopsis/ctranslate2``.
 * **Precision**: the conversion keeps float32 weights; ``compute_type`` picks how they run (``float32``,
   the default, gives the same token ids as ``generate()``; ``int8`` and ``int8_float32`` quantize the
   weights when loaded: faster, other tokens; ``docs/results/decoding.md`` has the numbers).
@@ -39,6 +42,7 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -116,7 +120,8 @@ def _file_digest(path: Path, memo: dict[str, Any]) -> str:
 
 def weights_key(model_dir: Path, cache: Path) -> str:
     """The key of a conversion: SHA-256 over the checkpoint's files (weights, config, tokenizer; not
-    ``generation_config.json``, which is read at run time) and CTranslate2's version."""
+    ``generation_config.json``, which is read at run time), CTranslate2's version and the cache's layout
+    (conversions made before it had a :data:`MARKER` are left alone, never deleted)."""
     import ctranslate2
 
     memo_path = cache / "digests.json"
@@ -124,7 +129,9 @@ def weights_key(model_dir: Path, cache: Path) -> str:
         memo = json.loads(memo_path.read_text())
     except (OSError, ValueError):
         memo = {}
-    total = hashlib.sha256(f"ctranslate2 {ctranslate2.__version__}".encode())
+    if not isinstance(memo, dict):
+        memo = {}
+    total = hashlib.sha256(f"ctranslate2 {ctranslate2.__version__} layout 2".encode())
     for path in sorted(model_dir.iterdir()):
         if path.is_file() and not path.name.startswith(".") and path.name != "generation_config.json":
             total.update(f"{path.name} {_file_digest(path, memo)}\n".encode())
@@ -143,41 +150,131 @@ def _write_atomically(path: Path, text: str) -> None:
     os.replace(temporary, path)
 
 
-def cache_root(model_dir: Path) -> Path:
-    """``<model>/.ctranslate2`` where the model's folder can be written, else a per-model folder under the
-    user's cache (``$XDG_CACHE_HOME/synopsis/ctranslate2``)."""
-    beside = model_dir / CACHE_DIR
-    if os.access(beside if beside.is_dir() else model_dir, os.W_OK):
-        return beside
+def _user_cache(model_dir: Path) -> Path:
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "synopsis" / "ctranslate2"
     return base / hashlib.sha256(str(model_dir.resolve()).encode()).hexdigest()[:16]
 
 
+def in_hub_cache(model_dir: Path) -> bool:
+    """Whether ``model_dir`` is a snapshot in huggingface_hub's cache (``models--org--name/snapshots/<rev>``),
+    whose folder is the hub's: a conversion inside it would count as the model's files."""
+    for path in (model_dir, model_dir.resolve()):
+        if path.parent.name == "snapshots" and path.parent.parent.name.startswith("models--"):
+            return True
+    return False
+
+
+def cache_root(model_dir: Path) -> Path:
+    """``<model>/.ctranslate2`` where the model's folder can be written and is not a snapshot of the hub's
+    cache, else a per-model folder under the user's cache (``$XDG_CACHE_HOME/synopsis/ctranslate2``).
+
+    A cache folder that is a symbolic link, or not a folder, or resolves outside its parent is refused in one
+    line (issue 58: ``ln -s victim model/.ctranslate2`` had the clean-up delete the victim's folders)."""
+    beside = model_dir / CACHE_DIR
+    if in_hub_cache(model_dir) or not os.access(beside if beside.is_dir() else model_dir, os.W_OK):
+        root = _user_cache(model_dir)
+    else:
+        root = beside
+    if root.is_symlink() or (root.exists() and not root.is_dir()):
+        kind = "a symbolic link" if root.is_symlink() else "not a folder"
+        raise ConfigError(f"{root}: the CTranslate2 cache is {kind}; refusing to use it (remove it)")
+    if root.exists() and root.resolve().parent != root.parent.resolve():
+        raise ConfigError(f"{root}: the CTranslate2 cache resolves outside {root.parent}; refusing to use it")
+    return root
+
+
+#: The file synopsis writes into each conversion (and each folder a conversion is built in): only folders
+#: holding it are ever deleted, and it holds the digests a conversion is checked against before it is used.
+MARKER = ".synopsis-ctranslate2.json"
+#: A ``.building-*`` folder older than this was left by a conversion that died: removed.
+STALE_BUILD_S = 6 * 3600
+
+
+def _ours(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink() and (path / MARKER).is_file()
+
+
+def _record_digests(folder: Path) -> None:
+    """The marker of a finished conversion: each file's size, mtime and SHA-256."""
+    files = {}
+    for path in sorted(folder.iterdir()):
+        if path.is_file() and path.name != MARKER:
+            stat = path.stat()
+            with path.open("rb") as handle:
+                digest = hashlib.file_digest(handle, "sha256").hexdigest()
+            files[path.name] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": digest}
+    (folder / MARKER).write_text(json.dumps({"made_by": "synopsis", "files": files}))
+
+
+def _intact(folder: Path) -> bool:
+    """Whether a conversion is ours and its files are those it was written with: sizes first (a truncated
+    file), then the SHA-256 of any file whose mtime changed (random bytes written over it)."""
+    if not _ours(folder) or not (folder / "model.bin").is_file():
+        return False
+    try:
+        files = json.loads((folder / MARKER).read_text())["files"]
+        for name, known in files.items():
+            stat = (folder / name).stat()
+            if stat.st_size != known["size"]:
+                return False
+            if stat.st_mtime_ns != known["mtime_ns"]:
+                with (folder / name).open("rb") as handle:
+                    if hashlib.file_digest(handle, "sha256").hexdigest() != known["sha256"]:
+                        return False
+        return "model.bin" in files
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
 def converted_model(model_dir: str | Path) -> Path:
-    """The CTranslate2 copy of ``model_dir``'s weights, converted now unless a copy of these weights exists
-    (see the module's docstring for the key, the atomic write and the clean-up)."""
+    """The CTranslate2 copy of ``model_dir``'s weights, converted now unless an intact copy of these weights
+    exists (see the module's docstring for the key, the atomic write and the clean-up); a copy that fails
+    its digest check is converted again."""
     model_dir = Path(model_dir)
     root = cache_root(model_dir)
     target = root / weights_key(model_dir, root)
-    if (target / "model.bin").is_file():
+    if _intact(target):
         logger.debug("CTranslate2 model reused: %s", target)
         return target
+    if _ours(target):
+        logger.warning("the CTranslate2 conversion %s failed its digest check: converting again", target)
+        shutil.rmtree(target, ignore_errors=True)
+    elif target.exists() or target.is_symlink():
+        raise ConfigError(f"{target}: not a conversion synopsis made; refusing to replace it (remove it)")
     logger.info("converting %s for CTranslate2 (once for these weights) into %s", model_dir, target)
     root.mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(dir=root, prefix=".building-"))
     try:
+        (building / MARKER).write_text(json.dumps({"made_by": "synopsis", "building": True}))
         _convert(model_dir, building / "model")
+        _record_digests(building / "model")
         try:
             os.replace(building / "model", target)
         except OSError:  # another process put its copy there first: keep that one
-            if not (target / "model.bin").is_file():
+            if not _intact(target):
                 raise
     finally:
         shutil.rmtree(building, ignore_errors=True)
-    for stale in root.iterdir():  # conversions of weights this folder no longer holds
-        if stale.is_dir() and stale != target and not stale.name.startswith("."):
-            shutil.rmtree(stale, ignore_errors=True)
+    _remove_stale(root, target)
     return target
+
+
+def _remove_stale(root: Path, target: Path) -> None:
+    """Conversions of weights this folder no longer holds, and ``.building-*`` folders a conversion that
+    died left: only folders synopsis made (their :data:`MARKER`), never a link or anything else."""
+    now = time.time()
+    for stale in root.iterdir():
+        if stale == target or not _ours(stale):
+            continue
+        if stale.name.startswith(".building-"):
+            try:
+                if now - (stale / MARKER).stat().st_mtime < STALE_BUILD_S:
+                    continue  # another process may be converting into it now
+            except OSError:
+                continue
+        elif stale.name.startswith("."):
+            continue
+        shutil.rmtree(stale, ignore_errors=True)
 
 
 def _convert(model_dir: Path, output: Path) -> None:

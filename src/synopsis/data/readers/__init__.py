@@ -13,10 +13,11 @@ and counts them in ``stats["skipped"]``.
 from __future__ import annotations
 
 import inspect
-import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+import regex
 
 from synopsis.data.example import Example, read_examples
 from synopsis.data.qs import read_qmsum_qs, read_qmsum_qs_childq
@@ -149,11 +150,15 @@ def parse_document(
 
 # The readers name documents after their file; pasted text has none.
 _PASTED = Path("document")
-_ATX_HEADING = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)")
+_ATX_HEADING = regex.compile(r"^ {0,3}+#{1,6}+(?:[ \t]|$)")
 # Markdown of its own beside headings: a fenced code block opened by backticks (a line of tildes underlines a
 # plain-text heading) or a tilde fence naming its language, and an inline link to a URL, anchor or path.
-_MARKDOWN_MARKUP = re.compile(
-    r"^ {0,3}(?:```|~~~+[ \t]*[A-Za-z])|\[[^\]\n]+\]\((?:https?://|#|\.{0,2}/)[^)\s]*\)", re.MULTILINE
+# Linear in the text (issue 58: "[" * 100000 took a minute): a link's text holds no "[" (the search finds
+# the link from the last "[" before its "]" instead) and its target none either (an unencoded "[" is rare in
+# a URL), so no run of the text is scanned from two starts; possessive quantifiers never give one back.
+_MARKDOWN_MARKUP = regex.compile(
+    r"^ {0,3}+(?:```|~~~++[ \t]*+[A-Za-z])|\[[^\[\]\n]++\]\((?:https?://|#|\.{0,2}/)[^)\s\[]*+\)",
+    regex.MULTILINE,
 )
 
 

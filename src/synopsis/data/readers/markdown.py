@@ -21,7 +21,7 @@ from markdown_it.token import Token
 from mdit_py_plugins.footnote import footnote_plugin
 from mdit_py_plugins.front_matter import front_matter_plugin
 
-from synopsis.document import Document, Paragraph, Section, current_budget
+from synopsis.document import Document, Paragraph, Section, budget_tick, current_budget
 from synopsis.text import SourceMap
 
 #: HTML elements that may stand inline (the block-level names come from markdown-it's CommonMark list). A
@@ -65,7 +65,14 @@ def _parser() -> MarkdownIt:
     for rule in parser.block.ruler.__rules__:
         if rule.name in _COUNTED_RULES:
             parser.block.ruler.at(rule.name, _counted(rule.fn, _COUNTED_RULES[rule.name]), {"alt": rule.alt})
+    # Inline parsing makes no block for a long run ("[" * 100000 took 4 s): the budget's clock runs there too.
+    parser.inline.ruler.before("text", "budget", _ticked)
     return parser
+
+
+def _ticked(state: Any, silent: bool) -> bool:
+    budget_tick()
+    return False  # never matches: the next rule reads the position
 
 
 def _counted(rule: Any, what: str) -> Any:

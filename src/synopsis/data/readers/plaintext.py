@@ -28,17 +28,25 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
+import regex
+
 from synopsis.document import Document, Paragraph, ParseBudget, Section, current_budget
 from synopsis.text import line_blocks, lines_blocks
 
 Line = tuple[str, int]  # a line with its start in the text
 
-_RULE = re.compile(r"^\s*([=\-~*#^+_])\1{2,}\s*$")
-_NUMBERED = re.compile(r"^\s{0,4}(\d{1,2}(?:\.\d{1,2}){0,3})\.?\s+(\S.*?)\s*$")
-_ITEM = re.compile(r"^\s*(?:[-*+•‣◦▪]|\d{1,3}(?:\.\d{1,3})*[.)])\s+\S")
-_PROMPT = re.compile(r"^\s*(?:\$|%|>>>|[A-Z]:\\>)\s+\S")
-_COMPILER = re.compile(r"^\s*[\w./+-]+\.\w{1,4}:(?:\d+:)*\s")
-_INDENT = re.compile(r"^([ \t]*)\S", re.MULTILINE)
+# Every pattern runs in time linear in its line (the `regex` module's possessive quantifiers: a run it took
+# is never given back to try again): a lazy ``.*?`` before ``\s*$`` took minutes on a line of 100,000
+# spaces, holding the GIL all along (issue 58). tests/test_hardening_round3.py checks each against the
+# patterns they replaced.
+_RULE = regex.compile(r"^\s*+([=\-~*#^+_])\1{2,}+\s*+$")
+# the heading's text: from its first non-space to the last on the line (what a lazy ".*?" found)
+_NUMBERED = regex.compile(r"^\s{0,4}+(\d{1,2}+(?:\.\d{1,2}+){0,3}+)\.?+\s++(\S(?:[^\S\n]*+\S)*+)\s*+$")
+_ITEM = regex.compile(r"^\s*+(?:[-*+•‣◦▪]|\d{1,3}+(?:\.\d{1,3}+)*+[.)])\s++\S")
+_PROMPT = regex.compile(r"^\s*+(?:\$|%|>>>|[A-Z]:\\>)\s++\S")
+_COMPILER = regex.compile(r"^\s*+[\w./+-]+\.\w{1,4}:(?:\d++:)*+\s")
+_INDENT = regex.compile(r"^([ \t]*+)\S", regex.MULTILINE)
+# (the patterns below are linear as they are: each scans its line once)
 _PAGE_NAME = re.compile(r"[\w.+-]+\(\d\w{0,4}\)")
 _BOX_RULE = re.compile(r"^\s*\*{10,}\s*$")
 _BOX_LINE = re.compile(r"^\s*\*[^*\n]*\*\s*$")
@@ -53,14 +61,14 @@ _COMMAND = re.compile(
     r"^\s*(?:make|g\+\+|gcc|cc|c\+\+|cpp|ld|clang\+*)(?::\s+\*\*\*|(?:\s+[^\s.!?]\S*){0,6}\s*$)"
 )
 _SENTENCE_INSIDE = re.compile(r"[.!?] [A-Z]")
-_CONTENTS = re.compile(r"^\s*(?:table of )?contents:?\s*$", re.IGNORECASE)
+_CONTENTS = regex.compile(r"^\s*+(?:table of )?contents:?\s*+$", regex.IGNORECASE)
 #: Longest heading, in words; up to :data:`LONG_HEADING_WORDS` when it is a block of its own (a numbered
 #: question of a FAQ may run over two lines).
 HEADING_WORDS = 16
 LONG_HEADING_WORDS = 28
 # A title of up to eight capitalised words and a period, then the clause: "Grant of Copyright License. ".
-_TITLED = re.compile(
-    r"^((?:[A-Z][\w'-]*[ ,]+(?:(?:of|and|or|the|to|for|in|a|an|on|with|by)\s+)*){0,7}[A-Z][\w'-]*)\.\s+"
+_TITLED = regex.compile(
+    r"^((?:[A-Z][\w'-]*+[ ,]++(?:(?:of|and|or|the|to|for|in|a|an|on|with|by)\s++)*+){0,7}[A-Z][\w'-]*+)\.\s+"
 )
 
 
@@ -394,7 +402,7 @@ def _is_console(line: str) -> bool:
     return bool(_PROMPT.match(line) or _COMPILER.match(line))
 
 
-_WORD = re.compile(r"^[\"'(“]*(?:[A-Za-z][A-Za-z'’-]*|\d+)[\"')”]*[,.;:!?]?[\"')”]*$")
+_WORD = regex.compile(r"^[\"'(“]*+(?:[A-Za-z][A-Za-z'’-]*+|\d++)[\"')”]*+[,.;:!?]?+[\"')”]*+$")
 
 
 def _reads_as_prose(lines: list[Line]) -> bool:

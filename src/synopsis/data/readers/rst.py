@@ -20,6 +20,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
+import regex
 from docutils import nodes
 from docutils.frontend import get_default_settings
 from docutils.parsers.rst import Parser
@@ -49,7 +50,11 @@ _CODE = (nodes.literal_block, nodes.doctest_block, nodes.math_block)
 #: Inline elements dropped with their markup: references to notes, inline targets without text, raw markup.
 _DROPPED_INLINE = (nodes.footnote_reference, nodes.citation_reference, nodes.raw, nodes.image)
 #: An unknown role's markup (Sphinx's ``:func:`name```, ```text <target>`:ref:``): the text it shows.
-_ROLE = re.compile(r"^(?::[\w.:+-]+:)?`(?P<text>.*?)(?:\s*<[^<>]*>)?`(?::[\w.:+-]+:)?$", re.DOTALL)
+#: Linear (issue 58): the target's spaces are scanned from the start of their run only, never again from
+#: each position the lazy text reaches (a role of 20,000 spaces took 0.35 s, 100,000 seconds).
+_ROLE = regex.compile(
+    r"^(?::[\w.:+-]+:)?`(?P<text>.*?)(?:(?<!\s)\s*+<[^<>]*+>)?`(?::[\w.:+-]+:)?$", regex.DOTALL
+)
 #: A text node's pieces: an escaped character (docutils marks the backslash as "\x00"), spaces, words.
 _PIECES = re.compile(r"\x00[\s\S]?|\s+|[^\s\x00]+")
 
