@@ -8,6 +8,7 @@ own generation settings (tests/helpers/hub.py); ``HF_HOME`` points at it and ``H
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -200,6 +201,34 @@ def test_a_local_directory_of_the_same_name_wins_and_a_revision_is_its_own_snaps
     other = put_in_cache(hub, "tiny-org/bart-sum", pegasus, revision="v2")
     local.rmdir()
     assert resolve_model("tiny-org/bart-sum", "v2") == other != resolve_model("tiny-org/bart-sum")
+
+
+def test_a_hub_name_without_an_organisation_resolves_as_huggingface_hub_does(
+    hub: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 61, item 2: ``t5-small``, as model cards and papers write the hub's canonical models, is found
+    in the cache as ``models--t5-small`` in every place a model is named; a local directory still wins."""
+    from synopsis.serve import parse_model_spec
+    from synopsis.summarizers import load_summarizer
+
+    snapshot = put_in_cache(hub, "t5-small", _snapshot(hub, "tiny-org/t5-prefix"))
+    document = tmp_path / "flood.txt"
+    document.write_text(TEXT + "\n")
+    assert resolve_model("t5-small") == snapshot
+    code, out, err = run_cli(capsys, "summarize", document, "--model", "t5-small")
+    assert code == 0, err
+    assert out.strip() == _generate(snapshot, TEXT)
+    assert load_summarizer(model="t5-small", device="cpu").summarize([TEXT]) == [out.strip()]
+    assert parse_model_spec("small=t5-small") == ("small", snapshot)
+    code, out, err = run_cli(capsys, "train", "seq2seq", "--model", "t5-small", "--dry-run")
+    assert code == 0 and "t5" in out, err
+    absent = run_cli(capsys, "summarize", document, "--model", "t5-absent")
+    one_line_error(absent[0], absent[2], "t5-absent", "offline")
+    one_line_error(*run_cli(capsys, "summarize", document, "-m", "lead-3")[::2], "-m is --model")
+    local = tmp_path / "t5-small"
+    shutil.copytree(_snapshot(hub, "tiny-org/bart-sum"), local)
+    monkeypatch.chdir(tmp_path)
+    assert resolve_model("t5-small") == Path("t5-small")  # a local directory of that name wins
 
 
 # ---------------------------------------------------------------------------- refusals, one line each

@@ -65,7 +65,7 @@ def summarize(
         "--model",
         "-m",
         help="Model directory (a pointer-generator or a Hugging Face checkpoint), or a Hugging Face hub id "
-        "(org/name, e.g. facebook/bart-large-cnn: from the hub cache, downloaded when online).",
+        "(org/name or name: facebook/bart-large-cnn, t5-small; from the hub cache, downloaded when online).",
     ),
     revision: str | None = revision_option(),
     instruction: list[str] | None = typer.Option(
