@@ -203,6 +203,42 @@ def test_a_local_directory_of_the_same_name_wins_and_a_revision_is_its_own_snaps
     assert resolve_model("tiny-org/bart-sum", "v2") == other != resolve_model("tiny-org/bart-sum")
 
 
+def test_the_library_sorts_many_documents_by_length_into_batches_as_the_cli_batches(
+    hub: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 61, item 5: one ``summarize()`` call of 20 documents padded them all to the longest in one
+    call; it makes calls of at most 16 (the CLI's batch), longest first, each padded to its own, with the
+    CLI's summaries."""
+    from synopsis.summarizers import load_summarizer
+
+    sentences = TEXT.split(". ")
+    texts = [". ".join(sentences[: 1 + i % 3]) + ". " + "More rain fell. " * (i % 7) for i in range(20)]
+    summarizer = load_summarizer(model="tiny-org/bart-sum", device="cpu")
+    widths: list[list[int]] = []
+    generate = summarizer.model.generate
+
+    def spy(**kwargs: object) -> object:
+        mask = kwargs["attention_mask"]
+        widths.append([int(mask.shape[1]), *mask.sum(dim=1).tolist()])
+        return generate(**kwargs)
+
+    monkeypatch.setattr(summarizer.model, "generate", spy)
+    library = summarizer.summarize(texts)
+    assert [len(w) - 1 for w in widths] == [16, 4]
+    assert min(widths[0][1:]) >= max(widths[1][1:])  # the longest first, so each call pads to its own
+    assert widths[1][0] == max(widths[1][1:]) < widths[0][0]
+    widths.clear()
+    assert summarizer.summarize(texts, batch_size=20) == library and len(widths) == 1  # as asked: one call
+    corpus = tmp_path / "texts.jsonl"
+    corpus.write_text("".join(json.dumps({"id": str(i), "text": t}) + "\n" for i, t in enumerate(texts)))
+    code, out, err = run_cli(
+        capsys, "summarize", "--corpus", "jsonl", corpus, "--model", "tiny-org/bart-sum", "--by", "document",
+        "--output-format", "jsonl",
+    )  # fmt: skip
+    assert code == 0, err
+    assert [json.loads(line)["prediction"] for line in out.splitlines()] == library
+
+
 def test_a_hub_name_without_an_organisation_resolves_as_huggingface_hub_does(
     hub: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -299,7 +299,7 @@ def _call(batch: list[BatchItem]) -> tuple[list[Any], float]:
     else:
         if all(instruction is None for instruction in instructions):
             instructions = None  # as the CLI passes plain summaries
-        out = summarizer.summarize(documents, instructions)
+        out = summarizer.summarize(documents, instructions, batch_size=len(documents))  # the batcher's call
     return out, round(1000 * (time.perf_counter() - begin), 2)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -110,13 +111,37 @@ class Summarizer(ModelPlacement, ABC):
         documents: Sequence[Document | str],
         instructions: Sequence[str | None] | None = None,
         references: Sequence[Sequence[str]] | None = None,
+        *,
+        batch_size: int | None = None,
     ) -> list[str]:
         """One summary per document (a :class:`Document`, or plain text: read as
-        :meth:`Document.from_text` reads it); the batch is checked here, once for every method."""
+        :meth:`Document.from_text` reads it); the batch is checked here, once for every method.
+
+        A model reads ``batch_size`` documents per call at most (default: the batch size of an enclosing
+        call, else :data:`DEFAULT_BATCH_SIZE`, ``synopsis summarize``'s batch; extractive methods: all at
+        once), sorted by length (:meth:`input_length`, :func:`length_batches`), so one call of many
+        documents pads each to its neighbours' length, not to the longest of all."""
         checked = self.check_batch(documents, instructions, references)
         if not documents:
             return []
-        return self._summarize_batch(as_documents(documents), checked, references)
+        if batch_size is not None and batch_size < 1:
+            raise InputError(f"batch_size must be >= 1, got {batch_size}")
+        docs = as_documents(documents)
+        size = batch_size or _BATCH_SIZE.get() or (None if self.extractive else DEFAULT_BATCH_SIZE)
+        token = _BATCH_SIZE.set(size)  # a summarizer that hands documents on (the default) keeps the size
+        try:
+            if size is None or len(docs) <= size:
+                return self._summarize_batch(docs, checked, references)
+            out = [""] * len(docs)
+            lengths = [self.input_length(" ".join(s.text for s in d.sentences)) for d in docs]
+            for rows in length_batches(lengths, size):
+                refs = None if references is None else [references[i] for i in rows]
+                made = self._summarize_batch([docs[i] for i in rows], [checked[i] for i in rows], refs)
+                for row, summary in zip(rows, made, strict=True):
+                    out[row] = summary
+            return out
+        finally:
+            _BATCH_SIZE.reset(token)
 
     @abstractmethod
     def _summarize_batch(
@@ -197,7 +222,7 @@ class Summarizer(ModelPlacement, ABC):
         where their words came from (extractive selection, the pointer-generator's attention) override it. A
         subtree window (a model that reads the section tree) is given as its section's subtree."""
         documents = [window_document(w) if w.subtree else Document.from_sentences(w.texts) for w in windows]
-        predictions = self.summarize(documents, instructions)
+        predictions = self.summarize(documents, instructions, batch_size=max(1, len(documents)))  # one call
         out = []
         for window, prediction in zip(windows, predictions, strict=True):
             sentences = [s for line in prediction.split("\n") for s in split_sentences(line)]
@@ -240,6 +265,20 @@ class Summarizer(ModelPlacement, ABC):
         if references is not None and len(references) != len(documents):
             raise InputError(f"got {len(references)} reference lists for {len(documents)} documents")
         return list(instructions)
+
+
+#: Documents per model call when the caller does not say (``synopsis summarize``'s ``--batch-size`` for a
+#: neural model, the runner's, the library's :meth:`Summarizer.summarize`).
+DEFAULT_BATCH_SIZE = 16
+#: The batch size of the :meth:`Summarizer.summarize` call in progress, for the calls it makes in turn.
+_BATCH_SIZE: ContextVar[int | None] = ContextVar("batch_size", default=None)
+
+
+def length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+    """Positions ``0..len(lengths)-1`` in batches of at most ``batch_size``, longest first (ties in order):
+    each batch pads to lengths close to its own, and a batch too large for memory fails first."""
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
 
 
 def as_documents(documents: Sequence[Document | str]) -> list[Document]:

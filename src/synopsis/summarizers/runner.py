@@ -23,7 +23,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from synopsis.data.readers.base import read_input
 from synopsis.document import Document
 from synopsis.errors import InputError
 from synopsis.io import check_file
+from synopsis.summarizers.base import DEFAULT_BATCH_SIZE
 from synopsis.summarizers.citing import aligned_sentences, source_words
 from synopsis.summarizers.sections import (
     DEFAULT_MAX_WORDS,
@@ -54,8 +55,6 @@ DEFAULT_BY = "auto"
 #: Only our Document JSON nests without bound; deeper trees are refused rather than risking the recursion
 #: limits of the JSON parser and encoder.
 MAX_DEPTH = 100
-#: Summaries (documents or windows) per model call when the caller does not say.
-DEFAULT_BATCH_SIZE = 16
 
 Offsets = list[tuple[int, int] | None]
 log = logging.getLogger(__name__)
@@ -327,7 +326,9 @@ class SummarizeRunner:
 
     def _drive(self, calls: Generator[DocumentsCall, list[str], list[Summary]]) -> list[Summary]:
         """Run a :meth:`_by_document` generator with blocking model calls."""
-        summarize = self._summarize_documents or self.summarizer.summarize
+        # the runner's batch is one model call (the library's summarize() would cut it to its default)
+        own = partial(self.summarizer.summarize, batch_size=self.batch_size)
+        summarize = self._summarize_documents or own
         try:
             call = next(calls)
             while True:
