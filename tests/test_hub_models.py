@@ -91,6 +91,67 @@ def test_a_hub_name_summarizes_as_generate_does_with_the_checkpoints_own_default
     assert summarizer.input_capacity() == MAX_INPUT - summarizer.SPECIAL_TOKEN_ROOM  # the model's own input
 
 
+@pytest.mark.parametrize("repo_id", ["tiny-org/bart-sum", "tiny-org/pegasus-sum"])
+def test_the_tokenizer_reads_the_text_as_written(
+    hub: Path, repo_id: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 61, item 1: with two spaces after each sentence (and a line break inside one) the CLI,
+    the library and the service gave BART other ids than ``tokenizer(text)``: the sentences were re-joined
+    with one space. A byte-level BPE encodes every space; the tokenizer sees the text as written."""
+    from fastapi.testclient import TestClient
+
+    from synopsis.serve import ServeSettings, build_registry, create_app
+    from synopsis.summarizers import load_summarizer
+    from synopsis.summarizers.runner import read_source
+
+    snapshot = _snapshot(hub, repo_id)
+    tokenizer = AutoTokenizer.from_pretrained(snapshot)
+    sentences = [s.rstrip(".") + "." for s in TEXT.split(". ")]
+    broken = sentences[0] + "  " + sentences[1].replace(" were ", " were\n")  # a line break inside
+    texts = ["  ".join(sentences), "  ".join(sentences[:2]), "   ".join(sentences * 4), broken,
+             "\t ".join(sentences[1:])]  # fmt: skip
+    summarizer = load_summarizer(model=repo_id, device="cpu")
+    registry = build_registry({"m": snapshot}, builtin=False, warm_up=False, device="cpu")
+    with TestClient(create_app(registry, ServeSettings())) as client:
+        for i, text in enumerate(texts):
+            document = tmp_path / f"spaced{i}.txt"
+            document.write_text(text + "\n")
+            expected = _generate(snapshot, text)
+            (encoding,) = summarizer.inputs.encode_sources([read_source(document).document])
+            assert encoding.input_ids == tokenizer(text, truncation=True)["input_ids"], text
+            code, out, err = run_cli(capsys, "summarize", document, "--model", repo_id, "--by", "document")
+            assert code == 0, err
+            assert out.strip() == expected, text
+            assert summarizer.summarize([text]) == [expected]
+            body = {"document": text, "model": "m", "by": "document"}
+            answer = client.post("/v1/summarize", json=body)
+            assert answer.status_code == 200 and answer.json()["summaries"][0]["summary"] == expected
+
+
+def test_by_section_each_window_is_read_as_written(
+    hub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 61, item 1, by section: each window's text is its section's as the file writes it."""
+    from synopsis.summarizers import load_summarizer
+    from synopsis.summarizers.runner import SummarizeRunner
+
+    bodies = {name: "  ".join([TEXT.replace(". ", ".  ")] * 2) for name in ("Rain", "Roads")}
+    bodies["Roads"] = bodies["Roads"].replace(" were ", " were\n")
+    document = tmp_path / "spaced.md"
+    document.write_text("".join(f"# {name}\n\n{body}\n\n" for name, body in bodies.items()))
+    summarizer = load_summarizer(model="tiny-org/bart-sum", device="cpu")
+    read: list[str] = []
+    encode = summarizer.inputs.encode_sources
+
+    def spy(documents: list, instructions: object = None) -> object:
+        read.extend(summarizer.inputs.source_text(d) for d in documents)
+        return encode(documents, instructions)
+
+    monkeypatch.setattr(summarizer.inputs, "encode_sources", spy)
+    (summary,) = SummarizeRunner(summarizer, by="section").run(document)
+    assert read == list(bodies.values()) and len(summary.result.sections) == 2
+
+
 def test_a_flag_the_user_sets_wins_over_the_checkpoints_generation_config(
     hub: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -60,9 +60,7 @@ class Job:
         return self.runner.run_items([self.request.items[i] for i in rows], hooks)
 
     def _summarize(self, documents: list[Any], instructions: Any, references: Any = None) -> list[str]:
-        size = self.batch_size  # the runner's batch is one model call
-        made = self.summarizer.summarize(documents, instructions, references, batch_size=size)
-        return self.check_not_blank(made)
+        return self.check_not_blank(self.summarizer.summarize(documents, instructions, references))
 
     def check_not_blank(self, predictions: list[str]) -> list[str]:
         """An all-empty first batch from a model means untrained or corrupt weights: stop the run before it

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import lru_cache
@@ -28,6 +29,7 @@ from synopsis.summarizers.sections import (
     DocumentSummary,
     SummarySentence,
     Window,
+    flat_document,
     summarize_by_section,
     window_document,
 )
@@ -128,20 +130,18 @@ class Summarizer(ModelPlacement, ABC):
             raise InputError(f"batch_size must be >= 1, got {batch_size}")
         docs = as_documents(documents)
         size = batch_size or _BATCH_SIZE.get() or (None if self.extractive else DEFAULT_BATCH_SIZE)
-        token = _BATCH_SIZE.set(size)  # a summarizer that hands documents on (the default) keeps the size
-        try:
-            if size is None or len(docs) <= size:
+        if size is None or len(docs) <= size:
+            with batch_size_in_force(size or len(docs)):
                 return self._summarize_batch(docs, checked, references)
-            out = [""] * len(docs)
-            lengths = [self.input_length(" ".join(s.text for s in d.sentences)) for d in docs]
-            for rows in length_batches(lengths, size):
-                refs = None if references is None else [references[i] for i in rows]
+        out = [""] * len(docs)
+        lengths = [self.input_length(" ".join(s.text for s in d.sentences)) for d in docs]
+        for rows in length_batches(lengths, size):
+            refs = None if references is None else [references[i] for i in rows]
+            with batch_size_in_force(size):
                 made = self._summarize_batch([docs[i] for i in rows], [checked[i] for i in rows], refs)
-                for row, summary in zip(rows, made, strict=True):
-                    out[row] = summary
-            return out
-        finally:
-            _BATCH_SIZE.reset(token)
+            for row, summary in zip(rows, made, strict=True):
+                out[row] = summary
+        return out
 
     @abstractmethod
     def _summarize_batch(
@@ -221,8 +221,9 @@ class Summarizer(ModelPlacement, ABC):
         This default summarizes each window as a document and cites by lexical alignment; methods that know
         where their words came from (extractive selection, the pointer-generator's attention) override it. A
         subtree window (a model that reads the section tree) is given as its section's subtree."""
-        documents = [window_document(w) if w.subtree else Document.from_sentences(w.texts) for w in windows]
-        predictions = self.summarize(documents, instructions, batch_size=max(1, len(documents)))  # one call
+        documents = [window_document(w) if w.subtree else flat_document(w) for w in windows]
+        with batch_size_in_force(max(1, len(documents))):  # the caller's batch of windows is one call
+            predictions = self.summarize(documents, instructions)
         out = []
         for window, prediction in zip(windows, predictions, strict=True):
             sentences = [s for line in prediction.split("\n") for s in split_sentences(line)]
@@ -270,8 +271,21 @@ class Summarizer(ModelPlacement, ABC):
 #: Documents per model call when the caller does not say (``synopsis summarize``'s ``--batch-size`` for a
 #: neural model, the runner's, the library's :meth:`Summarizer.summarize`).
 DEFAULT_BATCH_SIZE = 16
-#: The batch size of the :meth:`Summarizer.summarize` call in progress, for the calls it makes in turn.
+#: The batch size in force (:func:`batch_size_in_force`), for the :meth:`Summarizer.summarize` calls made
+#: within it.
 _BATCH_SIZE: ContextVar[int | None] = ContextVar("batch_size", default=None)
+
+
+@contextmanager
+def batch_size_in_force(batch_size: int) -> Iterator[None]:
+    """Within the block, :meth:`Summarizer.summarize` calls that do not say read ``batch_size`` documents per
+    model call: a caller that made its own batch (the runner, the service's batcher, a batch of windows)
+    keeps it as one call, and a summarizer that hands documents on (the default) keeps the caller's size."""
+    token = _BATCH_SIZE.set(batch_size)
+    try:
+        yield
+    finally:
+        _BATCH_SIZE.reset(token)
 
 
 def length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
@@ -283,8 +297,9 @@ def length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
 
 def as_documents(documents: Sequence[Document | str]) -> list[Document]:
     """A batch as Documents: plain text (``str``) is read as :meth:`Document.from_text` reads it (paragraphs
-    at blank lines, sentences split), so the library takes what a user has at hand."""
-    return [Document.from_text(d) if isinstance(d, str) else d for d in documents]
+    at blank lines, sentences split, with their spans, so that a model reads the text as written), so the
+    library takes what a user has at hand."""
+    return [Document.from_text(d, spans=True) if isinstance(d, str) else d for d in documents]
 
 
 #: the precisions ``dtype=`` / ``--dtype`` take for inference, by name

@@ -23,17 +23,17 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property, partial
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from synopsis.config import NO_DECODING, DecodingOptions
-from synopsis.data.readers import parse_document
+from synopsis.data.readers import SPANNED_FORMATS, parse_document
 from synopsis.data.readers.base import read_input
 from synopsis.document import Document
 from synopsis.errors import InputError
 from synopsis.io import check_file
-from synopsis.summarizers.base import DEFAULT_BATCH_SIZE
+from synopsis.summarizers.base import DEFAULT_BATCH_SIZE, batch_size_in_force
 from synopsis.summarizers.citing import aligned_sentences, source_words
 from synopsis.summarizers.sections import (
     DEFAULT_MAX_WORDS,
@@ -85,7 +85,7 @@ def sentence_offsets(document: Document, format: str) -> Offsets | None:  # noqa
     """The character offsets of ``document``'s sentences in the text it was read from, for text and
     Markdown: the spans the reader carried from parsing (:attr:`synopsis.document.Sentence.start`; other
     formats rebuild their text, so they have none)."""
-    if format not in ("text", "markdown"):
+    if format not in SPANNED_FORMATS:
         return None
     return [None if s.start is None or s.end is None else (s.start, s.end) for s in document.sentences]
 
@@ -326,15 +326,15 @@ class SummarizeRunner:
 
     def _drive(self, calls: Generator[DocumentsCall, list[str], list[Summary]]) -> list[Summary]:
         """Run a :meth:`_by_document` generator with blocking model calls."""
+        summarize = self._summarize_documents or self.summarizer.summarize
         # the runner's batch is one model call (the library's summarize() would cut it to its default)
-        own = partial(self.summarizer.summarize, batch_size=self.batch_size)
-        summarize = self._summarize_documents or own
-        try:
-            call = next(calls)
-            while True:
-                call = calls.send(_call(summarize, call))
-        except StopIteration as done:
-            return done.value
+        with batch_size_in_force(self.batch_size):
+            try:
+                call = next(calls)
+                while True:
+                    call = calls.send(_call(summarize, call))
+            except StopIteration as done:
+                return done.value
 
     async def run_items_async(
         self,

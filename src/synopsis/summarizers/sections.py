@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from synopsis.document import Document, Section
+from synopsis.document import Document, Paragraph, Section
 from synopsis.errors import InputError, SynopsisError
 from synopsis.text import content_words
 
@@ -194,6 +194,20 @@ class Window:
     #: ``nodes[i]``: the section holding ``sources[i]`` (``section`` or, for a subtree window, a descendant)
     nodes: list[Section] = field(default_factory=list)
     subtree: bool = False  # read as its section's subtree (:func:`window_document`), not as a flat text
+    #: the text its document was read from, which its sources' ``start``/``end`` index (``None``: unknown)
+    source: str | None = None
+
+
+def flat_document(window: Window) -> Document:
+    """The window as one paragraph of its sentences, each with its span where the source is known, so that a
+    model reads the whitespace between them as written (:meth:`Document.written_gap`)."""
+    spans = [
+        (s.start, s.end) if s.start is not None and s.end is not None and text == s.text else None
+        for s, text in zip(window.sources, window.texts, strict=True)
+    ]
+    if window.source is None or not any(spans):
+        return Document.from_sentences(window.texts)
+    return Document(Section(paragraphs=[Paragraph(window.texts, spans=spans)]), source=window.source)
 
 
 def window_document(window: Window) -> Document:
@@ -298,7 +312,8 @@ def plan_windows(
         if capacity is None:
             flat = [s for p in paragraphs for s in p]
             nodes = [o for o, p in zip(owners, paragraphs, strict=True) for _ in p]
-            windows.append(Window(position, node, path, flat, [s.text for s in flat], pseudo, nodes, subtree))
+            texts = [s.text for s in flat]
+            windows.append(Window(position, node, path, flat, texts, pseudo, nodes, subtree, document.source))
             continue
         sizes = [[max(1, length(s.text)) for s in p] for p in paragraphs]
         room = capacity
@@ -312,7 +327,7 @@ def plan_windows(
                         up = up.parent
         made, pieces = _pack(
             paragraphs, sizes, owners, room,
-            lambda: Window(position, node, path, [], [], pseudo, [], subtree),  # noqa: B023 - called here
+            lambda: Window(position, node, path, [], [], pseudo, [], subtree, document.source),  # noqa: B023
         )  # fmt: skip
         windows += made
         split += pieces
