@@ -51,7 +51,7 @@ from typing import Any
 from synopsis.document import Document
 from synopsis.serve.pool import QueueFullError
 from synopsis.summarizers import Summarizer
-from synopsis.summarizers.base import batch_size_in_force
+from synopsis.summarizers.batches import batch_size_in_force
 from synopsis.summarizers.sections import Window
 
 logger = logging.getLogger("synopsis.serve")

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -23,6 +21,12 @@ from synopsis.config import DECODING_OPTIONS, DecodingOptions
 from synopsis.document import Document
 from synopsis.errors import ConfigError, InputError
 from synopsis.sharding import resolve_device
+from synopsis.summarizers.batches import (
+    DEFAULT_BATCH_SIZE,
+    batch_size_in_force,
+    batch_size_wanted,
+    length_batches,
+)
 from synopsis.summarizers.citing import aligned_sentences
 from synopsis.summarizers.sections import (
     DEFAULT_MAX_WORDS,
@@ -129,7 +133,7 @@ class Summarizer(ModelPlacement, ABC):
         if batch_size is not None and batch_size < 1:
             raise InputError(f"batch_size must be >= 1, got {batch_size}")
         docs = as_documents(documents)
-        size = batch_size or _BATCH_SIZE.get() or (None if self.extractive else DEFAULT_BATCH_SIZE)
+        size = batch_size or batch_size_wanted() or (None if self.extractive else DEFAULT_BATCH_SIZE)
         if size is None or len(docs) <= size:
             with batch_size_in_force(size or len(docs)):
                 return self._summarize_batch(docs, checked, references)
@@ -266,33 +270,6 @@ class Summarizer(ModelPlacement, ABC):
         if references is not None and len(references) != len(documents):
             raise InputError(f"got {len(references)} reference lists for {len(documents)} documents")
         return list(instructions)
-
-
-#: Documents per model call when the caller does not say (``synopsis summarize``'s ``--batch-size`` for a
-#: neural model, the runner's, the library's :meth:`Summarizer.summarize`).
-DEFAULT_BATCH_SIZE = 16
-#: The batch size in force (:func:`batch_size_in_force`), for the :meth:`Summarizer.summarize` calls made
-#: within it.
-_BATCH_SIZE: ContextVar[int | None] = ContextVar("batch_size", default=None)
-
-
-@contextmanager
-def batch_size_in_force(batch_size: int) -> Iterator[None]:
-    """Within the block, :meth:`Summarizer.summarize` calls that do not say read ``batch_size`` documents per
-    model call: a caller that made its own batch (the runner, the service's batcher, a batch of windows)
-    keeps it as one call, and a summarizer that hands documents on (the default) keeps the caller's size."""
-    token = _BATCH_SIZE.set(batch_size)
-    try:
-        yield
-    finally:
-        _BATCH_SIZE.reset(token)
-
-
-def length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
-    """Positions ``0..len(lengths)-1`` in batches of at most ``batch_size``, longest first (ties in order):
-    each batch pads to lengths close to its own, and a batch too large for memory fails first."""
-    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
-    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
 
 
 def as_documents(documents: Sequence[Document | str]) -> list[Document]:

@@ -33,7 +33,7 @@ from synopsis.data.readers.base import read_input
 from synopsis.document import Document
 from synopsis.errors import InputError
 from synopsis.io import check_file
-from synopsis.summarizers.base import DEFAULT_BATCH_SIZE, batch_size_in_force
+from synopsis.summarizers.batches import DEFAULT_BATCH_SIZE, batch_size_in_force
 from synopsis.summarizers.citing import aligned_sentences, source_words
 from synopsis.summarizers.sections import (
     DEFAULT_MAX_WORDS,

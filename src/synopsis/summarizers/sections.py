@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from synopsis.document import Document, Paragraph, Section
 from synopsis.errors import InputError, SynopsisError
+from synopsis.summarizers.batches import window_batches
 from synopsis.text import content_words
 
 logger = logging.getLogger(__name__)
@@ -521,10 +522,10 @@ def summarize_by_section(
             counts = left[window.document]
             counts[window.section.index] = counts.get(window.section.index, 0) + 1
 
-    for start in range(0, len(windows), batch_size):
+    for start, stop in window_batches(windows, batch_size, streaming=on_section is not None):
         if cancelled is not None and cancelled():
             raise Cancelled(f"cancelled with {len(windows) - start} of {len(windows)} windows left")
-        batch = windows[start : start + batch_size]
+        batch = windows[start:stop]
         results = summarize_windows(batch, [instructions[w.document] for w in batch])
         for window, sentences in zip(batch, results, strict=True):
             _, nodes, _ = trees[window.document]
@@ -538,7 +539,7 @@ def summarize_by_section(
                 nodes[window.section.index].summary.extend(sentences)
                 left[window.document][window.section.index] -= 1
         if progress is not None:
-            progress(min(start + batch_size, len(windows)), len(windows))
+            progress(stop, len(windows))
         if on_section is not None:
             for d in range(len(documents)):
                 emitted[d] = _emit(d, orders[d], emitted[d], trees[d][0], index_of[d], left[d], on_section)
