@@ -304,7 +304,7 @@ def test_a_by_section_request_whose_client_left_is_never_computed() -> None:
                     + f"Content-Length: {len(payload)}\r\n\r\n".encode()
                     + payload
                 )
-                _wait_for(lambda: queue.waiting(windows=True) == 1)  # its first call (its first section) waits
+                _wait_for(lambda: queue.waiting(windows=True) == 1)  # its first call (one section) waits
             _wait_for(lambda: queue.waiting(windows=True) == 0)  # hung up: withdrawn
         finally:
             gate.set()

@@ -180,7 +180,8 @@ def summarize(
             )  # fmt: skip
             job = _prepare(shard, run, spec, Wanted(by, max_words, form))
             if output is not None:  # --resume continues only an output of the same options and input
-                record = run_record(spec, by, max_words, run.instructions)
+                decodes = job.runner.summarizer.describe().backend  # --backend auto: what it chose
+                record = run_record(spec, by, max_words, run.instructions, decodes)
                 check_resume(output, resume, record, job.ids, write=shard.is_main, jsonl=form == "jsonl")
         _write(job, output, resume, shard, outline)
 
@@ -219,7 +220,7 @@ class ModelSpec:
     threads: int | None
     decoding: DecodingOptions
     device: Any = "auto"  #: a ``torch.device`` (:func:`process_device`), or ``auto``
-    backend: str = "torch"  #: ``--backend``: torch (generate()) or ctranslate2
+    backend: str = "auto"  #: ``--backend``: auto, torch (generate()) or ctranslate2
     compute_type: str | None = None  #: ``--compute-type`` of the ctranslate2 backend
 
     def load(self) -> Summarizer:
