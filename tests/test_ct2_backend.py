@@ -332,32 +332,76 @@ def test_both_backends_write_the_same_tokens_when_the_minimum_is_the_maximum(
     assert ct2_side == torch_side and all(torch_side)
 
 
+def _with_generation(source: Path, directory: Path, eos_bias: float = 0.0, **settings: Any) -> Path:
+    """A copy of ``source`` with ``settings`` in its generation config, its EOS logit raised by ``eos_bias``
+    (so that beams end at different lengths, as a trained model's do)."""
+    import torch
+    from transformers import AutoModelForSeq2SeqLM
+
+    shutil.copytree(source, directory, ignore=shutil.ignore_patterns(ct2.CACHE_DIR))
+    model = AutoModelForSeq2SeqLM.from_pretrained(directory)
+    with torch.no_grad():
+        model.final_logits_bias[0, model.config.eos_token_id] += eos_bias
+    model.generation_config.update(**settings)
+    model.save_pretrained(directory)
+    return directory
+
+
+def test_ctranslate2_ends_beam_search_as_early_stopping_true_does(
+    bart_dir: Path, tmp_path: Path, shared_data: Path
+) -> None:
+    """Issue 61, item 4b: where beams end at different lengths, CTranslate2 writes generate()'s tokens
+    under ``early_stopping=True`` and not under generate()'s default (False: it searches on after
+    num_beams hypotheses end, CTranslate2 stops); the issue's n-gram case is this one, since banned
+    n-grams make beams end early. ``auto`` takes torch there."""
+    from synopsis.data.readers import read_corpus
+
+    examples = read_corpus("scitldr", shared_data / "scitldr", split="dev")
+    documents = [example.document for _, example in zip(range(12), examples, strict=False)]
+    options = {"num_beams": 4, "max_length": 24, "length_penalty": 2.0, "max_source_length": 48}
+    same = {}
+    for early_stopping in (True, False):
+        model = _with_generation(
+            bart_dir, tmp_path / str(early_stopping), 6.0, num_beams=4, early_stopping=early_stopping
+        )
+        torch_side = load_summarizer(model=model, backend="torch", **options).summarize(documents)
+        ct2_side = load_summarizer(model=model, backend="ctranslate2", **options).summarize(documents)
+        assert len({len(s.split()) for s in torch_side}) > 3  # beams end at many lengths
+        same[early_stopping] = sum(a == b for a, b in zip(torch_side, ct2_side, strict=True))
+        chosen = load_summarizer(model=model, **options).describe().backend
+        assert chosen == ("ctranslate2" if early_stopping else "torch")
+    assert same[True] == len(documents) > same[False]
+
+
 def test_auto_decodes_on_ctranslate2_exactly_where_it_writes_generates_tokens(
     bart_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Issue 61, item 4: ``--backend auto`` is the default: CTranslate2 for a stock checkpoint when it is
-    installed and the options are ones where it writes generate()'s tokens (greedy, beams without n-gram
-    blocking), torch otherwise; decided again for another set of options, with the same summaries as torch."""
+    installed and the options are ones where it writes generate()'s tokens (greedy; beams under
+    ``early_stopping=True`` without n-gram blocking), torch otherwise; decided again for another set of
+    options, with the same summaries as torch."""
     from synopsis.models.seq2seq import convert_checkpoint
     from synopsis.summarizers import backends
 
-    torch_side = load_summarizer(model=bart_dir, backend="torch")
+    model = _with_generation(bart_dir, tmp_path / "stops", early_stopping=True, num_beams=2)
+    torch_side = load_summarizer(model=model, backend="torch")
     with caplog.at_level("INFO", logger="synopsis"):
-        auto = load_summarizer(model=bart_dir)
+        auto = load_summarizer(model=model)
     assert auto.describe().backend == "ctranslate2" and "--backend auto: ctranslate2" in caplog.text
     assert auto.summarize(DOCUMENTS) == torch_side.summarize(DOCUMENTS)
-    for options, expected in (({"num_beams": 3}, "ctranslate2"), ({"no_repeat_ngram_size": 2}, "ctranslate2"),
+    for options, expected in (({"num_beams": 1, "no_repeat_ngram_size": 2}, "ctranslate2"),
+                              ({"num_beams": 3}, "ctranslate2"), ({"length_penalty": 0.0}, "torch"),
                               ({"num_beams": 3, "no_repeat_ngram_size": 2}, "torch")):  # fmt: skip
         chosen = auto.with_options(**options)
         assert chosen.describe().backend == expected, options
         assert chosen.summarize(DOCUMENTS) == torch_side.with_options(**options).summarize(DOCUMENTS)
         assert chosen.with_options(num_beams=1).describe().backend == "ctranslate2"  # decided again
-    assert load_summarizer(model=bart_dir, num_beams=3, no_repeat_ngram_size=2).describe().backend == "torch"
-    assert load_summarizer(model=bart_dir, dtype="fp32").describe().backend == "torch"  # --dtype is torch's
+    assert load_summarizer(model=bart_dir, num_beams=3).describe().backend == "torch"  # early_stopping False
+    assert load_summarizer(model=model, dtype="fp32").describe().backend == "torch"  # --dtype is torch's
     hibrids = convert_checkpoint("hibrids", bart_dir, tmp_path / "hibrids")
     assert load_summarizer(model=hibrids).describe().backend == "torch"  # a method CTranslate2 lacks
     monkeypatch.setattr(backends, "ctranslate2_installed", lambda: False)
-    assert load_summarizer(model=bart_dir).describe().backend == "torch"  # without the ct2 extra
+    assert load_summarizer(model=model).describe().backend == "torch"  # without the ct2 extra
 
 
 def test_autos_choice_is_in_the_run_record_and_the_answer(
@@ -373,7 +417,7 @@ def test_autos_choice_is_in_the_run_record_and_the_answer(
     document = tmp_path / "doc.txt"
     document.write_text(" ".join(s.text for d in DOCUMENTS for s in d.sentences) + "\n")
     records = {}
-    runs = {"fast": ["--num-beams", "2"], "ngram": ["--num-beams", "2", "--no-repeat-ngram-size", "2"]}
+    runs = {"fast": ["--num-beams", "1"], "ngram": ["--num-beams", "2", "--no-repeat-ngram-size", "2"]}
     for name, flags in runs.items():
         out = tmp_path / f"{name}.jsonl"
         code, _, err = run_cli(capsys, "summarize", document, "--model", t5_dir, *flags, "-o", out,
@@ -384,7 +428,7 @@ def test_autos_choice_is_in_the_run_record_and_the_answer(
     registry = build_registry({"t5": str(t5_dir)}, builtin=False, warm_up=False)  # --backend auto
     assert registry.get("t5").public()["backend"] == "ctranslate2"
     with TestClient(create_app(registry, ServeSettings())) as client:
-        fast = _post(client, {"num_beams": 2})
+        fast = _post(client, {"num_beams": 1})
         ngram = _post(client, {"num_beams": 2, "no_repeat_ngram_size": 2})
     assert fast.json()["backend"] == "ctranslate2" and ngram.json()["backend"] == "torch"
     expected = json.loads((tmp_path / "fast.jsonl").read_text())["prediction"]

@@ -258,15 +258,31 @@ def differs_from_generate(
     """Why CTranslate2 would not write ``generate()``'s tokens with these settings (the checkpoint's
     generation config and the caller's options on top), in a few words; ``None`` where it writes them (the
     settings tests/test_ct2_backend.py holds equal). What it cannot honour at all (:func:`translate_options`
-    refuses it) is a reason too. Under beam search, n-gram blocking is one: CTranslate2 bans the n-grams on
-    the logits, before its log-softmax, so the allowed tokens' probabilities are renormalized, where plain
-    ``generate()`` bans them after its log-softmax (docs/results/decoding.md says what else differs)."""
+    refuses it) is a reason, and under beam search (docs/results/decoding.md has the measurements):
+
+    * n-gram blocking: CTranslate2 bans the n-grams on the logits, before its log-softmax, so the allowed
+      tokens' probabilities are renormalized; ``generate()`` bans them after its log-softmax;
+    * ``early_stopping`` other than ``True``: ``generate()``'s default keeps searching after ``num_beams``
+      hypotheses have ended, until no running beam can beat them; CTranslate2 stops when ``num_beams`` have
+      ended (``patience`` 1: ``early_stopping=True``'s rule);
+    * ``length_penalty`` 0: CTranslate2 then stops as soon as its best beam ends."""
     try:
         options, _ = translate_options(generation_config, decoding, max_positions)
     except ConfigError as err:
         return str(err)
-    if options["beam_size"] > 1 and options["no_repeat_ngram_size"] > 0:
+    if options["beam_size"] == 1:
+        return None
+    if options["no_repeat_ngram_size"] > 0:
         return "no-repeat n-grams under beam search (CTranslate2 renormalizes the scores after the ban)"
+    config = copy.deepcopy(generation_config)
+    config.update(**generate_kwargs(decoding))
+    if config.early_stopping is not True:
+        return (
+            f"beam search with early_stopping={config.early_stopping!r} (generate() searches on after "
+            "num_beams hypotheses end, CTranslate2 stops)"
+        )
+    if options["length_penalty"] == 0:
+        return "beam search with length_penalty 0 (CTranslate2 stops when its best beam ends)"
     return None
 
 
