@@ -146,7 +146,7 @@ def test_every_section_with_text_gets_a_summary_citing_only_its_subtree(
             assert sentence.support == 1.0
     assert sum(s.words for s in result.summary) <= 20
     data = json.loads(json.dumps(result.to_dict()))
-    assert set(data) == {"id", "title", "note", "prediction", "summary", "preface", "sections"}
+    assert set(data) == {"id", "title", "note", "method", "prediction", "summary", "preface", "sections"}
     assert data["title"] == "Long"  # the document summary's heading: what the document is called
     assert data["prediction"] == "\n".join(s["text"] for s in data["summary"])
     for item in data["summary"]:
@@ -326,13 +326,35 @@ def test_cli_by_section_json_and_outline(tmp_path: Path, capsys: pytest.CaptureF
 def test_cli_auto_goes_by_section_for_a_long_document_and_says_so(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    path = tmp_path / "long.txt"
-    path.write_text("\n\n".join(" ".join(["Rivers flooded the valley after rain."] * 12) for _ in range(6)))
+    # a long document with headings; the default reads a long text without headings whole (next test)
+    path = tmp_path / "long.md"
+    body = " ".join(["Rivers flooded the valley after rain."] * 12)
+    path.write_text("\n\n".join(f"## Part {i}\n\n{body}" for i in range(6)))
     with caplog.at_level(logging.INFO):
         code, out, err = _run(["summarize", str(path), "--output-format", "json"], capsys)
     assert code == 0, err
     assert sum("summarizing by section" in r.getMessage() for r in caplog.records) == 1
     assert len(json.loads(out)["sections"]) >= 2
+
+
+def test_the_default_reads_a_long_article_without_headings_whole_and_fills_the_budget(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 57 item 3: a news-like article (no headings, far from paper abstracts) gets the document's own
+    sentences chosen over the whole text, by document, as many whole sentences as --max-words holds."""
+    sentences = [
+        f"The {n} council meeting approved a plan to rebuild the bridge over the river by next summer."
+        for n in ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth")
+    ] * 3
+    path = tmp_path / "article.txt"
+    later = " ".join(f"Residents said {s[4:]}" for s in sentences[9:])
+    path.write_text(" ".join(sentences[:9]) + "\n\n" + later)
+    code, out, err = _run(["summarize", str(path), "--max-words", "60", "--output-format", "json"], capsys)
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["sections"] == []  # by document
+    words = [len(s["text"].split()) for s in result["summary"]]
+    assert sum(words) <= 60 and sum(words) + min(words) > 60  # full: no other sentence would fit
 
 
 def test_cli_corpus_by_section_writes_the_schema_per_line(
@@ -460,7 +482,7 @@ def test_cli_by_document_json_has_the_same_schema(tmp_path: Path, capsys: pytest
     )
     assert code == 0, err
     data = json.loads(out)
-    assert set(data) == {"id", "title", "note", "prediction", "summary", "preface", "sections"}
+    assert set(data) == {"id", "title", "note", "method", "prediction", "summary", "preface", "sections"}
     assert data["title"] is None  # by document: no heading over the summary
     assert data["sections"] == [] and data["preface"] is None
     first = ["Rivers flooded the valley.", "Three bridges were closed."]

@@ -4,7 +4,6 @@ note elsewhere), the salient method, and the domain check's vocabulary floor."""
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +22,10 @@ from synopsis.summarizers.salient import (
     TfidfVectors,
     all_sources,
     budgeted_mmr,
+    directed_centrality,
     inline_code,
     is_informative,
     lead_in_units,
-    lexrank,
     mmr,
     stands_alone,
     title_names,
@@ -66,12 +65,16 @@ def test_backchannels_fragments_code_and_toc_entries_are_not(text: str) -> None:
     assert not is_informative(text)
 
 
-def test_lexrank_is_a_distribution_that_ranks_the_hub_first() -> None:
+def test_directed_centrality_ranks_the_sentence_its_followers_restate_first() -> None:
+    """PacSum: a sentence gains from the later sentences like it and loses from the earlier ones, so of two
+    statements of one point the first ranks higher; lambda1 = 0 is undirected degree over later edges."""
     similarity = np.eye(4)
-    similarity[0, 1:] = similarity[1:, 0] = 0.9  # sentence 0 is like all others, they are unlike each other
-    scores = lexrank(similarity)
-    assert math.isclose(scores.sum(), 1.0, rel_tol=1e-6)
-    assert int(np.argmax(scores)) == 0
+    similarity[1, 3] = similarity[3, 1] = 0.8  # 1 and 3 say the same thing; 0 and 2 say little in common
+    scores = directed_centrality(similarity, beta=0.0, lambda1=-0.6)
+    assert int(np.argmax(scores)) == 1 and scores[3] < scores[0]
+    # by hand: the only edge above the threshold (min 0) is (1, 3), weight 0.8
+    assert np.allclose(scores, [0.0, 0.4 * 0.8, 0.0, -0.6 * 0.8])
+    assert np.allclose(directed_centrality(similarity, beta=0.9, lambda1=-0.6), [0, 0, 0, 0])
 
 
 def test_mmr_does_not_pick_a_near_duplicate_twice() -> None:
@@ -363,6 +366,7 @@ def test_sections_are_chosen_and_reported_one_at_a_time(salient: SalientSummariz
     summarizer = SalientSummarizer(k=2, vectors=Logged(salient.vectors))
     summarizer.summarize_by_section(
         [_widget()],
+        ["How are charts drawn in the terminal?"],  # relevance encodes each section's sentences when chosen
         on_section=lambda _, section: events.append(f"section {section.heading}"),
         progress=lambda done, total: events.append(f"{done}/{total}"),
     )

@@ -18,6 +18,7 @@ import difflib
 import math
 import os
 import re
+import sys
 import types
 import typing
 from collections.abc import Mapping
@@ -81,7 +82,19 @@ def _torch_default_threads() -> int:
         return usable_cores()
 
 
-def use_threads(threads: int | None = None, *, respect_caller: bool = True) -> int:
+#: a :func:`use_threads` call put off until torch is loaded (``deferred=True`` before it was): its arguments
+_deferred_threads: list[tuple[int | None, bool]] = []
+
+
+def apply_deferred_threads() -> None:
+    """Apply the :func:`use_threads` call that waited for torch (called where a model is built: the default
+    summarizer loads torch only for a paper abstract, and an extractive summary never)."""
+    if _deferred_threads:
+        threads, respect_caller = _deferred_threads.pop()
+        use_threads(threads, respect_caller=respect_caller)
+
+
+def use_threads(threads: int | None = None, *, respect_caller: bool = True, deferred: bool = False) -> int:
     """Give torch ``threads`` intra-op threads, or when ``None`` :func:`default_threads` (the CLI's default);
     returns the count torch computes with.
 
@@ -90,11 +103,15 @@ def use_threads(threads: int | None = None, *, respect_caller: bool = True) -> i
     torch's one thread per core against 70.5 s through the CLI). With ``respect_caller`` (the library's
     way) a count already decided is kept: the one this function last set (a command's ``--threads``, an
     earlier call) or one the caller gave torch (any count but torch's own default; to be sure, pass
-    ``threads``). The CLI owns its process and passes ``respect_caller=False``."""
-    import torch
-
+    ``threads``). The CLI owns its process and passes ``respect_caller=False``. With ``deferred`` and torch
+    not loaded yet, the call waits for :func:`apply_deferred_threads` (returns the count it will ask for)."""
     if threads is not None and threads < 1:
         raise ConfigError(f"threads must be >= 1, got {threads}")
+    if deferred and "torch" not in sys.modules:
+        _deferred_threads[:] = [(threads, respect_caller)]
+        return threads if threads is not None else default_threads()
+    import torch
+
     current = torch.get_num_threads()
     decided = current in _threads_set[-1:] or current != _torch_default_threads()
     if threads is None and respect_caller and decided:  # by this library, the command line or the caller

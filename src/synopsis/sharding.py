@@ -179,6 +179,16 @@ DEVICE_CHOICES = "auto (a GPU when torch sees one, else the CPU), cpu, cuda or c
 _CHOSEN_DEVICE: contextvars.ContextVar[str | None] = contextvars.ContextVar("synopsis_device", default=None)
 
 
+def check_device(spec: Any = "auto") -> Any:
+    """``spec`` checked as :func:`resolve_device` checks it, without importing torch where no GPU is named:
+    ``auto`` and ``cpu`` come back as they are, resolved when a model is placed (an extractive method never
+    loads torch); any other spec is :func:`resolve_device`'s ``torch.device``."""
+    text = "auto" if spec is None else spec.strip().lower() if isinstance(spec, str) else None
+    if text in ("auto", "cpu"):
+        return text
+    return resolve_device(spec)
+
+
 def resolve_device(spec: Any = "auto") -> Any:
     """The ``torch.device`` that ``spec`` names: ``auto`` or ``None`` (a GPU when torch sees one, else the
     CPU; inside :func:`compute_device`, the device chosen there), ``cpu``, ``cuda`` (this process's GPU) or

@@ -126,7 +126,7 @@ def set_torch_threads(threads: int | None) -> None:
     (the cores other processes leave free: torch's default, one per core, is 5-10x slower on a busy box).
     The command owns its process, so the count is set whatever torch held (:func:`synopsis.config.use_threads`
     is the library's one rule)."""
-    use_threads(threads, respect_caller=False)
+    use_threads(threads, respect_caller=False, deferred=True)  # set when a model loads torch
 
 
 #: ``--backend``: how Hugging Face checkpoints decode (kept here so that ``--help`` imports no model code)

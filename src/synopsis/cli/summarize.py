@@ -239,12 +239,12 @@ def process_device(device: str, shard: Shard) -> Any:
     :class:`InputError`, exit 2). Under a launch of N processes each takes its own GPU (``auto`` and
     ``cuda`` mean the launcher's GPU of this process); ``cuda:N`` would put every process on one GPU and
     is refused there."""
-    from synopsis.sharding import resolve_device
+    from synopsis.sharding import check_device
 
     if shard.distributed and shard.device is not None and device.strip().lower() in ("auto", "cuda"):
         return shard.device
-    chosen = resolve_device(device)
-    if shard.distributed and chosen.type == "cuda" and ":" in device:
+    chosen = check_device(device)  # auto and cpu stay as they are: torch is loaded only by a model
+    if shard.distributed and getattr(chosen, "type", None) == "cuda" and ":" in device:
         raise InputError(
             f"--device {device}: {shard.world} processes were launched, one GPU each; use --device auto or "
             "cuda (each process its own GPU), or cpu"

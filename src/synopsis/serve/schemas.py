@@ -155,6 +155,11 @@ class StructuredSummary(BaseModel):
     note: str | None = Field(
         None, description="One line to show with the summary (e.g. why it is extractive), or null."
     )
+    method: str | None = Field(
+        None,
+        description="The method that wrote this summary (the default names the one it chose for the "
+        "document: 'pointer-generator' or 'salient').",
+    )
     prediction: str
     summary: list[SummarySentenceItem]
     preface: SectionSummaryItem | None = None

@@ -157,7 +157,10 @@ class SummarizeService:
         request.scope["state"]["model"] = entry.name
         instructions = check_instructions(body.instructions, self.settings)
         with self.api_errors(request):
-            options = entry.request_options(body.options.given() if body.options else {})
+            given = body.options.given() if body.options else {}
+            if "max_words" in entry.options:  # an extractive summary by document fills the same budget
+                given = {**given, "max_words": body.max_words}
+            options = entry.request_options(given)
             if body.by == "section":  # a model that cannot is a plain 422
                 check_by_section(entry)
             # cheap (a copy that shares the weights) unless the model must be loaded on another backend

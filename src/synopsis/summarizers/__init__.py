@@ -16,7 +16,7 @@ from typing import Any
 from synopsis.config import BACKENDS, COMPUTE_TYPES, DEFAULT_BACKEND, DecodingOptions, use_threads
 from synopsis.errors import ConfigError, SynopsisError
 from synopsis.io import read_json
-from synopsis.sharding import resolve_device
+from synopsis.sharding import check_device
 from synopsis.summarizers.base import Summarizer
 
 
@@ -232,7 +232,7 @@ def load_summarizer(
     :mod:`synopsis.summarizers.ct2`), or, by default (``auto``), CTranslate2 where it writes ``generate()``'s
     tokens for the options asked and torch otherwise (:mod:`synopsis.summarizers.backends`).
     """
-    resolve_device(device)  # an unusable device is refused before a model is looked up or read
+    check_device(device)  # an unusable device is refused before a model is looked up or read
     if model is not None or revision is not None:
         from synopsis.models.names import resolve_seq2seq
 
@@ -248,7 +248,7 @@ def load_summarizer(
         raise SynopsisError(f"--dtype applies to Hugging Face (seq2seq) models, not to {method}")
     entry, found = find_method(method)
     if entry.torch:
-        use_threads(threads)  # the methods that compute with torch
+        use_threads(threads, deferred=True)  # the methods that compute with torch, when they load it
     options = LoadOptions(
         None if model is None else Path(model), k, max_source_length, instruction_cache, dtype, device,
         decoding, backend, compute_type,

@@ -78,7 +78,9 @@ class ModelPlacement:
         return None if parameter is None else parameter.dtype
 
     def _first_parameter(self) -> Any:
-        import torch  # not at import time: extractive methods need no torch
+        if self.model is None:  # an extractive method: no torch to load
+            return None
+        import torch
 
         if not isinstance(self.model, torch.nn.Module):
             return None
@@ -199,6 +201,11 @@ class Summarizer(ModelPlacement, ABC):
         """The copy :meth:`with_options` returns, for known, non-empty ``options``."""
         raise NotImplementedError(f"{type(self).__name__} takes no options")
 
+    def methods(self, documents: Sequence[Document]) -> list[str]:
+        """The method that writes each document's summary: this summarizer's own
+        (:meth:`describe`), unless it routes documents (the default chooses per document)."""
+        return [self.describe().method] * len(documents)
+
     def notes(self, documents: Sequence[Document]) -> list[str | None]:
         """One line per document that the reader of its summary should see (how it was summarized, or how
         far it is from what the model was made for), ``None`` where there is nothing to say. By section it
@@ -212,6 +219,11 @@ class Summarizer(ModelPlacement, ABC):
     def input_capacity(self) -> int | None:
         """How much one model call reads, in :meth:`input_length` units (``None``: no limit)."""
         return None
+
+    def input_capacity_for(self, document: Document) -> int | None:
+        """How much one model call reads of ``document`` (:meth:`input_capacity` unless a summarizer routes
+        documents: the default reads an article whole with its extractive method)."""
+        return self.input_capacity()
 
     def input_length(self, text: str) -> int:
         """The length of ``text`` in the units of :meth:`input_capacity` (words unless a model says)."""
@@ -292,6 +304,9 @@ def place_model(model: Any, device: Any = "auto", dtype: str | None = None) -> A
     faster than fp32."""
     import torch
 
+    from synopsis.config import apply_deferred_threads
+
+    apply_deferred_threads()
     precisions = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
     if dtype is not None and dtype not in precisions:
         raise ConfigError(f"--dtype must be one of {', '.join(INFERENCE_DTYPES)}, got {dtype!r}")

@@ -13,14 +13,15 @@ replaced: this class is only what ``load_summarizer()`` gives when none is named
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from synopsis.document import Document
 from synopsis.summarizers.base import Summarizer, SummarizerInfo
 from synopsis.summarizers.pointer_generator import PointerGeneratorSummarizer
 from synopsis.summarizers.pretrained import abstractive_hint
-from synopsis.summarizers.salient import SalientSummarizer, TfidfVectors
+from synopsis.summarizers.salient import SalientSummarizer
 from synopsis.summarizers.sections import DocumentSummary, SummarySentence, Window
 
 logger = logging.getLogger(__name__)
@@ -32,40 +33,71 @@ class DefaultSummarizer(Summarizer):
     takes_instructions = True  # the extractive summaries follow them; the bundled model ignores them
     #: what a by-section run counts: by section a document is long, so far from abstracts, so extractive
     progress_unit = "sections"
-    options = PointerGeneratorSummarizer.options
+    #: the bundled model's decoding options, and the extractive summary's length
+    options = (*PointerGeneratorSummarizer.options, "max_words")
 
-    def __init__(self, bundled: PointerGeneratorSummarizer, salient: SalientSummarizer) -> None:
-        self.bundled = bundled
+    def __init__(
+        self,
+        bundled: PointerGeneratorSummarizer | Callable[[], PointerGeneratorSummarizer] | Lazy,
+        salient: SalientSummarizer,
+    ) -> None:
+        """``bundled``: the bundled model, or what loads it (called once, when a document in its domain
+        comes: an article or a README never pays for torch and the model's weights)."""
+        self._bundled = bundled if isinstance(bundled, Lazy) else Lazy(bundled)
         self.salient = salient
-        self.model = bundled.model  # for Summarizer.to
 
     @classmethod
-    def from_pretrained(cls, k: int = 3, **settings: Any) -> DefaultSummarizer:
-        """The bundled pointer-generator with ``settings`` (see its ``from_pretrained``), and salient
-        sentences, ``k`` per section."""
-        return cls(PointerGeneratorSummarizer.from_pretrained(None, **settings), SalientSummarizer(k=k))
+    def from_pretrained(cls, k: int = 3, max_words: int | None = None, **settings: Any) -> DefaultSummarizer:
+        """The bundled pointer-generator with ``settings`` (see its ``from_pretrained``; the device is
+        checked now, the weights read when first needed), and salient sentences, ``k`` per section."""
+        from synopsis.sharding import check_device
+
+        check_device(settings.get("device", "auto"))  # an unusable device is refused now, not later
+        salient = SalientSummarizer(k=k) if max_words is None else SalientSummarizer(k=k, max_words=max_words)
+        summarizer = cls(lambda: PointerGeneratorSummarizer.from_pretrained(None, **settings), salient)
+        if any(settings.get(name) is not None for name in ("decoding", "max_source_tokens")):
+            _ = summarizer.bundled  # options for the bundled model: checked against it now
+        return summarizer
+
+    @property
+    def bundled(self) -> PointerGeneratorSummarizer:
+        """The bundled model, loaded on first use."""
+        return self._bundled.get()
+
+    @property
+    def model(self) -> Any:  # type: ignore[override]
+        """The bundled model's network once loaded (``None`` before: nothing to place on a device)."""
+        return self._bundled.get().model if self._bundled.loaded else None
 
     # ------------------------------------------------------------------ which documents go where
+    def bundled_distances(self, document: Document) -> list[Any]:
+        """How ``document`` is far from the bundled model's domain (empty: in it)."""
+        return self.bundled.distances(document)
+
+    def to(self, device: Any) -> DefaultSummarizer:
+        """Move the bundled model to ``device``, now if it is loaded, else when it is."""
+        self._bundled.then(lambda bundled: bundled.to(device))
+        return self
+
     def notes(self, documents: Sequence[Document]) -> list[str | None]:
         """For each document the bundled model is not made for, one line: what it was summarized with, why,
         and how to get an abstractive summary; ``None`` for the others."""
         out: list[str | None] = []
         for document in documents:
-            far = self.bundled.distances(document)
+            far = self.bundled_distances(document)
             if not far:
                 out.append(None)
                 continue
-            how = (
-                ""
-                if self.salient.vectors_name != TfidfVectors.name
-                else (" by TF-IDF (pip install 'synopsis[embeddings]' for sentence embeddings)")
-            )
             out.append(
-                f"Extractive summary (the document's own sentences{how}): the bundled model was trained on "
+                "Extractive summary (the document's own sentences): the bundled model was trained on "
                 f"paper abstracts and this document is not one ({', '.join(d.brief for d in far)}); "
                 f"{abstractive_hint(document)}."
             )
         return out
+
+    def methods(self, documents: Sequence[Document]) -> list[str]:
+        """``pointer-generator`` for a document in the bundled model's domain, ``salient`` for the others."""
+        return ["salient" if self.bundled_distances(d) else "pointer-generator" for d in documents]
 
     # ------------------------------------------------------------------ the contract
     def _summarize_batch(
@@ -88,11 +120,11 @@ class DefaultSummarizer(Summarizer):
         for i, note in enumerate(notes):
             if note:  # first, so a reader sees it before the work; the results carry it too
                 logger.warning("%s: %s", documents[i].id or f"document {i + 1}", note)
-        routes = []
-        for summarizer, bundled in ((self.bundled, True), (self.salient, False)):
+        routes: list[tuple[Summarizer, bool, list[int]]] = []
+        for bundled in (True, False):
             rows = [i for i, note in enumerate(notes) if (note is None) is bundled]
-            if rows:
-                routes.append((summarizer, bundled, rows))
+            if rows:  # the bundled model is loaded only for documents in its domain
+                routes.append((self.bundled if bundled else self.salient, bundled, rows))
         return notes, routes
 
     def _by_section(
@@ -123,6 +155,14 @@ class DefaultSummarizer(Summarizer):
     def input_capacity(self) -> int | None:
         return self.bundled.input_capacity()
 
+    def input_capacity_for(self, document: Document) -> int | None:
+        """The bundled model's input for a document in its domain, and for a far one with headings (it goes
+        by section, each section summarized as it is chosen); none for a far one without (its salient
+        sentences are chosen over the whole text at once: an article, a transcript)."""
+        if self.bundled_distances(document) and not any(s.heading for s in document.sections):
+            return None
+        return self.input_capacity()
+
     def input_length(self, text: str) -> int:
         return self.bundled.input_length(text)
 
@@ -134,9 +174,17 @@ class DefaultSummarizer(Summarizer):
         )
 
     def _with_options(self, options: dict[str, Any]) -> DefaultSummarizer:
-        return type(self)(self.bundled.with_options(**options), self.salient)  # type: ignore[arg-type]
+        salient = self.salient
+        if "max_words" in options:
+            salient = salient.with_options(max_words=options.pop("max_words"))  # type: ignore[assignment]
+        if not options:
+            return type(self)(self._bundled, salient)
+        # Decoding options are the bundled model's: checked against its settings now (it is loaded for them).
+        return type(self)(self.bundled.with_options(options["decoding"]), salient)
 
     def prepare(self) -> None:
+        """A server loads the bundled model and the embedding model before serving."""
+        _ = self.bundled
         self.salient.prepare()
 
     def generation_options(self) -> dict[str, Any]:
@@ -156,3 +204,38 @@ def _for_rows(options: dict[str, Any], rows: list[int], shared_queue: bool) -> d
     if not shared_queue:
         out.pop("summarize_windows", None)
     return out
+
+
+class Lazy:
+    """A value made on first use, once, whatever the threads (the bundled model: its weights are read only
+    when a document in its domain comes); copies of a summarizer share it."""
+
+    def __init__(self, make: Any) -> None:
+        self._make: Callable[[], Any] | None = make if callable(make) else None
+        self._value: Any = None if callable(make) else make
+        self._lock = threading.Lock()
+
+    @property
+    def loaded(self) -> bool:
+        return self._make is None
+
+    def get(self) -> Any:
+        if self._make is not None:
+            with self._lock:
+                if self._make is not None:
+                    self._value, self._make = self._make(), None
+        return self._value
+
+    def then(self, change: Callable[[Any], Any]) -> None:
+        """Apply ``change`` to the value: now if made, else as soon as it is."""
+        with self._lock:
+            if self._make is None:
+                change(self._value)
+            else:
+                make = self._make
+                self._make = lambda: _applied(make(), change)
+
+
+def _applied(value: Any, change: Callable[[Any], Any]) -> Any:
+    change(value)
+    return value

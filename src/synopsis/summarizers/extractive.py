@@ -182,6 +182,10 @@ class SentenceEncoder:
         from transformers import AutoModel, AutoTokenizer
         from transformers.utils import logging as hf_logging
 
+        from synopsis.config import apply_deferred_threads
+
+        apply_deferred_threads()
+
         hf_logging.disable_progress_bar()  # loading a 22M-parameter model needs no progress bar
         path = Path(model_path) if model_path else default_embedding_model()
         if not (path / "config.json").exists():

@@ -137,7 +137,7 @@ def decide_by_section(by: str, summarizer: SectionReader, document: Document) ->
     length = longer_than_input(summarizer, document)
     if length is None:
         return False
-    capacity = summarizer.input_capacity()
+    capacity = summarizer.input_capacity_for(document)
     log.info(
         "%s: longer than the model's input (%d > %d), summarizing by section (by document: one summary of "
         "the first %d)",
@@ -202,7 +202,9 @@ class SummarizeRequest:
             raise InputError(f"max_words must be >= 1, got {self.max_words}")
 
 
-def cited_summary(parsed: ParsedDocument, prediction: str, note: str | None = None) -> DocumentSummary:
+def cited_summary(
+    parsed: ParsedDocument, prediction: str, note: str | None = None, method: str | None = None
+) -> DocumentSummary:
     """A summary of the whole document as a :class:`DocumentSummary` without sections: each line of
     ``prediction`` cites the document's sentences by alignment (an extractive summary's cite themselves);
     ``note``: the summarizer's line for the reader (:meth:`~synopsis.summarizers.base.Summarizer.notes`);
@@ -210,7 +212,9 @@ def cited_summary(parsed: ParsedDocument, prediction: str, note: str | None = No
     whole, words = parsed.citable
     lines = [line for line in prediction.split("\n") if line.strip()]
     summary = aligned_sentences(lines, whole, words)
-    return DocumentSummary(parsed.document.id, summary, [], note=note, title=summary_title(parsed.document))
+    return DocumentSummary(
+        parsed.document.id, summary, [], note=note, title=summary_title(parsed.document), method=method
+    )
 
 
 def _never() -> bool:
@@ -266,7 +270,11 @@ class SummarizeRunner:
         summarize_windows: SummarizeWindows | None = None,
     ) -> None:
         given = decoding is not None and bool(decoding.given())
-        self.summarizer = summarizer.with_options(decoding) if given else summarizer
+        summarizer = summarizer.with_options(decoding) if given else summarizer
+        # an extractive summary by document fills the same budget as a document summary by section
+        self.summarizer = (
+            summarizer.with_options(max_words=max_words) if "max_words" in summarizer.options else summarizer
+        )
         self.by = check_by(by)
         self.max_words = max_words
         self.batch_size = batch_size
@@ -381,6 +389,7 @@ class SummarizeRunner:
             cancelled=hooks.cancelled,
         )  # fmt: skip
         ms = round(1000 * (time.perf_counter() - begin), 2)
+        (result.method,) = self.summarizer.methods([parsed.document])
         summary = Summary(index, instruction, "section", result.prediction, result, ms, id=name)
         if hooks.summary is not None:
             hooks.summary(summary)
@@ -393,7 +402,7 @@ class SummarizeRunner:
         it), cited by :func:`cited_summary`. Yields each model call ``(documents, instructions, references)``
         and is sent its predictions: the caller makes the call, blocking or awaited."""
         out: list[Summary] = []
-        notes: dict[int, str | None] = {}
+        notes: dict[int, tuple[str | None, str]] = {}  # each document's note and method, asked once
         for start in range(0, len(items), self.batch_size):
             if hooks.cancelled():
                 raise Cancelled(f"cancelled with {len(items) - start} of {len(items)} summaries left")
@@ -412,10 +421,11 @@ class SummarizeRunner:
             # domain has done so in it and remembers (PointerGeneratorSummarizer.distances).
             fresh = list({id(i.parsed): i.parsed for i in chunk if id(i.parsed) not in notes}.values())
             if fresh:
-                asked = self.summarizer.notes([p.document for p in fresh])
+                documents = [p.document for p in fresh]
+                asked = zip(self.summarizer.notes(documents), self.summarizer.methods(documents), strict=True)
                 notes.update(zip(map(id, fresh), asked, strict=True))
             for offset, (item, prediction) in enumerate(zip(chunk, predictions, strict=True)):
-                result = cited_summary(item.parsed, prediction, notes[id(item.parsed)])
+                result = cited_summary(item.parsed, prediction, *notes[id(item.parsed)])
                 summary = Summary(
                     start + offset, item.instruction, "document", prediction, result, ms, len(chunk), item.id
                 )

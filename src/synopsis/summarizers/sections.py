@@ -157,6 +157,9 @@ class DocumentSummary:
     #: what the document is called (:func:`summary_title`), shown as the document summary's heading, not as
     #: one of its sentences (so not in ``prediction`` nor counted in ``max_words``); None: it has no name
     title: str | None = None
+    #: the method that wrote it (:meth:`~synopsis.summarizers.base.Summarizer.methods`: the default names
+    #: the one it chose for this document)
+    method: str | None = None
 
     @property
     def prediction(self) -> str:
@@ -173,6 +176,7 @@ class DocumentSummary:
             "id": self.id,
             "title": self.title,
             "note": self.note,
+            "method": self.method,
             "prediction": self.prediction,
             "summary": [s.to_dict() for s in self.summary],
             "preface": None if self.preface is None else self.preface._fields(),
@@ -453,6 +457,8 @@ class SectionReader(Protocol):
 
     def input_capacity(self) -> int | None: ...
 
+    def input_capacity_for(self, document: Document) -> int | None: ...
+
     def input_length(self, text: str) -> int: ...
 
     def check_batch(
@@ -469,7 +475,7 @@ class SectionReader(Protocol):
 def longer_than_input(summarizer: SectionReader, document: Document) -> int | None:
     """The document's length in the summarizer's input units when it is longer than one model call reads
     (what ``--by auto`` goes by), else ``None``."""
-    capacity = summarizer.input_capacity()
+    capacity = summarizer.input_capacity_for(document)
     if capacity is None:
         return None
     length = summarizer.input_length(" ".join(s.text for s in document.sentences))
