@@ -4,12 +4,14 @@ A Hugging Face checkpoint decodes on CTranslate2 (:mod:`synopsis.summarizers.ct2
 these hold, else on torch (``generate()``), and one log line says which and why:
 
 * the ``ct2`` extra is installed (``ctranslate2`` imports);
-* the checkpoint is a stock one of a family CTranslate2 converts (no HIBRIDS, Hie-BART or InstructSum; not
-  LED), and its tokenizer's ids are what CTranslate2 reads (checked when converting);
+* the checkpoint is a stock one of a family whose CTranslate2 summaries are tested equal to ``generate()``'s
+  (:data:`AUTO_MODEL_TYPES`: BART, PEGASUS, T5, UMT5; no HIBRIDS, Hie-BART or InstructSum), and its
+  tokenizer's ids are what CTranslate2 reads (checked when converting);
 * nobody asked for a precision of either backend (``--dtype`` is torch's, ``--compute-type`` CTranslate2's);
 * the decoding settings (the checkpoint's generation config with the request's options on top) are ones
   where CTranslate2 writes ``generate()``'s tokens (:func:`~synopsis.summarizers.ct2.differs_from_generate`:
-  not n-gram blocking under beam search, nothing it cannot honour).
+  greedy, or beam search under ``early_stopping=True`` with a length penalty and without n-gram blocking;
+  nothing it cannot honour).
 
 The choice is made per set of decoding options: :meth:`~synopsis.summarizers.Summarizer.with_options` on an
 ``auto`` summarizer (a service request's options, a library caller's) decides again, and the other backend
@@ -30,6 +32,10 @@ from synopsis.config import NO_DECODING, DecodingOptions
 from synopsis.errors import SynopsisError
 
 logger = logging.getLogger(__name__)
+
+#: The families whose CTranslate2 summaries tests/test_ct2_backend.py holds equal to ``generate()``'s: auto
+#: takes CTranslate2 for these only (``--backend ctranslate2`` converts the others it can, as asked).
+AUTO_MODEL_TYPES = frozenset({"bart", "pegasus", "t5", "umt5"})
 
 
 def ctranslate2_installed() -> bool:
@@ -58,9 +64,12 @@ class AutoBackend:
         from synopsis.summarizers.ct2 import check_convertible
 
         try:
-            check_convertible(self.model_dir, read_model_config(self.model_dir))
+            config = read_model_config(self.model_dir)
+            check_convertible(self.model_dir, config)
         except SynopsisError as err:
             return str(err).split(": ", 1)[-1].split(";")[0]
+        if config.get("model_type") not in AUTO_MODEL_TYPES:
+            return f"CTranslate2's tokens are not tested equal for {config.get('model_type')} checkpoints"
         return None
 
     def reason(self, decoding: DecodingOptions) -> str | None:
@@ -91,18 +100,17 @@ class AutoBackend:
             return loaded
         with self._lock:
             if backend not in self._loaded:
-                if reason is None:
-                    logger.info("--backend auto: ctranslate2 (generate()'s tokens with these settings)")
-                else:
-                    logger.info("--backend auto: torch (%s)", reason)
                 try:
                     summarizer = self.load(backend)
                 except SynopsisError as err:
                     if backend == "torch":
                         raise
-                    self.refusal = str(err)
-                    logger.info("--backend auto: torch (CTranslate2 cannot load it: %s)", err)
+                    self.refusal = f"CTranslate2 cannot load it: {err}"
                     return self._base("torch", self.refusal)
+                if reason is None:
+                    logger.info("--backend auto: ctranslate2 (generate()'s tokens with these settings)")
+                else:
+                    logger.info("--backend auto: torch (%s)", reason)
                 summarizer.auto = self
                 self._loaded[backend] = summarizer
             return self._loaded[backend]

@@ -145,7 +145,12 @@ def _write_atomically(path: Path, text: str) -> None:
 
 def cache_root(model_dir: Path) -> Path:
     """``<model>/.ctranslate2`` where the model's folder can be written, else a per-model folder under the
-    user's cache (``$XDG_CACHE_HOME/synopsis/ctranslate2``)."""
+    user's cache (``$XDG_CACHE_HOME/synopsis/ctranslate2``). A snapshot of huggingface_hub's cache
+    (``models--ORG--NAME/snapshots/<commit>``, which holds the hub's files only) keeps its conversions beside
+    its repo's ``snapshots``, in ``models--ORG--NAME/.ctranslate2/<commit>``."""
+    parts = model_dir.parts
+    if len(parts) > 2 and parts[-2] == "snapshots" and parts[-3].startswith("models--"):
+        return model_dir.parent.parent / CACHE_DIR / parts[-1]
     beside = model_dir / CACHE_DIR
     if os.access(beside if beside.is_dir() else model_dir, os.W_OK):
         return beside
