@@ -50,8 +50,22 @@ BART_BASE = {
 BACKENDS = ("auto", "torch", "generate", "ctranslate2-float32", "ctranslate2-int8")
 
 
-def save_model(directory: Path) -> Path:
-    """bart-base width, random weights (seed 0), the bundled tokenizer; reused when already there."""
+def save_model(directory: Path, early_stopping: bool = False) -> Path:
+    """bart-base width, random weights (seed 0), the bundled tokenizer; reused when already there.
+    ``early_stopping``: its generation config says ``early_stopping=True`` (as BART-large-CNN's does)."""
+    if early_stopping:
+        import shutil
+
+        from transformers import GenerationConfig
+
+        target = directory.with_name(directory.name + "-early-stopping")
+        if not (target / "model.safetensors").is_file():
+            plain = save_model(directory)
+            shutil.copytree(plain, target, ignore=shutil.ignore_patterns(".ctranslate2"), dirs_exist_ok=True)
+            config = GenerationConfig.from_pretrained(target)
+            config.update(num_beams=4, early_stopping=True)
+            config.save_pretrained(target)
+        return target
     if (directory / "model.safetensors").is_file():
         return directory
     tokenizers = SHARED / "tokenizers" / "gpt2"
@@ -169,6 +183,9 @@ def main() -> None:
     parser.add_argument("--beams", type=int, nargs="+", default=[1, 4])
     parser.add_argument("--no-repeat", type=int, nargs="+", default=[0], help="no_repeat_ngram_size values")
     parser.add_argument("--skip", nargs="*", default=[], choices=BACKENDS[3:], help="backends left out")
+    parser.add_argument(
+        "--early-stopping", action="store_true", help="a generation config with early_stopping=True"
+    )
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None, help="default: the library's (use_threads)")
@@ -178,7 +195,7 @@ def main() -> None:
     args = parser.parse_args()
 
     threads = use_threads(args.threads)
-    model = save_model(args.workdir / "bart-base-random")
+    model = save_model(args.workdir / "bart-base-random", args.early_stopping)
     examples = read_corpus("scitldr", SHARED / "scitldr", split="dev")
     documents = [example.document for _, example in zip(range(args.documents), examples, strict=False)]
     load_before = os.getloadavg()
@@ -186,7 +203,8 @@ def main() -> None:
     rows = measure(loaded, documents, args)
     result = {
         "command": "python benchmarks/decoding.py " + " ".join(sys.argv[1:]),
-        "model": "BART, bart-base width, random weights (seed 0), GPT-2 BPE",
+        "model": "BART, bart-base width, random weights (seed 0), GPT-2 BPE"
+        + (", generation config early_stopping=True" if args.early_stopping else ""),
         "documents": len(documents), "source_tokens": args.source_tokens, "max_length": args.max_length,
         "threads": threads, "cores": os.cpu_count(), "ctranslate2_intra_threads": threads,
         "load_average_before": load_before, "load_average_after": os.getloadavg(),

@@ -15,12 +15,17 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from synopsis.errors import InputError
 
-if TYPE_CHECKING:
-    from synopsis.summarizers.sections import Window
+
+class Window(Protocol):
+    """What :func:`window_batches` reads of a :class:`~synopsis.summarizers.sections.Window`."""
+
+    document: int
+    section: Any
+    pseudo: bool
 
 #: Documents per model call when the caller does not say (``synopsis summarize``'s ``--batch-size`` for a
 #: neural model, the runner's, the library's :meth:`Summarizer.summarize`).

@@ -16,10 +16,11 @@ its own fused kernels and beam search. Here:
   weights when loaded: faster, other tokens; ``docs/results/decoding.md`` has the numbers).
 * **Decoding options** map one to one (:func:`translate_options`): beams, lengths (as ``generate()``
   counts them, with the checkpoint's forced end token), length penalty, no-repeat n-grams, early stopping
-  and a forced first token. One difference is kept and said: under beam search CTranslate2 renormalizes
-  the scores after banning no-repeat n-grams, as ``generate(renormalize_logits=True)`` does (plain
-  ``generate()`` does not), so with ``no_repeat_ngram_size`` and beams the tokens may differ
-  (:attr:`CTranslate2Summarizer.renormalizes`; the benchmark reports how often). Anything else the
+  and a forced first token. Two differences under beam search are kept and said
+  (:func:`differs_from_generate`, which ``--backend auto`` consults): CTranslate2 renormalizes the scores
+  after banning no-repeat n-grams, as ``generate(renormalize_logits=True)`` does (plain ``generate()`` does
+  not; :attr:`CTranslate2Summarizer.renormalizes`), and it ends a search as ``early_stopping=True`` does
+  (``generate()``'s default searches on). Anything else the
   checkpoint's generation config sets that CTranslate2 cannot do the same way (sampling, repetition
   penalties, several returned sequences, ...) is refused in one line, never dropped.
 * **What it runs**: stock checkpoints of the families CTranslate2 converts (:data:`CT2_MODEL_TYPES`); a
