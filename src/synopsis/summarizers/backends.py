@@ -60,11 +60,13 @@ class AutoBackend:
     def _refusal(self) -> str | None:
         if not ctranslate2_installed():
             return "the ct2 extra is not installed"
+        from synopsis.hub import check_safetensors_weights
         from synopsis.models.seq2seq import read_model_config
         from synopsis.summarizers.ct2 import check_convertible
 
-        try:
+        try:  # what torch would refuse (pickled weights, a bad config) is refused by its load, in one line
             config = read_model_config(self.model_dir)
+            check_safetensors_weights(self.model_dir)
             check_convertible(self.model_dir, config)
         except SynopsisError as err:
             return str(err).split(": ", 1)[-1].split(";")[0]
@@ -81,9 +83,13 @@ class AutoBackend:
         if self._generation is None:
             from transformers import AutoConfig
 
-            config = AutoConfig.from_pretrained(str(self.model_dir), local_files_only=True)
-            positions = getattr(config, "max_position_embeddings", None)
-            self._generation = (checkpoint_generation_config(self.model_dir, config), positions)
+            try:
+                config = AutoConfig.from_pretrained(str(self.model_dir), local_files_only=True)
+                generation = checkpoint_generation_config(self.model_dir, config)
+            except Exception:  # noqa: BLE001 - transformers' own errors: the torch load says them in one line
+                self.refusal = "transformers cannot read its config"
+                return self.refusal
+            self._generation = (generation, getattr(config, "max_position_embeddings", None))
         generation, positions = self._generation
         return differs_from_generate(generation, decoding, positions)
 
