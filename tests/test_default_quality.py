@@ -200,3 +200,13 @@ def test_the_extractive_path_loads_neither_torch_nor_the_bundled_model(tmp_path:
         [sys.executable, "-c", code, str(article)], capture_output=True, text=True, check=True
     )
     assert result.stdout.split()[-2:] == ["0", "False"], result.stdout + result.stderr
+
+
+def test_bm25_says_nothing_on_the_screen(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """bm25s sets its logger to DEBUG when imported: its steps ("Building index from tokens") must not reach a
+    user's terminal."""
+    article = tmp_path / "article.txt"
+    article.write_text(" ".join(RAW * 10), encoding="utf-8")
+    code, out, err = _run(["summarize", str(article), "-i", "What will the bridge cost?"], capsys)
+    assert code == 0, err
+    assert "index" not in out + err.lower(), err

@@ -173,7 +173,8 @@ def test_out_of_domain_the_default_is_verbatim_sentences_with_one_note(default: 
     (result,) = default.summarize_by_section([document])
     assert result.note is not None and "\n" not in result.note
     assert "3 sections" in result.note and "--method pointer-generator" not in result.note
-    assert "--model facebook/bart-large-cnn (news summaries; about 1.6 GB to download, once)" in result.note
+    assert "model facebook/bart-large-cnn (news summaries; about 1.6 GB to download, once)" in result.note
+    assert "--model" not in result.note  # the same words on the page as on the command line
     originals = {s.text for s in document.sentences}
     assert result.summary and all(s.text in originals for s in result.summary)
     assert all([source.text for source in s.sources] == [s.text] for s in result.summary)

@@ -77,9 +77,11 @@ def test_summarizers_say_where_they_run(caplog) -> None:
 
     with caplog.at_level("INFO", logger="synopsis"):
         summarizer = load_summarizer("pointer-generator", device="cpu")
-    info = summarizer.describe()
-    assert (info.device, info.dtype) == ("cpu", "float32")
-    assert "model runs on cpu (float32)" in caplog.text
+        info = summarizer.describe()
+        assert (info.device, info.dtype) == ("cpu", "float32")
+        assert "model runs on" not in caplog.text  # said when it computes, not when it is loaded
+        summarizer.summarize(["The model reads this sentence.", "And this one."])
+    assert caplog.text.count("model runs on cpu (float32)") == 1  # once, at the first call
     assert load_summarizer("lead-3").describe().device is None
 
 

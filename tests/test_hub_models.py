@@ -426,14 +426,14 @@ def test_the_defaults_note_names_a_pretrained_checkpoint_with_its_download_or_it
     parts = [Section(heading=f"Part {i}", paragraphs=[[TEXT] * 40]) for i in range(3)]
     long = Document(Section(children=parts))
     hint = abstractive_hint(short)
-    assert "--model facebook/bart-large-cnn (news summaries; about 1.6 GB to download, once)" in hint
+    assert "name the pretrained model facebook/bart-large-cnn (news summaries; about 1.6 GB" in hint
     assert "section by section" not in hint and "section by section" in abstractive_hint(long)
     from huggingface_hub import constants
 
     bart = _snapshot(hub, "tiny-org/bart-sum")
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))  # a cache of its own
     put_in_cache(tmp_path, BART_LARGE_CNN.repo_id, bart)
-    assert "--model facebook/bart-large-cnn (news summaries; in your cache)" in abstractive_hint(short)
+    assert "model facebook/bart-large-cnn (news summaries; in your cache)" in abstractive_hint(short)
 
 
 def test_synopsis_models_lists_the_cached_models_it_can_run(

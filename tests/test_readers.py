@@ -108,7 +108,8 @@ def test_auto_format_sniffs_json_content_and_rejects_unknown_extensions(tmp_path
     )
     with pytest.raises(InputError, match="unknown document format 'docx'"):
         read_document(tmp_path / "README", "docx")
-    assert set(DOCUMENT_FORMATS) == {"text", "markdown", "json", "scisummnet", "story", "arxiv", "qmsum"}
+    formats = {"text", "markdown", "rst", "json", "scisummnet", "story", "arxiv", "qmsum"}
+    assert set(DOCUMENT_FORMATS) == formats
 
 
 def test_a_50_mb_document_is_refused_quickly_with_the_size_and_the_option(tmp_path: Path) -> None:

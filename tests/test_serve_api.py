@@ -272,6 +272,8 @@ def test_options_reach_a_per_request_copy(client: TestClient) -> None:
         # pasted plain text: an underlined heading is a section, a run of "#" comment lines is not Markdown
         ("Intro text here.\n\nUsage\n-----\n\nRun it now.\n\n# a comment\n# one more\n", "auto", "text", 1),
         (json.dumps(Document.from_text(TEXT, title="T").to_dict()), "auto", "json", 0),
+        # reStructuredText is named (pasted text has no extension to tell it by): docutils' sections
+        ("Intro with ``code``.\n\nUsage\n=====\n\nRun it.\n\nMore\n====\n\nText.\n", "rst", "rst", 2),
     ],
 )
 def test_formats(client: TestClient, document: str, fmt: str, expected_format: str, sections: int) -> None:
@@ -328,7 +330,7 @@ def test_one_sniffer_for_pasted_text_and_files(tmp_path: Path) -> None:
         ),
         ({"document": TEXT, "model": "echo", "options": {"beams": 2}}, "options.beams", "Extra inputs"),
         ({"document": TEXT, "model": "echo", "temperature": 1}, "temperature", "Extra inputs"),
-        ({"document": TEXT, "format": "pdf"}, "format", "'auto', 'text', 'markdown' or 'json'"),
+        ({"document": TEXT, "format": "pdf"}, "format", "'auto', 'text', 'markdown', 'rst' or 'json'"),
         ({"document": TEXT, "model": "echo", "instructions": "one"}, "instructions", "valid list"),
         ({"document": TEXT, "model": "echo", "instructions": ["a", "  "]}, "instructions[1]", "empty"),
         ({"document": TEXT, "model": "echo", "instructions": ["a", "b", "c"]}, "instructions", "at most 2"),

@@ -116,6 +116,16 @@ def test_upload_a_file(page: Any, tmp_path: Path) -> None:
     expect(page.locator("#outline .heading")).to_have_text(["Flood report", "Damage", "Outlook"])
 
 
+def test_upload_a_restructuredtext_file(page: Any, tmp_path: Path) -> None:
+    expect = sync_api.expect
+    path = tmp_path / "readme.rst"
+    path.write_text("Intro, ``code``.\n\nDamage\n======\n\nRoads shut.\n\nOutlook\n=======\n\nRain ends.\n")
+    page.get_by_label("Or upload a file").set_input_files(str(path))
+    expect(page.locator("#format")).to_have_value("rst")
+    for heading in ("Damage", "Outlook"):  # the rst sections (the preface's own name is the page's)
+        expect(page.locator("#outline .heading", has_text=heading)).to_have_count(1)
+
+
 def test_the_page_says_where_the_models_compute(page: Any) -> None:
     expect = sync_api.expect
     expect(page.get_by_test_id("device")).to_have_text("Models compute on cpu")  # /health's device
@@ -137,7 +147,7 @@ def test_the_default_models_note_is_shown_above_its_summary(browser: Any, defaul
         note = page.get_by_test_id("summary-note")
         expect(note).to_have_count(1)
         expect(note).to_contain_text("Extractive summary (the document's own sentences")
-        expect(note).to_contain_text("--model facebook/bart-large-cnn")
+        expect(note).to_contain_text("name the pretrained model facebook/bart-large-cnn")
         order = page.locator(".result > *").evaluate_all("nodes => nodes.map(n => n.dataset.testid || '')")
         assert order.index("summary-note") < order.index("summary")  # read before the summary
         page.get_by_test_id("document").fill(ABSTRACT)

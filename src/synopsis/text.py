@@ -9,7 +9,12 @@ from functools import lru_cache
 import punkt
 
 # Academic text is full of "et al." and "Eq."; Punkt's curated prefixes cover "e.g.", "Fig.", "No. 5", ...
-_EXTRA_ABBREVIATIONS = {"al", "eq", "eqs", "sec", "secs", "tab", "approx", "resp", "cf", "vs"}
+# Guides write "eg." and "ie." without the inner period, and "etc." mostly inside a sentence ("fora, eg.
+# comp.lang.c++"; "plots, etc. are kept"); Punkt still ends a sentence at "etc." before a word that usually
+# starts one ("etc. The ...").
+_EXTRA_ABBREVIATIONS = {
+    "al", "eq", "eqs", "sec", "secs", "tab", "approx", "resp", "cf", "vs", "eg", "ie", "etc",
+}  # fmt: skip
 
 
 @lru_cache(maxsize=1)
@@ -24,9 +29,31 @@ def _sentence_tokenizer() -> punkt.PunktSentenceTokenizer:
 _CJK_SENTENCE_END = re.compile(r"[。！？]+[」』”’）》〉】]*")
 
 
+# Where Punkt cuts and a reader would not (docs/results/sentence_splitting.md), looked at across each cut:
+# a "sentence" that opens with closing punctuation or a sentence's end ("?, ' kamal said", a lone "."), or
+# with a lowercase word after "?" or "!" closed by a quote or bracket (check the "In a hurry?" section;
+# `` Stop ! '' he said), or a name after a title whose period a tokenizer split off ("Sgt . Smith"): each is
+# joined to the sentence before it.
+_OPENS_CLOSED = re.compile(r"(?:[,;:)\]}”’»?!]|\.(?!\.)|-R[RSC]B-)")  # not "...": a quote goes on
+_QUOTED_MARK_END = re.compile(r"[?!] ?(?:[\"'”’»)\]]|-R[RS]B-)+$")  # searched in a sentence's last characters
+_TITLES = "Mr Mrs Ms Dr Sgt Capt Gen Lt Col Prof Rep Sen Gov Rev Cpl Pvt Maj Det".split()
+_TITLE_CUT = re.compile(rf"(?:^|\s)(?:{'|'.join(_TITLES)}) \.$")
+
+
+def _joins_previous(previous: str, sentence: str) -> bool:
+    """Whether ``sentence`` goes on the sentence before it (see the comment above)."""
+    if _OPENS_CLOSED.match(sentence):
+        return True
+    if sentence[:1].islower() and _QUOTED_MARK_END.search(previous[-12:]):
+        return True
+    return sentence[:1].isupper() and _TITLE_CUT.search(previous[-8:]) is not None
+
+
 def sentence_spans(text: str) -> list[tuple[int, int]]:
     """``(start, end)`` of each sentence of a paragraph in ``text``, stripped of surrounding whitespace:
-    Punkt (handles abbreviations, decimals, "e.g."), and "。", "！" and "？" end sentences too."""
+    Punkt (handles abbreviations, decimals, "e.g.", "eg.", "etc."), and "。", "！" and "？" end sentences
+    too; a cut a reader would not make (a lowercase word after a quoted "?", a comma after a cut, as
+    PTB-tokenized news has them) is joined again (:func:`_joins_previous`)."""
     begin, end = len(text) - len(text.lstrip()), len(text.rstrip())
     if begin >= end:
         return []
@@ -45,8 +72,12 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
         for start, stop in tokenizer.span_tokenize(piece.strip()):
             sentence = text[offset + start : offset + stop]
             lead = len(sentence) - len(sentence.lstrip())
-            if sentence.strip():
-                out.append((offset + start + lead, offset + start + len(sentence.rstrip())))
+            if not sentence.strip():
+                continue
+            span = (offset + start + lead, offset + start + len(sentence.rstrip()))
+            if out and _joins_previous(text[out[-1][0] : out[-1][1]], text[span[0] : span[1]]):
+                span = (out.pop()[0], span[1])
+            out.append(span)
     return out
 
 
@@ -84,6 +115,11 @@ class SourceMap:
         """The character at ``index`` starts at ``start`` (markup before it that a sentence starting there
         takes in: a link's ``[``, emphasis' ``**``)."""
         self._starts[index] = min(self._starts[index], start)
+
+    def drop_trailing_space(self) -> None:
+        """Drop the last character when it is whitespace (before markup that showed nothing)."""
+        if self._chars and self._chars[-1].isspace():
+            del self._chars[-1], self._starts[-1], self._ends[-1]
 
     def collapse_whitespace(self) -> SourceMap:
         """A copy with each whitespace run one space and none at either end (``" ".join(text.split())``)."""

@@ -78,7 +78,27 @@ def load_command(name: str) -> Any:
         holder.add_typer(target, name=name)
     else:
         holder.command(name)(target)
-    return typer.main.get_group(holder).commands[name]
+    command = typer.main.get_group(holder).commands[name]
+    _classic_usage(command)
+    return command
+
+
+class _ClassicArgument(typer.core.TyperArgument):
+    """An argument in a usage line as click (and every man page) writes it, ``INPUTS...`` or ``[PATH]``;
+    Typer's own form is ``{inputs}...``."""
+
+    def _usage_display_name(self) -> str:
+        name = (self.metavar or self.name or "").upper() + ("..." if self.nargs != 1 else "")
+        return name if self.required else f"[{name}]"
+
+
+def _classic_usage(command: Any) -> None:
+    """``command``'s arguments (and its subcommands') in click's usage form (:class:`_ClassicArgument`)."""
+    for param in command.params:
+        if type(param) is typer.core.TyperArgument:
+            param.__class__ = _ClassicArgument
+    for sub in getattr(command, "commands", {}).values():
+        _classic_usage(sub)
 
 
 class LazyGroup(typer.core.TyperGroup):

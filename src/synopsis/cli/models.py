@@ -81,7 +81,12 @@ def models(
         )
     if not as_json:
         if not found:
-            typer.echo(f"no model synopsis can run in {constants.HF_HUB_CACHE}")
+            typer.echo(
+                f"no hub model in {constants.HF_HUB_CACHE}; the bundled pointer-generator (SciTLDR paper "
+                "abstracts, inside the package) needs none: synopsis summarize FILE. Add one by naming it, "
+                "online: synopsis summarize FILE --model facebook/bart-large-cnn (downloaded once, then "
+                "listed here)"
+            )
         if others:
             typer.echo(
                 f"({others} other cached model snapshot(s): not a seq2seq model synopsis runs, or no "

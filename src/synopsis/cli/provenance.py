@@ -32,13 +32,14 @@ def sidecar_path(output: Path) -> Path:
 
 
 def run_record(
-    spec: Any, by: str, max_words: int, instructions: Sequence[str], backend: str | None = None
+    spec: Any, by: str, max_words: int, instructions: Sequence[str], method: str, backend: str | None = None
 ) -> dict[str, Any]:
-    """What makes a summary what it is, from ``synopsis summarize``'s options (``spec``: its ModelSpec) and
-    ``backend``, what decodes the model (``--backend auto``'s choice; ``None``: no model, or torch)."""
+    """What makes a summary what it is, from ``synopsis summarize``'s options (``spec``: its ModelSpec),
+    ``method``, the loaded summarizer's (``--method``, else what the model's config or the default chose),
+    and ``backend``, what decodes the model (``--backend auto``'s choice; ``None``: no model, or torch)."""
     backend = backend or "torch"
     return {
-        "method": spec.method or "(the model's)",
+        "method": method,
         "model": str(spec.model.resolve()) if spec.model is not None else "(bundled default)",
         "k": spec.k,
         "max_source_length": spec.max_source_length,

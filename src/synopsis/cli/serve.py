@@ -7,6 +7,8 @@ import json
 import logging
 import logging.config
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -63,13 +65,43 @@ def auth_token(token_file: Path | None, environ: Mapping[str, str]) -> str | Non
     return token or None
 
 
+#: The logger of the default summarizer's notes (why a summary is extractive, which checkpoint to name).
+NOTES_LOGGER = "synopsis.summarizers.default"
+
+
+class OnceFilter(logging.Filter):
+    """The notes' records (:data:`NOTES_LOGGER`), each distinct message once (the most recent ``limit``
+    remembered): a note on a document is news the first time, not on every request for it. Others pass."""
+
+    def __init__(self, limit: int = 1024) -> None:
+        super().__init__()
+        self.limit = limit
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name != NOTES_LOGGER:
+            return True
+        message = record.getMessage()
+        with self._lock:
+            if message in self._seen:
+                self._seen.move_to_end(message)
+                return False
+            self._seen[message] = None
+            if len(self._seen) > self.limit:
+                self._seen.popitem(last=False)
+        return True
+
+
 def _log_config(level: str) -> dict:
-    """uvicorn's messages in our one-line format; its access log is off (ours: one line per request)."""
+    """uvicorn's messages in our one-line format; its access log is off (ours: one line per request); the
+    default summarizer's notes once each."""
     return {
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"line": {"format": _LOG_FORMAT}},
-        "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "line"}},
+        "filters": {"once": {"()": "synopsis.cli.serve.OnceFilter"}},
+        "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "line", "filters": ["once"]}},
         "loggers": {
             "uvicorn": {"handlers": ["stderr"], "level": level, "propagate": False},
             "uvicorn.access": {"handlers": [], "level": "WARNING", "propagate": False},

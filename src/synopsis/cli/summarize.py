@@ -180,8 +180,8 @@ def summarize(
             )  # fmt: skip
             job = _prepare(shard, run, spec, Wanted(by, max_words, form))
             if output is not None:  # --resume continues only an output of the same options and input
-                decodes = job.runner.summarizer.describe().backend  # --backend auto: what it chose
-                record = run_record(spec, by, max_words, run.instructions, decodes)
+                info = job.runner.summarizer.describe()  # --backend auto: what it chose for these options
+                record = run_record(spec, by, max_words, run.instructions, info.method, info.backend)
                 check_resume(output, resume, record, job.ids, write=shard.is_main, jsonl=form == "jsonl")
         _write(job, output, resume, shard, outline)
 

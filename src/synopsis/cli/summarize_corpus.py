@@ -20,10 +20,18 @@ from typing import Any
 import typer
 
 from synopsis.cli.runtime import reporting_interrupts, resume_command
+from synopsis.document import Document
 from synopsis.errors import CheckpointError, SynopsisError
 from synopsis.progress import ProgressReporter, progress_enabled
 from synopsis.sharding import Shard, part_files
-from synopsis.summarizers.runner import RequestItem, RunHooks, SummarizeRequest, SummarizeRunner, Summary
+from synopsis.summarizers.runner import (
+    ParsedDocument,
+    RequestItem,
+    RunHooks,
+    SummarizeRequest,
+    SummarizeRunner,
+    Summary,
+)
 
 log = logging.getLogger("synopsis.cli")
 
@@ -81,16 +89,23 @@ def run_in_batches(job: Job, writer: Any) -> None:
     hooks = RunHooks(section=writer.section, summary=writer.summary)
     # A long document's windows (an extractive method's: its sections) as n/N with the rate and ETA.
     unit = getattr(job.summarizer, "progress_unit", "windows")
+    sectioned: list[Document] = []  # this batch's documents that go by section
     with ProgressReporter("summarizing by section", None, unit, enabled=False if job.corpus else None) as bar:
 
         def advance(done: int, total: int) -> None:
             if total != bar.total or done < bar.completed:  # a new run (the next document or instruction)
+                bar.description, bar.unit = counted(sectioned, total, unit)
                 bar.update(total=total, completed=0)
             bar.advance(done - bar.completed)
 
+        def parsed(item: ParsedDocument, by_section: bool) -> None:
+            if by_section:
+                sectioned.append(item.document)
+
         def summarize_rows(rows: list[int], _: int) -> None:
             writer.labels = [job.items[i].id for i in rows]
-            job.run(rows, RunHooks(section=hooks.section, summary=hooks.summary, progress=advance))
+            sectioned.clear()
+            job.run(rows, RunHooks(parsed, hooks.section, hooks.summary, advance))
 
         done = in_batches(job.ids, writer, job.batch_size, "summarizing", summarize_rows)
     if done is None:
@@ -99,6 +114,20 @@ def run_in_batches(job: Job, writer: Any) -> None:
         log.warning("%d of %d summaries are empty", writer.empty, done)
     if writer.sink.path is not None:
         log.info("wrote %d summaries to %s", writer.summaries, writer.sink.path)
+
+
+def counted(documents: Sequence[Document], total: int, unit: str) -> tuple[str, str]:
+    """The bar's description and unit for a by-section run of ``total`` steps. An extractive method's steps
+    are one document's sections with text, the opening (its text before the first heading) one of them: the
+    bar says so, so that its count agrees with the note's ("12 sections": the headed ones)."""
+    plain = ("summarizing by section", unit)
+    if unit != "sections" or len(documents) != 1:
+        return plain
+    document = documents[0]
+    headed = sum(1 for s in document.sections if s.heading)
+    if total == headed + 1 and document.root.paragraphs and document.root.heading is None:
+        return f"summarizing the opening and {headed:,} sections", "parts"
+    return plain
 
 
 def in_batches(

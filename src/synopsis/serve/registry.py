@@ -280,10 +280,10 @@ def describe(
     for serving (no reference summaries needed) and prepared (what loads lazily is loaded now)."""
     if not isinstance(summarizer, Summarizer):
         raise ConfigError(f"model '{name}': cannot serve a {type(summarizer).__name__} (not a Summarizer)")
-    entry = ModelEntry(name, summarizer, description, source, loader, config)
+    summarizer.prepare()  # load what is lazy (an embedding model, the default's model) now, not in a request
+    entry = ModelEntry(name, summarizer, description, source, loader, config)  # describes it as loaded
     if entry.info.needs_references:
         raise ConfigError(f"model '{name}': cannot serve {entry.method}: it needs reference summaries")
-    summarizer.prepare()  # load what is lazy (an embedding model) now, not in a request
     return entry
 
 

@@ -13,7 +13,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from synopsis.config import BACKENDS, COMPUTE_TYPES, DECODING_OPTIONS
 
-DocumentFormat = Literal["auto", "text", "markdown", "json"]
+DocumentFormat = Literal["auto", "text", "markdown", "rst", "json"]
 
 
 class _Strict(BaseModel):
@@ -85,7 +85,9 @@ class SummarizeOptions(_Strict):
 
 class SummarizeRequest(_Strict):
     document: Text = Field(
-        ..., min_length=1, description="The document's text (plain text, Markdown, or Document JSON)."
+        ...,
+        min_length=1,
+        description="The document's text (plain text, Markdown, reStructuredText or Document JSON).",
     )
     format: DocumentFormat = Field(
         "auto", description="auto: JSON object, Markdown if it has headings, else text."

@@ -7,6 +7,7 @@ lazily so that choosing LEAD-3 never imports transformers.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -125,7 +126,8 @@ _DEFAULT_LINE = (
     "saying so"
 )
 _SALIENT_LINE = (
-    "the most central informative sentences per section, and a document summary led by what the document is"
+    "the document's most central sentences within --max-words (PacSum, directed centrality), k per section "
+    "by section; with -i the most relevant ones (BM25 + sentence embeddings)"
 )
 #: Every method, once: ``--method``'s help, the error for an unknown one and :func:`load_summarizer` read it.
 METHOD_TABLE = (
@@ -189,6 +191,8 @@ def check_backend(backend: str, method: str, compute_type: str | None, dtype: st
         raise ConfigError("--dtype applies to --backend torch; CTranslate2 takes --compute-type")
     if compute_type is not None and compute_type not in COMPUTE_TYPES:
         raise ConfigError(f"--compute-type must be one of {', '.join(COMPUTE_TYPES)}, got {compute_type!r}")
+    if importlib.util.find_spec("ctranslate2") is None:  # an optional extra: one line, not an ImportError
+        raise ConfigError("--backend ctranslate2 needs CTranslate2, absent here: pip install 'synopsis[ct2]'")
 
 
 def load_summarizer(

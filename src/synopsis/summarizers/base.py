@@ -10,6 +10,7 @@ get a copy with other options from it (:meth:`Summarizer.with_options`).
 from __future__ import annotations
 
 import logging
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -291,6 +292,25 @@ def as_documents(documents: Sequence[Document | str]) -> list[Document]:
     return [Document.from_text(d, spans=True) if isinstance(d, str) else d for d in documents]
 
 
+def say_where_on_first_call(model: Any, message: str) -> None:
+    """Log ``message`` once, when ``model`` (or any of its modules) first computes, not when it is loaded: a
+    summarizer may hold a model it never calls (the default summarizer, for a document outside its domain,
+    writes the document's own sentences), and a line saying where a model runs would then be untrue."""
+    handles: list[Any] = []
+    lock = threading.Lock()
+
+    def first_call(*_: Any) -> None:
+        with lock:
+            if not handles:  # another thread's call said it
+                return
+            for handle in handles:
+                handle.remove()
+            handles.clear()
+        logger.info("%s", message)
+
+    handles.extend(module.register_forward_pre_hook(first_call) for module in model.modules())
+
+
 #: the precisions ``dtype=`` / ``--dtype`` take for inference, by name
 INFERENCE_DTYPES = ("fp32", "bf16", "fp16")
 
@@ -298,10 +318,10 @@ INFERENCE_DTYPES = ("fp32", "bf16", "fp16")
 def place_model(model: Any, device: Any = "auto", dtype: str | None = None) -> Any:
     """``model`` in ``dtype`` (fp32, bf16, fp16; ``None``: as stored) on ``device`` (``auto``: a GPU when
     torch sees one, else the CPU; see :func:`~synopsis.sharding.resolve_device`), with one log line saying
-    where it runs. Half precision on the CPU is allowed, as asked, with a warning where the CPU has no
-    instructions for it (:func:`cpu_runs_natively`): there its kernels are emulated, far slower than fp32
-    (about 100x for bf16 generation on an AVX2 CPU), while bf16 on a CPU with AVX512-BF16/AMX was 2.3-2.8x
-    faster than fp32."""
+    where it runs when it first computes (:func:`say_where_on_first_call`). Half precision on the CPU is
+    allowed, as asked, with a warning where the CPU has no instructions for it (:func:`cpu_runs_natively`):
+    there its kernels are emulated, far slower than fp32 (about 100x for bf16 generation on an AVX2 CPU),
+    while bf16 on a CPU with AVX512-BF16/AMX was 2.3-2.8x faster than fp32."""
     import torch
 
     from synopsis.config import apply_deferred_threads
@@ -314,7 +334,7 @@ def place_model(model: Any, device: Any = "auto", dtype: str | None = None) -> A
     model = model.to(device=target, dtype=None if dtype is None else precisions[dtype])
     weights = next(iter(model.parameters()), None)
     precision = "" if weights is None else f" ({str(weights.dtype).removeprefix('torch.')})"
-    logger.info("model runs on %s%s", target, precision)
+    say_where_on_first_call(model, f"model runs on {target}{precision}")
     if target.type == "cpu" and dtype in NATIVE_CPU_FLAGS and not cpu_runs_natively(dtype):
         flags = "/".join(NATIVE_CPU_FLAGS[dtype])
         message = "--dtype %s on this CPU is much slower than fp32 (it has no %s instructions: %s)"

@@ -118,8 +118,8 @@ class DefaultSummarizer(Summarizer):
         with documents to do: the bundled model's rows are the documents in its domain, salient's the rest."""
         notes = self.notes(documents)
         for i, note in enumerate(notes):
-            if note:  # first, so a reader sees it before the work; the results carry it too
-                logger.warning("%s: %s", documents[i].id or f"document {i + 1}", note)
+            if note:  # first, so a reader sees it before the work; the results carry it too (serve: once)
+                logger.info("%s: %s", documents[i].id or f"document {i + 1}", note)
         routes: list[tuple[Summarizer, bool, list[int]]] = []
         for bundled in (True, False):
             rows = [i for i, note in enumerate(notes) if (note is None) is bundled]

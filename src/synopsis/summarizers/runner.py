@@ -82,9 +82,9 @@ class ParsedDocument:
 
 
 def sentence_offsets(document: Document, format: str) -> Offsets | None:  # noqa: A002
-    """The character offsets of ``document``'s sentences in the text it was read from, for text and
-    Markdown: the spans the reader carried from parsing (:attr:`synopsis.document.Sentence.start`; other
-    formats rebuild their text, so they have none)."""
+    """The character offsets of ``document``'s sentences in the text it was read from, for text, Markdown
+    and reStructuredText: the spans the reader carried from parsing (:attr:`synopsis.document.Sentence.start`;
+    other formats rebuild their text, so they have none)."""
     if format not in SPANNED_FORMATS:
         return None
     return [None if s.start is None or s.end is None else (s.start, s.end) for s in document.sentences]
@@ -138,10 +138,12 @@ def decide_by_section(by: str, summarizer: SectionReader, document: Document) ->
     if length is None:
         return False
     capacity = summarizer.input_capacity_for(document)
+    # words as the note and the API's document.words count them; tokens as the model reads them
     log.info(
-        "%s: longer than the model's input (%d > %d), summarizing by section (by document: one summary of "
-        "the first %d)",
-        document.id or "the document", length, capacity, capacity,
+        "%s: %s words (%s tokens), longer than the model's input (%s tokens): summarizing by section (by "
+        "document: one summary of the first %s tokens)",
+        document.id or "the document", f"{document.num_words():,}", f"{length:,}", f"{capacity:,}",
+        f"{capacity:,}",
     )  # fmt: skip
     return True
 

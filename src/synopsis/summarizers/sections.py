@@ -538,11 +538,13 @@ def summarize_by_section(
             if window.pseudo:
                 root = trees[window.document][0]
                 words = len(" ".join(window.texts).split())
-                node = SectionSummary(None, window.path, sentences, [], words, 1 + len(root.sections))
+                chosen = _new_sentences([], sentences)
+                node = SectionSummary(None, window.path, chosen, [], words, 1 + len(root.sections))
                 root.sections.append(node)
                 orders[window.document].append(node)
             else:
-                nodes[window.section.index].summary.extend(sentences)
+                node = nodes[window.section.index]
+                node.summary.extend(_new_sentences(node.summary, sentences))
                 left[window.document][window.section.index] -= 1
         if progress is not None:
             progress(stop, len(windows))
@@ -555,6 +557,20 @@ def summarize_by_section(
         _document_summary(d, document, tree, notes[d], max_words, composer)
         for d, (document, tree) in enumerate(zip(documents, trees, strict=True))
     ]
+
+
+def _new_sentences(summary: list[SummarySentence], sentences: list[SummarySentence]) -> list[SummarySentence]:
+    """``sentences`` without those a section's summary already says: a section that repeats a sentence (tqdm's
+    options each end "Note that this is slow ...") holds twins, and a method may take both when nothing
+    else is left; a summary never prints the same sentence twice."""
+    seen = {" ".join(s.text.split()) for s in summary}
+    out = []
+    for sentence in sentences:
+        key = " ".join(sentence.text.split())
+        if key not in seen:
+            seen.add(key)
+            out.append(sentence)
+    return out
 
 
 def _all_windows(

@@ -1,7 +1,7 @@
 """Readers for single documents and for every supported corpus, behind two entry points.
 
-* :func:`read_document` reads one file (text, Markdown, our Document JSON, SciSummNet XML, CNN ``.story``,
-  one arXiv/PubMed record, one QMSum meeting) into a :class:`~synopsis.document.Document`.
+* :func:`read_document` reads one file (text, Markdown, reStructuredText, our Document JSON, SciSummNet XML,
+  CNN ``.story``, one arXiv/PubMed record, one QMSum meeting) into a :class:`~synopsis.document.Document`.
 * :func:`read_corpus` reads a corpus into :class:`~synopsis.data.example.Example` objects, lazily.
 
 Every problem with the input (missing, empty, binary or non-UTF-8 files, malformed records, files over
@@ -23,7 +23,7 @@ from synopsis.data.qs import read_qmsum_qs, read_qmsum_qs_childq
 from synopsis.data.readers.base import guarded, read_input, resolve_split
 from synopsis.data.readers.cnn import parse_story, read_cnn
 from synopsis.data.readers.cohan import parse_cohan, read_cohan
-from synopsis.data.readers.documents import parse_json_document, parse_markdown, parse_text
+from synopsis.data.readers.documents import parse_json_document, parse_markdown, parse_rst, parse_text
 from synopsis.data.readers.hf import read_hf
 from synopsis.data.readers.qmsum import meeting_document, read_qmsum
 from synopsis.data.readers.scisummnet import parse_scisummnet, read_scisummnet
@@ -47,6 +47,7 @@ def _parse_qmsum_meeting(text: str, path: Path) -> Document:
 DOCUMENT_FORMATS: dict[str, Callable[[str, Path], Document]] = {
     "text": parse_text,
     "markdown": parse_markdown,
+    "rst": parse_rst,
     "json": parse_json_document,
     "scisummnet": parse_scisummnet,
     "story": parse_story,
@@ -59,6 +60,8 @@ DOCUMENT_FORMATS: dict[str, Callable[[str, Path], Document]] = {
 _EXTENSIONS = {
     ".md": "markdown",
     ".markdown": "markdown",
+    ".rst": "rst",
+    ".rest": "rst",
     ".xml": "scisummnet",
     ".story": "story",
 }
@@ -147,7 +150,7 @@ def parse_document(
 
 
 #: The formats whose readers give each sentence its span in the text they read.
-SPANNED_FORMATS = ("text", "markdown")
+SPANNED_FORMATS = ("text", "markdown", "rst")
 # The readers name documents after their file; pasted text has none.
 _PASTED = Path("document")
 _ATX_HEADING = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)")
@@ -176,10 +179,10 @@ def _has_markdown_headings(text: str) -> bool:
 
 def sniff_format(text: str, path: Path | None = None) -> str:
     """The one format sniffer (``synopsis summarize`` and the service): a decisive extension (``.md``,
-    ``.xml``, ``.story``) wins; otherwise the content decides: a JSON object (QMSum meeting, arXiv/PubMed
-    record or our Document JSON), SciSummNet XML, a CNN story, Markdown when its ``#`` lines behave like
-    headings (:func:`_has_markdown_headings`) or it has a code fence or an inline link, else text (whose
-    reader reads underlined, numbered and capital headings too).
+    ``.rst``, ``.rest``, ``.xml``, ``.story``) wins; otherwise the content decides: a JSON object (QMSum
+    meeting, arXiv/PubMed record or our Document JSON), SciSummNet XML, a CNN story, Markdown when its ``#``
+    lines behave like headings (:func:`_has_markdown_headings`) or it has a code fence or an inline link,
+    else text (whose reader reads underlined, numbered and capital headings too).
     A file with any other extension than ``.txt``, ``.text`` or none is refused rather than guessed."""
     suffix = path.suffix.lower() if path is not None else ""
     if suffix in _EXTENSIONS:

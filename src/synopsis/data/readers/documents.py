@@ -1,4 +1,4 @@
-"""Single-document formats: plain text, Markdown and our own Document JSON.
+"""Single-document formats: plain text, Markdown, reStructuredText and our own Document JSON.
 
 Each parser takes the file's text (already checked for size, encoding and emptiness by
 :func:`synopsis.data.readers.read_document`) and the path, used for the id and for error messages.
@@ -10,6 +10,7 @@ from pathlib import Path
 
 from synopsis.data.readers.markdown import parse_markdown_text
 from synopsis.data.readers.plaintext import parse_plain_text
+from synopsis.data.readers.rst import parse_rst_text
 from synopsis.document import Document
 from synopsis.io import parse_json
 
@@ -34,3 +35,9 @@ def parse_markdown(text: str, path: Path) -> Document:
     """Markdown (:func:`synopsis.data.readers.markdown.parse_markdown_text`): sections from headings, blocks
     with their kinds, sentences with their spans in ``text``."""
     return parse_markdown_text(text, path.stem)
+
+
+def parse_rst(text: str, path: Path) -> Document:
+    """reStructuredText (:func:`synopsis.data.readers.rst.parse_rst_text`), parsed by docutils: sections,
+    blocks with their kinds, sentences with their spans in ``text``."""
+    return parse_rst_text(text, path.stem)

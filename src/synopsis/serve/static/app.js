@@ -115,7 +115,8 @@
       for (const model of data.models) {
         const option = document.createElement("option");
         option.value = model.name;
-        option.textContent = model.name + " (" + model.method + ")";
+        // "lead-3", "default", or "bart (seq2seq)": the method only where the name does not say it
+        option.textContent = model.name === model.method ? model.name : model.name + " (" + model.method + ")";
         select.appendChild(option);
       }
       if (data.default) select.value = data.default;
@@ -218,6 +219,13 @@
       text.setAttribute("data-testid", "summary");
       text.textContent = result.summary;
       item.appendChild(head);
+      if (result.method) {  // the method that wrote it (the default's is the bundled model or salient)
+        const by = document.createElement("p");
+        by.className = "written-by";
+        by.setAttribute("data-testid", "written-by");
+        by.textContent = "written by: " + result.method;
+        item.appendChild(by);
+      }
       if (result.title && !result.structured) {  // by document: headed by what the document is called
         const named = document.createElement("p");
         named.className = "summary-title";
@@ -255,6 +263,7 @@
     const list = $("section-summaries");
     list.replaceChildren();
     box.hidden = !structured;
+    $("document-panel").hidden = !structured;
     if (!structured) return;
     showDocument(text, []);
     // the root's own text (before the first heading) is the preface; skipped sections keep their place.
@@ -273,7 +282,7 @@
       block.style.marginLeft = Math.max(0, node.path.length - 1) + "rem";
       const heading = document.createElement("div");
       heading.className = "section-heading";
-      heading.textContent = node.heading === null ? "(untitled)" : node.heading;
+      heading.textContent = sectionHeading(node);
       block.appendChild(heading);
       if (node.summary.length) {
         const sentences = document.createElement("ul");
@@ -302,6 +311,14 @@
     list.appendChild(whole);
   }
 
+  // A section without a heading: the preface (the text before the first heading) is the document's opening;
+  // any other is named by its place ("Section 2.1").
+  function sectionHeading(node) {
+    if (node.heading) return node.heading;
+    if (!node.path.length) return "Opening";
+    return "Section " + node.path.map((i) => i + 1).join(".");
+  }
+
   function sentenceItem(sentence, text) {
     const item = document.createElement("li");
     item.className = "summary-sentence";
@@ -320,19 +337,45 @@
     return item;
   }
 
+  // The API's offsets count code points (Python's string indices); a JavaScript string counts UTF-16 units, in
+  // which a character beyond U+FFFF (an emoji, 𝐀) takes two. units[i] is code point i's first unit; built
+  // once per text (a surrogate without its pair counts one, as in Python).
+  const unitsOf = { text: null, units: null };
+
+  function codeUnits(text) {
+    if (unitsOf.text === text) return unitsOf.units;
+    const units = new Uint32Array(text.length + 1);
+    let n = 0;
+    for (let i = 0; i < text.length; i++) {
+      units[n++] = i;
+      const c = text.charCodeAt(i);
+      if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length) {
+        const next = text.charCodeAt(i + 1);
+        if (next >= 0xdc00 && next <= 0xdfff) i++;
+      }
+    }
+    units[n] = text.length;
+    unitsOf.text = text;
+    unitsOf.units = units.subarray(0, n + 1);
+    return unitsOf.units;
+  }
+
   function showDocument(text, sources) {
     const view = $("document-view");
     view.replaceChildren();
+    const units = codeUnits(text);
+    const unit = (offset) => units[Math.min(offset, units.length - 1)];
     const spans = sources.filter((s) => s.start !== null && s.end !== null).sort((a, b) => a.start - b.start);
     let at = 0;
     for (const span of spans) {
-      if (span.start < at) continue;
-      view.appendChild(document.createTextNode(text.slice(at, span.start)));
+      const start = unit(span.start);
+      if (start < at) continue;
+      view.appendChild(document.createTextNode(text.slice(at, start)));
       const mark = document.createElement("mark");
       mark.setAttribute("data-testid", "source-highlight");
-      mark.textContent = text.slice(span.start, span.end);
+      mark.textContent = text.slice(start, unit(span.end));
       view.appendChild(mark);
-      at = span.end;
+      at = unit(span.end);
     }
     view.appendChild(document.createTextNode(text.slice(at)));
     // Sources without offsets (Document JSON input) are listed, marked alike, after the text.
@@ -342,8 +385,13 @@
       mark.textContent = source.text;
       view.append(document.createTextNode("\n"), mark);
     }
+    // The document view scrolls to the first source; the page stays where the reader clicked unless the
+    // view is not yet beside it (near the top the form is above it): then the page moves as little as it can.
     const first = view.querySelector("mark");
-    if (first && first.scrollIntoView) first.scrollIntoView({ block: "nearest" });
+    if (!first) return;
+    view.scrollTop = Math.max(0, first.offsetTop - view.clientHeight / 3);
+    const box = first.getBoundingClientRect();
+    if (box.top < 0 || box.bottom > window.innerHeight) first.scrollIntoView({ block: "nearest" });
   }
 
   function plural(n, word) {
@@ -393,6 +441,7 @@
             options: opts,
             warnings: [],
             note: event.structured ? event.structured.note : null,
+            method: event.method || (event.structured && event.structured.method) || null,
             title: event.structured ? event.structured.title : null,
             // by document the same schema has no sections: the outline of section summaries is by section only
             structured: event.by === "section" ? event.structured : null,
@@ -404,7 +453,11 @@
           streamed.length = 0;
         } else if (event.event === "done") {
           const data = event.response;
-          arrived.forEach((result) => {
+          arrived.forEach((result, k) => {
+            const answered = (data.summaries || [])[k];
+            if (!result.method && answered) {
+              result.method = answered.method || (answered.structured && answered.structured.method) || null;
+            }
             result.model = data.model;
             result.total_ms = data.timing_ms.total;
             result.warnings = data.warnings;
@@ -447,6 +500,7 @@
     if (!file) return;
     const name = file.name.toLowerCase();
     if (name.endsWith(".md") || name.endsWith(".markdown")) $("format").value = "markdown";
+    else if (name.endsWith(".rst") || name.endsWith(".rest")) $("format").value = "rst";
     else if (name.endsWith(".json")) $("format").value = "json";
     else if (name.endsWith(".txt") || name.endsWith(".text")) $("format").value = "text";
     const reader = new FileReader();
@@ -467,6 +521,7 @@
         instruction: r.instruction,
         summary: r.summary,
         note: r.note,
+        method: r.method,
         title: r.title,
         structured: r.structured,
         options: r.options,

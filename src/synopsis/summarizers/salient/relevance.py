@@ -17,6 +17,7 @@ the general summary (:func:`is_general`).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from functools import cache
 
@@ -65,6 +66,7 @@ def bm25_scores(texts: Sequence[str], query: str) -> np.ndarray:
     ``k1 = 1.5, b = 0.75``; the texts are the collection); zeros when the query has no content word."""
     import bm25s
 
+    logging.getLogger("bm25s").setLevel(logging.WARNING)  # it sets DEBUG on import: its steps on the screen
     asked = terms(query)
     if not asked or not texts:
         return np.zeros(len(texts))

@@ -60,7 +60,8 @@ class Weights:
     ``opening``, the share of a sectioned document's score that its place in the opening gives;
     ``defining_first`` (its defining sentence leads); ``anaphora`` (a sentence opening with a pronoun only
     after the one before it); ``stand_alone`` (candidates must read on their own, :func:`stands_alone`);
-    ``trade_off``, MMR's relevance share in a section's ``k`` sentences."""
+    ``informative`` (candidates and graph only informative prose, :func:`is_informative`); ``trade_off``,
+    MMR's relevance share in a section's ``k`` sentences."""
 
     beta: float = BETA
     lambda1: float = LAMBDA1
@@ -68,6 +69,7 @@ class Weights:
     defining_first: bool = True
     anaphora: bool = True
     stand_alone: bool = True
+    informative: bool = True
     trade_off: float = 0.7
 
     def __post_init__(self) -> None:
@@ -235,6 +237,9 @@ class DocumentRun(_Selecting):
         return self.owner.describe()
 
     # ------------------------------------------------------------------ candidates
+    def informative(self, text: str) -> bool:
+        return not self.weights.informative or is_informative(text)
+
     def stands_alone(self, text: str) -> bool:
         return not self.weights.stand_alone or stands_alone(text, self.names, self.cased, self.transcript)
 
@@ -250,7 +255,7 @@ class DocumentRun(_Selecting):
         return [
             i
             for i, text in enumerate(texts)
-            if text in commands or (is_informative(text) and self.stands_alone(text))
+            if text in commands or (self.informative(text) and self.stands_alone(text))
         ]
 
     # ------------------------------------------------------------------ a section's k sentences
@@ -266,7 +271,7 @@ class DocumentRun(_Selecting):
             pool = sorted(sorted(range(len(texts)), key=lambda i: -len(texts[i]))[: max(self.owner.k, 20)])
         if not pool:
             return []
-        graph = sorted(set(pool) | {i for i, t in enumerate(texts) if is_informative(t)})
+        graph = sorted(set(pool) | {i for i, t in enumerate(texts) if self.informative(t)})
         score, similarity = self._centrality(
             [spoken(texts[i]) for i in graph], [graph.index(i) for i in pool]
         )
@@ -326,7 +331,7 @@ class DocumentRun(_Selecting):
         if not pool:
             return []
         shown = {i: unit_text(units[i]) for i in pool}
-        graph = sorted(set(pool) | {i for i, s in enumerate(sentences) if is_informative(s.text)})
+        graph = sorted(set(pool) | {i for i, s in enumerate(sentences) if self.informative(s.text)})
         texts = [spoken(shown.get(i, sentences[i].text)) for i in graph]
         score, similarity = self._centrality(texts, [graph.index(i) for i in pool])
         first: int | None = None
