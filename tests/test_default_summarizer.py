@@ -132,11 +132,13 @@ def test_the_vocabulary_floor_is_a_low_quantile_not_the_minimum() -> None:
 
 
 @pytest.mark.skipif(not SCITLDR_DEV.is_file(), reason="needs ../shared/data/scitldr")
-def test_the_bundled_model_calls_no_scitldr_dev_abstract_far() -> None:
+def test_the_bundled_model_calls_no_scitldr_dev_abstract_far_but_by_style() -> None:
+    """Length, sections and vocabulary call no dev abstract far; the style check (issue 57) at most 5%."""
     summarizer = PointerGeneratorSummarizer.from_pretrained()
     rows = [json.loads(line) for line in SCITLDR_DEV.read_text(encoding="utf-8").splitlines()]
-    far = [r for r in rows if summarizer.distances(Document.from_sentences(r["source"]))]
-    assert far == []
+    far = [summarizer.distances(Document.from_sentences(r["source"])) for r in rows]
+    assert [d.measure for f in far for d in f if d.measure != "style"] == []
+    assert sum(bool(f) for f in far) <= 0.05 * len(rows)
 
 
 @pytest.fixture(scope="module")
@@ -243,7 +245,8 @@ def test_an_abstract_with_more_rare_terms_than_any_dev_abstract_is_still_in_doma
     """The old check's floor was the lowest dev share (84%): 3 of 320 test abstracts fell below it."""
     summarizer = PointerGeneratorSummarizer.from_pretrained()
     profile = summarizer.model.config.source_profile
-    rare = [f"zq{i}x" for i in range(len(ABSTRACT.split()) // 4)]  # unknown terms: ~80% of words known
+    letters = "abcdefghijklmnopqrstuvwxyz"  # unknown terms (no digits: a word with one reads as a number)
+    rare = [f"zq{letters[i % 26]}{letters[i // 26]}x" for i in range(len(ABSTRACT.split()) // 4)]
     document = Document.from_text(ABSTRACT + " " + " ".join(rare))
     rate = known_word_rate(document_words(document), summarizer.vocab)
     assert 0.7 < rate < profile.known_word_rate_min, rate

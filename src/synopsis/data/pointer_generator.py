@@ -1,7 +1,11 @@
 """The pointer-generator's inputs (See et al., ACL 2017): the lowercased word tokens of articles and
 summaries, their ids over the extended vocabulary (:func:`encode_batch`, shared by the trainer and the
 summarizer), and the profile of a training corpus's held-out inputs (:class:`SourceProfile`) that a
-summarizer compares a document against."""
+summarizer compares a document against.
+
+torch is imported only where a batch is built (:func:`encode_batch`): the profile and :func:`document_words`
+serve the bundled model's domain check, which must not pay for torch (the default summarizer routes most
+documents to an extractive method that never loads the model)."""
 
 from __future__ import annotations
 
@@ -11,11 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import torch
-
 from synopsis.text import has_letter, word_tokenize
 
 if TYPE_CHECKING:
+    import torch
+
     from synopsis.document import Document
     from synopsis.vocab import Vocab
 
@@ -125,6 +129,8 @@ def encode_batch(
     """Ids for a batch of word-tokenised articles (and summaries): the extended vocabulary of each article,
     padding at the end. Articles are cut to ``max_source`` words; ``[BOS] + target`` and ``target + [EOS]``
     are cut to ``max_target``, so a truncated target gets no EOS (as in the authors' code)."""
+    import torch
+
     encoded = [vocab.encode_source(list(s)[:max_source]) for s in sources]
 
     def pad(rows: list[list[int]]) -> torch.Tensor:

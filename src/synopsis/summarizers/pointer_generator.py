@@ -11,7 +11,6 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, fields
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,14 @@ from synopsis.generation.config import GENERATION_CONFIG_FILE, GenerationConfig
 from synopsis.io import read_json
 from synopsis.sharding import resolve_device
 from synopsis.summarizers.base import Summarizer, SummarizerInfo, place_model
-from synopsis.summarizers.domain import Distance, DomainCheck, ModelScope
+from synopsis.summarizers.domain import (
+    Distance,
+    DomainCheck,
+    ModelScope,
+    StyleModel,
+    bundled_domain_check,
+)
+from synopsis.summarizers.domain import bundled_model_dir as bundled_model_dir
 
 logger = logging.getLogger(__name__)
 
@@ -62,24 +68,35 @@ def _select_rows(batch: Any, index: Any) -> Any:
     )
 
 
-def bundled_model_dir() -> Path:
-    return Path(str(resources.files("synopsis") / "resources" / "pointer_generator"))
-
-
 class PointerGeneratorSummarizer(Summarizer):
     """Summarises a batch of documents with one batched beam search (or greedy with ``num_beams=1``)."""
 
-    def __init__(self, model: Any, vocab: Any, generation: GenerationConfig | None = None) -> None:
+    def __init__(
+        self,
+        model: Any,
+        vocab: Any,
+        generation: GenerationConfig | None = None,
+        style: StyleModel | None = None,
+    ) -> None:
+        """``style``: the model's "is it a paper abstract?" classifier (``style.json`` beside its weights;
+        the bundled model has one), a measure of its domain check."""
         from synopsis.models.pointer_generator import document_words
 
         self.model = model.eval()
         self.vocab = vocab
         self.generation = generation or GenerationConfig()
+        self.style = style
         self._free: Any = None  # the (V,) mask of _free_ids, built on first use
         profile = model.config.source_profile
-        check = None if profile is None else DomainCheck.from_profile(profile)
+        reads = self.generation.max_source_tokens
+        bundled = bundled_domain_check() if style is not None else None
+        if bundled is not None and bundled.check is not None and style is bundled.check.style:
+            if (bundled.reads, bundled.vocab.fingerprint) == (reads, vocab.fingerprint):
+                self.scope = bundled  # the bundled model: the check the default routes by, one cache
+                return
+        check = None if profile is None else DomainCheck.from_profile(profile, style)
         #: what the model reads of each document and how far it is from its domain, once per document
-        self.scope = ModelScope(check, vocab, self.generation.max_source_tokens, document_words)
+        self.scope = ModelScope(check, vocab, reads, document_words)
 
     @classmethod
     def from_pretrained(
@@ -116,6 +133,12 @@ class PointerGeneratorSummarizer(Summarizer):
             )
         resolve_device(device)  # an unusable device is refused before the weights are read
         model, vocab = PointerGenerator.from_pretrained(directory)
+        # the bundled model's style check is the one the default routes by (read once per process)
+        if path is None:
+            check = bundled_domain_check().check
+            style = None if check is None else check.style
+        else:
+            style = StyleModel.load(directory)
         model = place_model(model, device)
         defaults: dict[str, Any] = {}
         generation_file = directory / GENERATION_CONFIG_FILE
@@ -125,7 +148,7 @@ class PointerGeneratorSummarizer(Summarizer):
         generation = from_dict(GenerationConfig, {**defaults, **given}, "generation options")
         if decoding is not None:  # checked when it was built: mapped on, not checked again
             generation = generation.with_options(decoding)
-        return cls(model, vocab, generation)
+        return cls(model, vocab, generation, style)
 
     options = tuple(DECODING_OPTIONS)
 
@@ -135,7 +158,7 @@ class PointerGeneratorSummarizer(Summarizer):
     def _with_options(self, options: dict[str, Any]) -> PointerGeneratorSummarizer:
         # A new wrapper around the same weights; GenerationConfig checks min <= max against the defaults too.
         generation = self.generation.with_options(options["decoding"])
-        return type(self)(self.model, self.vocab, generation)
+        return type(self)(self.model, self.vocab, generation, self.style)
 
     # ------------------------------------------------------------------ decoding
     def generate(self, articles: Sequence[Sequence[str]], min_length: int | None = None) -> list[list[str]]:
