@@ -183,6 +183,47 @@ def test_summaries_of_many_documents_share_batches() -> None:
     assert calls == [{0, 1}]
 
 
+def test_sections_stream_as_they_finish_at_the_default_batch_size() -> None:
+    """Issue 61, item 3: 8 section summaries came together after one batch of their 12 windows; with a
+    listener, calls grow from the first section's windows, so its summary is out before the last call."""
+    from synopsis.summarizers.sections import plan_windows
+
+    events: list[tuple[str, object]] = []
+
+    class Slow(LeadSummarizer):  # a model whose every call takes a while: only the order is looked at
+        def input_capacity(self) -> int:
+            return 12
+
+        def summarize_windows(self, windows, instructions=None):  # noqa: ANN001, ANN202
+            events.append(("call", len(windows)))
+            return super().summarize_windows(windows, instructions)
+
+    root = Section()
+    for s in range(8):
+        sentences = [f"Section {s} sentence {i} says a thing." for i in range(2 - s % 2)]
+        root.add(Section(heading=f"Part {s}", paragraphs=[[x] for x in sentences]))
+    document = Document(root, id="paper")
+    summarizer = Slow(1)
+    windows, _ = plan_windows(document, 12, summarizer.input_length)
+    assert len(windows) == 12 < 16  # one batch of the default size
+    (streamed,) = summarizer.summarize_by_section(
+        [document], on_section=lambda d, section: events.append(("section", section.heading))
+    )
+    calls = [i for i, (kind, _) in enumerate(events) if kind == "call"]
+    first_section = events.index(("section", "Part 0"))
+    assert first_section < calls[-1]  # before the last batch is decoded
+    assert events[: first_section] == [("call", 2)]  # after a call of its own two windows
+    assert [n for kind, n in events if kind == "call"] == [2, 4, 6]  # then growing to the batch size
+    assert [e for e in events if e[0] == "section"] == [("section", f"Part {s}") for s in range(8)]
+    events.clear()
+    (whole,) = summarizer.summarize_by_section([document])  # nobody listens: full batches
+    assert events == [("call", 12)] and whole.to_dict() == streamed.to_dict()
+    from synopsis.summarizers.batches import window_batches
+
+    assert window_batches(windows, 1, streaming=True) == [(i, i + 1) for i in range(12)]
+    assert window_batches(windows, 3, streaming=True) == [(0, 2), (2, 5), (5, 8), (8, 11), (11, 12)]
+
+
 # ---------------------------------------------------------------------- support and the budget
 def test_support_counts_content_words_found_in_the_cited_sentences() -> None:
     cited = [Source((0,), 0, "The river flooded the valley.")]

@@ -53,7 +53,7 @@ def t5_dir(tmp_path_factory: pytest.TempPathFactory, tokenizers_dir: Path) -> Pa
 def _both(model: Path, **options: object) -> tuple[list[str], list[str]]:
     """Summaries of both backends. Where CTranslate2 bans no-repeat n-grams under beam search it renormalizes
     the scores, as ``generate(renormalize_logits=True)`` does (issue 52, documented): that is compared."""
-    torch_summarizer = load_summarizer(model=model, **options)
+    torch_summarizer = load_summarizer(model=model, backend="torch", **options)
     ct2_summarizer = load_summarizer(model=model, backend="ctranslate2", **options)
     if ct2_summarizer.renormalizes:
         torch_summarizer.generation["renormalize_logits"] = True
@@ -96,7 +96,7 @@ def test_no_repeat_ngrams_under_beams_renormalize(bart_dir: Path) -> None:
     assert load_summarizer(model=bart_dir, backend="ctranslate2", **options).renormalizes
     greedy = load_summarizer(model=bart_dir, backend="ctranslate2", num_beams=1, no_repeat_ngram_size=2)
     assert not greedy.renormalizes
-    plain = load_summarizer(model=bart_dir, **options).summarize(DOCUMENTS)
+    plain = load_summarizer(model=bart_dir, backend="torch", **options).summarize(DOCUMENTS)
     assert plain != _both(bart_dir, **options)[1]
 
 
@@ -114,7 +114,8 @@ def test_the_checkpoints_generation_config_is_honoured(tmp_path: Path, tokenizer
 
 def test_by_section_and_sources_are_the_same(bart_dir: Path) -> None:
     document = Document.from_sentences([s.text for d in DOCUMENTS for s in d.sentences])
-    torch_side = load_summarizer(model=bart_dir, max_source_length=24).summarize_by_section([document])
+    torch_side = load_summarizer(model=bart_dir, max_source_length=24, backend="torch")
+    torch_side = torch_side.summarize_by_section([document])
     ct2_side = load_summarizer(model=bart_dir, max_source_length=24, backend="ctranslate2")
     assert ct2_side.summarize_by_section([document]) == torch_side
 
@@ -167,7 +168,7 @@ def test_a_failed_conversion_leaves_nothing_half_written(
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"backend": "onnx"}, "--backend must be one of torch, ctranslate2"),
+        ({"backend": "onnx"}, "--backend must be one of auto, torch, ctranslate2"),
         ({"compute_type": "int8"}, "--compute-type applies to --backend ctranslate2"),
         ({"backend": "ctranslate2", "compute_type": "int4"}, "--compute-type must be one of"),
         ({"backend": "ctranslate2", "dtype": "bf16"}, "--dtype applies to --backend torch"),
@@ -226,7 +227,7 @@ def test_the_cli_gives_the_same_summary_on_either_backend(
     document = tmp_path / "doc.txt"
     document.write_text(" ".join(s.text for d in DOCUMENTS for s in d.sentences) + "\n")
     common = ["summarize", document, "--model", t5_dir, "--num-beams", "2", "--by", "document"]
-    code, torch_out, err = run_cli(capsys, *common)
+    code, torch_out, err = run_cli(capsys, *common, "--backend", "torch")
     assert code == 0, err
     code, ct2_out, err = run_cli(capsys, *common, "--backend", "ctranslate2")
     assert code == 0, err
@@ -314,3 +315,121 @@ def test_what_a_request_cannot_run_on_ctranslate2_is_the_clis_line(
         bad = _post(client, {"backend": "onnx"}, "h")
         assert bad.status_code == 422 and bad.json()["error"]["field"] == "options.backend"
     assert not (hibrids / ct2.CACHE_DIR).exists()
+
+
+# ------------------------------------------------------------------------------------------ issue 61
+@pytest.mark.parametrize("beams", [1, 4])
+@pytest.mark.parametrize("family", ["bart", "t5", "pegasus"])
+def test_both_backends_write_the_same_tokens_when_the_minimum_is_the_maximum(
+    family: str, beams: int, bart_dir: Path, t5_dir: Path, tmp_path: Path, tokenizers_dir: Path
+) -> None:
+    """Issue 61, item 4a: at min = max every summary reaches ``--max-length``: the same tokens, as many,
+    on both backends (BART and PEGASUS end on a forced EOS, T5 does not)."""
+    models = {"bart": bart_dir, "t5": t5_dir}
+    model = models.get(family) or save_tiny_family(family, tmp_path / family, tokenizers_dir)
+    options = {"num_beams": beams, "min_length": 16, "max_length": 16}
+    torch_side, ct2_side = _both(model, **options)
+    assert ct2_side == torch_side and all(torch_side)
+
+
+def _with_generation(source: Path, directory: Path, eos_bias: float = 0.0, **settings: Any) -> Path:
+    """A copy of ``source`` with ``settings`` in its generation config, its EOS logit raised by ``eos_bias``
+    (so that beams end at different lengths, as a trained model's do)."""
+    import torch
+    from transformers import AutoModelForSeq2SeqLM
+
+    shutil.copytree(source, directory, ignore=shutil.ignore_patterns(ct2.CACHE_DIR))
+    model = AutoModelForSeq2SeqLM.from_pretrained(directory)
+    with torch.no_grad():
+        model.final_logits_bias[0, model.config.eos_token_id] += eos_bias
+    model.generation_config.update(**settings)
+    model.save_pretrained(directory)
+    return directory
+
+
+def test_ctranslate2_ends_beam_search_as_early_stopping_true_does(
+    bart_dir: Path, tmp_path: Path, shared_data: Path
+) -> None:
+    """Issue 61, item 4b: where beams end at different lengths, CTranslate2 writes generate()'s tokens
+    under ``early_stopping=True`` and not under generate()'s default (False: it searches on after
+    num_beams hypotheses end, CTranslate2 stops); the issue's n-gram case is this one, since banned
+    n-grams make beams end early. ``auto`` takes torch there."""
+    from synopsis.data.readers import read_corpus
+
+    examples = read_corpus("scitldr", shared_data / "scitldr", split="dev")
+    documents = [example.document for _, example in zip(range(12), examples, strict=False)]
+    options = {"num_beams": 4, "max_length": 24, "length_penalty": 2.0, "max_source_length": 48}
+    same = {}
+    for early_stopping in (True, False):
+        model = _with_generation(
+            bart_dir, tmp_path / str(early_stopping), 6.0, num_beams=4, early_stopping=early_stopping
+        )
+        torch_side = load_summarizer(model=model, backend="torch", **options).summarize(documents)
+        ct2_side = load_summarizer(model=model, backend="ctranslate2", **options).summarize(documents)
+        assert len({len(s.split()) for s in torch_side}) > 3  # beams end at many lengths
+        same[early_stopping] = sum(a == b for a, b in zip(torch_side, ct2_side, strict=True))
+        chosen = load_summarizer(model=model, **options).describe().backend
+        assert chosen == ("ctranslate2" if early_stopping else "torch")
+    assert same[True] == len(documents) > same[False]
+
+
+def test_auto_decodes_on_ctranslate2_exactly_where_it_writes_generates_tokens(
+    bart_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 61, item 4: ``--backend auto`` is the default: CTranslate2 for a stock checkpoint when it is
+    installed and the options are ones where it writes generate()'s tokens (greedy; beams under
+    ``early_stopping=True`` without n-gram blocking), torch otherwise; decided again for another set of
+    options, with the same summaries as torch."""
+    from synopsis.models.seq2seq import convert_checkpoint
+    from synopsis.summarizers import backends
+
+    model = _with_generation(bart_dir, tmp_path / "stops", early_stopping=True, num_beams=2)
+    torch_side = load_summarizer(model=model, backend="torch")
+    with caplog.at_level("INFO", logger="synopsis"):
+        auto = load_summarizer(model=model)
+    assert auto.describe().backend == "ctranslate2" and "--backend auto: ctranslate2" in caplog.text
+    assert auto.summarize(DOCUMENTS) == torch_side.summarize(DOCUMENTS)
+    for options, expected in (({"num_beams": 1, "no_repeat_ngram_size": 2}, "ctranslate2"),
+                              ({"num_beams": 3}, "ctranslate2"), ({"length_penalty": 0.0}, "torch"),
+                              ({"num_beams": 3, "no_repeat_ngram_size": 2}, "torch")):  # fmt: skip
+        chosen = auto.with_options(**options)
+        assert chosen.describe().backend == expected, options
+        assert chosen.summarize(DOCUMENTS) == torch_side.with_options(**options).summarize(DOCUMENTS)
+        assert chosen.with_options(num_beams=1).describe().backend == "ctranslate2"  # decided again
+    assert load_summarizer(model=bart_dir, num_beams=3).describe().backend == "torch"  # early_stopping False
+    assert load_summarizer(model=model, dtype="fp32").describe().backend == "torch"  # --dtype is torch's
+    hibrids = convert_checkpoint("hibrids", bart_dir, tmp_path / "hibrids")
+    assert load_summarizer(model=hibrids).describe().backend == "torch"  # a method CTranslate2 lacks
+    monkeypatch.setattr(backends, "ctranslate2_installed", lambda: False)
+    assert load_summarizer(model=model).describe().backend == "torch"  # without the ct2 extra
+
+
+def test_autos_choice_is_in_the_run_record_and_the_answer(
+    t5_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 61, item 4: what decoded the summaries is in ``--output``'s run record and the API's answer."""
+    from fastapi.testclient import TestClient
+
+    from synopsis.cli.provenance import sidecar_path
+    from synopsis.serve import ServeSettings, create_app
+    from synopsis.serve.registry import build_registry
+
+    document = tmp_path / "doc.txt"
+    document.write_text(" ".join(s.text for d in DOCUMENTS for s in d.sentences) + "\n")
+    records = {}
+    runs = {"fast": ["--num-beams", "1"], "ngram": ["--num-beams", "2", "--no-repeat-ngram-size", "2"]}
+    for name, flags in runs.items():
+        out = tmp_path / f"{name}.jsonl"
+        code, _, err = run_cli(capsys, "summarize", document, "--model", t5_dir, *flags, "-o", out,
+                               "--output-format", "jsonl")  # fmt: skip
+        assert code == 0, err
+        records[name] = json.loads(sidecar_path(out).read_text())
+    assert records["fast"]["backend"] == "ctranslate2" and "backend" not in records["ngram"]
+    registry = build_registry({"t5": str(t5_dir)}, builtin=False, warm_up=False)  # --backend auto
+    assert registry.get("t5").public()["backend"] == "ctranslate2"
+    with TestClient(create_app(registry, ServeSettings())) as client:
+        fast = _post(client, {"num_beams": 1})
+        ngram = _post(client, {"num_beams": 2, "no_repeat_ngram_size": 2})
+    assert fast.json()["backend"] == "ctranslate2" and ngram.json()["backend"] == "torch"
+    expected = json.loads((tmp_path / "fast.jsonl").read_text())["prediction"]
+    assert fast.json()["summaries"][0]["summary"] == expected

@@ -85,6 +85,33 @@ def test_summarizers_say_where_they_run(caplog) -> None:
     assert load_summarizer("lead-3").describe().device is None
 
 
+@pytest.mark.parametrize(
+    ("flags", "warned"),
+    [({"avx2", "avx512f"}, {"bf16", "fp16"}), ({"avx512f", "avx512_bf16", "amx_bf16"}, {"fp16"}),
+     ({"avx512_fp16", "amx_bf16"}, set()), ({"asimd", "bf16"}, {"fp16"})],
+)  # fmt: skip
+def test_half_precision_on_the_cpu_warns_only_where_the_cpu_has_no_instructions_for_it(
+    flags: set[str], warned: set[str], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 61, item 6: bf16 was 2.3-2.8x faster than fp32 on a CPU with avx512_bf16; the warning that it is
+    much slower holds only where the CPU emulates it."""
+    from synopsis.summarizers import base
+
+    monkeypatch.setattr(base, "cpu_flags", lambda: frozenset(flags))
+    for dtype in ("bf16", "fp16", "fp32"):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="synopsis"):
+            base.place_model(torch.nn.Linear(2, 2), "cpu", dtype)
+        assert ("much slower than fp32" in caplog.text) == (dtype in warned), (dtype, caplog.text)
+
+
+def test_the_cpu_flags_are_read_from_proc_cpuinfo() -> None:
+    from synopsis.summarizers.base import cpu_flags
+
+    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
+    assert ("avx512_bf16" in cpu_flags()) == (" avx512_bf16" in text)
+
+
 # ------------------------------------------------------------------------------ inputs on the model's device
 class _Stop(Exception):
     """Raised by the probe at the model's first call: nothing computes on ``meta``."""

@@ -8,6 +8,7 @@ own generation settings (tests/helpers/hub.py); ``HF_HOME`` points at it and ``H
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -88,6 +89,67 @@ def test_a_hub_name_summarizes_as_generate_does_with_the_checkpoints_own_default
     assert code == 0, err
     assert out.strip() == expected
     assert summarizer.input_capacity() == MAX_INPUT - summarizer.SPECIAL_TOKEN_ROOM  # the model's own input
+
+
+@pytest.mark.parametrize("repo_id", ["tiny-org/bart-sum", "tiny-org/pegasus-sum"])
+def test_the_tokenizer_reads_the_text_as_written(
+    hub: Path, repo_id: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 61, item 1: with two spaces after each sentence (and a line break inside one) the CLI,
+    the library and the service gave BART other ids than ``tokenizer(text)``: the sentences were re-joined
+    with one space. A byte-level BPE encodes every space; the tokenizer sees the text as written."""
+    from fastapi.testclient import TestClient
+
+    from synopsis.serve import ServeSettings, build_registry, create_app
+    from synopsis.summarizers import load_summarizer
+    from synopsis.summarizers.runner import read_source
+
+    snapshot = _snapshot(hub, repo_id)
+    tokenizer = AutoTokenizer.from_pretrained(snapshot)
+    sentences = [s.rstrip(".") + "." for s in TEXT.split(". ")]
+    broken = sentences[0] + "  " + sentences[1].replace(" were ", " were\n")  # a line break inside
+    texts = ["  ".join(sentences), "  ".join(sentences[:2]), "   ".join(sentences * 4), broken,
+             "\t ".join(sentences[1:])]  # fmt: skip
+    summarizer = load_summarizer(model=repo_id, device="cpu")
+    registry = build_registry({"m": snapshot}, builtin=False, warm_up=False, device="cpu")
+    with TestClient(create_app(registry, ServeSettings())) as client:
+        for i, text in enumerate(texts):
+            document = tmp_path / f"spaced{i}.txt"
+            document.write_text(text + "\n")
+            expected = _generate(snapshot, text)
+            (encoding,) = summarizer.inputs.encode_sources([read_source(document).document])
+            assert encoding.input_ids == tokenizer(text, truncation=True)["input_ids"], text
+            code, out, err = run_cli(capsys, "summarize", document, "--model", repo_id, "--by", "document")
+            assert code == 0, err
+            assert out.strip() == expected, text
+            assert summarizer.summarize([text]) == [expected]
+            body = {"document": text, "model": "m", "by": "document"}
+            answer = client.post("/v1/summarize", json=body)
+            assert answer.status_code == 200 and answer.json()["summaries"][0]["summary"] == expected
+
+
+def test_by_section_each_window_is_read_as_written(
+    hub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 61, item 1, by section: each window's text is its section's as the file writes it."""
+    from synopsis.summarizers import load_summarizer
+    from synopsis.summarizers.runner import SummarizeRunner
+
+    bodies = {name: "  ".join([TEXT.replace(". ", ".  ")] * 2) for name in ("Rain", "Roads")}
+    bodies["Roads"] = bodies["Roads"].replace(" were ", " were\n")
+    document = tmp_path / "spaced.md"
+    document.write_text("".join(f"# {name}\n\n{body}\n\n" for name, body in bodies.items()))
+    summarizer = load_summarizer(model="tiny-org/bart-sum", device="cpu")
+    read: list[str] = []
+    encode = summarizer.inputs.encode_sources
+
+    def spy(documents: list, instructions: object = None) -> object:
+        read.extend(summarizer.inputs.source_text(d) for d in documents)
+        return encode(documents, instructions)
+
+    monkeypatch.setattr(summarizer.inputs, "encode_sources", spy)
+    (summary,) = SummarizeRunner(summarizer, by="section").run(document)
+    assert read == list(bodies.values()) and len(summary.result.sections) == 2
 
 
 def test_a_flag_the_user_sets_wins_over_the_checkpoints_generation_config(
@@ -200,6 +262,70 @@ def test_a_local_directory_of_the_same_name_wins_and_a_revision_is_its_own_snaps
     other = put_in_cache(hub, "tiny-org/bart-sum", pegasus, revision="v2")
     local.rmdir()
     assert resolve_model("tiny-org/bart-sum", "v2") == other != resolve_model("tiny-org/bart-sum")
+
+
+def test_the_library_sorts_many_documents_by_length_into_batches_as_the_cli_batches(
+    hub: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 61, item 5: one ``summarize()`` call of 20 documents padded them all to the longest in one
+    call; it makes calls of at most 16 (the CLI's batch), longest first, each padded to its own, with the
+    CLI's summaries."""
+    from synopsis.summarizers import load_summarizer
+
+    sentences = TEXT.split(". ")
+    texts = [". ".join(sentences[: 1 + i % 3]) + ". " + "More rain fell. " * (i % 7) for i in range(20)]
+    summarizer = load_summarizer(model="tiny-org/bart-sum", device="cpu")
+    widths: list[list[int]] = []
+    generate = summarizer.model.generate
+
+    def spy(**kwargs: object) -> object:
+        mask = kwargs["attention_mask"]
+        widths.append([int(mask.shape[1]), *mask.sum(dim=1).tolist()])
+        return generate(**kwargs)
+
+    monkeypatch.setattr(summarizer.model, "generate", spy)
+    library = summarizer.summarize(texts)
+    assert [len(w) - 1 for w in widths] == [16, 4]
+    assert min(widths[0][1:]) >= max(widths[1][1:])  # the longest first, so each call pads to its own
+    assert widths[1][0] == max(widths[1][1:]) < widths[0][0]
+    widths.clear()
+    assert summarizer.summarize(texts, batch_size=20) == library and len(widths) == 1  # as asked: one call
+    corpus = tmp_path / "texts.jsonl"
+    corpus.write_text("".join(json.dumps({"id": str(i), "text": t}) + "\n" for i, t in enumerate(texts)))
+    code, out, err = run_cli(
+        capsys, "summarize", "--corpus", "jsonl", corpus, "--model", "tiny-org/bart-sum", "--by", "document",
+        "--output-format", "jsonl",
+    )  # fmt: skip
+    assert code == 0, err
+    assert [json.loads(line)["prediction"] for line in out.splitlines()] == library
+
+
+def test_a_hub_name_without_an_organisation_resolves_as_huggingface_hub_does(
+    hub: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 61, item 2: ``t5-small``, as model cards and papers write the hub's canonical models, is found
+    in the cache as ``models--t5-small`` in every place a model is named; a local directory still wins."""
+    from synopsis.serve import parse_model_spec
+    from synopsis.summarizers import load_summarizer
+
+    snapshot = put_in_cache(hub, "t5-small", _snapshot(hub, "tiny-org/t5-prefix"))
+    document = tmp_path / "flood.txt"
+    document.write_text(TEXT + "\n")
+    assert resolve_model("t5-small") == snapshot
+    code, out, err = run_cli(capsys, "summarize", document, "--model", "t5-small")
+    assert code == 0, err
+    assert out.strip() == _generate(snapshot, TEXT)
+    assert load_summarizer(model="t5-small", device="cpu").summarize([TEXT]) == [out.strip()]
+    assert parse_model_spec("small=t5-small") == ("small", snapshot)
+    code, out, err = run_cli(capsys, "train", "seq2seq", "--model", "t5-small", "--dry-run")
+    assert code == 0 and "t5" in out, err
+    absent = run_cli(capsys, "summarize", document, "--model", "t5-absent")
+    one_line_error(absent[0], absent[2], "t5-absent", "offline")
+    one_line_error(*run_cli(capsys, "summarize", document, "-m", "lead-3")[::2], "-m is --model")
+    local = tmp_path / "t5-small"
+    shutil.copytree(_snapshot(hub, "tiny-org/bart-sum"), local)
+    monkeypatch.chdir(tmp_path)
+    assert resolve_model("t5-small") == Path("t5-small")  # a local directory of that name wins
 
 
 # ---------------------------------------------------------------------------- refusals, one line each

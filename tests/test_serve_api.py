@@ -824,7 +824,7 @@ def bart_dir(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Pat
 @pytest.mark.slow
 def test_a_seq2seq_checkpoint_takes_generation_options(bart_dir: Path) -> None:
     registry = ModelRegistry()
-    entry = registry.add(describe("bart", load_summarizer(None, bart_dir), source="user"))
+    entry = registry.add(describe("bart", load_summarizer(None, bart_dir, backend="torch"), source="user"))
     assert (entry.method, entry.instructions, entry.source) == ("seq2seq", True, "user")
     with TestClient(create_app(registry)) as test_client:
         ok = test_client.post(

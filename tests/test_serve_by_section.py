@@ -127,8 +127,9 @@ def test_stream_by_section_sends_each_section_then_done(batching: bool) -> None:
 
 
 def test_stream_by_section_sends_sections_before_the_rest_is_computed() -> None:
-    """20 sections, windows in batches of 16: the first batch's sections reach the client while the second
-    batch is still held back (the summarizer waits for the test to have read one)."""
+    """20 sections of one window each: the first section reaches the client after a call of its own window,
+    while the second call is still held back (the summarizer waits for the test to have read one); the
+    calls then grow to the batch size of 16 (issue 61, item 3)."""
     from helpers.server import running_server
 
     summarizer = load_summarizer("lead-3")
@@ -157,10 +158,10 @@ def test_stream_by_section_sends_sections_before_the_rest_is_computed() -> None:
             for line in response:
                 event = json.loads(line)
                 if event["event"] == "section" and not release.is_set():
-                    assert finished == [16]  # the second batch has not been computed yet
+                    assert finished == [1]  # the second batch has not been computed yet
                     release.set()
                 kinds.append(event["event"])
-    assert calls == finished == [16, 4]
+    assert calls == finished == [1, 2, 4, 8, 5]
     assert kinds == ["parsed"] + ["section"] * 20 + ["summary", "done"]
 
 
@@ -303,7 +304,7 @@ def test_a_by_section_request_whose_client_left_is_never_computed() -> None:
                     + f"Content-Length: {len(payload)}\r\n\r\n".encode()
                     + payload
                 )
-                _wait_for(lambda: queue.waiting(windows=True) == 2)  # its first batch of windows waits
+                _wait_for(lambda: queue.waiting(windows=True) == 1)  # its first call (one section) waits
             _wait_for(lambda: queue.waiting(windows=True) == 0)  # hung up: withdrawn
         finally:
             gate.set()

@@ -498,9 +498,12 @@ class DecodingOptions:
         return self.from_mapping({**self.given(), **{k: v for k, v in options.items() if v is not None}})
 
 
-#: The decoding backends of Hugging Face seq2seq checkpoints: ``generate()`` (the models' own decoding) and
-#: CTranslate2 (:mod:`synopsis.summarizers.ct2`); ``--backend`` and the service's ``options.backend``.
-BACKENDS = ("torch", "ctranslate2")
+#: The decoding backends of Hugging Face seq2seq checkpoints: ``auto`` (CTranslate2 where it writes
+#: ``generate()``'s tokens, else torch: :mod:`synopsis.summarizers.backends`), ``generate()`` (the models' own
+#: decoding) and CTranslate2 (:mod:`synopsis.summarizers.ct2`); ``--backend`` and ``options.backend``.
+BACKENDS = ("auto", "torch", "ctranslate2")
+#: What decodes a Hugging Face checkpoint when nobody says.
+DEFAULT_BACKEND = "auto"
 #: How a CTranslate2 model computes (``float32``: the same tokens as ``generate()``); ``--compute-type``.
 COMPUTE_TYPES = ("float32", "int8", "int8_float32")
 

@@ -417,10 +417,14 @@ class Document(SectionTree):
         title: str | None = None,
         id: str | None = None,  # noqa: A002 - "id" is the natural field name in every corpus
         metadata: dict[str, Any] | None = None,
+        source: str | None = None,
     ) -> None:
         self.title = title
         self.id = id
         self.metadata = dict(metadata or {})
+        #: the text the reader read, which the sentences' spans index (``None``: unknown or rebuilt); a model
+        #: reads the whitespace between sentences as written there (:meth:`written_gap`); not serialised
+        self.source = source
         super().__init__(root)
 
     # ----------------------------------------------------------------- construction
@@ -441,6 +445,8 @@ class Document(SectionTree):
         """Plain text: paragraphs are separated by blank lines, then sentence-split. With ``spans`` each
         sentence keeps its character span in ``text`` (for a reader whose input is ``text`` itself)."""
         built = (Paragraph.from_map(mapped, spans=spans) for mapped in paragraph_maps(text))
+        if spans:
+            kwargs.setdefault("source", text)
         return cls(Section(paragraphs=[p for p in built if p is not None]), **kwargs)
 
     def reindex(self) -> None:
@@ -488,6 +494,23 @@ class Document(SectionTree):
     def text(self) -> str:
         """The body text: sentences joined by spaces, paragraphs by blank lines (headings excluded)."""
         return "\n\n".join(" ".join(p) for p in self.paragraphs)
+
+    def written(self, sentence: Sentence) -> str:
+        """``sentence`` as its source writes it when the two differ only in whitespace (a line break inside
+        it, where the reader joined lines with a space), else its text (markup lies inside the span)."""
+        if self.source is None or sentence.start is None or sentence.end is None:
+            return sentence.text
+        span = self.source[sentence.start : sentence.end]
+        return span if span != sentence.text and span.split() == sentence.text.split() else sentence.text
+
+    def written_gap(self, before: Sentence, after: Sentence) -> str | None:
+        """The source's characters between two sentences when they are whitespace only (two spaces, a line
+        break, a blank line), as a tokenizer given the text reads them; ``None`` when not known or when
+        anything else lies between them (a heading, markup, a code block)."""
+        if self.source is None or before.end is None or after.start is None or before.end > after.start:
+            return None
+        gap = self.source[before.end : after.start]
+        return gap if gap and gap.isspace() else None
 
     def num_words(self) -> int:
         return sum(len(s.text.split()) for s in self._sentences)

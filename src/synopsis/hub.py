@@ -3,7 +3,9 @@
 Everywhere a model is named (``summarize --model``, ``serve --model NAME=...``, ``convert``, ``train
 seq2seq``, ``load_summarizer(model=...)``, ``load_seq2seq``) the name goes through :func:`resolve_model`:
 a local directory is used as it is (a directory with the same name as a hub id wins, as in
-transformers); otherwise ``org/name`` (with an optional ``revision``: a branch, tag or commit) is found in
+transformers); otherwise a hub id, ``org/name`` or a name without an organisation as thousands of model cards
+write it (``t5-small``, ``gpt2``: huggingface_hub's own rule, :func:`huggingface_hub.utils.validate_repo_id`),
+with an optional ``revision`` (a branch, tag or commit), is found in
 huggingface_hub's own cache (``HF_HOME`` / ``HF_HUB_CACHE``, the files transformers reads) and, when
 online, downloaded into it. ``HF_HUB_OFFLINE=1`` is honoured: only the cache is read.
 
@@ -27,8 +29,11 @@ from synopsis.progress import progress_enabled
 
 logger = logging.getLogger(__name__)
 
-#: ``org/name``: what the hub calls a model id (letters, digits, ``-``, ``_``, ``.``; no ``--`` or ``..``).
-HUB_ID = re.compile(r"(?!.*(--|\.\.))[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}")
+#: What the hub calls a model id: ``org/name`` or ``name`` alone (the hub's canonical models: ``t5-small``,
+#: ``gpt2``); letters, digits, ``-``, ``_``, ``.``, neither starting nor ending with ``-`` or ``.``, no ``--``
+#: or ``..`` (huggingface_hub's ``validate_repo_id``).
+_HUB_PART = r"[A-Za-z0-9_](?:[\w.-]{0,94}[A-Za-z0-9_])?"
+HUB_ID = re.compile(rf"(?!.*(--|\.\.))(?:{_HUB_PART}/)?{_HUB_PART}")
 #: The files a model needs (config, generation config, tokenizer, safetensors weights and their index):
 #: never pickles, ONNX, TF or Flax weights, nor code.
 DOWNLOAD_PATTERNS = ["*.json", "*.safetensors", "*.model", "*.spm", "*.txt"]
@@ -38,7 +43,7 @@ SAFETENSORS_INDEX = "model.safetensors.index.json"
 
 
 def is_hub_id(name: str | Path) -> bool:
-    """Whether ``name`` is spelt as a hub model id ``org/name`` (it may still not exist)."""
+    """Whether ``name`` is spelt as a hub model id, ``org/name`` or ``name`` (it may still not exist)."""
     return HUB_ID.fullmatch(str(name)) is not None
 
 
@@ -315,7 +320,8 @@ def resolve_model(
     progress: bool | None = None,
     check_config: Callable[[Path], Any] | None = None,
 ) -> Path:
-    """The local directory of model ``name``: a local directory, or a hub id ``org/name`` at ``revision``.
+    """The local directory of model ``name``: a local directory, or a hub id (``org/name``, or ``name`` alone
+    as ``t5-small``) at ``revision``.
 
     A hub id is found in huggingface_hub's cache, or downloaded into it when online (only the config,
     tokenizer and safetensors weights: a repo with only pickled weights is refused first, and
@@ -332,7 +338,7 @@ def resolve_model(
             )
         return path
     if not is_hub_id(name):
-        raise CheckpointError(f"{name}: no such model directory (nor a hub model id, org/name)")
+        raise CheckpointError(f"{name}: no such model directory (nor a hub model id, org/name or name)")
     repo_id = str(name)
     if _offline():
         snapshot = _from_cache(repo_id, revision)

@@ -16,7 +16,7 @@ def revision_option() -> Any:
     return typer.Option(
         None,
         "--revision",
-        help="With a hub model id (org/name): the branch, tag or commit to use (default: main).",
+        help="With a hub model id (org/name or name): the branch, tag or commit to use (default: main).",
     )
 
 
@@ -30,8 +30,9 @@ def show_download_progress(json_output: bool = False) -> bool:
 def resolve_model_option(
     model: str | Path | None, revision: str | None, *, json_output: bool = False
 ) -> Path | None:
-    """``--model`` as a local directory: a directory as it is, a hub id ``org/name`` (at ``--revision``)
-    from huggingface_hub's cache, downloaded when online (:func:`synopsis.models.seq2seq.resolve_seq2seq`).
+    """``--model`` as a local directory: a directory as it is, a hub id ``org/name`` or ``name`` (at
+    ``--revision``) from huggingface_hub's cache, downloaded when online
+    (:func:`synopsis.models.seq2seq.resolve_seq2seq`).
 
     A name that is neither is returned as it is, for the command's own message about a missing path."""
     if model is None:
@@ -39,8 +40,11 @@ def resolve_model_option(
             raise InputError(f"--revision {revision}: give the hub model it applies to with --model ORG/NAME")
         return None
     from synopsis.hub import is_hub_id, resolve_model
+    from synopsis.summarizers import METHOD_TABLE
 
-    if Path(model).exists() or not is_hub_id(model):  # no transformers import for a local directory
+    # a method's name (``-m lead-3``, from when -m meant --method) stays a path, for the command's hint
+    method = "/" not in str(model) and any(m.matches(str(model)) for m in METHOD_TABLE)
+    if Path(model).exists() or not is_hub_id(model) or method:  # no transformers import for a local dir
         return resolve_model(model, revision) if Path(model).is_dir() else Path(model)
     from synopsis.models.seq2seq import resolve_seq2seq
 

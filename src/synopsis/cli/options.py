@@ -15,6 +15,7 @@ import typer
 from synopsis.config import (
     AT_LEAST_ONE,
     DECODING_OPTIONS,
+    DEFAULT_BACKEND,
     NON_NEGATIVE,
     Range,
     use_threads,
@@ -130,15 +131,17 @@ def set_torch_threads(threads: int | None) -> None:
 
 #: ``--backend``: how Hugging Face checkpoints decode (kept here so that ``--help`` imports no model code)
 BACKEND_HELP = (
-    "Hugging Face checkpoints: torch (generate()) or ctranslate2 (stock BART/PEGASUS/T5-family checkpoints "
-    "converted once and cached beside the model; the same summaries in float32, faster on a CPU)."
+    "Hugging Face checkpoints: torch (generate()), ctranslate2 (stock BART/PEGASUS/T5-family checkpoints "
+    "converted once and cached beside the model; the same summaries in float32, faster on a CPU), or auto "
+    "(the default: ctranslate2 where the ct2 extra is installed and it writes generate()'s tokens for the "
+    "options asked, e.g. not n-gram blocking under beams; torch otherwise; the log says which)."
 )
 COMPUTE_TYPE_HELP = "--backend ctranslate2: float32 (default: the same tokens as torch), int8, int8_float32."
 
 
 def backend_option() -> Any:
     """``--backend`` of the commands that summarize (checked by the library: a one-line error, exit 2)."""
-    return typer.Option("torch", "--backend", help=BACKEND_HELP)
+    return typer.Option(DEFAULT_BACKEND, "--backend", help=BACKEND_HELP)
 
 
 def compute_type_option() -> Any:

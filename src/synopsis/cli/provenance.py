@@ -32,17 +32,19 @@ def sidecar_path(output: Path) -> Path:
 
 
 def run_record(
-    spec: Any, by: str, max_words: int, instructions: Sequence[str], method: str
+    spec: Any, by: str, max_words: int, instructions: Sequence[str], method: str, backend: str | None = None
 ) -> dict[str, Any]:
-    """What makes a summary what it is, from ``synopsis summarize``'s options (``spec``: its ModelSpec) and
-    ``method``, the loaded summarizer's (``--method``, else what the model's config or the default chose)."""
+    """What makes a summary what it is, from ``synopsis summarize``'s options (``spec``: its ModelSpec),
+    ``method``, the loaded summarizer's (``--method``, else what the model's config or the default chose),
+    and ``backend``, what decodes the model (``--backend auto``'s choice; ``None``: no model, or torch)."""
+    backend = backend or "torch"
     return {
         "method": method,
         "model": str(spec.model.resolve()) if spec.model is not None else "(bundled default)",
         "k": spec.k,
         "max_source_length": spec.max_source_length,
         "dtype": spec.dtype,
-        **({"backend": spec.backend, "compute_type": spec.compute_type} if spec.backend != "torch" else {}),
+        **({"backend": backend, "compute_type": spec.compute_type} if backend != "torch" else {}),
         "decoding": spec.decoding.given(),
         "by": by,
         "max_words": max_words,

@@ -35,7 +35,7 @@ DEFAULT_SHARED = Path("../shared/data")
 
 def train(
     model: Path | None = typer.Option(
-        None, "--model", "-m", help="Hugging Face model: a local directory or a hub id (org/name)."
+        None, "--model", "-m", help="Hugging Face model: a local directory or a hub id (org/name, or name)."
     ),
     revision: str | None = revision_option(),
     config: Path | None = typer.Option(
@@ -260,7 +260,7 @@ def hibrids_probe_experiment(
 
 
 def convert_hie_bart(
-    source: Path = typer.Argument(..., help="A BART checkpoint: a directory or a hub id (org/name)."),
+    source: Path = typer.Argument(..., help="A BART checkpoint: a directory or a hub id (org/name or name)."),
     output: Path = typer.Argument(..., help="New directory for the Hie-BART checkpoint."),
     revision: str | None = revision_option(),
     word_heads: int = count_option(
@@ -288,7 +288,7 @@ def convert_hie_bart(
 
 
 def convert_instructsum(
-    source: Path = typer.Argument(..., help="A T5 / FLAN-T5 checkpoint: a directory or a hub id (org/name)."),
+    source: Path = typer.Argument(..., help="A T5 / FLAN-T5 checkpoint: a directory or a hub id."),
     output: Path = typer.Argument(..., help="New directory for the InstructSum checkpoint."),
     revision: str | None = revision_option(),
 ) -> None:

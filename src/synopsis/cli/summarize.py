@@ -65,7 +65,7 @@ def summarize(
         "--model",
         "-m",
         help="Model directory (a pointer-generator or a Hugging Face checkpoint), or a Hugging Face hub id "
-        "(org/name, e.g. facebook/bart-large-cnn: from the hub cache, downloaded when online).",
+        "(org/name or name: facebook/bart-large-cnn, t5-small; from the hub cache, downloaded when online).",
     ),
     revision: str | None = revision_option(),
     instruction: list[str] | None = typer.Option(
@@ -180,7 +180,8 @@ def summarize(
             )  # fmt: skip
             job = _prepare(shard, run, spec, Wanted(by, max_words, form))
             if output is not None:  # --resume continues only an output of the same options and input
-                record = run_record(spec, by, max_words, run.instructions, job.summarizer.describe().method)
+                info = job.runner.summarizer.describe()  # --backend auto: what it chose for these options
+                record = run_record(spec, by, max_words, run.instructions, info.method, info.backend)
                 check_resume(output, resume, record, job.ids, write=shard.is_main, jsonl=form == "jsonl")
         _write(job, output, resume, shard, outline)
 
@@ -224,7 +225,7 @@ class ModelSpec:
     threads: int | None
     decoding: DecodingOptions
     device: Any = "auto"  #: a ``torch.device`` (:func:`process_device`), or ``auto``
-    backend: str = "torch"  #: ``--backend``: torch (generate()) or ctranslate2
+    backend: str = "auto"  #: ``--backend``: auto, torch (generate()) or ctranslate2
     compute_type: str | None = None  #: ``--compute-type`` of the ctranslate2 backend
 
     def load(self) -> Summarizer:

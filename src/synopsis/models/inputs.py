@@ -272,10 +272,14 @@ class Seq2SeqInputs:
         (``markers``)."""
         sections = document.sections
         pieces: list[Piece] = []
+        # Without markers a stock model reads the text as written: each sentence and the whitespace between
+        # two sentences as the source has them (two spaces, a line break), as tokenizer(text) would read it
+        # (a byte-level BPE encodes every space); elsewhere one space.
+        as_written = markers and self.sentence_marker is None and document.source is not None
 
-        def add(text: str, sentence: int, section: int) -> None:
+        def add(text: str, sentence: int, section: int, gap: str | None = None) -> None:
             # The space before a piece belongs to it, so a token that carries a leading space does too.
-            pieces.append(Piece((" " if pieces else "") + text, sentence, section))
+            pieces.append(Piece(((gap or " ") if pieces else "") + text, sentence, section))
 
         for index, sentence in enumerate(sentences):
             section = sentence.section
@@ -291,6 +295,11 @@ class Seq2SeqInputs:
             if starts and self.headings and section.heading and section.heading.strip():
                 add(" ".join(section.heading.split()), -1, section.index)
             text = sentence.text if markers else " ".join(sentence.text.split())
+            gap = None
+            if as_written:
+                text = document.written(sentence)
+                if index and pieces and pieces[-1].sentence == index - 1:  # nothing added between them
+                    gap = document.written_gap(sentences[index - 1], sentence)
             if markers and self.sentence_marker is not None:  # markers belong to the sentence they start
                 if self.sentence_marker != self.tokenizer.bos_token:
                     text = f"{self.sentence_marker} {text}"
@@ -300,7 +309,7 @@ class Seq2SeqInputs:
                     # space goes after it ("A.<s> B." tokenizes A. and B. exactly as "A. B." does).
                     pieces.append(Piece(f"{self.sentence_marker} {text}", index, section.index))
                     continue
-            add(text, index, section.index)
+            add(text, index, section.index, gap)
         return pieces
 
     def source_text(self, document: Document, instruction: str | None = None) -> str:

@@ -22,6 +22,7 @@ from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
 from synopsis import __version__
+from synopsis.config import DEFAULT_BACKEND
 from synopsis.serve.errors import add_error_handlers
 from synopsis.serve.middleware import RequestMiddleware
 from synopsis.serve.registry import ModelRegistry
@@ -134,6 +135,6 @@ def create_app_from_env() -> FastAPI:
     registry = build_registry(
         config.get("models", {}), builtin=config.get("builtin", True),
         device=config.get("device", "auto"), dtype=config.get("dtype"),
-        backend=config.get("backend", "torch"), compute_type=config.get("compute_type"),
+        backend=config.get("backend", DEFAULT_BACKEND), compute_type=config.get("compute_type"),
     )  # fmt: skip
     return create_app(registry, ServeSettings(**config.get("settings", {})))

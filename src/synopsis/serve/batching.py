@@ -51,6 +51,7 @@ from typing import Any
 from synopsis.document import Document
 from synopsis.serve.pool import QueueFullError
 from synopsis.summarizers import Summarizer
+from synopsis.summarizers.batches import batch_size_in_force
 from synopsis.summarizers.sections import Window
 
 logger = logging.getLogger("synopsis.serve")
@@ -299,7 +300,8 @@ def _call(batch: list[BatchItem]) -> tuple[list[Any], float]:
     else:
         if all(instruction is None for instruction in instructions):
             instructions = None  # as the CLI passes plain summaries
-        out = summarizer.summarize(documents, instructions)
+        with batch_size_in_force(len(documents)):  # the batcher's batch is one model call
+            out = summarizer.summarize(documents, instructions)
     return out, round(1000 * (time.perf_counter() - begin), 2)
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from synopsis.config import DECODING_OPTIONS, NO_DECODING, DecodingOptions
+from synopsis.config import DECODING_OPTIONS, DEFAULT_BACKEND, NO_DECODING, DecodingOptions
 from synopsis.document import Document
 from synopsis.errors import ConfigError, SynopsisError
 from synopsis.hub import is_hub_id
@@ -194,6 +194,8 @@ class ModelEntry:
         """The backend a request asks for (the loaded one unless it names another), checked as the CLI checks
         ``--backend``/``--compute-type`` (:func:`~synopsis.summarizers.check_backend`)."""
         loaded, loaded_compute = self._loaded_backend()
+        if backend == "auto" and (self.loader is None or getattr(self.summarizer, "auto", None) is not None):
+            backend = None  # the server's own choice already decides per request (or there is no other)
         chosen = backend or loaded
         if compute_type is None and chosen == loaded:
             compute_type = loaded_compute
@@ -403,7 +405,7 @@ def build_registry(
     warm_up: bool = True,
     device: Any = "auto",
     dtype: str | None = None,
-    backend: str = "torch",
+    backend: str = DEFAULT_BACKEND,
     compute_type: str | None = None,
 ) -> ModelRegistry:
     """The server's models: the bundled default, the extractive methods, then each ``NAME=DIR``.
@@ -412,9 +414,10 @@ def build_registry(
     :func:`~synopsis.sharding.resolve_device`), so the batcher's calls run there too; ``dtype`` (fp32, bf16,
     fp16) is the precision of the ``NAME=DIR`` Hugging Face models (the library refuses it for a
     pointer-generator; the bundled one stays as stored); ``backend``/``compute_type`` decode them with
-    ``generate()`` or CTranslate2 (:mod:`synopsis.summarizers.ct2`). The centrality method needs the optional
-    embedding model (``synopsis[embeddings]``); without it the server starts without that entry and says
-    so in the log.
+    ``generate()`` or CTranslate2 (:mod:`synopsis.summarizers.ct2`), by default ``auto``: CTranslate2 where it
+    writes ``generate()``'s tokens for a request's options (:mod:`synopsis.summarizers.backends`). The
+    centrality method needs the optional embedding model (``synopsis[embeddings]``); without it the server
+    starts without that entry and says so in the log.
     """
     registry = ModelRegistry()
     started = time.perf_counter()

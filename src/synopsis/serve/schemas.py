@@ -67,9 +67,11 @@ class SummarizeOptions(_Strict):
     # and one-line refusals as the CLI's flags.
     backend: Literal[BACKENDS] | None = Field(  # type: ignore[valid-type]
         None,
-        description="torch (generate()) or ctranslate2 (a stock Hugging Face checkpoint converted once; the "
-        "same summaries in float32, faster on a CPU). Default: the server's --backend. A model CTranslate2 "
-        "cannot run (a method on it, another family, not a Hugging Face checkpoint) is a 422.",
+        description="torch (generate()), ctranslate2 (a stock Hugging Face checkpoint converted once; the "
+        "same summaries in float32, faster on a CPU) or auto (CTranslate2 where it writes generate()'s "
+        "tokens for the request's options, else torch). Default: the server's --backend (auto unless it "
+        "says). A model CTranslate2 cannot run (a method on it, another family, not a Hugging Face "
+        "checkpoint) is a 422 when ctranslate2 is asked for.",
     )
     compute_type: Literal[COMPUTE_TYPES] | None = Field(  # type: ignore[valid-type]
         None,
@@ -203,6 +205,9 @@ class Timing(BaseModel):
 
 class SummarizeResponse(BaseModel):
     model: str
+    backend: str | None = Field(
+        None, description="What decoded the summaries: torch (generate()) or ctranslate2; null: no model."
+    )
     summaries: list[SummaryItem]
     sections: SectionOutline = Field(..., description="Outline of the parsed document; the root is depth 0.")
     document: DocumentStats
@@ -260,8 +265,9 @@ class ModelInfo(BaseModel):
     dtype: str | None = Field(None, description="Its weights' precision (float32, bfloat16); null: no model.")
     backend: str | None = Field(
         None,
-        description="What decodes it: torch (generate()) or ctranslate2 (--backend), unless a request asks "
-        "for the other in options.backend; null: no model.",
+        description="What decodes it with the server's options: torch (generate()) or ctranslate2 "
+        "(--backend; auto picks one per set of options), unless a request asks for the other in "
+        "options.backend; null: no model.",
     )
 
 

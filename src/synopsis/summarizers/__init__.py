@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from synopsis.config import BACKENDS, COMPUTE_TYPES, DecodingOptions, use_threads
+from synopsis.config import BACKENDS, COMPUTE_TYPES, DEFAULT_BACKEND, DecodingOptions, use_threads
 from synopsis.errors import ConfigError, SynopsisError
 from synopsis.io import read_json
 from synopsis.sharding import check_device
@@ -32,7 +32,7 @@ class LoadOptions:
     dtype: str | None
     device: Any
     decoding: DecodingOptions | None
-    backend: str = "torch"
+    backend: str = DEFAULT_BACKEND
     compute_type: str | None = None
 
 
@@ -100,16 +100,25 @@ def _seq2seq(o: LoadOptions, m: re.Match[str]) -> Summarizer:
 
     if o.model is None:
         raise SynopsisError("--method seq2seq needs --model (a Hugging Face directory or hub id)")
-    if o.backend == "ctranslate2":
-        from synopsis.summarizers.ct2 import CTranslate2Summarizer
 
-        return CTranslate2Summarizer.from_pretrained(
-            o.model, o.max_source_length, compute_type=o.compute_type, device=o.device, decoding=o.decoding
-        )
-    return Seq2SeqSummarizer.from_pretrained(
-        o.model, max_source_length=o.max_source_length, instruction_cache=o.instruction_cache, dtype=o.dtype,
-        device=o.device, decoding=o.decoding,
-    )  # fmt: skip
+    def load(backend: str) -> Summarizer:
+        if backend == "ctranslate2":
+            from synopsis.summarizers.ct2 import CTranslate2Summarizer
+
+            return CTranslate2Summarizer.from_pretrained(
+                o.model, o.max_source_length, compute_type=o.compute_type, device=o.device,
+                decoding=o.decoding,
+            )  # fmt: skip
+        return Seq2SeqSummarizer.from_pretrained(
+            o.model, max_source_length=o.max_source_length, instruction_cache=o.instruction_cache,
+            dtype=o.dtype, device=o.device, decoding=o.decoding,
+        )  # fmt: skip
+
+    if o.backend == "auto" and o.dtype is None:  # --dtype is torch's: it decides
+        from synopsis.summarizers.backends import AutoBackend
+
+        return AutoBackend(o.model, load, o.decoding).summarizer()
+    return load("torch" if o.backend == "auto" else o.backend)
 
 
 _DEFAULT_LINE = (
@@ -170,7 +179,7 @@ def check_backend(backend: str, method: str, compute_type: str | None, dtype: st
     """One line for a backend the request cannot use (before any weights are read)."""
     if backend not in BACKENDS:
         raise ConfigError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    if backend == "torch":
+    if backend in ("torch", "auto"):
         if compute_type is not None:
             raise ConfigError("--compute-type applies to --backend ctranslate2 (torch models take --dtype)")
         return
@@ -198,7 +207,7 @@ def load_summarizer(
     device: Any = "auto",
     decoding: DecodingOptions | None = None,
     threads: int | None = None,
-    backend: str = "torch",
+    backend: str = DEFAULT_BACKEND,
     compute_type: str | None = None,
     **generation: Any,
 ) -> Summarizer:
@@ -222,9 +231,10 @@ def load_summarizer(
     ``threads`` is torch's CPU threads for the methods that compute with torch; without it, the CLI's default
     (``$OMP_NUM_THREADS``, else the cores the load leaves free) unless the caller already set torch's
     threads (:func:`~synopsis.config.use_threads`). ``backend`` decodes a Hugging Face checkpoint with
-    ``generate()`` (``torch``) or CTranslate2 (``ctranslate2``: stock checkpoints, converted once and cached
+    ``generate()`` (``torch``), CTranslate2 (``ctranslate2``: stock checkpoints, converted once and cached
     beside the model; ``compute_type`` float32, the default, int8 or int8_float32; see
-    :mod:`synopsis.summarizers.ct2`).
+    :mod:`synopsis.summarizers.ct2`), or, by default (``auto``), CTranslate2 where it writes ``generate()``'s
+    tokens for the options asked and torch otherwise (:mod:`synopsis.summarizers.backends`).
     """
     check_device(device)  # an unusable device is refused before a model is looked up or read
     if model is not None or revision is not None:

@@ -14,18 +14,27 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 from typing import Any, Self
 
 from synopsis.config import DECODING_OPTIONS, DecodingOptions
 from synopsis.document import Document
 from synopsis.errors import ConfigError, InputError
 from synopsis.sharding import resolve_device
+from synopsis.summarizers.batches import (
+    DEFAULT_BATCH_SIZE,
+    batch_size_in_force,
+    batch_size_wanted,
+    length_batches,
+)
 from synopsis.summarizers.citing import aligned_sentences
 from synopsis.summarizers.sections import (
     DEFAULT_MAX_WORDS,
     DocumentSummary,
     SummarySentence,
     Window,
+    flat_document,
     summarize_by_section,
     window_document,
 )
@@ -111,13 +120,35 @@ class Summarizer(ModelPlacement, ABC):
         documents: Sequence[Document | str],
         instructions: Sequence[str | None] | None = None,
         references: Sequence[Sequence[str]] | None = None,
+        *,
+        batch_size: int | None = None,
     ) -> list[str]:
         """One summary per document (a :class:`Document`, or plain text: read as
-        :meth:`Document.from_text` reads it); the batch is checked here, once for every method."""
+        :meth:`Document.from_text` reads it); the batch is checked here, once for every method.
+
+        A model reads ``batch_size`` documents per call at most (default: the batch size of an enclosing
+        call, else :data:`DEFAULT_BATCH_SIZE`, ``synopsis summarize``'s batch; extractive methods: all at
+        once), sorted by length (:meth:`input_length`, :func:`length_batches`), so one call of many
+        documents pads each to its neighbours' length, not to the longest of all."""
         checked = self.check_batch(documents, instructions, references)
         if not documents:
             return []
-        return self._summarize_batch(as_documents(documents), checked, references)
+        if batch_size is not None and batch_size < 1:
+            raise InputError(f"batch_size must be >= 1, got {batch_size}")
+        docs = as_documents(documents)
+        size = batch_size or batch_size_wanted() or (None if self.extractive else DEFAULT_BATCH_SIZE)
+        if size is None or len(docs) <= size:
+            with batch_size_in_force(size or len(docs)):
+                return self._summarize_batch(docs, checked, references)
+        out = [""] * len(docs)
+        lengths = [self.input_length(" ".join(s.text for s in d.sentences)) for d in docs]
+        for rows in length_batches(lengths, size):
+            refs = None if references is None else [references[i] for i in rows]
+            with batch_size_in_force(size):
+                made = self._summarize_batch([docs[i] for i in rows], [checked[i] for i in rows], refs)
+            for row, summary in zip(rows, made, strict=True):
+                out[row] = summary
+        return out
 
     @abstractmethod
     def _summarize_batch(
@@ -207,8 +238,9 @@ class Summarizer(ModelPlacement, ABC):
         This default summarizes each window as a document and cites by lexical alignment; methods that know
         where their words came from (extractive selection, the pointer-generator's attention) override it. A
         subtree window (a model that reads the section tree) is given as its section's subtree."""
-        documents = [window_document(w) if w.subtree else Document.from_sentences(w.texts) for w in windows]
-        predictions = self.summarize(documents, instructions)
+        documents = [window_document(w) if w.subtree else flat_document(w) for w in windows]
+        with batch_size_in_force(max(1, len(documents))):  # the caller's batch of windows is one call
+            predictions = self.summarize(documents, instructions)
         out = []
         for window, prediction in zip(windows, predictions, strict=True):
             sentences = [s for line in prediction.split("\n") for s in split_sentences(line)]
@@ -255,8 +287,9 @@ class Summarizer(ModelPlacement, ABC):
 
 def as_documents(documents: Sequence[Document | str]) -> list[Document]:
     """A batch as Documents: plain text (``str``) is read as :meth:`Document.from_text` reads it (paragraphs
-    at blank lines, sentences split), so the library takes what a user has at hand."""
-    return [Document.from_text(d) if isinstance(d, str) else d for d in documents]
+    at blank lines, sentences split, with their spans, so that a model reads the text as written), so the
+    library takes what a user has at hand."""
+    return [Document.from_text(d, spans=True) if isinstance(d, str) else d for d in documents]
 
 
 def say_where_on_first_call(model: Any, message: str) -> None:
@@ -286,8 +319,9 @@ def place_model(model: Any, device: Any = "auto", dtype: str | None = None) -> A
     """``model`` in ``dtype`` (fp32, bf16, fp16; ``None``: as stored) on ``device`` (``auto``: a GPU when
     torch sees one, else the CPU; see :func:`~synopsis.sharding.resolve_device`), with one log line saying
     where it runs when it first computes (:func:`say_where_on_first_call`). Half precision on the CPU is
-    allowed, as asked, with a warning: CPU kernels for bf16/fp16 are far slower than fp32 ones (about 100x
-    for bf16 generation here)."""
+    allowed, as asked, with a warning where the CPU has no instructions for it (:func:`cpu_runs_natively`):
+    there its kernels are emulated, far slower than fp32 (about 100x for bf16 generation on an AVX2 CPU),
+    while bf16 on a CPU with AVX512-BF16/AMX was 2.3-2.8x faster than fp32."""
     import torch
 
     from synopsis.config import apply_deferred_threads
@@ -301,6 +335,34 @@ def place_model(model: Any, device: Any = "auto", dtype: str | None = None) -> A
     weights = next(iter(model.parameters()), None)
     precision = "" if weights is None else f" ({str(weights.dtype).removeprefix('torch.')})"
     say_where_on_first_call(model, f"model runs on {target}{precision}")
-    if target.type == "cpu" and dtype in ("bf16", "fp16"):
-        logger.warning("--dtype %s on the CPU is much slower than fp32 (its kernels are for GPUs)", dtype)
+    if target.type == "cpu" and dtype in NATIVE_CPU_FLAGS and not cpu_runs_natively(dtype):
+        flags = "/".join(NATIVE_CPU_FLAGS[dtype])
+        message = "--dtype %s on this CPU is much slower than fp32 (it has no %s instructions: %s)"
+        logger.warning(message, dtype, dtype, flags)
     return model
+
+
+#: The CPU features (``/proc/cpuinfo``'s flags on x86-64, its Features on ARM) that run a half precision in
+#: hardware; without one, torch emulates it.
+NATIVE_CPU_FLAGS = {"bf16": ("avx512_bf16", "amx_bf16", "bf16"), "fp16": ("avx512_fp16", "amx_fp16")}
+
+
+@lru_cache(maxsize=1)
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags as Linux lists them in ``/proc/cpuinfo`` (empty where it cannot be read)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return frozenset()
+    flags: set[str] = set()
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip().lower() in ("flags", "features"):
+            flags.update(value.split())
+    return frozenset(flags)
+
+
+def cpu_runs_natively(dtype: str) -> bool:
+    """Whether this CPU computes ``dtype`` (bf16, fp16) with instructions of its own
+    (:data:`NATIVE_CPU_FLAGS`), read once from what the CPU reports; not known counts as not."""
+    return any(flag in cpu_flags() for flag in NATIVE_CPU_FLAGS.get(dtype, ()))

@@ -19,10 +19,11 @@ its own fused kernels and beam search. Here:
   weights when loaded: faster, other tokens; ``docs/results/decoding.md`` has the numbers).
 * **Decoding options** map one to one (:func:`translate_options`): beams, lengths (as ``generate()``
   counts them, with the checkpoint's forced end token), length penalty, no-repeat n-grams, early stopping
-  and a forced first token. One difference is kept and said: under beam search CTranslate2 renormalizes
-  the scores after banning no-repeat n-grams, as ``generate(renormalize_logits=True)`` does (plain
-  ``generate()`` does not), so with ``no_repeat_ngram_size`` and beams the tokens may differ
-  (:attr:`CTranslate2Summarizer.renormalizes`; the benchmark reports how often). Anything else the
+  and a forced first token. Two differences under beam search are kept and said
+  (:func:`differs_from_generate`, which ``--backend auto`` consults): CTranslate2 renormalizes the scores
+  after banning no-repeat n-grams, as ``generate(renormalize_logits=True)`` does (plain ``generate()`` does
+  not; :attr:`CTranslate2Summarizer.renormalizes`), and it ends a search as ``early_stopping=True`` does
+  (``generate()``'s default searches on). Anything else the
   checkpoint's generation config sets that CTranslate2 cannot do the same way (sampling, repetition
   penalties, several returned sequences, ...) is refused in one line, never dropped.
 * **What it runs**: stock checkpoints of the families CTranslate2 converts (:data:`CT2_MODEL_TYPES`); a
@@ -349,6 +350,50 @@ def translate_options(
     return options, config.forced_bos_token_id
 
 
+def differs_from_generate(
+    generation_config: Any, decoding: DecodingOptions, max_positions: int | None = None
+) -> str | None:
+    """Why CTranslate2 would not write ``generate()``'s tokens with these settings (the checkpoint's
+    generation config and the caller's options on top), in a few words; ``None`` where it writes them (the
+    settings tests/test_ct2_backend.py holds equal). What it cannot honour at all (:func:`translate_options`
+    refuses it) is a reason, and under beam search (docs/results/decoding.md has the measurements):
+
+    * n-gram blocking: CTranslate2 bans the n-grams on the logits, before its log-softmax, so the allowed
+      tokens' probabilities are renormalized; ``generate()`` bans them after its log-softmax;
+    * ``early_stopping`` other than ``True``: ``generate()``'s default keeps searching after ``num_beams``
+      hypotheses have ended, until no running beam can beat them; CTranslate2 stops when ``num_beams`` have
+      ended (``patience`` 1: ``early_stopping=True``'s rule);
+    * ``length_penalty`` 0: CTranslate2 then stops as soon as its best beam ends."""
+    try:
+        options, _ = translate_options(generation_config, decoding, max_positions)
+    except ConfigError as err:
+        return str(err)
+    if options["beam_size"] == 1:
+        return None
+    if options["no_repeat_ngram_size"] > 0:
+        return "no-repeat n-grams under beam search (CTranslate2 renormalizes the scores after the ban)"
+    config = copy.deepcopy(generation_config)
+    config.update(**generate_kwargs(decoding))
+    if config.early_stopping is not True:
+        return (
+            f"beam search with early_stopping={config.early_stopping!r} (generate() searches on after "
+            "num_beams hypotheses end, CTranslate2 stops)"
+        )
+    if options["length_penalty"] == 0:
+        return "beam search with length_penalty 0 (CTranslate2 stops when its best beam ends)"
+    return None
+
+
+def checkpoint_generation_config(model_dir: Path, config: Any) -> Any:
+    """The checkpoint's generation config (its ``generation_config.json``, else its model config's), as
+    ``generate()`` reads it."""
+    from transformers import GenerationConfig
+
+    if (model_dir / "generation_config.json").is_file():
+        return GenerationConfig.from_pretrained(str(model_dir), local_files_only=True)
+    return GenerationConfig.from_model_config(config)
+
+
 def _end_ids(config: Any) -> list[int]:
     ends = config.eos_token_id
     return [] if ends is None else [ends] if isinstance(ends, int) else list(ends)
@@ -400,7 +445,7 @@ class CTranslate2Summarizer(Seq2SeqSummarizer):
         (``auto``: a GPU when there is one, else the CPU) with ``torch.get_num_threads()`` CPU threads."""
         import ctranslate2
         import torch
-        from transformers import AutoConfig, GenerationConfig
+        from transformers import AutoConfig
 
         from synopsis.models.inputs import Seq2SeqInputs
         from synopsis.models.seq2seq import load_tokenizer, read_model_config
@@ -410,10 +455,7 @@ class CTranslate2Summarizer(Seq2SeqSummarizer):
         check_convertible(model_dir, read_model_config(model_dir))
         target = resolve_device(device)
         config = AutoConfig.from_pretrained(str(model_dir), local_files_only=True)
-        if (model_dir / "generation_config.json").is_file():
-            generation_config = GenerationConfig.from_pretrained(str(model_dir), local_files_only=True)
-        else:
-            generation_config = GenerationConfig.from_model_config(config)
+        generation_config = checkpoint_generation_config(model_dir, config)
         tokenizer = load_tokenizer(model_dir)
         positions = getattr(config, "max_position_embeddings", None)
         translate_options(generation_config, decoding or DecodingOptions(), positions)  # before converting
@@ -460,18 +502,20 @@ class CTranslate2Summarizer(Seq2SeqSummarizer):
     def reads_section_tree(self) -> bool:  # type: ignore[override]
         return False  # stock checkpoints only
 
-    def _with_options(self, options: dict[str, Any]) -> CTranslate2Summarizer:
-        """The same translator with other decoding options (one per request)."""
-        return type(self)(
+    def copy_with(self, decoding: DecodingOptions) -> CTranslate2Summarizer:  # type: ignore[override]
+        """The same translator with other decoding options (one per request; checked when built)."""
+        other = type(self)(
             self.translator,
             self.tokenizer,
             self.inputs,
             self.generation_config,
             self.vocabulary,
             self.compute_type,
-            options["decoding"].over(self.decoding),  # checked when it was built
+            decoding,
             self.start_token,
         )
+        other.auto = self.auto
+        return other
 
     def _summarize_batch(
         self, documents: list[Document], instructions: list[str | None], references: Any

@@ -28,11 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from synopsis.config import NO_DECODING, DecodingOptions
-from synopsis.data.readers import parse_document
+from synopsis.data.readers import SPANNED_FORMATS, parse_document
 from synopsis.data.readers.base import read_input
 from synopsis.document import Document
 from synopsis.errors import InputError
 from synopsis.io import check_file
+from synopsis.summarizers.batches import DEFAULT_BATCH_SIZE, batch_size_in_force
 from synopsis.summarizers.citing import aligned_sentences, source_words
 from synopsis.summarizers.sections import (
     DEFAULT_MAX_WORDS,
@@ -54,8 +55,6 @@ DEFAULT_BY = "auto"
 #: Only our Document JSON nests without bound; deeper trees are refused rather than risking the recursion
 #: limits of the JSON parser and encoder.
 MAX_DEPTH = 100
-#: Summaries (documents or windows) per model call when the caller does not say.
-DEFAULT_BATCH_SIZE = 16
 
 Offsets = list[tuple[int, int] | None]
 log = logging.getLogger(__name__)
@@ -86,7 +85,7 @@ def sentence_offsets(document: Document, format: str) -> Offsets | None:  # noqa
     """The character offsets of ``document``'s sentences in the text it was read from, for text, Markdown
     and reStructuredText: the spans the reader carried from parsing (:attr:`synopsis.document.Sentence.start`;
     other formats rebuild their text, so they have none)."""
-    if format not in ("text", "markdown", "rst"):
+    if format not in SPANNED_FORMATS:
         return None
     return [None if s.start is None or s.end is None else (s.start, s.end) for s in document.sentences]
 
@@ -338,12 +337,14 @@ class SummarizeRunner:
     def _drive(self, calls: Generator[DocumentsCall, list[str], list[Summary]]) -> list[Summary]:
         """Run a :meth:`_by_document` generator with blocking model calls."""
         summarize = self._summarize_documents or self.summarizer.summarize
-        try:
-            call = next(calls)
-            while True:
-                call = calls.send(_call(summarize, call))
-        except StopIteration as done:
-            return done.value
+        # the runner's batch is one model call (the library's summarize() would cut it to its default)
+        with batch_size_in_force(self.batch_size):
+            try:
+                call = next(calls)
+                while True:
+                    call = calls.send(_call(summarize, call))
+            except StopIteration as done:
+                return done.value
 
     async def run_items_async(
         self,

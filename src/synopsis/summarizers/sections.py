@@ -26,8 +26,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from synopsis.document import Document, Section
+from synopsis.document import Document, Paragraph, Section
 from synopsis.errors import InputError, SynopsisError
+from synopsis.summarizers.batches import window_batches
 from synopsis.text import content_words
 
 logger = logging.getLogger(__name__)
@@ -198,6 +199,20 @@ class Window:
     #: ``nodes[i]``: the section holding ``sources[i]`` (``section`` or, for a subtree window, a descendant)
     nodes: list[Section] = field(default_factory=list)
     subtree: bool = False  # read as its section's subtree (:func:`window_document`), not as a flat text
+    #: the text its document was read from, which its sources' ``start``/``end`` index (``None``: unknown)
+    source: str | None = None
+
+
+def flat_document(window: Window) -> Document:
+    """The window as one paragraph of its sentences, each with its span where the source is known, so that a
+    model reads the whitespace between them as written (:meth:`Document.written_gap`)."""
+    spans = [
+        (s.start, s.end) if s.start is not None and s.end is not None and text == s.text else None
+        for s, text in zip(window.sources, window.texts, strict=True)
+    ]
+    if window.source is None or not any(spans):
+        return Document.from_sentences(window.texts)
+    return Document(Section(paragraphs=[Paragraph(window.texts, spans=spans)]), source=window.source)
 
 
 def window_document(window: Window) -> Document:
@@ -302,7 +317,8 @@ def plan_windows(
         if capacity is None:
             flat = [s for p in paragraphs for s in p]
             nodes = [o for o, p in zip(owners, paragraphs, strict=True) for _ in p]
-            windows.append(Window(position, node, path, flat, [s.text for s in flat], pseudo, nodes, subtree))
+            texts = [s.text for s in flat]
+            windows.append(Window(position, node, path, flat, texts, pseudo, nodes, subtree, document.source))
             continue
         sizes = [[max(1, length(s.text)) for s in p] for p in paragraphs]
         room = capacity
@@ -316,7 +332,7 @@ def plan_windows(
                         up = up.parent
         made, pieces = _pack(
             paragraphs, sizes, owners, room,
-            lambda: Window(position, node, path, [], [], pseudo, [], subtree),  # noqa: B023 - called here
+            lambda: Window(position, node, path, [], [], pseudo, [], subtree, document.source),  # noqa: B023
         )  # fmt: skip
         windows += made
         split += pieces
@@ -512,10 +528,10 @@ def summarize_by_section(
             counts = left[window.document]
             counts[window.section.index] = counts.get(window.section.index, 0) + 1
 
-    for start in range(0, len(windows), batch_size):
+    for start, stop in window_batches(windows, batch_size, streaming=on_section is not None):
         if cancelled is not None and cancelled():
             raise Cancelled(f"cancelled with {len(windows) - start} of {len(windows)} windows left")
-        batch = windows[start : start + batch_size]
+        batch = windows[start:stop]
         results = summarize_windows(batch, [instructions[w.document] for w in batch])
         for window, sentences in zip(batch, results, strict=True):
             _, nodes, _ = trees[window.document]
@@ -531,7 +547,7 @@ def summarize_by_section(
                 node.summary.extend(_new_sentences(node.summary, sentences))
                 left[window.document][window.section.index] -= 1
         if progress is not None:
-            progress(min(start + batch_size, len(windows)), len(windows))
+            progress(stop, len(windows))
         if on_section is not None:
             for d in range(len(documents)):
                 emitted[d] = _emit(d, orders[d], emitted[d], trees[d][0], index_of[d], left[d], on_section)

@@ -34,6 +34,8 @@ class Seq2SeqSummarizer(Summarizer):
 
     options = tuple(DECODING_OPTIONS)
     takes_instructions = True
+    #: under ``--backend auto``, what decides each set of options' backend (:mod:`.backends`); else None
+    auto: Any = None
 
     def __init__(
         self,
@@ -90,12 +92,20 @@ class Seq2SeqSummarizer(Summarizer):
         return self._info("seq2seq", "Hugging Face seq2seq checkpoint")
 
     def _with_options(self, options: dict[str, Any]) -> Seq2SeqSummarizer:
-        """The same model, inputs and source cache with other decoding options (e.g. one per request)."""
+        """The same model, inputs and source cache with other decoding options (e.g. one per request); under
+        ``--backend auto`` on the backend those options go to (:mod:`synopsis.summarizers.backends`)."""
         decoding = options["decoding"].over(self.decoding)
+        if self.auto is not None:
+            return self.auto.summarizer(decoding)
+        return self.copy_with(decoding)
+
+    def copy_with(self, decoding: DecodingOptions) -> Seq2SeqSummarizer:
+        """This summarizer with ``decoding`` (checked, complete), sharing its weights and caches."""
         other = type(self)(
             self.model, self.tokenizer, self.inputs, instruction_cache=False, decoding=decoding
         )
         other.cache = self.cache
+        other.auto = self.auto
         return other
 
     #: Room left in a window for the special tokens (BOS/EOS, section markers) the inputs add around the text.

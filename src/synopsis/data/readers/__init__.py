@@ -35,8 +35,8 @@ from synopsis.errors import InputError
 from synopsis.io import MAX_LINE_BYTES, check_file, missing_path, parse_json
 
 __all__ = [
-    "CORPORA", "DOCUMENT_FORMATS", "detect_corpus", "parse_document", "read_corpus", "read_document",
-    "sniff_format",
+    "CORPORA", "DOCUMENT_FORMATS", "SPANNED_FORMATS", "detect_corpus", "parse_document", "read_corpus",
+    "read_document", "sniff_format",
 ]  # fmt: skip
 
 
@@ -145,9 +145,13 @@ def parse_document(
     document = DOCUMENT_FORMATS[used](text, path or _PASTED)
     if document.is_empty():
         raise InputError(f"{path or 'the document'}: no text found (read as {used})")
+    if used in SPANNED_FORMATS:  # their sentences' spans index ``text``: a model reads it as written
+        document.source = text
     return document, used
 
 
+#: The formats whose readers give each sentence its span in the text they read.
+SPANNED_FORMATS = ("text", "markdown", "rst")
 # The readers name documents after their file; pasted text has none.
 _PASTED = Path("document")
 _ATX_HEADING = regex.compile(r"^ {0,3}+#{1,6}+(?:[ \t]|$)")
