@@ -481,7 +481,9 @@ def test_with_max_variants_0_a_request_gets_only_the_servers_backend(bart_model:
 
     from synopsis.serve import ServeSettings, build_registry, create_app
 
-    registry = build_registry({"tiny": bart_model}, builtin=False, warm_up=False, device="cpu")
+    registry = build_registry(
+        {"tiny": bart_model}, builtin=False, warm_up=False, device="cpu", backend="torch"
+    )  # the server's backend, not auto's choice: the request asks for the other one
     app = create_app(registry, ServeSettings(max_variants=0, batch_window_ms=0))
     with TestClient(app, raise_server_exceptions=False) as client:
         body = {"document": "Rivers flooded the valley. Three bridges were closed.", "model": "tiny"}
