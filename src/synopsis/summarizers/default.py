@@ -75,13 +75,18 @@ class DefaultSummarizer(Summarizer):
         return self._bundled.get().model if self._bundled.loaded else None
 
     # ------------------------------------------------------------------ which documents go where
-    def bundled_distances(self, document: Document) -> list[Any]:
-        """How ``document`` is far from the bundled model's domain (empty: in it), without its weights."""
-        if self._bundled.loaded:  # its own settings (what it reads of a document) count
-            return self.bundled.distances(document)
+    def _scope(self) -> Any:
+        """What the bundled model reads of a document and its domain check: the loaded model's (its own
+        settings count), else the one read from its files without torch or weights."""
+        if self._bundled.loaded:
+            return self.bundled.scope
         from synopsis.summarizers.domain import bundled_domain_check
 
-        return bundled_domain_check().distances(document)
+        return bundled_domain_check()
+
+    def bundled_distances(self, document: Document) -> list[Any]:
+        """How ``document`` is far from the bundled model's domain (empty: in it), without its weights."""
+        return self._scope().distances(document)
 
     def to(self, device: Any) -> DefaultSummarizer:
         """Move the bundled model to ``device``, now if it is loaded, else when it is."""
@@ -162,7 +167,7 @@ class DefaultSummarizer(Summarizer):
         return self.bundled.summarize_windows(windows, instructions)
 
     def input_capacity(self) -> int | None:
-        return self.bundled.input_capacity()
+        return self._scope().reads  # deciding --by auto loads no weights
 
     def input_capacity_for(self, document: Document) -> int | None:
         """The bundled model's input for a document in its domain, and for a far one with headings (it goes
@@ -173,7 +178,7 @@ class DefaultSummarizer(Summarizer):
         return self.input_capacity()
 
     def input_length(self, text: str) -> int:
-        return self.bundled.input_length(text)
+        return len(self._scope().words(text))
 
     def describe(self) -> SummarizerInfo:
         return self._info(
