@@ -418,6 +418,31 @@ class Seq2SeqInputs:
             raise ConfigError(f"a {self.config.model_type} model reads no section relations")
         return relations
 
+    @property
+    def reads_section_tree(self) -> bool:
+        """Whether the model reads the section tree's relations (HIBRIDS), so that by section it reads each
+        section's subtree."""
+        entry = checkpoint_type(self.config)
+        return entry is not None and "section_relations" in entry.inputs
+
+    @property
+    def caches_source(self) -> bool:
+        """Whether the model decodes from a cached source part (InstructSum: one encoding of a document
+        serves every instruction; :meth:`cached_prompts`)."""
+        entry = checkpoint_type(self.config)
+        return entry is not None and entry.instructsum
+
+    def cached_prompts(self, sources: Sequence[SourceEncoding]) -> list[Any]:
+        """Each source as the prompt InstructSum's source cache reads
+        (:class:`~synopsis.models.instructsum.PromptIds`: its source and instruction parts and, for a model
+        that reads sections, its section nodes and unpadded (S, S) relations, so that a source's cache entry
+        fits any batch)."""
+        owner = self.prompt_owner(None)
+        if not self.caches_source or owner is None:
+            raise ConfigError(f"a {self.config.model_type} model decodes from no cached source")
+        tree = self.reads_section_tree
+        return [owner.cached_prompt(s, self.section_relations(s) if tree else None) for s in sources]
+
     def collate(
         self, sources: Sequence[SourceEncoding], targets: Sequence[Sequence[int]] | None = None
     ) -> dict[str, torch.Tensor]:

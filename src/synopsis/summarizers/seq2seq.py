@@ -21,9 +21,8 @@ from synopsis.config import DECODING_OPTIONS, NO_DECODING, DecodingOptions
 from synopsis.document import Document
 from synopsis.errors import ConfigError
 from synopsis.models.inputs import Seq2SeqInputs, SourceEncoding
-from synopsis.models.instructsum import PromptIds, SourceCache, is_instructsum
+from synopsis.models.instructsum import SourceCache
 from synopsis.models.lengths import generate_kwargs
-from synopsis.models.registry import HIBRIDS_MODEL_TYPES, checkpoint_type
 from synopsis.models.seq2seq import load_seq2seq
 from synopsis.sharding import resolve_device
 from synopsis.summarizers.base import INFERENCE_DTYPES, Summarizer, SummarizerInfo, place_model
@@ -56,7 +55,7 @@ class Seq2SeqSummarizer(Summarizer):
         self.tokenizer = tokenizer
         self.inputs = inputs or Seq2SeqInputs(model.config, tokenizer)
         self.generation = generate_kwargs(self.decoding, model.generation_config)
-        self.cache = SourceCache(cache_bytes) if instruction_cache and is_instructsum(model) else None
+        self.cache = SourceCache(cache_bytes) if instruction_cache and self.inputs.caches_source else None
 
     @classmethod
     def from_pretrained(
@@ -114,7 +113,7 @@ class Seq2SeqSummarizer(Summarizer):
     @property
     def reads_section_tree(self) -> bool:  # type: ignore[override]
         """HIBRIDS reads the tree's relations, so by section it reads each section's subtree."""
-        return self.model.config.model_type in HIBRIDS_MODEL_TYPES
+        return self.inputs.reads_section_tree
 
     def input_capacity(self) -> int | None:
         # InstructSum's source part gets what the instruction's own budget leaves, less its fixed lead-in
@@ -145,12 +144,5 @@ class Seq2SeqSummarizer(Summarizer):
     def _summarize_from_cache(self, encodings: Sequence[SourceEncoding]) -> list[str]:
         """Rows that share a source part (and, for a model that reads sections, its section tree) share one
         cached source pass; instructions run alone."""
-        if "section_relations" not in checkpoint_type(self.model.config).inputs:
-            prompts = [PromptIds.from_segments(e.input_ids, e.segment_ids) for e in encodings]
-        else:  # each row's own (S, S) relations, unpadded, so that a source's cache entry fits any batch
-            relations = [self.inputs.section_relations(e) for e in encodings]
-            prompts = [
-                PromptIds.from_segments(e.input_ids, e.segment_ids, e.section_ids, table)
-                for e, table in zip(encodings, relations, strict=True)
-            ]
+        prompts = self.inputs.cached_prompts(encodings)
         return self._decode(self.cache.generate(self.model, prompts, **self.generation))

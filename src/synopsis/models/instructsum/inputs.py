@@ -10,10 +10,13 @@ the input of a plain T5 given an instruction (the paper's T5 baseline).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from synopsis.document import Document
 from synopsis.models.features import INSTRUCTION_SEGMENT, SOURCE_SEGMENT, InputFeatures, Limits, Piece
+from synopsis.models.instructsum.cache import PromptIds
 from synopsis.models.instructsum.prompts import (
     DEFAULT_MAX_SOURCE_TOKENS,
     INSTRUCTION_TEMPLATE,
@@ -70,6 +73,14 @@ class InstructSumInputs(InputFeatures):
         a window of text is read whole beside any instruction."""
         _, lead = prompt_parts("?", None, "")
         return instruction_length + len(self.tokenizer(lead, add_special_tokens=False)["input_ids"])
+
+    def cached_prompt(self, source: Any, relations: Any = None) -> PromptIds:
+        """One encoded input as the source cache reads it (:class:`PromptIds`): its source and instruction
+        parts, and for a model that reads sections (HIBRIDS on InstructSum) its section nodes and
+        ``relations``."""
+        if relations is None:
+            return PromptIds.from_segments(source.input_ids, source.segment_ids)
+        return PromptIds.from_segments(source.input_ids, source.segment_ids, source.section_ids, relations)
 
 
 class InstructionPromptInputs(InstructSumInputs):
