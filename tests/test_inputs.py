@@ -5,9 +5,7 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-import numpy as np
 import pytest
-import torch
 from helpers.tiny_models import bart_tokenizer, t5_tokenizer
 from transformers import AddedToken, BartConfig, LEDConfig, T5Config
 
