@@ -1,7 +1,8 @@
 """Methods own their inputs (issue 49 item 4, issue 59 item 4): what a method adds to the encoder's input
 comes from its input features (the roles of :mod:`synopsis.models.features`), found through
 ``registry.INPUT_FEATURES`` and composed as an ``InputFeatureList``; the input builder knows no method, and
-a model computes and pads no field of a method it does not read. That every method's inputs are the ones they were is checked by the tests of each
+a model computes and pads no field of a method it does not read. That every method's inputs are the ones
+they were is checked by the tests of each
 method's inputs (tests/test_inputs.py, test_hibrids_path.py, test_instructsum_path.py, test_hie_bart.py)."""
 
 from __future__ import annotations

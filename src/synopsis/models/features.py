@@ -42,7 +42,6 @@ from synopsis.models.registry import INPUT_FEATURES, checkpoint_type, config_set
 
 if TYPE_CHECKING:
     from synopsis.document import Document, Section
-    from synopsis.models.inputs import SourceEncoding
 
 #: Segment ids: source text (and the model's prefix) vs instruction text.
 SOURCE_SEGMENT, INSTRUCTION_SEGMENT = 0, 1
@@ -123,12 +122,12 @@ class InputFields(InputFeature):
     """Role: fields of the method's own, on each source's encoding and in the batch. Each default adds
     none."""
 
-    def source_fields(self, document: Document, source: SourceEncoding) -> dict[str, Any]:
+    def source_fields(self, document: Document, source: Any) -> dict[str, Any]:
         """Fields of one source (``source``: its encoding, truncated, with the generic fields and the
         fields of the features before this one), by name."""
         return {}
 
-    def batch_fields(self, sources: Sequence[SourceEncoding], batch: dict[str, torch.Tensor]) -> dict:
+    def batch_fields(self, sources: Sequence[Any], batch: dict[str, torch.Tensor]) -> dict:
         """Fields of a padded batch record (``batch``: its generic fields), by name."""
         return {}
 
@@ -138,7 +137,7 @@ class CachedSource(InputFeature, ABC):
     every instruction)."""
 
     @abstractmethod
-    def cached_prompt(self, source: SourceEncoding) -> Any:
+    def cached_prompt(self, source: Any) -> Any:
         """One encoded input as the source cache reads it."""
 
 
@@ -161,12 +160,12 @@ class InputFeatureList(list):
         """The feature that lays out the whole input for ``instruction`` (InstructSum's prompt), if any."""
         return next((f for f in self.of(PromptLayout) if f.owns_prompt(instruction)), None)
 
-    def source_fields(self, document: Document, source: SourceEncoding) -> None:
+    def source_fields(self, document: Document, source: Any) -> None:
         """Add every field feature's fields to ``source``, in order (a later feature sees the earlier's)."""
         for feature in self.of(InputFields):
             source.fields.update(feature.source_fields(document, source))
 
-    def batch_fields(self, sources: Sequence[SourceEncoding], batch: dict[str, torch.Tensor]) -> None:
+    def batch_fields(self, sources: Sequence[Any], batch: dict[str, torch.Tensor]) -> None:
         """Add every field feature's batch fields to ``batch``, in order."""
         for feature in self.of(InputFields):
             batch.update(feature.batch_fields(sources, batch))
@@ -188,7 +187,7 @@ class GlobalAttentionInputs(InputFields):
     """LED (Beltagy et al., 2020): global attention on the first token (``<s>``), as its summarization
     fine-tuning does; every other token attends within its window."""
 
-    def batch_fields(self, sources: Sequence[SourceEncoding], batch: dict[str, torch.Tensor]) -> dict:
+    def batch_fields(self, sources: Sequence[Any], batch: dict[str, torch.Tensor]) -> dict:
         global_mask = torch.zeros_like(batch["input_ids"])
         global_mask[:, 0] = 1
         return {"global_attention_mask": global_mask}
