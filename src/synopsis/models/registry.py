@@ -24,7 +24,7 @@ SEGMENT_INPUTS = ("segment_ids",)
 GLOBAL_INPUTS = ("global_attention_mask",)
 #: The methods a checkpoint type may carry, as their papers name them.
 METHOD_NAMES = {"hie_bart": "Hie-BART", "hibrids": "HIBRIDS", "instructsum": "InstructSum"}
-#: Where each input feature (:class:`~synopsis.models.features.InputFeatures`) lives, as ``"module:Class"``,
+#: Where each input feature (:class:`~synopsis.models.features.InputFeature`) lives, as ``"module:Class"``,
 #: imported the first time a model that reads it builds its inputs (transformers' Auto mappings name their
 #: classes so). A method's feature goes under the method's name; the order is the order the input builder
 #: asks them in (the first that lays out a prompt lays it out).
