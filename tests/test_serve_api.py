@@ -843,7 +843,7 @@ def test_a_seq2seq_checkpoint_takes_generation_options(bart_dir: Path) -> None:
             422,
         )
         assert error["field"] == "options.min_length"
-    assert entry.summarizer.summarize([TEXT]) == plain  # per-request options never touch the shared summarizer
+    assert entry.summarizer.summarize([TEXT]) == plain  # requests never change the shared summarizer
 
 
 def test_a_question_summary_hierarchy_comes_back_as_an_outline() -> None:

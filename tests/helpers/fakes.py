@@ -28,10 +28,7 @@ class FakeSummarizer(Summarizer):
         return self
 
     def _summarize_batch(
-        self,
-        documents: list[Document],
-        instructions: list[str | None],
-        references: Any,
+        self, documents: list[Document], instructions: list[str | None], references: Any,
         decoding: DecodingOptions,
     ) -> list[str]:
         raise NotImplementedError(f"{type(self).__name__} overrides summarize")

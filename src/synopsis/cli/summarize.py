@@ -176,17 +176,9 @@ def summarize(
             )
             model = resolve_model_option(model, revision, json_output=form in ("json", "jsonl"))
             spec = ModelSpec(
-                method=method,
-                model=model,
-                k=k,
-                max_source_length=max_source_length,
-                instruction_cache=not no_cache,
-                dtype=dtype,
-                threads=threads,
-                decoding=decoding,
-                device=process_device(device, shard),
-                backend=backend,
-                compute_type=compute_type,
+                method=method, model=model, k=k, max_source_length=max_source_length,
+                instruction_cache=not no_cache, dtype=dtype, threads=threads, decoding=decoding,
+                device=process_device(device, shard), backend=backend, compute_type=compute_type,
             )
             run = RunSpec(
                 inputs, corpus, split, input_format, list(instruction or []), max_input_mb, skip_bad_lines,
@@ -227,6 +219,10 @@ def _write(job: Job, output: Path | None, resume: bool, shard: Shard, outline: b
     run_in_batches(job, record_writer(form, sink, len(job.items) > 1, job.corpus, outline))
 
 
+#: The fields of a :class:`ModelSpec` that are ``load_summarizer``'s keywords of the same names.
+LOAD_SETTINGS = ("k", "max_source_length", "instruction_cache", "dtype", "device", "backend", "compute_type")
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """Which summarizer to load, and how (``synopsis summarize``'s model options), and the decoding options
@@ -248,17 +244,8 @@ class ModelSpec:
         from synopsis.summarizers import load_summarizer
 
         set_torch_threads(self.threads)
-        return load_summarizer(
-            self.method,
-            self.model,
-            k=self.k,
-            max_source_length=self.max_source_length,
-            instruction_cache=self.instruction_cache,
-            dtype=self.dtype,
-            device=self.device,
-            backend=self.backend,
-            compute_type=self.compute_type,
-        )
+        settings = {name: getattr(self, name) for name in LOAD_SETTINGS}
+        return load_summarizer(self.method, self.model, **settings)
 
 
 def process_device(device: str, shard: Shard) -> Any:

@@ -326,14 +326,8 @@ class SharedCalls:
     """
 
     def __init__(
-        self,
-        batcher: Batcher,
-        summarizer: Summarizer,
-        key: Hashable,
-        *,
-        windows: bool = True,
-        decoding: DecodingOptions = NO_DECODING,
-        limit: int | None = None,
+        self, batcher: Batcher, summarizer: Summarizer, key: Hashable, *, windows: bool = True,
+        decoding: DecodingOptions = NO_DECODING, limit: int | None = None,
     ) -> None:
         self._batcher = batcher
         self._summarizer = summarizer

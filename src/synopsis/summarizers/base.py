@@ -156,10 +156,7 @@ class Summarizer(ModelPlacement, ABC):
 
     @abstractmethod
     def _summarize_batch(
-        self,
-        documents: list[Document],
-        instructions: list[str | None],
-        references: Any,
+        self, documents: list[Document], instructions: list[str | None], references: Any,
         decoding: DecodingOptions,
     ) -> list[str]:
         """One summary per document of a checked, non-empty batch, decoded with ``decoding`` (checked)."""
@@ -250,9 +247,7 @@ class Summarizer(ModelPlacement, ABC):
         return len(text.split())
 
     def summarize_windows(
-        self,
-        windows: Sequence[Window],
-        instructions: Sequence[str | None] | None = None,
+        self, windows: Sequence[Window], instructions: Sequence[str | None] | None = None,
         decoding: DecodingOptions | None = None,
     ) -> list[list[SummarySentence]]:
         """The summary sentences of each window, each citing its window's sentences (``decoding``: as for

@@ -116,10 +116,7 @@ class DefaultSummarizer(Summarizer):
 
     # ------------------------------------------------------------------ the contract
     def _summarize_batch(
-        self,
-        documents: list[Document],
-        instructions: list[str | None],
-        references: Any,
+        self, documents: list[Document], instructions: list[str | None], references: Any,
         decoding: DecodingOptions,
     ) -> list[str]:
         summaries: list[str] = [""] * len(documents)
@@ -169,9 +166,7 @@ class DefaultSummarizer(Summarizer):
         return [r for r in results if r is not None]
 
     def summarize_windows(
-        self,
-        windows: Sequence[Window],
-        instructions: Sequence[str | None] | None = None,
+        self, windows: Sequence[Window], instructions: Sequence[str | None] | None = None,
         decoding: DecodingOptions | None = None,
     ) -> list[list[SummarySentence]]:
         # Only in-domain documents' windows come here (summarize_by_section routes the rest).

@@ -42,10 +42,7 @@ class _Selecting(Summarizer):
         return self.select(document, instruction)
 
     def _summarize_batch(
-        self,
-        documents: list[Document],
-        instructions: list[str | None],
-        references: Any,
+        self, documents: list[Document], instructions: list[str | None], references: Any,
         decoding: DecodingOptions,
     ) -> list[str]:
         return [
@@ -54,9 +51,7 @@ class _Selecting(Summarizer):
         ]
 
     def summarize_windows(
-        self,
-        windows: Sequence[Window],
-        instructions: Sequence[str | None] | None = None,
+        self, windows: Sequence[Window], instructions: Sequence[str | None] | None = None,
         decoding: DecodingOptions | None = None,
     ) -> list[list[SummarySentence]]:
         instructions = list(instructions or [None] * len(windows))
@@ -159,10 +154,7 @@ class OracleSummarizer(Summarizer):
         return self._info("oracle", "the greedy ROUGE-1 + ROUGE-2 oracle (needs reference summaries)")
 
     def _summarize_batch(
-        self,
-        documents: list[Document],
-        instructions: list[str | None],
-        references: Any,
+        self, documents: list[Document], instructions: list[str | None], references: Any,
         decoding: DecodingOptions,
     ) -> list[str]:
         if references is None:

@@ -347,10 +347,7 @@ class PointerGeneratorSummarizer(Summarizer):
         return out
 
     def _summarize_batch(
-        self,
-        documents: list[Document],
-        instructions: list[str | None],
-        references: Any,
+        self, documents: list[Document], instructions: list[str | None], references: Any,
         decoding: DecodingOptions,
     ) -> list[str]:
         """Instructions are ignored: the pointer-generator is not controllable."""

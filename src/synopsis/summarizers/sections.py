@@ -116,9 +116,7 @@ class SectionReader(Protocol):
     ) -> list[str | None]: ...
 
     def summarize_windows(
-        self,
-        windows: Sequence[Window],
-        instructions: Sequence[str | None] | None = None,
+        self, windows: Sequence[Window], instructions: Sequence[str | None] | None = None,
         decoding: DecodingOptions | None = None,
     ) -> list[list[SummarySentence]]: ...
 

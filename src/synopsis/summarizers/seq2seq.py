@@ -51,14 +51,8 @@ class Seq2SeqSummarizer(Summarizer):
 
     @classmethod
     def from_pretrained(
-        cls,
-        model_dir: str | Path,
-        *,
-        backend: str = "torch",
-        max_source_length: int | None = None,
-        device: Any = "auto",
-        dtype: str | None = None,
-        compute_type: str | None = None,
+        cls, model_dir: str | Path, *, backend: str = "torch", max_source_length: int | None = None,
+        device: Any = "auto", dtype: str | None = None, compute_type: str | None = None,
         instruction_cache: bool = True,
     ) -> Seq2SeqSummarizer:
         """Load ``model_dir`` (what it is comes from its ``config.json``) on ``backend``
@@ -94,31 +88,14 @@ class Seq2SeqSummarizer(Summarizer):
             info = self._info("seq2seq", f"Hugging Face seq2seq checkpoint on CTranslate2 ({self.dtype})")
         return info
 
-    @property
-    def tokenizer(self) -> Any:
-        return self.inputs.tokenizer
-
-    @property
-    def model(self) -> Any:  # type: ignore[override]
-        """The torch model it computes with (``None`` on CTranslate2)."""
-        return self.decoder.model
-
-    @property
-    def cache(self) -> Any:  # type: ignore[override]
-        """InstructSum's source cache, kept across calls (the service's metrics read it); else ``None``."""
-        return self.decoder.cache
-
-    @property
-    def backend(self) -> str:  # type: ignore[override]
-        return self.decoder.backend
-
-    @property
-    def device(self) -> Any:
-        return self.decoder.device
-
-    @property
-    def dtype(self) -> Any:
-        return self.decoder.dtype
+    # What it computes with, where and in which precision, what decodes it, and the source cache it keeps
+    # across calls (InstructSum's, which the service's metrics read): its decoder's (no model on CTranslate2).
+    tokenizer = property(lambda self: self.inputs.tokenizer)
+    model = property(lambda self: self.decoder.model)  # type: ignore[assignment]
+    device = property(lambda self: self.decoder.device)  # type: ignore[assignment]
+    dtype = property(lambda self: self.decoder.dtype)  # type: ignore[assignment]
+    backend = property(lambda self: self.decoder.backend)  # type: ignore[assignment]
+    cache = property(lambda self: self.decoder.cache)  # type: ignore[assignment]
 
     def to(self, device: Any) -> Seq2SeqSummarizer:
         from synopsis.sharding import resolve_device
@@ -154,10 +131,7 @@ class Seq2SeqSummarizer(Summarizer):
 
     # ------------------------------------------------------------------ the contract
     def _summarize_batch(
-        self,
-        documents: list[Document],
-        instructions: list[str | None],
-        references: Any,
+        self, documents: list[Document], instructions: list[str | None], references: Any,
         decoding: DecodingOptions,
     ) -> list[str]:
         encodings = self.inputs.encode_sources(documents, instructions)

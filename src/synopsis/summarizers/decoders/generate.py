@@ -54,13 +54,8 @@ class GenerateDecoder(Decoder):
 
     @classmethod
     def from_pretrained(
-        cls,
-        model_dir: str | Path,
-        *,
-        device: Any = "auto",
-        dtype: str | None = None,
-        instruction_cache: bool = True,
-        cache_bytes: int = DEFAULT_CACHE_BYTES,
+        cls, model_dir: str | Path, *, device: Any = "auto", dtype: str | None = None,
+        instruction_cache: bool = True, cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> GenerateDecoder:
         """Load ``model_dir`` (what it is comes from its ``config.json``; NaN/inf weights are refused) onto
         ``device`` in ``dtype`` (fp32, bf16, fp16; ``None``: as stored), so the whole generation runs there

@@ -134,10 +134,7 @@ class SalientSummarizer(_Selecting):
         return run.select([s.text for s in document.sentences], instruction, fallback)
 
     def _summarize_batch(
-        self,
-        documents: list[Document],
-        instructions: list[str | None],
-        references: Any,
+        self, documents: list[Document], instructions: list[str | None], references: Any,
         decoding: DecodingOptions,
     ) -> list[str]:
         """By document: the document summary within ``max_words`` (:meth:`DocumentRun.document_summary`),
@@ -286,9 +283,7 @@ class DocumentRun(_Selecting):
         return self.select([s.text for s in document.sentences], instruction, fallback=False)
 
     def summarize_windows(
-        self,
-        windows: Sequence[Window],
-        instructions: Sequence[str | None] | None = None,
+        self, windows: Sequence[Window], instructions: Sequence[str | None] | None = None,
         decoding: DecodingOptions | None = None,
     ) -> list[list[SummarySentence]]:
         """Each section's chosen sentences, a lead-in read and shown with what it introduces, each citing its
