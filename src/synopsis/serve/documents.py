@@ -40,7 +40,7 @@ def budget_of(limits: DocumentLimits, cancelled: Callable[[], bool] | None = Non
     )
 
 
-def parse_document(
+def read_pasted_document(
     text: str,
     format: str = "auto",  # noqa: A002
     limits: DocumentLimits | None = None,

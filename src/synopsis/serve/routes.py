@@ -16,7 +16,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, Response, StreamingResponse
 
 from synopsis import __version__
-from synopsis.serve.documents import document_stats, outline, parse_document
+from synopsis.serve.documents import document_stats, outline, read_pasted_document
 from synopsis.serve.errors import check_evaluate
 from synopsis.serve.registry import DEFAULT_MODEL
 from synopsis.serve.requests import final_response, ndjson_answer
@@ -174,7 +174,9 @@ def document_router(service: SummarizeService, documented: Documented) -> APIRou
         stop = threading.Event()  # set when the request ends first: the reader stops at its next block
 
         def job() -> dict[str, Any]:
-            document, used = parse_document(body.document, body.format, settings.document_limits, stop.is_set)
+            document, used = read_pasted_document(
+                body.document, body.format, settings.document_limits, stop.is_set
+            )
             return {"sections": outline(document), "document": document_stats(document, used)}
 
         return await service.run(request, job, stop)
