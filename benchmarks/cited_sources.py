@@ -12,8 +12,8 @@ import re
 import sys
 from pathlib import Path
 
+from synopsis.pipeline import SummarizeRunner
 from synopsis.summarizers import load_summarizer
-from synopsis.summarizers.runner import SummarizeRunner
 
 
 def _alnum(text: str) -> str:

@@ -24,8 +24,8 @@ from typing import Any
 
 import torch
 
+from synopsis.pipeline import read_source
 from synopsis.summarizers import load_summarizer
-from synopsis.summarizers.runner import read_source
 
 
 def run_once(summarizer: Any, parsed: Any) -> dict[str, float]:

@@ -44,8 +44,8 @@ import numpy as np
 from synopsis.data.readers import read_corpus
 from synopsis.document import Document
 from synopsis.evaluation.rouge import RougeScorer
+from synopsis.pipeline import ParsedDocument, SummarizeRunner, read_source
 from synopsis.summarizers import load_summarizer
-from synopsis.summarizers.runner import ParsedDocument, SummarizeRunner, read_source
 from synopsis.summarizers.salient import SalientSummarizer, TfidfVectors, Weights, default_vectors
 from synopsis.text import word_tokenize
 
@@ -301,7 +301,7 @@ def speed(article: Item, repeats: int) -> dict[str, Any]:
     words = len(text.split())
     sumy_script = (
         f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); from default_quality import Sumy; "
-        "from synopsis.summarizers.runner import read_source; "
+        "from synopsis.pipeline import read_source; "
         f"d = read_source(open({str(path)!r}).read()).document; r = Sumy('lexrank').ranking(d); print(r[:3])"
     )
 

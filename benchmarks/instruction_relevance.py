@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from synopsis.pipeline import read_source
 from synopsis.summarizers import salient
-from synopsis.summarizers.runner import read_source
 
 
 def main(path: str, instruction: str, top: int = 5) -> None:

@@ -29,14 +29,9 @@ from synopsis.data.readers import read_corpus
 from synopsis.document import Document
 from synopsis.evaluation.rouge import RougeScorer
 from synopsis.summarizers.citing import aligned_sentences
-from synopsis.summarizers.sections import (
-    COMPOSERS,
-    Source,
-    SummarySentence,
-    Window,
-    compose,
-    section_sources,
-)
+from synopsis.summarizers.schema import Source, SummarySentence
+from synopsis.summarizers.sections import COMPOSERS, compose
+from synopsis.summarizers.windows import Window, section_sources
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 

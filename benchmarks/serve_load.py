@@ -303,7 +303,7 @@ def ceiling(document: str, section_document: str, n: int) -> dict[str, Any]:
 
     from synopsis.serve.documents import parse_document
     from synopsis.summarizers import load_summarizer
-    from synopsis.summarizers.sections import plan_windows
+    from synopsis.summarizers.windows import plan_windows
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     summarizer = load_summarizer("pointer-generator")

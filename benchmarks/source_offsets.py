@@ -3,7 +3,7 @@
 
 Run on documents nobody here wrote (long READMEs from installed packages' ``*.dist-info/METADATA``, the GPL
 text) with any version of synopsis on ``PYTHONPATH``; the offsets come from
-:func:`synopsis.summarizers.runner.read_source` (older versions: ``synopsis.data.readers.sentence_offsets``)::
+:func:`synopsis.pipeline.read_source` (older versions: ``synopsis.data.readers.sentence_offsets``)::
 
     python benchmarks/source_offsets.py DOC.md DOC.txt ...
 """
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 try:
-    from synopsis.summarizers.runner import read_source
+    from synopsis.pipeline import read_source
 except ImportError:  # versions before the runner
     read_source = None
     from synopsis.data.readers import read_document, sentence_offsets

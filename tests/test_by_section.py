@@ -14,15 +14,12 @@ from helpers.documents import long_document
 
 from synopsis.document import Document, Section
 from synopsis.generation import AllowedTokensProcessor, source_vocabulary_mask
+from synopsis.pipeline import read_source
 from synopsis.summarizers.citing import support
 from synopsis.summarizers.extractive import LeadSummarizer
-from synopsis.summarizers.runner import read_source
-from synopsis.summarizers.sections import (
-    Source,
-    SummarySentence,
-    compose,
-    plan_windows,
-)
+from synopsis.summarizers.schema import Source, SummarySentence
+from synopsis.summarizers.sections import compose
+from synopsis.summarizers.windows import plan_windows
 
 PAPER = """# A Study of Things
 
@@ -186,7 +183,7 @@ def test_summaries_of_many_documents_share_batches() -> None:
 def test_sections_stream_as_they_finish_at_the_default_batch_size() -> None:
     """Issue 61, item 3: 8 section summaries came together after one batch of their 12 windows; with a
     listener, calls grow from the first section's windows, so its summary is out before the last call."""
-    from synopsis.summarizers.sections import plan_windows
+    from synopsis.summarizers.windows import plan_windows
 
     events: list[tuple[str, object]] = []
 
@@ -494,7 +491,7 @@ def test_cli_by_document_json_has_the_same_schema(tmp_path: Path, capsys: pytest
 
 
 def test_subtree_windows_fit_with_headings_and_keep_each_sentence_in_its_section() -> None:
-    from synopsis.summarizers.sections import window_document
+    from synopsis.summarizers.windows import window_document
 
     document = long_document()
     length = lambda text: len(text.split())  # noqa: E731

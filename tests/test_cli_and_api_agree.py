@@ -152,7 +152,7 @@ def test_the_cli_and_the_api_build_the_same_typed_request(
 ) -> None:
     """Issue 49: a request body becomes the request the CLI builds from its flags (``SummarizeRequest``:
     one item per instruction, ``by``, ``max_words``, one ``DecodingOptions``), run by the same runner."""
-    from synopsis.summarizers.runner import SummarizeRunner
+    from synopsis.pipeline import SummarizeRunner
 
     built: list[Any] = []
     for_request = SummarizeRunner.for_request.__func__  # type: ignore[attr-defined]

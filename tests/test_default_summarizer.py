@@ -13,10 +13,10 @@ import pytest
 from synopsis.cli import main
 from synopsis.data.pointer_generator import document_words, known_word_rate, known_word_rate_floor
 from synopsis.document import Document, Paragraph, Section
+from synopsis.pipeline import read_source
 from synopsis.summarizers import load_summarizer
 from synopsis.summarizers.default import DefaultSummarizer
 from synopsis.summarizers.pointer_generator import PointerGeneratorSummarizer
-from synopsis.summarizers.runner import read_source
 from synopsis.summarizers.salient import (
     SalientSummarizer,
     TfidfVectors,
@@ -208,8 +208,8 @@ def test_a_document_is_checked_once_per_summarizer_until_it_is_edited(
 ) -> None:
     """A request asks for a document's domain three times (its note, the routing, the warning before
     decoding); the words and distances are computed once, and again after an edit (``reindex``)."""
+    from synopsis.pipeline import SummarizeRunner
     from synopsis.summarizers.domain import DomainCheck
-    from synopsis.summarizers.runner import SummarizeRunner
 
     checked: list[int] = []
     original = DomainCheck.distances

@@ -10,7 +10,7 @@ import pytest
 from synopsis.data.readers.documents import parse_json_document, parse_markdown
 from synopsis.document import Document, Paragraph, Section
 from synopsis.errors import InputError
-from synopsis.summarizers.sections import section_sources
+from synopsis.summarizers.windows import section_sources
 
 MARKDOWN = """---
 title: a guide

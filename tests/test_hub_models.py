@@ -100,9 +100,9 @@ def test_the_tokenizer_reads_the_text_as_written(
     with one space. A byte-level BPE encodes every space; the tokenizer sees the text as written."""
     from fastapi.testclient import TestClient
 
+    from synopsis.pipeline import read_source
     from synopsis.serve import ServeSettings, build_registry, create_app
     from synopsis.summarizers import load_summarizer
-    from synopsis.summarizers.runner import read_source
 
     snapshot = _snapshot(hub, repo_id)
     tokenizer = AutoTokenizer.from_pretrained(snapshot)
@@ -132,8 +132,8 @@ def test_by_section_each_window_is_read_as_written(
     hub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 61, item 1, by section: each window's text is its section's as the file writes it."""
+    from synopsis.pipeline import SummarizeRunner
     from synopsis.summarizers import load_summarizer
-    from synopsis.summarizers.runner import SummarizeRunner
 
     bodies = {name: "  ".join([TEXT.replace(". ", ".  ")] * 2) for name in ("Rain", "Roads")}
     bodies["Roads"] = bodies["Roads"].replace(" were ", " were\n")

@@ -216,7 +216,7 @@ def test_the_service_reuses_the_source_cache_across_requests(instructsum_dir: Pa
 def test_by_section_encodes_each_window_once_for_all_instructions(instructsum_dir: Path, caplog) -> None:
     from helpers.documents import long_document
 
-    from synopsis.summarizers.sections import plan_windows
+    from synopsis.summarizers.windows import plan_windows
 
     options = {"model": instructsum_dir, "num_beams": 2, "max_length": 10, "max_source_length": 200}
     cached = load_summarizer(**options)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from synopsis.data.readers.documents import parse_markdown, parse_text
 from synopsis.document import Document
-from synopsis.summarizers.runner import read_source
+from synopsis.pipeline import read_source
 from synopsis.text import split_paragraphs
 
 WORDS = ("alpha", "beta", "gamma", "delta", "sigma", "omega", "TSC", "next", "here")

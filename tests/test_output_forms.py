@@ -10,8 +10,14 @@ import pytest
 from helpers.cli import one_line_error, run_cli
 
 from synopsis.document import Document
+from synopsis.pipeline import (
+    ParsedDocument,
+    RequestItem,
+    RunHooks,
+    SummarizeRunner,
+    read_source,
+)
 from synopsis.summarizers.extractive import LeadSummarizer
-from synopsis.summarizers.runner import ParsedDocument, RequestItem, RunHooks, SummarizeRunner, read_source
 
 LONG = """# Floods
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from synopsis.data.readers import parse_document, read_document, sniff_format
 from synopsis.document import Document
 from synopsis.errors import InputError
-from synopsis.summarizers.runner import read_source
+from synopsis.pipeline import read_source
 
 README = Path(__file__).parent / "data" / "README.rst"
 #: What rst markup shows in text, for this test's README: ``literal``, `text <url>`__, `name`_, |name|,

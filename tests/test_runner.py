@@ -12,9 +12,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from synopsis.errors import InputError
+from synopsis.pipeline import RunHooks, SummarizeRunner, document_items, read_source
 from synopsis.serve import ModelRegistry, ServeSettings, create_app, describe
 from synopsis.summarizers.extractive import LeadSummarizer
-from synopsis.summarizers.runner import RunHooks, SummarizeRunner, document_items, read_source
 from synopsis.summarizers.sections import Cancelled
 
 #: 12 sections, one window each for an extractive method

@@ -284,7 +284,7 @@ class Section:
 
 
 #: The deepest a Document JSON's sections may nest, checked as they are read (the runner checks every
-#: document against the same 100 after reading: summarizers.runner.MAX_DEPTH).
+#: document against the same 100 after reading: pipeline.reading.MAX_DEPTH).
 MAX_SECTION_DEPTH = 100
 
 

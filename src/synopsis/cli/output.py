@@ -4,7 +4,7 @@ The form follows ``--output-format``, or else the ``--output`` file's extension 
 ``.json`` one JSON value (a summary's object, or an array of them when the run makes several), ``.jsonl``
 one line per summary with the same fields, ``.md`` Markdown, anything else text. Where the output goes never
 changes what it holds: the screen (:class:`Screen`) and a file (:class:`PredictionWriter`) are two sinks of
-the same writers (:func:`record_writer`). Every record is :meth:`~synopsis.summarizers.runner.Summary.record`
+the same writers (:func:`record_writer`). Every record is :meth:`~synopsis.pipeline.Summary.record`
 (``id``, ``prediction``, ``summary``, ``preface``, ``sections``, ``note``). Text and Markdown show document
 files as blocks (``== id`` before each when there are several; by section each section's heading and summary
 as soon as it is done, then the document summary); a corpus run's text is one prediction per line, its
@@ -70,7 +70,7 @@ def line_by_line(form: str, corpus: bool) -> bool:
 
 
 def render_lines(ids: Sequence[str], predictions: Sequence[str | dict], jsonl: bool) -> list[str]:
-    """The lines of a predictions file: records (:meth:`~synopsis.summarizers.runner.Summary.record`, or a
+    """The lines of a predictions file: records (:meth:`~synopsis.pipeline.Summary.record`, or a
     bare prediction) as JSON objects under their ids, or one prediction per line."""
     records = [p if isinstance(p, dict) else {"prediction": p} for p in predictions]
     if jsonl:

@@ -34,17 +34,17 @@ from synopsis.cli.summarize_corpus import Job, run_in_batches, run_sharded
 from synopsis.config import POSITIVE, DecodingOptions
 from synopsis.errors import InputError
 from synopsis.io import missing_path
-from synopsis.progress import track
-from synopsis.sharding import Shard, part_files, remove_parts
-from synopsis.summarizers import METHOD_TABLE, methods_help
-from synopsis.summarizers.base import Summarizer
-from synopsis.summarizers.runner import (
+from synopsis.pipeline import (
     ParsedDocument,
     RequestItem,
     SummarizeRequest,
     document_items,
     read_source,
 )
+from synopsis.progress import track
+from synopsis.sharding import Shard, part_files, remove_parts
+from synopsis.summarizers import METHOD_TABLE, methods_help
+from synopsis.summarizers.base import Summarizer
 
 log = logging.getLogger("synopsis.cli")
 
@@ -281,7 +281,7 @@ def _columns(text: str | None, summary: str | None, example_id: str | None) -> d
 
 def _check_by(by: str, method: str | None, outline: bool) -> None:
     """Options that make no sense together (by section) are one-line errors, before any model loads."""
-    from synopsis.summarizers.runner import BY
+    from synopsis.pipeline import BY
 
     if by not in BY:
         raise InputError(f"--by must be one of {', '.join(BY)}, got '{by}'")
@@ -293,7 +293,7 @@ def _check_by(by: str, method: str | None, outline: bool) -> None:
 
 def _prepare(shard: Shard, run: RunSpec, spec: ModelSpec, wanted: Wanted) -> Job:
     """Check the options, load the summarizer and read the documents (every process alike) into one
-    :class:`~synopsis.summarizers.runner.SummarizeRequest`."""
+    :class:`~synopsis.pipeline.SummarizeRequest`."""
     output, corpus = run.output, run.corpus is not None
     _check_run(shard, run, wanted.form)
     refuse_to_overwrite_inputs(output, [*run.inputs, spec.model], "--output")

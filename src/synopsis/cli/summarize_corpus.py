@@ -1,7 +1,7 @@
 """The loops of ``synopsis summarize``: batch by batch, resumable, and split across the processes of a launch.
 
 A :class:`Job` is what a run works on: the request's items (one per document and instruction, in output
-order) and the library's runner (:class:`~synopsis.summarizers.runner.SummarizeRunner`), which summarizes a
+order) and the library's runner (:class:`~synopsis.pipeline.SummarizeRunner`), which summarizes a
 batch of them and reports each summary, and by section each section, to a writer
 (:mod:`synopsis.cli.output`). :func:`run_in_batches` is the one loop of a one-process run (what is left to do,
 progress, Ctrl-C account, the writer closed); :func:`run_sharded` cuts the same batches among the processes
@@ -22,9 +22,7 @@ import typer
 from synopsis.cli.runtime import reporting_interrupts, resume_command
 from synopsis.document import Document
 from synopsis.errors import CheckpointError, SynopsisError
-from synopsis.progress import ProgressReporter, progress_enabled
-from synopsis.sharding import Shard, part_files
-from synopsis.summarizers.runner import (
+from synopsis.pipeline import (
     ParsedDocument,
     RequestItem,
     RunHooks,
@@ -32,6 +30,8 @@ from synopsis.summarizers.runner import (
     SummarizeRunner,
     Summary,
 )
+from synopsis.progress import ProgressReporter, progress_enabled
+from synopsis.sharding import Shard, part_files
 
 log = logging.getLogger("synopsis.cli")
 

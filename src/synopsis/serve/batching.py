@@ -27,7 +27,7 @@ worker busy, plus the first running batch to end and one more window). An item w
 gone, timeout) is cancelled and never computed. If a batched call fails, its items are retried alone, so one
 bad document fails only its own request.
 
-A request's runner (:class:`~synopsis.summarizers.runner.SummarizeRunner`) runs on a request thread and
+A request's runner (:class:`~synopsis.pipeline.SummarizeRunner`) runs on a request thread and
 hands its documents, or by section each batch of its windows, to the model's batcher through
 :class:`SharedCalls`, which blocks that thread until the summaries are back; by document, once the request's
 thread has read the document, the event loop hands its summaries to the batcher and awaits them
@@ -52,7 +52,7 @@ from synopsis.document import Document
 from synopsis.serve.pool import QueueFullError
 from synopsis.summarizers import Summarizer
 from synopsis.summarizers.batches import batch_size_in_force
-from synopsis.summarizers.sections import Window
+from synopsis.summarizers.windows import Window
 
 logger = logging.getLogger("synopsis.serve")
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from synopsis.document import Document, ParseBudget, parse_budget
 from synopsis.errors import InputError
+from synopsis.pipeline import ParsedDocument, read_source
 from synopsis.serve.settings import DocumentLimits
-from synopsis.summarizers.runner import ParsedDocument, read_source
 
 
 def read_pasted(
@@ -17,7 +17,7 @@ def read_pasted(
     limits: DocumentLimits | None = None,
     cancelled: Callable[[], bool] | None = None,
 ) -> ParsedDocument:
-    """A pasted document as the library reads it (:func:`synopsis.summarizers.runner.read_source`), within
+    """A pasted document as the library reads it (:func:`synopsis.pipeline.read_source`), within
     ``limits`` (default: :class:`DocumentLimits`' defaults): the reader counts sections, blocks and words as
     it goes and stops at a limit (:class:`~synopsis.document.ParseBudget`), and the document read is checked
     once more before any of its work is queued; :class:`InputError` for unusable input, a document over

@@ -1,6 +1,6 @@
 """A summarize request between the edge and the runner: the body checked once (:class:`ApiRequest`, built by
 :meth:`~synopsis.serve.service.SummarizeService.check`), then, once its document is read, the runner's typed
-request, the one ``synopsis summarize`` builds (:class:`~synopsis.summarizers.runner.SummarizeRequest`), and
+request, the one ``synopsis summarize`` builds (:class:`~synopsis.pipeline.SummarizeRequest`), and
 at the end the answer made of its events (:func:`final_response`)."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
+from synopsis.pipeline import ParsedDocument, SummarizeRequest, document_items
 from synopsis.serve.errors import ApiError
 from synopsis.serve.registry import ModelEntry, RequestOptions
 from synopsis.serve.streaming import ndjson_line, question_summary_outline
 from synopsis.summarizers.base import Summarizer
-from synopsis.summarizers.runner import ParsedDocument, SummarizeRequest, document_items
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The service object behind the routes: it owns the pools and the batchers, maps a request's failures to its
 error response, and runs a summarize request through the library's runner.
 
-Every summarize request runs :class:`~synopsis.summarizers.runner.SummarizeRunner` (the one path of
+Every summarize request runs :class:`~synopsis.pipeline.SummarizeRunner` (the one path of
 ``synopsis summarize`` too) on a thread, never on the event loop, and its hooks become the request's events
 (:mod:`synopsis.serve.streaming`). With batching (the default) the runner's documents and windows go to the
 model's :class:`~synopsis.serve.batching.Batcher`, where they share calls with other requests'; when the
@@ -22,6 +22,13 @@ from typing import Any, TypeVar
 from fastapi import Request
 
 from synopsis.errors import InputError, SynopsisError
+from synopsis.pipeline import (
+    ParsedDocument,
+    RunHooks,
+    SummarizeRequest,
+    SummarizeRunner,
+    Summary,
+)
 from synopsis.serve.batching import Batcher, SharedCalls
 from synopsis.serve.documents import read_pasted
 from synopsis.serve.errors import ApiError, ClientGone, check_instructions
@@ -39,7 +46,6 @@ from synopsis.serve.streaming import (
     summary_event,
     until_disconnected,
 )
-from synopsis.summarizers.runner import ParsedDocument, RunHooks, SummarizeRequest, SummarizeRunner, Summary
 from synopsis.summarizers.sections import Cancelled
 
 logger = logging.getLogger("synopsis.serve")

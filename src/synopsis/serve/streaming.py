@@ -17,10 +17,10 @@ from fastapi import Request
 from starlette.types import Receive
 
 from synopsis.errors import SynopsisError
+from synopsis.pipeline import Summary
 from synopsis.serve.documents import document_stats, outline
 from synopsis.serve.errors import ClientGone
 from synopsis.serve.registry import ModelEntry
-from synopsis.summarizers.runner import Summary
 
 T = TypeVar("T")
 

@@ -29,15 +29,9 @@ from synopsis.summarizers.batches import (
     length_batches,
 )
 from synopsis.summarizers.citing import aligned_sentences
-from synopsis.summarizers.sections import (
-    DEFAULT_MAX_WORDS,
-    DocumentSummary,
-    SummarySentence,
-    Window,
-    flat_document,
-    summarize_by_section,
-    window_document,
-)
+from synopsis.summarizers.schema import DocumentSummary, SummarySentence
+from synopsis.summarizers.sections import DEFAULT_MAX_WORDS, summarize_by_section
+from synopsis.summarizers.windows import Window, flat_document, window_document
 from synopsis.text import split_sentences
 
 logger = logging.getLogger(__name__)

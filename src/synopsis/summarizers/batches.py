@@ -21,7 +21,7 @@ from synopsis.errors import InputError
 
 
 class Window(Protocol):
-    """What :func:`window_batches` reads of a :class:`~synopsis.summarizers.sections.Window`."""
+    """What :func:`window_batches` reads of a :class:`~synopsis.summarizers.windows.Window`."""
 
     document: int
     section: Any

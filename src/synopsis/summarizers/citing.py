@@ -1,12 +1,13 @@
 """Citing: which of a window's sentences each summary sentence comes from, and how much of it they support
-(the ``sources`` and ``support`` of :class:`~synopsis.summarizers.sections.SummarySentence`): by the model's
+(the ``sources`` and ``support`` of :class:`~synopsis.summarizers.schema.SummarySentence`): by the model's
 attention where it is read (the pointer-generator), else by lexical alignment of content words."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from synopsis.summarizers.sections import Source, SummarySentence, Window
+from synopsis.summarizers.schema import Source, SummarySentence
+from synopsis.summarizers.windows import Window
 from synopsis.text import content_words
 
 

@@ -23,7 +23,8 @@ from synopsis.document import Document
 from synopsis.summarizers.base import Summarizer, SummarizerInfo
 from synopsis.summarizers.pretrained import abstractive_hint
 from synopsis.summarizers.salient import SalientSummarizer
-from synopsis.summarizers.sections import DocumentSummary, SummarySentence, Window
+from synopsis.summarizers.schema import DocumentSummary, SummarySentence
+from synopsis.summarizers.windows import Window
 
 if TYPE_CHECKING:  # imported when the model is loaded: an article never pays for torch
     from synopsis.summarizers.pointer_generator import PointerGeneratorSummarizer

@@ -18,7 +18,8 @@ from synopsis.document import Document
 from synopsis.errors import InputError, SynopsisError
 from synopsis.summarizers.base import Summarizer, SummarizerInfo
 from synopsis.summarizers.citing import support
-from synopsis.summarizers.sections import SummarySentence, Window
+from synopsis.summarizers.schema import SummarySentence
+from synopsis.summarizers.windows import Window
 
 
 def _join(sentences: Sequence[str]) -> str:

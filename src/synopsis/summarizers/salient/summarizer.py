@@ -40,14 +40,9 @@ from synopsis.summarizers.salient.rules import (
     title_names,
 )
 from synopsis.summarizers.salient.units import all_sources, brings_code, lead_in_units, unit_text
-from synopsis.summarizers.sections import (
-    DEFAULT_MAX_WORDS,
-    DocumentSummary,
-    Source,
-    SummarySentence,
-    Window,
-    summarize_by_section,
-)
+from synopsis.summarizers.schema import DocumentSummary, Source, SummarySentence
+from synopsis.summarizers.sections import DEFAULT_MAX_WORDS, summarize_by_section
+from synopsis.summarizers.windows import Window
 
 #: A heading speaks for each sentence of a section of up to this many (:func:`_heading_weights`).
 HEADING_SPAN = 20

@@ -9,7 +9,8 @@ from typing import Any
 
 from synopsis.document import Document
 from synopsis.summarizers.salient.rules import ends_as_sentence, is_informative, stands_alone
-from synopsis.summarizers.sections import Source, section_sources
+from synopsis.summarizers.schema import Source
+from synopsis.summarizers.windows import section_sources
 
 #: The longest lead-in with its list that is one candidate (:func:`lead_in_units`), in words.
 MAX_UNIT_WORDS = 80

@@ -12,140 +12,35 @@ per item). ``cancelled()`` is asked between windows, so a caller that gave up (t
 client that left) stops the windows left. The CLI prints or writes what the hooks report; the service turns
 them into events and plugs its batcher in where documents and windows are summarized.
 
-Every summary is a :class:`~synopsis.summarizers.sections.DocumentSummary` (by document: the model's summary,
+Every summary is a :class:`~synopsis.summarizers.schema.DocumentSummary` (by document: the model's summary,
 its sentences cited by alignment with the document's sentences, and no sections), so the JSON of the CLI and
 the service is one schema.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from synopsis.config import NO_DECODING, DecodingOptions
-from synopsis.data.readers import SPANNED_FORMATS, parse_document
-from synopsis.data.readers.base import read_input
+from synopsis.config import DecodingOptions
 from synopsis.document import Document
-from synopsis.errors import InputError
-from synopsis.io import check_file
-from synopsis.summarizers.batches import DEFAULT_BATCH_SIZE, batch_size_in_force
-from synopsis.summarizers.citing import aligned_sentences, source_words
-from synopsis.summarizers.sections import (
-    DEFAULT_MAX_WORDS,
-    Cancelled,
-    DocumentSummary,
-    SectionReader,
-    SectionSummary,
-    SummarySentence,
-    Window,
-    longer_than_input,
-    section_sources,
-    summary_title,
+from synopsis.pipeline.reading import ParsedDocument, read_source
+from synopsis.pipeline.request import (
+    DEFAULT_BY,
+    RequestItem,
+    SummarizeRequest,
+    check_by,
+    decide_by_section,
+    document_items,
 )
-
-#: What ``by`` may be, everywhere; ``auto`` (the default of the CLI and the service): by section when the
-#: document is longer than one model call reads.
-BY = ("auto", "document", "section")
-DEFAULT_BY = "auto"
-#: Only our Document JSON nests without bound; deeper trees are refused rather than risking the recursion
-#: limits of the JSON parser and encoder.
-MAX_DEPTH = 100
-
-Offsets = list[tuple[int, int] | None]
-log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ParsedDocument:
-    """A document as read once: the Document, the format it was read as, and each sentence's character
-    offsets ``(start, end)`` in the text it was read from (``None``: a format whose text the reader
-    rebuilds, or a sentence not found)."""
-
-    document: Document
-    format: str
-    offsets: Offsets | None
-
-    @cached_property
-    def citable(self) -> tuple[Window, list[set[str]]]:
-        """What a summary of the whole document cites (:func:`cited_summary`): every sentence as a source
-        of one window, and each source's content words; computed once, however many summaries cite it."""
-        document = self.document
-        sources = [s for paragraphs in section_sources(document, self.offsets).values() for p in paragraphs
-                   for s in p]  # fmt: skip
-        whole = Window(0, document.root, (), sources, [s.text for s in sources])
-        return whole, source_words(sources)
-
-
-def sentence_offsets(document: Document, format: str) -> Offsets | None:  # noqa: A002
-    """The character offsets of ``document``'s sentences in the text it was read from, for text, Markdown
-    and reStructuredText: the spans the reader carried from parsing (:attr:`synopsis.document.Sentence.start`;
-    other formats rebuild their text, so they have none)."""
-    if format not in SPANNED_FORMATS:
-        return None
-    return [None if s.start is None or s.end is None else (s.start, s.end) for s in document.sentences]
-
-
-def read_source(
-    source: Path | str | bytes,
-    format: str = "auto",  # noqa: A002
-    max_mb: float | None = None,
-) -> ParsedDocument:
-    """Read a document once: a file (``Path``; refused after ``max_mb`` megabytes and one byte, whatever size
-    it reports), or pasted text (``str``, ``bytes`` in UTF-8). ``format="auto"``:
-    :func:`~synopsis.data.readers.sniff_format`."""
-    path: Path | None = None
-    if isinstance(source, Path):
-        path = source
-        check_file(path, "a document file")
-        text = read_input(path, max_mb)
-    elif isinstance(source, bytes):
-        try:
-            text = source.decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise InputError(f"the document is not UTF-8 text (byte {err.start})") from None
-    else:
-        text = source
-    if not text.strip():
-        raise InputError(f"{path}: the document is empty" if path else "the document is empty")
-    try:
-        document, used = parse_document(text, format, path)
-    except RecursionError:
-        raise InputError(f"the document nests too deeply (at most {MAX_DEPTH} levels)") from None
-    if document.max_depth > MAX_DEPTH:
-        raise InputError(f"sections nest {document.max_depth} deep; at most {MAX_DEPTH} levels are accepted")
-    return ParsedDocument(document, used, sentence_offsets(document, used))
-
-
-def check_by(by: str) -> str:
-    if by not in BY:
-        raise InputError(f"by must be one of {', '.join(BY)}, got '{by}'")
-    return by
-
-
-def decide_by_section(by: str, summarizer: SectionReader, document: Document) -> bool:
-    """Whether to summarize ``document`` by section (the one place ``auto`` is decided): ``auto`` when the
-    summarizer can and the document is longer than one model call reads (said in one log line)."""
-    if check_by(by) != "auto":
-        return by == "section"
-    if summarizer.needs_references:
-        return False
-    length = longer_than_input(summarizer, document)
-    if length is None:
-        return False
-    capacity = summarizer.input_capacity_for(document)
-    # words as the note and the API's document.words count them; tokens as the model reads them
-    log.info(
-        "%s: %s words (%s tokens), longer than the model's input (%s tokens): summarizing by section (by "
-        "document: one summary of the first %s tokens)",
-        document.id or "the document", f"{document.num_words():,}", f"{length:,}", f"{capacity:,}",
-        f"{capacity:,}",
-    )  # fmt: skip
-    return True
+from synopsis.summarizers.batches import DEFAULT_BATCH_SIZE, batch_size_in_force
+from synopsis.summarizers.citing import aligned_sentences
+from synopsis.summarizers.schema import DocumentSummary, SectionSummary, SummarySentence
+from synopsis.summarizers.sections import DEFAULT_MAX_WORDS, Cancelled, summary_title
+from synopsis.summarizers.windows import Window
 
 
 @dataclass
@@ -172,36 +67,6 @@ class Summary:
         form (a JSON value, a JSONL line, a line of text, a block)."""
         data = self.to_dict()
         return {**data, "id": self.id if self.id is not None else data["id"]}
-
-
-@dataclass(frozen=True)
-class RequestItem:
-    """One summary a request asks for: a document as read (:class:`ParsedDocument`), named ``id``, with one
-    instruction (``None``: a plain summary) and its reference summaries (the oracle reads them)."""
-
-    id: str | None
-    parsed: ParsedDocument
-    instruction: str | None = None
-    references: Sequence[str] | None = None
-
-
-@dataclass(frozen=True)
-class SummarizeRequest:
-    """What ``synopsis summarize`` and ``POST /v1/summarize`` ask, typed once at the edge: the items (one
-    per document and instruction, in output order), ``by`` (decided per document when ``auto``),
-    ``max_words``, one :class:`~synopsis.config.DecodingOptions` (checked when it was built) and the
-    output's form (the CLI's writers read it; the runner does not)."""
-
-    items: Sequence[RequestItem]
-    by: str = DEFAULT_BY
-    max_words: int = DEFAULT_MAX_WORDS
-    decoding: DecodingOptions = NO_DECODING
-    output_format: str = "text"
-
-    def __post_init__(self) -> None:
-        check_by(self.by)
-        if self.max_words < 1:
-            raise InputError(f"max_words must be >= 1, got {self.max_words}")
 
 
 def cited_summary(
@@ -435,14 +300,3 @@ class SummarizeRunner:
                 if hooks.summary is not None:
                     hooks.summary(summary)
         return out
-
-
-def document_items(
-    parsed: ParsedDocument, instructions: Sequence[str | None] = (), name: str | None = None
-) -> list[RequestItem]:
-    """One document's items, one per instruction (one plain summary without any), in order, named ``name``
-    (default: the document's id), ``name | instruction`` when there are several."""
-    wanted: list[str | None] = list(instructions) or [None]
-    name = parsed.document.id if name is None else name
-    several = len(wanted) > 1 and name is not None
-    return [RequestItem(f"{name} | {i}" if several else name, parsed, i) for i in wanted]
