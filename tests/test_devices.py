@@ -14,9 +14,9 @@ import pytest
 import torch
 from helpers.fakes import fake_gpus
 
+from synopsis.devices import compute_device, resolve_device
 from synopsis.document import Document
 from synopsis.errors import InputError
-from synopsis.sharding import compute_device, resolve_device
 
 META = torch.device("meta")
 

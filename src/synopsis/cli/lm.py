@@ -359,8 +359,8 @@ def domain_lm_experiment(
     dtype: str | None = shared_options.experiment_dtype_option(),
 ) -> None:
     """Leave-one-domain-out: train on the other domains, test on the unseen one; Tables 4-6 + heatmap."""
+    from synopsis.devices import compute_device
     from synopsis.experiments.domain_lm import memory_plan, run_experiment
-    from synopsis.sharding import compute_device
     from synopsis.training.distributed import default_precision
 
     set_torch_threads(threads)

@@ -20,7 +20,7 @@ from synopsis.config import (
     Range,
     use_threads,
 )
-from synopsis.sharding import DEVICE_CHOICES
+from synopsis.devices import DEVICE_CHOICES
 
 #: What the help of a decoding flag adds: which methods take it and what it defaults to.
 NEURAL_DEFAULT = "Neural models; default: the model's."

@@ -18,9 +18,9 @@ import typer
 
 from synopsis.cli import options as flags
 from synopsis.config import NON_NEGATIVE, POSITIVE, Range
+from synopsis.devices import resolve_device
 from synopsis.errors import ConfigError, InputError
 from synopsis.io import read_text
-from synopsis.sharding import resolve_device
 
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 TOKEN_ENV = "SYNOPSIS_API_TOKEN"

@@ -244,7 +244,7 @@ def process_device(device: str, shard: Shard) -> Any:
     :class:`InputError`, exit 2). Under a launch of N processes each takes its own GPU (``auto`` and
     ``cuda`` mean the launcher's GPU of this process); ``cuda:N`` would put every process on one GPU and
     is refused there."""
-    from synopsis.sharding import check_device
+    from synopsis.devices import check_device
 
     if shard.distributed and shard.device is not None and device.strip().lower() in ("auto", "cuda"):
         return shard.device

@@ -132,8 +132,8 @@ def _run(cfg: ProbeConfig, variant: str, seed: int, tokenizer: Any, data: dict[s
     import torch
     from transformers import AutoModelForSeq2SeqLM
 
+    from synopsis.devices import resolve_device
     from synopsis.models.inputs import Seq2SeqInputs
-    from synopsis.sharding import resolve_device
 
     torch.manual_seed(seed)
     base = AutoModelForSeq2SeqLM.from_config(small_bart_config(cfg, tokenizer))

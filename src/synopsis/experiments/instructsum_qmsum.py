@@ -246,10 +246,10 @@ def _evaluate(
     run_dir: Path, dev: list[Example], cfg: InstructSumExperimentConfig, lead: str
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Rows for one trained model (two for InstructSum) and, for InstructSum, the cache check."""
+    from synopsis.devices import resolve_device
     from synopsis.models.inputs import Seq2SeqInputs
     from synopsis.models.instructsum import is_instructsum
     from synopsis.models.seq2seq import load_seq2seq
-    from synopsis.sharding import resolve_device
 
     model, tokenizer = load_seq2seq(run_dir / "best")
     model.to(resolve_device(None))  # experiment --device (auto: a GPU when torch sees one)

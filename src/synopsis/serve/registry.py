@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from synopsis.config import DECODING_OPTIONS, DEFAULT_BACKEND, NO_DECODING, DecodingOptions
+from synopsis.devices import resolve_device
 from synopsis.document import Document
 from synopsis.errors import ConfigError, SynopsisError
 from synopsis.hub import is_hub_id
 from synopsis.io import read_json
 from synopsis.models.names import resolve_seq2seq
-from synopsis.sharding import resolve_device
 from synopsis.summarizers import Summarizer, check_backend, load_summarizer
 from synopsis.summarizers.base import SummarizerInfo
 

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from synopsis.config import BACKENDS, COMPUTE_TYPES, DEFAULT_BACKEND, DecodingOptions, use_threads
+from synopsis.devices import check_device
 from synopsis.errors import ConfigError, SynopsisError
 from synopsis.io import read_json
-from synopsis.sharding import check_device
 from synopsis.summarizers.base import Summarizer
 
 

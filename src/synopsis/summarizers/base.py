@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, Self
 
 from synopsis.config import DECODING_OPTIONS, DecodingOptions
+from synopsis.devices import resolve_device
 from synopsis.document import Document
 from synopsis.errors import ConfigError, InputError
-from synopsis.sharding import resolve_device
 from synopsis.summarizers.batches import (
     DEFAULT_BATCH_SIZE,
     batch_size_in_force,

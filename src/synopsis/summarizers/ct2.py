@@ -447,9 +447,9 @@ class CTranslate2Summarizer(Seq2SeqSummarizer):
         import torch
         from transformers import AutoConfig
 
+        from synopsis.devices import resolve_device
         from synopsis.models.inputs import Seq2SeqInputs
         from synopsis.models.seq2seq import load_tokenizer, read_model_config
-        from synopsis.sharding import resolve_device
 
         model_dir = Path(model_dir)
         check_convertible(model_dir, read_model_config(model_dir))

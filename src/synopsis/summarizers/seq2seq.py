@@ -18,13 +18,13 @@ from typing import Any
 import torch
 
 from synopsis.config import DECODING_OPTIONS, NO_DECODING, DecodingOptions
+from synopsis.devices import resolve_device
 from synopsis.document import Document
 from synopsis.errors import ConfigError
 from synopsis.models.inputs import Seq2SeqInputs, SourceEncoding
 from synopsis.models.instructsum import SourceCache
 from synopsis.models.lengths import generate_kwargs
 from synopsis.models.seq2seq import load_seq2seq
-from synopsis.sharding import resolve_device
 from synopsis.summarizers.base import INFERENCE_DTYPES, Summarizer, SummarizerInfo, place_model
 
 
