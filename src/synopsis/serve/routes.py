@@ -27,7 +27,7 @@ from synopsis.serve.schemas import (
     ModelsResponse,
     OutlineRequest,
     OutlineResponse,
-    SummarizeRequest,
+    SummarizeBody,
     SummarizeResponse,
 )
 from synopsis.serve.service import SummarizeService
@@ -134,7 +134,7 @@ def api_router(service: SummarizeService, documented: Documented) -> APIRouter:
         response_model_exclude_unset=True,
         **documented.security,
     )
-    async def summarize(body: SummarizeRequest, request: Request) -> Any:
+    async def summarize(body: SummarizeBody, request: Request) -> Any:
         """Parse the document, then summarize it once per instruction (or once without), timing each.
 
         With ``"stream": true`` the answer is NDJSON: an event per summary as it finishes, then a ``done``
