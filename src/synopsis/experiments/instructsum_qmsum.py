@@ -37,7 +37,8 @@ from synopsis.errors import InputError
 from synopsis.experiments.common import Seq2SeqExperimentConfig, seq2seq_run_config
 from synopsis.io import open_for_atomic_write, write_json
 from synopsis.models.lengths import generate_kwargs
-from synopsis.training.seq2seq import METRICS, load_examples, score_summaries, train_seq2seq
+from synopsis.training.objectives import METRICS, score_summaries
+from synopsis.training.seq2seq import load_examples, train_seq2seq
 
 logger = logging.getLogger(__name__)
 
