@@ -173,9 +173,14 @@ def _print_memory_plan(
         f"{cfg.min_count}); target tokens = the BPTT window"
     )
     plan = memory_plan(
-        model_config, cfg.training, devices=cfg.devices, device_memory_gb=cfg.device_memory_gb,
-        groups=len(train_stream.attribute_sets), notes=notes, device_type=cfg.device_type,
-    )  # fmt: skip
+        model_config,
+        cfg.training,
+        devices=cfg.devices,
+        device_memory_gb=cfg.device_memory_gb,
+        groups=len(train_stream.attribute_sets),
+        notes=notes,
+        device_type=cfg.device_type,
+    )
     print_plan(plan, plan_json)
 
 

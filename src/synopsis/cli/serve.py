@@ -156,18 +156,24 @@ def serve(
         None, "--max-document-words", help="Words per document (then 422; default 1000000)."
     ),
     max_variants: int | None = flags.ranged(
-        None, "--max-variants", allowed=NON_NEGATIVE,
+        None,
+        "--max-variants",
+        allowed=NON_NEGATIVE,
         help="Models loaded on another backend or compute type for requests, kept at once, all models "
         "together (least recently used unloaded first; 0: only the server's own backend; default 2).",
-    ),  # fmt: skip
+    ),
     max_parse_seconds: float | None = flags.ranged(
-        None, "--max-parse-seconds", allowed=POSITIVE,
+        None,
+        "--max-parse-seconds",
+        allowed=POSITIVE,
         help="CPU seconds reading one document may take (then 422; default 20).",
-    ),  # fmt: skip
+    ),
     header_timeout: float = flags.ranged(
-        10.0, "--header-timeout", allowed=POSITIVE,
+        10.0,
+        "--header-timeout",
+        allowed=POSITIVE,
         help="Seconds a connection may take to send its request headers (then closed).",
-    ),  # fmt: skip
+    ),
     min_body_rate: float = flags.ranged(
         500.0,
         "--min-body-rate",
@@ -230,20 +236,39 @@ def serve(
         raise ConfigError(f"--log-level must be debug, info, warning or error, got '{log_level}'")
     if workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {workers}")
-    loading = {"models": _models(model, no_builtin), "builtin": not no_builtin, "device": device,
-               "dtype": dtype, "backend": backend, "compute_type": compute_type}  # fmt: skip
+    loading = {
+        "models": _models(model, no_builtin),
+        "builtin": not no_builtin,
+        "device": device,
+        "dtype": dtype,
+        "backend": backend,
+        "compute_type": compute_type,
+    }
     # --threads is what every computing command takes: torch's intra-op threads per computation (before the
     # settings: the batch workers' default divides the cores by it).
     flags.set_torch_threads(threads)
     settings = _settings(
-        host, allowed_hosts, auth_token_file,
-        max_body_bytes=int(max_body_mb * 1024 * 1024), request_timeout_s=timeout, queue_size=queue_size,
-        max_instructions=max_instructions, batch_window_ms=batch_window_ms, max_batch=max_batch,
-        batch_workers=batch_workers, header_timeout_s=header_timeout, min_body_rate=min_body_rate,
-        keep_alive_s=keep_alive, max_connections=max_connections, inference_threads=inference_threads,
-        max_sections=max_sections, max_sentences=max_sentences, max_document_words=max_document_words,
-        max_parse_s=max_parse_seconds, max_variants=max_variants,
-    )  # fmt: skip
+        host,
+        allowed_hosts,
+        auth_token_file,
+        max_body_bytes=int(max_body_mb * 1024 * 1024),
+        request_timeout_s=timeout,
+        queue_size=queue_size,
+        max_instructions=max_instructions,
+        batch_window_ms=batch_window_ms,
+        max_batch=max_batch,
+        batch_workers=batch_workers,
+        header_timeout_s=header_timeout,
+        min_body_rate=min_body_rate,
+        keep_alive_s=keep_alive,
+        max_connections=max_connections,
+        inference_threads=inference_threads,
+        max_sections=max_sections,
+        max_sentences=max_sentences,
+        max_document_words=max_document_words,
+        max_parse_s=max_parse_seconds,
+        max_variants=max_variants,
+    )
     resolve_device(device)  # and the device (a one-line error, exit 2), before any worker starts
     _start(host, port, workers, threads, level, settings, loading, forwarded_allow_ips)
 
@@ -300,17 +325,26 @@ def _start(
     if settings.auth_token is None and not is_loopback(host):
         logger.warning(
             "listening on %s without a token: anyone who can reach port %d can use every endpoint "
-            "(set --auth-token-file FILE or $%s)", host, port, TOKEN_ENV,
-        )  # fmt: skip
+            "(set --auth-token-file FILE or $%s)",
+            host,
+            port,
+            TOKEN_ENV,
+        )
     # uvicorn makes the protocol objects itself, in every worker: the limits go by the environment
     connections, backlog = fit_to_descriptors(settings.max_connections)
     os.environ[LIMITS_ENV] = replace(settings.connection_limits, max_connections=connections).to_env()
     common = {
-        "host": host, "port": port, "log_config": config, "access_log": False, "http": PROTOCOL,
-        "timeout_keep_alive": settings.keep_alive_s, "backlog": backlog,
+        "host": host,
+        "port": port,
+        "log_config": config,
+        "access_log": False,
+        "http": PROTOCOL,
+        "timeout_keep_alive": settings.keep_alive_s,
+        "backlog": backlog,
         # uvicorn trusts X-Forwarded-For from loopback by default: only from the proxies named here
-        "proxy_headers": bool(forwarded_allow_ips), "forwarded_allow_ips": forwarded_allow_ips or "",
-    }  # fmt: skip
+        "proxy_headers": bool(forwarded_allow_ips),
+        "forwarded_allow_ips": forwarded_allow_ips or "",
+    }
     if workers == 1:
         uvicorn.run(create_app(build_registry(**loading), settings), **common)
         return

@@ -119,10 +119,15 @@ def cached_models(cache_dir: str | Path | None = None) -> tuple[list[CachedModel
             methods = tuple(PAPER_NAMES[m] for m in sorted(entry.methods))
             runnable.append(
                 CachedModel(
-                    repo.repo_id, tuple(sorted(revision.refs)), revision.commit_hash, model_type,
-                    entry.family, methods, revision.size_on_disk,
+                    repo_id=repo.repo_id,
+                    refs=tuple(sorted(revision.refs)),
+                    commit=revision.commit_hash,
+                    model_type=model_type,
+                    family=entry.family,
+                    methods=methods,
+                    size_bytes=revision.size_on_disk,
                 )
-            )  # fmt: skip
+            )
     return runnable, others
 
 

@@ -111,8 +111,13 @@ def api_router(service: SummarizeService, documented: Documented) -> APIRouter:
     router = APIRouter(prefix="/v1")
     registry = service.registry
 
-    @router.get("/models", response_model=ModelsResponse, responses=documented.auth_errors, tags=["models"],
-                **documented.security)  # fmt: skip
+    @router.get(
+        "/models",
+        response_model=ModelsResponse,
+        responses=documented.auth_errors,
+        tags=["models"],
+        **documented.security,
+    )
     async def models() -> dict[str, Any]:
         """The models this server offers, by name, with the options and whether they use instructions."""
         default = DEFAULT_MODEL if DEFAULT_MODEL in registry else None
@@ -166,8 +171,13 @@ def document_router(service: SummarizeService, documented: Documented) -> APIRou
     router = APIRouter(prefix="/v1")
     settings = service.settings
 
-    @router.post("/outline", response_model=OutlineResponse, responses=documented.without(404),
-                 tags=["summarize"], **documented.security)  # fmt: skip
+    @router.post(
+        "/outline",
+        response_model=OutlineResponse,
+        responses=documented.without(404),
+        tags=["summarize"],
+        **documented.security,
+    )
     async def document_outline(body: OutlineRequest, request: Request) -> dict[str, Any]:
         """The section outline of a document as the service parses it, without summarizing."""
 
@@ -196,10 +206,18 @@ def document_router(service: SummarizeService, documented: Documented) -> APIRou
 
         def job() -> dict[str, Any]:
             report = evaluate_corpus(
-                body.predictions, references, body.sources, metrics=body.metrics, mode=body.mode,
-                use_stemmer=body.use_stemmer, aggregate=body.aggregate, split_summaries=split,
-                wordnet_exceptions=body.wordnet_exceptions, bootstrap=body.bootstrap, seed=body.seed,
-            )  # fmt: skip
+                body.predictions,
+                references,
+                body.sources,
+                metrics=body.metrics,
+                mode=body.mode,
+                use_stemmer=body.use_stemmer,
+                aggregate=body.aggregate,
+                split_summaries=split,
+                wordnet_exceptions=body.wordnet_exceptions,
+                bootstrap=body.bootstrap,
+                seed=body.seed,
+            )
             if "rouge" in body.metrics:
                 report["settings"]["sentences"] = sentence_setting
             return report

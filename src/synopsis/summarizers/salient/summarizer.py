@@ -338,9 +338,14 @@ class DocumentRun(_Selecting):
             headed = [_under_heading(sentences[i].section, t) for i, t in zip(pool, plain, strict=True)]
             turns = _turns(document, pool) if self.transcript else None
             score = relevance(
-                [shown[i] for i in pool], plain, instruction, self.vectors, headed,
-                _heading_weights(document, pool), turns,
-            )  # fmt: skip
+                texts=[shown[i] for i in pool],
+                plain=plain,
+                instruction=instruction,
+                vectors=self.vectors,
+                headed=headed,
+                heading_weight=_heading_weights(document, pool),
+                turns=turns,
+            )
         elif self.weights.opening:
             weight, first = opening(document, pool, self.names)
             score = (1 - self.weights.opening) * score + self.weights.opening * weight
