@@ -406,43 +406,18 @@ class DecodingOption:
 DECODING_OPTIONS: dict[str, DecodingOption] = {
     option.name: option
     for option in (
+        DecodingOption("num_beams", int, AT_LEAST_ONE, "Beam width (1: greedy).", Range(1, 16)),
+        DecodingOption("min_length", int, NON_NEGATIVE, "Shortest summary (words/tokens).", Range(0, 1024)),
+        DecodingOption("max_length", int, AT_LEAST_ONE, "Longest summary (words/tokens).", Range(1, 1024)),
         DecodingOption(
-            name="num_beams",
-            type=int,
-            allowed=AT_LEAST_ONE,
-            help="Beam width (1: greedy).",
-            request_range=Range(1, 16),
+            "length_penalty", float, FINITE, "Beam search length penalty exponent.", Range(-10, 10)
         ),
         DecodingOption(
-            name="min_length",
-            type=int,
-            allowed=NON_NEGATIVE,
-            help="Shortest summary (words/tokens).",
-            request_range=Range(0, 1024),
-        ),
-        DecodingOption(
-            name="max_length",
-            type=int,
-            allowed=AT_LEAST_ONE,
-            help="Longest summary (words/tokens).",
-            request_range=Range(1, 1024),
-        ),
-        DecodingOption(
-            name="length_penalty",
-            type=float,
-            allowed=FINITE,
-            help="Beam search length penalty exponent.",
-            request_range=Range(-10, 10),
-        ),
-        DecodingOption(
-            name="no_repeat_ngram_size",
-            type=int,
-            allowed=NON_NEGATIVE,
-            help="Never repeat an n-gram of this size (0: off).",
-            request_range=Range(0, 16),
+            "no_repeat_ngram_size", int, NON_NEGATIVE, "Never repeat an n-gram of this size (0: off).",
+            Range(0, 16),
         ),
     )
-}
+}  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)

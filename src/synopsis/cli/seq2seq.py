@@ -218,31 +218,22 @@ def _experiment_command(spec: _Experiment) -> Callable[..., None]:
 #: ``synopsis experiment <name>``: the experiments whose commands are alike, in the order --help lists them
 _EXPERIMENTS = {
     "hie-bart-heads": _Experiment(
-        module="hie_bart_heads",
-        config_class="HeadSweepConfig",
-        runner="run_head_sweep",
-        data="scitldr/, tokenizers/",
-        runs=("ratios", "Word:sentence head splits, e.g. '8:0,6:2,4:4'."),
-        doc="Hie-BART word:sentence head ratios (the paper's Table 2) with small models on SciTLDR, on CPU.",
+        "hie_bart_heads", "HeadSweepConfig", "run_head_sweep", "scitldr/, tokenizers/",
+        ("ratios", "Word:sentence head splits, e.g. '8:0,6:2,4:4'."),
+        "Hie-BART word:sentence head ratios (the paper's Table 2) with small models on SciTLDR, on CPU.",
     ),
     "instructsum": _Experiment(
-        module="instructsum_qmsum",
-        config_class="InstructSumExperimentConfig",
-        runner="run_instructsum_experiment",
-        data="qmsum/train, qmsum/val, tokenizers/t5",
-        runs=("variants", "Comma-separated subset of no-instruction,full,instructsum."),
-        doc="InstructSum on QMSum with small T5s on CPU: no instruction vs full attention vs the cached "
-        "model.",
+        "instructsum_qmsum", "InstructSumExperimentConfig", "run_instructsum_experiment",
+        "qmsum/train, qmsum/val, tokenizers/t5",
+        ("variants", "Comma-separated subset of no-instruction,full,instructsum."),
+        "InstructSum on QMSum with small T5s on CPU: no instruction vs full attention vs the cached model.",
     ),
     "hibrids": _Experiment(
-        module="hibrids_scisummnet",
-        config_class="HibridsExperimentConfig",
-        runner="run_hibrids_experiment",
-        data="scisummnet/, tokenizers/",
-        runs=("variants", "Comma-separated subset of base,sectok,lvlsectok,hibrids-enc,hibrids-dec."),
-        doc="HIBRIDS (Cao & Wang, 2022): base, SECTOK, LVLSECTOK, HIBRIDS-ENC/-DEC on LVLSECTOK; SciSummNet.",
+        "hibrids_scisummnet", "HibridsExperimentConfig", "run_hibrids_experiment", "scisummnet/, tokenizers/",
+        ("variants", "Comma-separated subset of base,sectok,lvlsectok,hibrids-enc,hibrids-dec."),
+        "HIBRIDS (Cao & Wang, 2022): base, SECTOK, LVLSECTOK, HIBRIDS-ENC/-DEC on LVLSECTOK; SciSummNet.",
     ),
-}
+}  # fmt: skip
 EXPERIMENT_COMMANDS = {name: _experiment_command(spec) for name, spec in _EXPERIMENTS.items()}
 
 

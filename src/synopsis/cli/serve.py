@@ -156,24 +156,18 @@ def serve(
         None, "--max-document-words", help="Words per document (then 422; default 1000000)."
     ),
     max_variants: int | None = flags.ranged(
-        None,
-        "--max-variants",
-        allowed=NON_NEGATIVE,
+        None, "--max-variants", allowed=NON_NEGATIVE,
         help="Models loaded on another backend or compute type for requests, kept at once, all models "
         "together (least recently used unloaded first; 0: only the server's own backend; default 2).",
-    ),
+    ),  # fmt: skip
     max_parse_seconds: float | None = flags.ranged(
-        None,
-        "--max-parse-seconds",
-        allowed=POSITIVE,
+        None, "--max-parse-seconds", allowed=POSITIVE,
         help="CPU seconds reading one document may take (then 422; default 20).",
-    ),
+    ),  # fmt: skip
     header_timeout: float = flags.ranged(
-        10.0,
-        "--header-timeout",
-        allowed=POSITIVE,
+        10.0, "--header-timeout", allowed=POSITIVE,
         help="Seconds a connection may take to send its request headers (then closed).",
-    ),
+    ),  # fmt: skip
     min_body_rate: float = flags.ranged(
         500.0,
         "--min-body-rate",

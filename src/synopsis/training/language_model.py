@@ -86,31 +86,17 @@ def memory_plan(
     batch = micro_batch(training.batch_size, devices)
     precision = resolve_precision(training.precision, "training.precision")
     activations = lstm_lm_activation_bytes(
-        vocab=model_config.vocab_size,
-        embedding=model_config.embedding_dim,
-        hidden=model_config.hidden_dim,
-        layers=model_config.num_layers,
-        bptt=training.bptt,
-        batch=batch,
-        precision=precision,
-        groups=max(1, min(batch, groups)),
-        augment_input=model_config.augment_input,
+        vocab=model_config.vocab_size, embedding=model_config.embedding_dim, hidden=model_config.hidden_dim,
+        layers=model_config.num_layers, bptt=training.bptt, batch=batch, precision=precision,
+        groups=max(1, min(batch, groups)), augment_input=model_config.augment_input,
         augment_output=model_config.augment_output,
-    )
+    )  # fmt: skip
     return recurrent_plan(
         model=f"domain LM {model_config.variant} (vocabulary {model_config.vocab_size:,})",
-        parameters=parameters,
-        optimizer="sgd",
-        activations=activations,
-        source=0,
-        target=training.bptt,
-        batch=batch,
-        devices=devices,
-        precision=precision,
-        device_memory_gb=device_memory_gb,
-        notes=notes,
+        parameters=parameters, optimizer="sgd", activations=activations, source=0, target=training.bptt,
+        batch=batch, devices=devices, precision=precision, device_memory_gb=device_memory_gb, notes=notes,
         device_type=device_type,
-    )
+    )  # fmt: skip
 
 
 @dataclass

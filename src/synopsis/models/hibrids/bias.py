@@ -462,15 +462,9 @@ class PoolRole:
         return True
 
     def attend(
-        self,
-        module: Any,
-        query: torch.Tensor,
-        keys: torch.Tensor,
-        values: torch.Tensor,
-        mask: torch.Tensor | None,
-        link: _CrossAttentionLink,
-        scaling: float,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+        self, module: Any, query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+        mask: torch.Tensor | None, link: _CrossAttentionLink, scaling: float,
+    ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
         return _attend_and_pool(
             module, query, keys, values, mask, link, scaling=scaling, dropout=module.dropout
         )
@@ -487,15 +481,9 @@ class BiasRole(PoolRole):
         return link.pooled is not None
 
     def attend(
-        self,
-        module: Any,
-        query: torch.Tensor,
-        keys: torch.Tensor,
-        values: torch.Tensor,
-        mask: torch.Tensor | None,
-        link: _CrossAttentionLink,
-        scaling: float,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+        self, module: Any, query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+        mask: torch.Tensor | None, link: _CrossAttentionLink, scaling: float,
+    ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
         module.base.check(module)
         bias = cross_attention_bias(link.pooled, module.hibrids_bias.weight, link.layout)
         return _biased_attention(module, query, keys, values, mask, bias, scaling=scaling)

@@ -167,36 +167,21 @@ def memory_plan(config: PointerGeneratorTrainConfig) -> MemoryPlan:
     with torch.device("meta"):
         model = PointerGenerator(
             PointerGeneratorConfig(
-                vocab_size=vocab,
-                embedding_dim=m.embedding_dim,
-                hidden_dim=m.hidden_dim,
-                pointer=m.pointer,
+                vocab_size=vocab, embedding_dim=m.embedding_dim, hidden_dim=m.hidden_dim, pointer=m.pointer,
                 coverage=True,
             )
-        )
+        )  # fmt: skip
     batch = micro_batch(config.optim.batch_size, config.devices)
     precision = resolve_precision(config.precision)
     activations = pointer_generator_activation_bytes(
-        vocab=vocab,
-        embedding=m.embedding_dim,
-        hidden=m.hidden_dim,
-        source=d.max_source_tokens,
-        target=d.max_target_tokens,
-        batch=batch,
-        precision=precision,
-    )
+        vocab=vocab, embedding=m.embedding_dim, hidden=m.hidden_dim, source=d.max_source_tokens,
+        target=d.max_target_tokens, batch=batch, precision=precision,
+    )  # fmt: skip
     parameters = sum(p.numel() for p in model.parameters())
     return recurrent_plan(
-        model=f"pointer-generator (vocabulary {vocab:,})",
-        parameters=parameters,
-        optimizer="adagrad",
-        activations=activations,
-        source=d.max_source_tokens,
-        target=d.max_target_tokens,
-        batch=batch,
-        devices=config.devices,
-        precision=precision,
-        device_memory_gb=config.device_memory_gb,
+        model=f"pointer-generator (vocabulary {vocab:,})", parameters=parameters,
+        optimizer="adagrad", activations=activations, source=d.max_source_tokens, target=d.max_target_tokens,
+        batch=batch, devices=config.devices, precision=precision, device_memory_gb=config.device_memory_gb,
         device_type=config.device_type,
         notes=f"vocabulary at its bound, vocab.max_size + {len(SPECIALS)} special tokens (no data read)",
-    )
+    )  # fmt: skip
