@@ -156,3 +156,29 @@ def test_no_import_cycle_even_under_type_checking() -> None:
 
     cycles = [c for name in sorted(graph) if (c := cycle_from(name, []))]
     assert not cycles, " -> ".join(cycles[0])
+
+
+#: Issue 59: names that said two things, each now defined once, where it belongs (module, relative to the
+#: package): the transformer's encoded source, the runner's typed request, the one document parser, the
+#: device resolver (out of sharding.py) and the method tables' names.
+ONE_DEFINITION = {
+    "SourceEncoding": "models/inputs.py",
+    "SummarizeRequest": "pipeline/request.py",
+    "parse_document": "data/readers/__init__.py",
+    "resolve_device": "devices.py",
+    "check_device": "devices.py",
+    "compute_device": "devices.py",
+}
+
+
+def test_a_name_that_said_two_things_is_defined_once() -> None:
+    defined: dict[str, list[str]] = {name: [] for name in ONE_DEFINITION}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            names = [node.name] if isinstance(node, (ast.ClassDef, ast.FunctionDef)) else []
+            if isinstance(node, ast.Assign):
+                names = [target.id for target in node.targets if isinstance(target, ast.Name)]
+            for name in names:
+                if name in defined:
+                    defined[name].append(path.relative_to(PACKAGE).as_posix())
+    assert defined == {name: [module] for name, module in ONE_DEFINITION.items()}
