@@ -36,7 +36,7 @@ from typing import Any
 import torch
 from transformers import BartConfig, BartForConditionalGeneration
 
-from synopsis.config import use_threads
+from synopsis.config import DecodingOptions, use_threads
 from synopsis.data.readers import read_corpus
 from synopsis.models.seq2seq import bart_tokenizer_from_files
 from synopsis.summarizers import load_summarizer
@@ -81,9 +81,9 @@ def save_model(directory: Path, early_stopping: bool = False) -> Path:
     return directory
 
 
-def summarizers(model: Path, source_tokens: int, max_length: int) -> dict[str, Any]:
+def summarizers(model: Path, source_tokens: int) -> dict[str, Any]:
     """Each backend's summarizer (the ctranslate2 ones convert on first use: timed apart)."""
-    common = {"max_source_length": source_tokens, "max_length": max_length}
+    common = {"max_source_length": source_tokens}
     out = {"torch": load_summarizer(model=model, backend="torch", **common)}
     started = time.perf_counter()
     out["ctranslate2-float32"] = load_summarizer(model=model, backend="ctranslate2", **common)
@@ -106,7 +106,10 @@ def bare_generate(
     with torch.inference_mode():
         inputs = torch_side.inputs.model_inputs(batch, torch_side.device)
         output = torch_side.model.generate(**inputs, **options, max_length=max_length + 1)
-    return torch_side._decode(output)
+    texts = torch_side.tokenizer.batch_decode(
+        output, skip_special_tokens=True, clean_up_tokenization_spaces=False
+    )
+    return [text.strip() for text in texts]
 
 
 def run(
@@ -123,9 +126,9 @@ def run(
         if backend == "generate":
             summaries += bare_generate(loaded["torch"], part, options, max_length)
         else:
-            summarizer = loaded[backend].with_options(**options)
-            decoded_by = summarizer.describe().backend
-            summaries += summarizer.summarize(part)
+            decoding = DecodingOptions(**options, max_length=max_length)
+            decoded_by = loaded[backend].backend_for(decoding)
+            summaries += loaded[backend].summarize(part, decoding=decoding)
     return time.perf_counter() - started, summaries, decoded_by  # fmt: skip
 
 
@@ -136,7 +139,7 @@ def measure(loaded: dict[str, Any], documents: list[Any], args: argparse.Namespa
         for no_repeat in args.no_repeat:
             options = {"num_beams": beams, "no_repeat_ngram_size": no_repeat}
             for name in backends[:2]:  # auto's first use of a backend loads it: once, untimed
-                loaded[name].with_options(**options)
+                loaded[name].check_decoding(DecodingOptions(**options, max_length=args.max_length))
             for batch in args.batch_sizes:
                 times: dict[str, list[float]] = {name: [] for name in backends}
                 outputs: dict[str, list[str]] = {}
@@ -199,7 +202,7 @@ def main() -> None:
     examples = read_corpus("scitldr", SHARED / "scitldr", split="dev")
     documents = [example.document for _, example in zip(range(args.documents), examples, strict=False)]
     load_before = os.getloadavg()
-    loaded = summarizers(model, args.source_tokens, args.max_length)
+    loaded = summarizers(model, args.source_tokens)
     rows = measure(loaded, documents, args)
     result = {
         "command": "python benchmarks/decoding.py " + " ".join(sys.argv[1:]),

@@ -322,6 +322,7 @@ def _time(call: Callable[[], Any], device: Any) -> float:
 
 def check_decoding(device: Any, config: dict, tokenizers: Path) -> list[dict]:
     """Documents/s of summarize (and of HF generate on the same inputs) per model and batch size."""
+    from synopsis.config import DecodingOptions
     from synopsis.summarizers import load_summarizer
     from synopsis.summarizers.seq2seq import Seq2SeqSummarizer
 
@@ -332,17 +333,20 @@ def check_decoding(device: Any, config: dict, tokenizers: Path) -> list[dict]:
     with torch.device(device):
         random_bart = seq2seq_model("bart", config["decoding_model"], tokenizer, None).eval()
     models = {
-        "pointer-generator (bundled)": load_summarizer("pointer-generator", device=device, **options),
-        "BART (random, bart-large width)": Seq2SeqSummarizer(random_bart, tokenizer, **options),
+        "pointer-generator (bundled)": load_summarizer("pointer-generator", device=device),
+        "BART (random, bart-large width)": Seq2SeqSummarizer.from_model(random_bart, tokenizer),
     }
+    decoding = DecodingOptions(**options)
     rows = []
     for name, summarizer in models.items():
         for batch in config["decode_batches"]:
             count = min(len(docs), max(batch, 8 if batch == 1 else 2 * batch))
             chunks = [docs[i : i + batch] for i in range(0, count, batch)]
-            summarizer.summarize(chunks[0][:1])  # warm-up: kernels, allocator
+            summarizer.summarize(chunks[0][:1], decoding=decoding)  # warm-up: kernels, allocator
             _reset_peak(device)
-            ours = _time(lambda s=summarizer, c=chunks: [s.summarize(chunk) for chunk in c], device)
+            ours = _time(
+                lambda s=summarizer, c=chunks: [s.summarize(chunk, decoding=decoding) for chunk in c], device
+            )
             row = {"model": name, "batch": batch, "documents": count, "documents_per_s": count / ours,
                    "peak_bytes": _peak(device)}  # fmt: skip
             if isinstance(summarizer, Seq2SeqSummarizer):  # the same inputs straight into generate()
@@ -354,7 +358,7 @@ def check_decoding(device: Any, config: dict, tokenizers: Path) -> list[dict]:
                 def generate(s: Any = summarizer, f: list = fields) -> None:
                     with torch.inference_mode():
                         for batch_fields in f:
-                            s.model.generate(**batch_fields, **s.generation)
+                            s.model.generate(**batch_fields, **s.decoder.settings(decoding))
 
                 theirs = _time(generate, device)
                 row.update(generate_documents_per_s=count / theirs, overhead=ours / theirs)

@@ -62,18 +62,19 @@ def summaries(
     model: Path, backend: str, documents: list[Any], args: argparse.Namespace
 ) -> tuple[list[str], float]:
     """One backend's summaries of ``documents`` and the seconds they took (the load not counted)."""
+    from synopsis.config import DecodingOptions
     from synopsis.summarizers import load_summarizer
 
-    options: dict[str, Any] = {"num_beams": args.beams, "max_length": args.max_length}
-    if args.no_repeat_ngram_size:
-        options["no_repeat_ngram_size"] = args.no_repeat_ngram_size
+    ngrams = args.no_repeat_ngram_size or None
+    decoding = DecodingOptions(num_beams=args.beams, max_length=args.max_length, no_repeat_ngram_size=ngrams)
+    backend_options: dict[str, Any] = {"backend": "torch"}
     if backend != "generate":
-        options.update(backend="ctranslate2", compute_type=backend)
-    summarizer = load_summarizer(model=model, threads=args.threads, **options)
+        backend_options = {"backend": "ctranslate2", "compute_type": backend}
+    summarizer = load_summarizer(model=model, threads=args.threads, **backend_options)
     started = time.perf_counter()
     out: list[str] = []
     for start in range(0, len(documents), args.batch_size):
-        out += summarizer.summarize(documents[start : start + args.batch_size])
+        out += summarizer.summarize(documents[start : start + args.batch_size], decoding=decoding)
     return out, time.perf_counter() - started
 
 

@@ -3,7 +3,7 @@ floor only the pairs listed in ``SAME_FLOOR``.
 
 Bottom up: errors, text, io, qs, progress -> document, vocab, checkpoint, sharding, devices, hub ->
 evaluation, data -> config -> models -> generation, training -> experiments -> summarizers -> pipeline -> cli,
-serve. The CLI and the service share the summarizers, never each other's code: the service never imports the
+serve. The CLI and the service share the pipeline, never each other's code: the service never imports the
 CLI, and the CLI touches the service only in ``cli/serve.py``, the command that launches it. Library code logs
 and never prints.
 """

@@ -12,6 +12,7 @@ import torch
 from helpers.cli import run_cli
 from helpers.documents import long_document
 
+from synopsis.config import DecodingOptions
 from synopsis.document import Document, Section
 from synopsis.generation import AllowedTokensProcessor, source_vocabulary_mask
 from synopsis.pipeline import read_source
@@ -170,7 +171,7 @@ def test_summaries_of_many_documents_share_batches() -> None:
     calls = []
 
     class Counting(LeadSummarizer):
-        def summarize_windows(self, windows, instructions=None):  # noqa: ANN001, ANN202
+        def summarize_windows(self, windows, instructions=None, decoding=None):  # noqa: ANN001, ANN202
             calls.append({w.document for w in windows})
             return super().summarize_windows(windows, instructions)
 
@@ -191,7 +192,7 @@ def test_sections_stream_as_they_finish_at_the_default_batch_size() -> None:
         def input_capacity(self) -> int:
             return 12
 
-        def summarize_windows(self, windows, instructions=None):  # noqa: ANN001, ANN202
+        def summarize_windows(self, windows, instructions=None, decoding=None):  # noqa: ANN001, ANN202
             events.append(("call", len(windows)))
             return super().summarize_windows(windows, instructions)
 
@@ -414,19 +415,20 @@ def test_seq2seq_checkpoint_by_section_windows_fit_its_input_and_share_batches(
     from synopsis.summarizers import load_summarizer
 
     model_dir = save_tiny_bart(tmp_path / "bart", shared_data / "tokenizers")
-    summarizer = load_summarizer(model=model_dir, max_source_length=40, max_length=12, num_beams=1)
+    summarizer = load_summarizer(model=model_dir, max_source_length=40)
     capacity = summarizer.input_capacity()
     assert capacity == 40 - summarizer.SPECIAL_TOKEN_ROOM
     calls: list[list[int]] = []
     original = summarizer.summarize
 
-    def counting(documents, instructions=None, references=None):  # noqa: ANN001, ANN202
+    def counting(documents, instructions=None, references=None, **options):  # noqa: ANN001, ANN003, ANN202
         calls.append([summarizer.input_length(" ".join(s.text for s in d.sentences)) for d in documents])
-        return original(documents, instructions, references)
+        return original(documents, instructions, references, **options)
 
     summarizer.summarize = counting
     documents = [long_document(), Document.from_text("A short text about rivers. It floods.", id="b")]
-    results = summarizer.summarize_by_section(documents, batch_size=64)
+    decoding = DecodingOptions(max_length=12, num_beams=1)
+    results = summarizer.summarize_by_section(documents, batch_size=64, decoding=decoding)
     assert len(calls) == 1  # every window of both documents in one batch
     assert all(0 < n <= capacity for n in calls[0])
     assert [r.id for r in results] == ["long", "b"]

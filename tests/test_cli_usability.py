@@ -64,11 +64,11 @@ def test_ctrl_c_exits_130_and_sigterm_143_with_what_was_saved(
     calls: list[int] = []
     sending: list[int] = []
 
-    def interrupted_at_the_third(self, documents, instructions=None, references=None):  # noqa: ANN001, ANN202
+    def interrupted_at_the_third(self, documents, instructions=None, references=None, **options):  # noqa: ANN001, ANN003, ANN202
         calls.append(1)
         if len(calls) == 3:
             os.kill(os.getpid(), sending[-1])  # a real signal, through the handlers main() installs
-        return original(self, documents, instructions, references)
+        return original(self, documents, instructions, references, **options)
 
     monkeypatch.setattr(LeadSummarizer, "summarize", interrupted_at_the_third)
     cases = ((signal.SIGINT, 130, "interrupted (Ctrl-C)"), (signal.SIGTERM, 143, "terminated (SIGTERM)"))

@@ -20,6 +20,7 @@ from helpers.models import randomize_tables
 from helpers.tiny_models import t5_config, t5_tokenizer
 from transformers import AutoModelForSeq2SeqLM
 
+from synopsis.config import DecodingOptions
 from synopsis.models.hibrids import (
     END_NODE,
     OUTSIDE_NODES,
@@ -38,6 +39,7 @@ from synopsis.models.instructsum import (
     convert_to_instructsum,
     tokenize_prompt,
 )
+from synopsis.models.lengths import generate_kwargs
 
 OTHER = "A much shorter article. It has two sentences."
 DECODING = dict(num_beams=2, max_new_tokens=8, min_new_tokens=8, do_sample=False)
@@ -256,7 +258,8 @@ def test_the_summarizer_feeds_the_composed_model_its_sections_through_the_cache(
     out = convert_checkpoint(
         "hibrids", convert_checkpoint("instructsum", tmp_path / "t5", tmp_path / "is"), tmp_path / "c"
     )
-    summarizer = load_summarizer(model=out, max_length=6)
+    summarizer = load_summarizer(model=out)
+    short = DecodingOptions(max_length=6)
     randomize_tables(summarizer.model, native=True)
     seen: list[PromptIds] = []
     one_path = SourceCache.encode_prompts
@@ -267,7 +270,7 @@ def test_the_summarizer_feeds_the_composed_model_its_sections_through_the_cache(
 
     monkeypatch.setattr(SourceCache, "encode_prompts", spy)
     documents = [DOCUMENT] * len(INSTRUCTIONS)
-    cached = summarizer.summarize(documents, INSTRUCTIONS)
+    cached = summarizer.summarize(documents, INSTRUCTIONS, decoding=short)
     assert summarizer.cache is not None and summarizer.cache.encodings == 1
     assert len(seen) == len(INSTRUCTIONS) and all(p.sections is not None for p in seen)
     # the document's sections after the three outside nodes (question, start, end; issue 41 item 3)
@@ -285,8 +288,13 @@ def test_the_summarizer_feeds_the_composed_model_its_sections_through_the_cache(
     batch = summarizer.inputs.model_inputs(summarizer.inputs.collate(encodings))
     assert {"segment_ids", "section_ids", "section_relations"} <= batch.keys()
     with torch.no_grad():
-        full = summarizer.model.generate(**batch, **summarizer.generation)
-    assert cached == summarizer._decode(full)
+        full = summarizer.model.generate(
+            **batch, **generate_kwargs(short, summarizer.model.generation_config)
+        )
+    texts = summarizer.tokenizer.batch_decode(
+        full, skip_special_tokens=True, clean_up_tokenization_spaces=False
+    )
+    assert cached == [text.strip() for text in texts]
 
 
 def test_cli_convert_then_train_reads_segments_and_sections(tokenizer, tmp_path: Path) -> None:

@@ -13,9 +13,11 @@ from helpers.cli import one_line_error, run_cli
 from helpers.hub import save_tiny_family
 from helpers.tiny_models import save_tiny_bart, save_tiny_led, save_tiny_t5
 
+from synopsis.config import NO_DECODING, DecodingOptions
 from synopsis.document import Document
 from synopsis.errors import SynopsisError
-from synopsis.summarizers import ct2, load_summarizer
+from synopsis.summarizers import load_summarizer
+from synopsis.summarizers.decoders import ct2_conversion as ct2
 
 pytest.importorskip("ctranslate2")
 
@@ -50,21 +52,31 @@ def t5_dir(tmp_path_factory: pytest.TempPathFactory, tokenizers_dir: Path) -> Pa
     return save_tiny_t5(tmp_path_factory.mktemp("t5") / "m", tokenizers_dir, initializer_factor=3.0)
 
 
-def _both(model: Path, **options: object) -> tuple[list[str], list[str]]:
-    """Summaries of both backends. Where CTranslate2 bans no-repeat n-grams under beam search it renormalizes
-    the scores, as ``generate(renormalize_logits=True)`` does (issue 52, documented): that is compared."""
-    torch_summarizer = load_summarizer(model=model, backend="torch", **options)
-    ct2_summarizer = load_summarizer(model=model, backend="ctranslate2", **options)
-    if ct2_summarizer.renormalizes:
-        torch_summarizer.generation["renormalize_logits"] = True
-    return torch_summarizer.summarize(DOCUMENTS), ct2_summarizer.summarize(DOCUMENTS)
+def _renormalizes(summarizer: Any, decoding: DecodingOptions) -> bool:
+    """Whether CTranslate2 renormalizes the beam scores after n-gram bans with these options."""
+    settings, _ = summarizer.decoder.settings(decoding)
+    return settings["beam_size"] > 1 and settings["no_repeat_ngram_size"] > 0
+
+
+def _both(model: Path, documents: list[Document] = DOCUMENTS, **options: Any) -> tuple[list[str], list[str]]:
+    """Summaries of both backends (``max_source_length`` a setting of the load, the rest decoding options).
+    Where CTranslate2 bans no-repeat n-grams under beam search it renormalizes the scores, as
+    ``generate(renormalize_logits=True)`` does (issue 52, documented): that is compared."""
+    load = {name: options.pop(name) for name in ("max_source_length",) if name in options}
+    decoding = DecodingOptions(**options)
+    torch_summarizer = load_summarizer(model=model, backend="torch", **load)
+    ct2_summarizer = load_summarizer(model=model, backend="ctranslate2", **load)
+    if _renormalizes(ct2_summarizer, decoding):  # generate()'s keywords for these options, mapped once
+        torch_summarizer.decoder.settings(decoding)["renormalize_logits"] = True
+    return (
+        torch_summarizer.summarize(documents, decoding=decoding),
+        ct2_summarizer.summarize(documents, decoding=decoding),
+    )
 
 
 @pytest.mark.parametrize("options", OPTIONS)
 @pytest.mark.parametrize("family", ["bart", "t5"])
-def test_the_same_summaries_as_generate(
-    family: str, options: dict, bart_dir: Path, t5_dir: Path
-) -> None:
+def test_the_same_summaries_as_generate(family: str, options: dict, bart_dir: Path, t5_dir: Path) -> None:
     torch_side, ct2_side = _both(bart_dir if family == "bart" else t5_dir, **options)
     assert ct2_side == torch_side
     assert len(set(torch_side)) > 1  # the random model does not say one thing whatever it reads
@@ -93,10 +105,12 @@ def test_no_repeat_ngrams_under_beams_renormalize(bart_dir: Path) -> None:
     """The one documented difference: CTranslate2 renormalizes after banning n-grams under beam search; on
     the tiny BART this changes a summary, so the renormalized reference above is not a tautology."""
     options = {"num_beams": 3, "max_length": 30, "no_repeat_ngram_size": 2}
-    assert load_summarizer(model=bart_dir, backend="ctranslate2", **options).renormalizes
-    greedy = load_summarizer(model=bart_dir, backend="ctranslate2", num_beams=1, no_repeat_ngram_size=2)
-    assert not greedy.renormalizes
-    plain = load_summarizer(model=bart_dir, backend="torch", **options).summarize(DOCUMENTS)
+    ct2_side = load_summarizer(model=bart_dir, backend="ctranslate2")
+    assert _renormalizes(ct2_side, DecodingOptions(**options))
+    assert not _renormalizes(ct2_side, DecodingOptions(num_beams=1, no_repeat_ngram_size=2))
+    plain = load_summarizer(model=bart_dir, backend="torch").summarize(
+        DOCUMENTS, decoding=DecodingOptions(**options)
+    )
     assert plain != _both(bart_dir, **options)[1]
 
 
@@ -233,7 +247,7 @@ def test_the_cli_gives_the_same_summary_on_either_backend(
     assert code == 0, err
     assert ct2_out == torch_out and torch_out.strip()
     code, _, err = run_cli(capsys, *common, "--backend", "ctranslate2", "--dtype", "bf16")
-    one_line_error(code, err, "--dtype applies to --backend torch; CTranslate2 takes --compute-type")
+    one_line_error(code, err, "--dtype applies to --backend torch; ctranslate2 takes --compute-type")
 
 
 # ------------------------------------------------------------------------------------------ the API
@@ -274,7 +288,10 @@ def test_a_request_picks_the_backend_and_batches_apart(
             if "num_beams" in options:
                 assert response.json()["summaries"][0]["summary"] == expected != "", options
     assert [(key.backend, key.compute_type) for key in keys] == [
-        ("ctranslate2", "float32"), ("torch", None), ("ctranslate2", "float32"), ("ctranslate2", "int8")
+        ("ctranslate2", "float32"),
+        ("torch", None),
+        ("ctranslate2", "float32"),
+        ("ctranslate2", "int8"),
     ]
     assert keys[0] != keys[1] and keys[0].decoding == keys[1].decoding
     assert "CTranslate2" in registry.get("t5").summarizer.describe().description
@@ -358,17 +375,19 @@ def test_ctranslate2_ends_beam_search_as_early_stopping_true_does(
 
     examples = read_corpus("scitldr", shared_data / "scitldr", split="dev")
     documents = [example.document for _, example in zip(range(12), examples, strict=False)]
-    options = {"num_beams": 4, "max_length": 24, "length_penalty": 2.0, "max_source_length": 48}
+    options = {"num_beams": 4, "max_length": 24, "length_penalty": 2.0}
     same = {}
     for early_stopping in (True, False):
         model = _with_generation(
             bart_dir, tmp_path / str(early_stopping), 6.0, num_beams=4, early_stopping=early_stopping
         )
-        torch_side = load_summarizer(model=model, backend="torch", **options).summarize(documents)
-        ct2_side = load_summarizer(model=model, backend="ctranslate2", **options).summarize(documents)
+        torch_side = load_summarizer(model=model, backend="torch", max_source_length=48)
+        ct2_side = load_summarizer(model=model, backend="ctranslate2", max_source_length=48)
+        decoding = DecodingOptions(**options)
+        torch_side, ct2_side = (s.summarize(documents, decoding=decoding) for s in (torch_side, ct2_side))
         assert len({len(s.split()) for s in torch_side}) > 3  # beams end at many lengths
         same[early_stopping] = sum(a == b for a, b in zip(torch_side, ct2_side, strict=True))
-        chosen = load_summarizer(model=model, **options).describe().backend
+        chosen = load_summarizer(model=model, max_source_length=48).backend_for(decoding)
         assert chosen == ("ctranslate2" if early_stopping else "torch")
     assert same[True] == len(documents) > same[False]
 
@@ -381,27 +400,34 @@ def test_auto_decodes_on_ctranslate2_exactly_where_it_writes_generates_tokens(
     ``early_stopping=True`` without n-gram blocking), torch otherwise; decided again for another set of
     options, with the same summaries as torch."""
     from synopsis.models.seq2seq import convert_checkpoint
-    from synopsis.summarizers import backends
+    from synopsis.summarizers.decoders import auto as backends
 
     model = _with_generation(bart_dir, tmp_path / "stops", early_stopping=True, num_beams=2)
     torch_side = load_summarizer(model=model, backend="torch")
     with caplog.at_level("INFO", logger="synopsis"):
         auto = load_summarizer(model=model)
-    assert auto.describe().backend == "ctranslate2" and "--backend auto: ctranslate2" in caplog.text
+    assert auto.backend_for(NO_DECODING) == "ctranslate2" and "--backend auto: ctranslate2" in caplog.text
     assert auto.summarize(DOCUMENTS) == torch_side.summarize(DOCUMENTS)
-    for options, expected in (({"num_beams": 1, "no_repeat_ngram_size": 2}, "ctranslate2"),
-                              ({"num_beams": 3}, "ctranslate2"), ({"length_penalty": 0.0}, "torch"),
-                              ({"num_beams": 3, "no_repeat_ngram_size": 2}, "torch")):  # fmt: skip
-        chosen = auto.with_options(**options)
-        assert chosen.describe().backend == expected, options
-        assert chosen.summarize(DOCUMENTS) == torch_side.with_options(**options).summarize(DOCUMENTS)
-        assert chosen.with_options(num_beams=1).describe().backend == "ctranslate2"  # decided again
-    assert load_summarizer(model=bart_dir, num_beams=3).describe().backend == "torch"  # early_stopping False
+    choices = [
+        ({"num_beams": 1, "no_repeat_ngram_size": 2}, "ctranslate2"),
+        ({"num_beams": 3}, "ctranslate2"),
+        ({"length_penalty": 0.0}, "torch"),
+        ({"num_beams": 3, "no_repeat_ngram_size": 2}, "torch"),
+    ]
+    for options, expected in choices:  # decided per call, for each set of options
+        decoding = DecodingOptions(**options)
+        assert auto.backend_for(decoding) == expected, options
+        assert auto.summarize(DOCUMENTS, decoding=decoding) == torch_side.summarize(
+            DOCUMENTS, decoding=decoding
+        )
+    assert auto.backend_for(DecodingOptions(num_beams=1)) == "ctranslate2"
+    beams = DecodingOptions(num_beams=3)
+    assert load_summarizer(model=bart_dir).backend_for(beams) == "torch"  # early_stopping False
     assert load_summarizer(model=model, dtype="fp32").describe().backend == "torch"  # --dtype is torch's
     hibrids = convert_checkpoint("hibrids", bart_dir, tmp_path / "hibrids")
-    assert load_summarizer(model=hibrids).describe().backend == "torch"  # a method CTranslate2 lacks
+    assert load_summarizer(model=hibrids).backend_for(NO_DECODING) == "torch"  # a method CTranslate2 lacks
     monkeypatch.setattr(backends, "ctranslate2_installed", lambda: False)
-    assert load_summarizer(model=model).describe().backend == "torch"  # without the ct2 extra
+    assert load_summarizer(model=model).backend_for(NO_DECODING) == "torch"  # without the ct2 extra
 
 
 def test_autos_choice_is_in_the_run_record_and_the_answer(
@@ -426,7 +452,7 @@ def test_autos_choice_is_in_the_run_record_and_the_answer(
         records[name] = json.loads(sidecar_path(out).read_text())
     assert records["fast"]["backend"] == "ctranslate2" and "backend" not in records["ngram"]
     registry = build_registry({"t5": str(t5_dir)}, builtin=False, warm_up=False)  # --backend auto
-    assert registry.get("t5").public()["backend"] == "ctranslate2"
+    assert registry.get("t5").public()["backend"] == "auto"  # each answer says which
     with TestClient(create_app(registry, ServeSettings())) as client:
         fast = _post(client, {"num_beams": 1})
         ngram = _post(client, {"num_beams": 2, "no_repeat_ngram_size": 2})

@@ -98,18 +98,24 @@ def _tiny_pointer_generator() -> PointerGeneratorSummarizer:
     return PointerGeneratorSummarizer(model, vocab, GenerationConfig(min_length=2, max_length=6))
 
 
-def test_pointer_generator_with_options_shares_weights_and_keeps_its_own() -> None:
+def test_pointer_generator_decodes_each_call_with_its_options_and_keeps_its_own() -> None:
+    """Issue 59 item 1: decoding options travel with each call, as generate()'s do; the summarizer holds
+    none of them and is never changed by them."""
     summarizer = _tiny_pointer_generator()
-    greedy = summarizer.with_options(num_beams=1, max_length=4)
-    assert greedy.model is summarizer.model and greedy.vocab is summarizer.vocab
-    assert (greedy.generation.num_beams, greedy.generation.max_length) == (1, 4)
+    document = Document.from_text(TEXT)
+    assert (
+        len(summarizer.summarize([document], decoding=DecodingOptions(num_beams=1, max_length=4))[0].split())
+        <= 4
+    )
     assert (summarizer.generation.num_beams, summarizer.generation.max_length) == (4, 6)
-    assert len(greedy.summarize([Document.from_text(TEXT)])[0].split()) <= 4
-    assert summarizer.with_options() is summarizer and summarizer.with_options(num_beams=None) is summarizer
+    assert summarizer.summarize([document]) == summarizer.summarize([document], decoding=DecodingOptions())
+    assert summarizer.with_options() is summarizer and summarizer.with_options(k=None) is summarizer
     with pytest.raises(ConfigError, match="min_length"):  # against the defaults kept (min_length 2)
-        summarizer.with_options(max_length=1)
+        summarizer.summarize([document], decoding=DecodingOptions(max_length=1))
     with pytest.raises(ConfigError, match="does not take option 'k'"):
         summarizer.with_options(k=2)
+    with pytest.raises(ConfigError, match="'num_beams' is a decoding option: give it per call"):
+        summarizer.with_options(num_beams=1)
     info = summarizer.describe()
     assert (info.method, info.options, info.takes_instructions, info.extractive) == (
         "pointer-generator",
@@ -129,7 +135,7 @@ def test_extractive_summarizers_describe_themselves() -> None:
         True,
     )
     with pytest.raises(ConfigError, match="does not take option 'num_beams'"):
-        load_summarizer("lead-2").with_options(num_beams=2)
+        load_summarizer("lead-2").summarize([TEXT], decoding=DecodingOptions(num_beams=2))
     oracle = OracleSummarizer().describe()
     assert oracle.needs_references and not oracle.by_section and oracle.extractive
 
@@ -153,7 +159,10 @@ def test_the_service_describes_a_model_by_asking_it() -> None:
     assert (entry.method, entry.instructions) == ("pointer-generator", False)
     assert entry.options == tuple(DECODING_OPTIONS)
     options = entry.request_options({"num_beams": 1})
-    assert entry.summarizer_for(options).generation.num_beams == 1  # type: ignore[attr-defined]
+    # the weights are shared and the decoding value goes with each call (the batch key holds it)
+    assert entry.summarizer_for(options) is entry.summarizer and options.decoding.num_beams == 1
+    with pytest.raises(ConfigError, match="min_length"):  # checked against the model once, at the edge
+        entry.summarizer_for(entry.request_options({"max_length": 1}))
     with pytest.raises(ConfigError, match="cannot serve oracle"):
         describe("oracle", OracleSummarizer())
 
@@ -208,7 +217,7 @@ def test_a_bad_decoding_option_is_one_message_from_the_cli_the_api_and_the_libra
     assert error["field"] == f"options.{next(iter(options))}"
 
     with pytest.raises(ConfigError) as library:
-        _tiny_pointer_generator().with_options(**options)
+        _tiny_pointer_generator().summarize([TEXT], decoding=DecodingOptions.from_mapping(options))
     assert str(library.value) == message
 
 
@@ -253,9 +262,9 @@ def test_a_decoding_value_is_validated_once_on_its_way_to_the_decoder(
         assert 0 < len(prediction.split()) <= 9
 
     checked.clear()
-    summarizer = _tiny_pointer_generator().with_options(num_beams=1, max_length=5)  # the library's edge
-    assert checked == [{"num_beams": 1, "max_length": 5}]
-    assert (summarizer.generation.num_beams, summarizer.generation.max_length) == (1, 5)
+    decoding = DecodingOptions(num_beams=1, max_length=5)  # the library's edge
+    (summary,) = _tiny_pointer_generator().summarize([TEXT], decoding=decoding)
+    assert checked == [{"num_beams": 1, "max_length": 5}] and len(summary.split()) <= 5
 
     registry = ModelRegistry()
     registry.add(describe("pg", _tiny_pointer_generator()))

@@ -14,6 +14,7 @@ import pytest
 import torch
 from helpers.fakes import fake_gpus
 
+from synopsis.config import DecodingOptions
 from synopsis.devices import compute_device, resolve_device
 from synopsis.document import Document
 from synopsis.errors import InputError
@@ -227,12 +228,20 @@ def test_seq2seq_inputs_are_made_on_the_models_device(
     # The cache's key is a digest of the source ids read back to the host, which meta tensors cannot be.
     monkeypatch.setattr(SourceCache, "key", staticmethod(lambda model, ids, *sections: str(ids.shape)))
 
-    summarizer = Seq2SeqSummarizer.from_pretrained(seq2seq_models[kind], device=META, max_length=8)
+    summarizer = Seq2SeqSummarizer.from_pretrained(seq2seq_models[kind], device=META)
     assert summarizer.describe().device == "meta"
     instructions = ["What did the cat do?"]
-    whole = _inputs_reaching(summarizer, lambda: summarizer.summarize([DOCUMENT], instructions), monkeypatch)
-    fresh = Seq2SeqSummarizer.from_pretrained(seq2seq_models[kind], device=META, max_length=8)
-    assert whole == _inputs_reaching(fresh, lambda: fresh.summarize_by_section([DOCUMENT]), monkeypatch)
+    short = DecodingOptions(max_length=8)
+
+    def whole_document() -> None:
+        summarizer.summarize([DOCUMENT], instructions, decoding=short)
+
+    whole = _inputs_reaching(summarizer, whole_document, monkeypatch)
+    fresh = Seq2SeqSummarizer.from_pretrained(seq2seq_models[kind], device=META)
+    by_section = _inputs_reaching(
+        fresh, lambda: fresh.summarize_by_section([DOCUMENT], decoding=short), monkeypatch
+    )
+    assert whole == by_section
     assert whole == {"meta"}
 
 
@@ -298,10 +307,10 @@ def test_experiment_dtype_sets_the_planned_precision(shared_data: Path, tmp_path
 def test_on_cuda_a_summarizer_runs_on_the_gpu(device: str) -> None:
     from synopsis.summarizers import load_summarizer
 
-    summarizer = load_summarizer("pointer-generator", device=device, max_length=20)
+    summarizer = load_summarizer("pointer-generator", device=device)
     assert summarizer.describe().device == "cuda:0"
     torch.cuda.reset_peak_memory_stats()
-    assert summarizer.summarize([DOCUMENT])[0]
+    assert summarizer.summarize([DOCUMENT], decoding=DecodingOptions(max_length=20))[0]
     assert torch.cuda.max_memory_allocated() > 0
 
 

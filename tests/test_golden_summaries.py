@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from helpers.tiny_models import save_tiny_bart, save_tiny_led, save_tiny_t5
 
+from synopsis.config import DecodingOptions
 from synopsis.data.readers import read_corpus, read_document
 from synopsis.document import Document
 
@@ -59,8 +60,8 @@ def _hf_summaries(model_dir: Path, documents: list[Document], instructions=None)
     from synopsis.summarizers import load_summarizer
 
     # 11 summary tokens: Hugging Face's max_length 12 (with the decoder start token) these were recorded at
-    summarizer = load_summarizer(model=model_dir, num_beams=2, max_length=11)
-    return summarizer.summarize(documents, instructions)
+    summarizer = load_summarizer(model=model_dir)
+    return summarizer.summarize(documents, instructions, decoding=DecodingOptions(num_beams=2, max_length=11))
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ import torch
 from helpers.tiny_models import save_tiny_bart, save_tiny_led, save_tiny_t5
 
 from synopsis.cli import main
+from synopsis.config import DecodingOptions
 from synopsis.data.example import Example, write_examples
 from synopsis.document import Document, Section
 from synopsis.models.hibrids import END_NODE, OUTSIDE_NODES, START_NODE, relation_buckets
@@ -49,7 +50,9 @@ def bases(tmp_path_factory, tokenizers_dir: Path) -> dict[str, Path]:
 
 
 def _summaries(model_dir: Path, documents: list[Document]) -> list[str]:
-    return load_summarizer(model=model_dir, num_beams=2, max_length=10).summarize(documents)
+    return load_summarizer(model=model_dir).summarize(
+        documents, decoding=DecodingOptions(num_beams=2, max_length=10)
+    )
 
 
 @pytest.mark.parametrize("base", ["bart", "t5", "led"])
@@ -79,9 +82,11 @@ def test_batch_record_carries_sections_and_bucketed_relations(bases, tmp_path: P
 
 def test_trained_tables_tell_a_sectioned_document_from_its_flat_copy(bases, tmp_path: Path) -> None:
     out = convert_checkpoint("hibrids", bases["bart"], tmp_path / "h")
-    summarizer = load_summarizer(model=out, num_beams=1, max_length=12)
+    summarizer = load_summarizer(model=out)
     summarizer.inputs.headings = False  # the same text: only the tree tells the two apart
-    assert summarizer.summarize([SECTIONED]) == summarizer.summarize([FLAT])  # zero tables: no structure
+    greedy = DecodingOptions(num_beams=1, max_length=12)
+    # zero tables: no structure
+    assert summarizer.summarize([SECTIONED], decoding=greedy) == summarizer.summarize([FLAT], decoding=greedy)
     torch.manual_seed(0)
     with torch.no_grad():
         for name, parameter in summarizer.model.named_parameters():
@@ -112,7 +117,10 @@ def test_section_token_baselines_mark_every_section(bases, tmp_path: Path) -> No
         (encoding,) = inputs.encode_sources([SECTIONED])
         marker_ids = {tokenizer.convert_tokens_to_ids(m) for m in expected}
         assert sum(t in marker_ids for t in encoding.input_ids) == 2
-        assert len(load_summarizer(model=out, max_length=6).summarize([SECTIONED])) == 1
+        assert (
+            len(load_summarizer(model=out).summarize([SECTIONED], decoding=DecodingOptions(max_length=6)))
+            == 1
+        )
 
 
 def test_cli_convert_options_and_errors(bases, tmp_path: Path, capsys) -> None:
@@ -182,7 +190,7 @@ def test_converted_checkpoints_keep_the_qs_markers_through_decode(base: str, bas
 def test_by_section_each_section_reads_its_own_subtree(bases, tmp_path: Path) -> None:
     """Item 5 of issue 26: by section a HIBRIDS model reads a section's subtree, with its relations."""
     out = convert_checkpoint("hibrids", bases["bart"], tmp_path / "h")
-    summarizer = load_summarizer(model=out, num_beams=1, max_length=12)
+    summarizer = load_summarizer(model=out)
     root = Section(paragraphs=[["A preface sentence about meetings."]])
     method = root.add(Section("Method", [SENTENCES[1]]))
     details = method.add(Section("Details", [SENTENCES[2]]))
@@ -197,7 +205,8 @@ def test_by_section_each_section_reads_its_own_subtree(bases, tmp_path: Path) ->
         return original(**kwargs)
 
     summarizer.model.generate = recording
-    (result,) = summarizer.summarize_by_section([document], batch_size=16)
+    greedy = DecodingOptions(num_beams=1, max_length=12)
+    (result,) = summarizer.summarize_by_section([document], batch_size=16, decoding=greedy)
     (batch,) = received  # every window in one batch
     section_ids, relations = batch["section_ids"], batch["section_relations"]
     sections_read = [sorted(set(row.tolist()) - {-1, START_NODE, END_NODE}) for row in section_ids]

@@ -190,18 +190,19 @@ def test_a_long_document_by_section_cites_each_sections_own_sentences(
 def test_the_other_stock_families_summarize_by_section_with_windows_of_their_own_input(
     model_type: str, tmp_path: Path, shared_data: Path
 ) -> None:
+    from synopsis.config import DecodingOptions
     from synopsis.data.readers import read_document
     from synopsis.summarizers import load_summarizer
 
     model = save_tiny_family(model_type, tmp_path / model_type, shared_data / "tokenizers")
-    summarizer = load_summarizer(model=model, device="cpu", max_length=6)
+    summarizer = load_summarizer(model=model, device="cpu")
     assert summarizer.describe().method == "seq2seq"
     document = tmp_path / "long.md"
     document.write_text("\n\n".join(f"# Part {i}\n\n" + " ".join([TEXT] * 6) for i in range(3)) + "\n")
     doc = read_document(document)
     (encoding,) = summarizer.inputs.encode_sources([doc])
     assert len(encoding.input_ids) == summarizer.inputs.max_source_length < encoding.length_before_truncation
-    (result,) = summarizer.summarize_by_section([doc])
+    (result,) = summarizer.summarize_by_section([doc], decoding=DecodingOptions(max_length=6))
     assert len(result.sections) == 3 and all(section.summary for section in result.sections)
     for index, section in enumerate(result.sections):
         for sentence in section.summary:

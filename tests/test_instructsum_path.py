@@ -12,6 +12,7 @@ from helpers.instructsum_path import DOCUMENT, INSTRUCTIONS, instruction_run
 from helpers.tiny_models import t5_tokenizer
 
 from synopsis.cli import main
+from synopsis.config import DecodingOptions
 from synopsis.document import Document, Section
 from synopsis.models.inputs import INSTRUCTION_SEGMENT, SOURCE_SEGMENT, Seq2SeqInputs
 from synopsis.models.instructsum import tokenize_prompt
@@ -110,18 +111,20 @@ def test_a_plain_t5_given_an_instruction_reads_the_papers_prompt(t5_dir: Path, t
     inputs = Seq2SeqInputs(model.config, tokenizer)
     assert inputs.source_text(DOCUMENT, "Why?").startswith("Instructions: Why? According to the above")
     assert inputs.source_text(DOCUMENT).startswith("summarize: ")  # the checkpoint's own prefix otherwise
-    summaries = load_summarizer(model=t5_dir, max_length=8).summarize([DOCUMENT, DOCUMENT], ["Why?", None])
+    short = DecodingOptions(max_length=8)
+    summaries = load_summarizer(model=t5_dir).summarize([DOCUMENT, DOCUMENT], ["Why?", None], decoding=short)
     assert len(summaries) == 2
 
 
 def test_one_source_pass_serves_many_instructions_and_equals_no_cache(instructsum_dir: Path) -> None:
-    cached = load_summarizer(model=instructsum_dir, num_beams=2, max_length=10)
-    full = load_summarizer(model=instructsum_dir, num_beams=2, max_length=10, instruction_cache=False)
+    cached = load_summarizer(model=instructsum_dir)
+    full = load_summarizer(model=instructsum_dir, instruction_cache=False)
+    decoding = DecodingOptions(num_beams=2, max_length=10)
     encoder = cached.model.get_encoder()
     documents = [DOCUMENT] * len(INSTRUCTIONS)
-    first = cached.summarize(documents, INSTRUCTIONS)
+    first = cached.summarize(documents, INSTRUCTIONS, decoding=decoding)
     assert (encoder.source_passes, encoder.instruction_passes, encoder.full_passes) == (1, 1, 0)
-    assert first == full.summarize(documents, INSTRUCTIONS)
+    assert first == full.summarize(documents, INSTRUCTIONS, decoding=decoding)
     assert full.model.get_encoder().full_passes == 1 and full.model.get_encoder().source_passes == 0
     # a later call with another instruction on the same document: no source pass at all
     again = cached.summarize([DOCUMENT], ["What is the method?"])

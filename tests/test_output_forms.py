@@ -143,9 +143,9 @@ def test_runner_keeps_the_items_order_when_by_is_mixed(monkeypatch: pytest.Monke
     calls: list[int] = []
     original = summarizer.summarize
 
-    def counting(documents, instructions=None, references=None):  # noqa: ANN001, ANN202
+    def counting(documents, instructions=None, references=None, **options):  # noqa: ANN001, ANN003, ANN202
         calls.append(len(documents))
-        return original(documents, instructions, references)
+        return original(documents, instructions, references, **options)
 
     summarizer.summarize = counting  # type: ignore[method-assign]
     short = ParsedDocument(Document.from_text(SHORT), "text", None)

@@ -8,6 +8,7 @@ import json
 import pytest
 import torch
 
+from synopsis.config import DecodingOptions
 from synopsis.errors import CheckpointError, InputError
 from synopsis.models.pointer_generator import PointerGenerator, PointerGeneratorEnsemble, config_for_vocab
 from synopsis.vocab import UNK, Vocab
@@ -414,9 +415,10 @@ def test_max_length_counts_words_as_its_help_says(num_beams: int, monkeypatch: p
     model, vocab = tiny_model()
     for length in (1, 4, 7):
         options = {"num_beams": num_beams, "min_length": length, "max_length": length}
-        summarizer = PointerGeneratorSummarizer(model, vocab).with_options(**options)
+        summarizer = PointerGeneratorSummarizer(model, vocab)
         searched.clear()
-        assert [len(words) for words in summarizer.generate(ARTICLES)] == [length, length]
+        decoding = DecodingOptions(**options)
+        assert [len(words) for words in summarizer.generate(ARTICLES, decoding=decoding)] == [length, length]
         assert all(h.finished for h in searched)
-        free = PointerGeneratorSummarizer(model, vocab).with_options(**{**options, "min_length": 0})
-        assert all(len(words) <= length for words in free.generate(ARTICLES))
+        free = DecodingOptions(**{**options, "min_length": 0})
+        assert all(len(words) <= length for words in summarizer.generate(ARTICLES, decoding=free))

@@ -11,6 +11,7 @@ import pytest
 import torch
 from helpers.pointer_generator_reference import ReferencePointerGenerator
 
+from synopsis.config import DecodingOptions
 from synopsis.document import Document
 from synopsis.models.pointer_generator import (
     PointerGenerator,
@@ -145,7 +146,9 @@ def test_bundled_model_summaries_are_unchanged(shared_data: Path) -> None:
     entries, documents = pinned_documents(shared_data)
     assert len(entries) == 7
     beam = PointerGeneratorSummarizer.from_pretrained().summarize(documents)
-    greedy = PointerGeneratorSummarizer.from_pretrained(num_beams=1).summarize(documents)
+    greedy = PointerGeneratorSummarizer.from_pretrained().summarize(
+        documents, decoding=DecodingOptions(num_beams=1)
+    )
     assert beam == [e["beam4"] for e in entries]
     assert greedy == [e["greedy"] for e in entries]
 
@@ -178,9 +181,10 @@ def test_bundled_model_step_distributions_equal_the_reference(member: int) -> No
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_summarizes_on_a_gpu() -> None:  # pragma: no cover - CPU-only CI
-    summarizer = PointerGeneratorSummarizer.from_pretrained(num_beams=2)
+    summarizer = PointerGeneratorSummarizer.from_pretrained()
+    beams = DecodingOptions(num_beams=2)
     summarizer.model.cuda()
     text = (ROOT / "examples" / "paper_abstract.txt").read_text(encoding="utf-8")
-    on_gpu = summarizer.summarize([Document.from_text(text)])
+    on_gpu = summarizer.summarize([Document.from_text(text)], decoding=beams)
     summarizer.model.cpu()
-    assert on_gpu == summarizer.summarize([Document.from_text(text)])
+    assert on_gpu == summarizer.summarize([Document.from_text(text)], decoding=beams)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from synopsis.cli import main
-from synopsis.config import from_dict, to_dict
+from synopsis.config import DecodingOptions, from_dict, to_dict
 from synopsis.document import Document
 from synopsis.errors import ConfigError, InputError
 from synopsis.models.pointer_generator import PointerGenerator
@@ -108,9 +108,9 @@ def test_two_phase_schedule_and_outputs(corpus: Path, tmp_path: Path) -> None:
     for (step, total), (_, nll) in zip(curves["validation"], curves["validation_nll"], strict=True):
         assert (total == pytest.approx(nll)) == (step <= start)
     # The exported model summarises real documents (batched), OOV words come out as words.
-    summarizer = PointerGeneratorSummarizer.from_pretrained(out / "model", num_beams=3)
+    summarizer = PointerGeneratorSummarizer.from_pretrained(out / "model")
     docs = [Document.from_text("zyzzyva " * 30 + "is a quokka."), Document.from_text("the model " * 20)]
-    summaries = summarizer.summarize(docs)
+    summaries = summarizer.summarize(docs, decoding=DecodingOptions(num_beams=3))
     assert len(summaries) == 2 and all(s.strip() for s in summaries)
     assert "<unk>" not in summaries[0]
 
@@ -163,20 +163,27 @@ def test_summarizer_rejects_empty_and_shortens_min_length_for_short_documents(
 ) -> None:
     config = tiny_config(corpus, max_steps=2, eval_every=2, coverage_steps=0)
     run(config, tmp_path / "run")
-    summarizer = PointerGeneratorSummarizer.from_pretrained(tmp_path / "run" / "model", min_length=5)
+    summarizer = PointerGeneratorSummarizer.from_pretrained(tmp_path / "run" / "model")
+    five = DecodingOptions(min_length=5)
     with pytest.raises(InputError, match="empty"):
-        summarizer.summarize([Document.from_text("long enough text " * 5), Document.from_text("")])
+        summarizer.summarize(
+            [Document.from_text("long enough text " * 5), Document.from_text("")], decoding=five
+        )
     # A 2-token document in a corpus does not stop the run: its minimum drops to 2, the others keep 5.
     long_docs = [Document.from_text("the model reads long enough text here " * 3) for _ in range(2)]
     with caplog.at_level("WARNING", logger="synopsis"):
-        summaries = summarizer.summarize([long_docs[0], Document.from_text("too short"), long_docs[1]])
+        summaries = summarizer.summarize(
+            [long_docs[0], Document.from_text("too short"), long_docs[1]], decoding=five
+        )
     assert "2 tokens, fewer than the minimum summary length 5" in caplog.text
     assert len(summaries) == 3 and all(summaries)
-    assert summaries[0] == summaries[2] == summarizer.summarize(long_docs[:1])[0]
+    assert summaries[0] == summaries[2] == summarizer.summarize(long_docs[:1], decoding=five)[0]
     assert all(len(s.split()) >= 5 for s in (summaries[0], summaries[2]))
     assert len(summaries[1].split()) >= 2
     with pytest.raises(ConfigError, match="num_beam"):
         PointerGeneratorSummarizer.from_pretrained(tmp_path / "run" / "model", num_beam=2)
+    with pytest.raises(ConfigError, match="'num_beams' is a decoding option: give it per call"):
+        PointerGeneratorSummarizer.from_pretrained(tmp_path / "run" / "model", num_beams=2)
 
 
 def test_paper_config_runs_on_cnn_stories(shared_data: Path, tmp_path: Path) -> None:
@@ -219,9 +226,7 @@ def test_paper_config_runs_on_cnn_stories(shared_data: Path, tmp_path: Path) -> 
     config = from_dict(PointerGeneratorTrainConfig, merge(data, overrides))
     trainer = run(config, tmp_path / "cnn")
     assert trainer.state["step"] == 3
-    summarizer = PointerGeneratorSummarizer.from_pretrained(
-        tmp_path / "cnn" / "model", min_length=3, max_length=8
-    )
+    summarizer = PointerGeneratorSummarizer.from_pretrained(tmp_path / "cnn" / "model")
     assert summarizer.generation.num_beams == 4
 
 

@@ -30,7 +30,7 @@ class CountingLead(LeadSummarizer):
         self.batches = 0
         self.lock = threading.Lock()
 
-    def summarize_windows(self, windows: Any, instructions: Any = None) -> Any:
+    def summarize_windows(self, windows: Any, instructions: Any = None, decoding: Any = None) -> Any:
         with self.lock:
             self.batches += 1
         time.sleep(self.delay)

@@ -14,12 +14,14 @@ from safetensors.torch import load_file
 
 from synopsis.checkpoint import CheckpointManager
 from synopsis.cli import main
+from synopsis.config import DecodingOptions
 from synopsis.data.example import Example, write_examples
 from synopsis.document import Document
 from synopsis.errors import CheckpointError, ConfigError, InputError
 from synopsis.models.hie_bart import HieBartConfig, HieBartForConditionalGeneration
 from synopsis.models.inputs import Seq2SeqInputs, model_max_source_length
 from synopsis.models.seq2seq import convert_checkpoint, load_seq2seq
+from synopsis.summarizers import load_summarizer
 from synopsis.summarizers.seq2seq import Seq2SeqSummarizer
 from synopsis.training.seq2seq import Seq2SeqTrainConfig, Seq2SeqTrainer, train_seq2seq
 
@@ -204,7 +206,8 @@ def test_all_word_heads_summarize_as_bart_and_a_2_2_split_differently(
     ]
 
     def summaries(model_dir: Path) -> list[str]:
-        return Seq2SeqSummarizer.from_pretrained(model_dir, num_beams=2, max_length=10).summarize(documents)
+        decoding = DecodingOptions(num_beams=2, max_length=10)
+        return Seq2SeqSummarizer.from_pretrained(model_dir).summarize(documents, decoding=decoding)
 
     # a BART whose outputs depend on the input (with the default init, any input gives the same output)
     bart_dir = save_tiny_bart(tmp_path / "bart", tokenizers_dir, init_std=0.3)
@@ -283,16 +286,18 @@ def test_instructions_and_empty_documents(bart) -> None:
 def test_summarizer_batches_and_honours_max_length(fixture: str, request) -> None:
     model, tokenizer = request.getfixturevalue(fixture)
     documents = [Document.from_text("The cat sat on the mat. It purred."), Document.from_text("Dogs bark.")]
-    short = Seq2SeqSummarizer(model, tokenizer, num_beams=1, min_length=5, max_length=6).summarize(documents)
-    long = Seq2SeqSummarizer(model, tokenizer, num_beams=1, min_length=5, max_length=14).summarize(documents)
+    summarizer = Seq2SeqSummarizer.from_model(model, tokenizer)
+    short = summarizer.summarize(documents, decoding=DecodingOptions(num_beams=1, min_length=5, max_length=6))
+    long = summarizer.summarize(documents, decoding=DecodingOptions(num_beams=1, min_length=5, max_length=14))
     assert len(short) == len(long) == 2
     for a, b in zip(short, long, strict=True):  # greedy decoding: the shorter output is a prefix
         assert a and b.startswith(a) and len(b) > len(a)
 
 
 def test_generation_options_reach_generate(bart, monkeypatch) -> None:
-    summarizer = Seq2SeqSummarizer(
-        *bart, num_beams=3, min_length=2, max_length=9, length_penalty=0.5, no_repeat_ngram_size=2
+    summarizer = Seq2SeqSummarizer.from_model(*bart)
+    decoding = DecodingOptions(
+        num_beams=3, min_length=2, max_length=9, length_penalty=0.5, no_repeat_ngram_size=2
     )
     seen = {}
 
@@ -301,7 +306,7 @@ def test_generation_options_reach_generate(bart, monkeypatch) -> None:
         return torch.tensor([[summarizer.tokenizer.eos_token_id]])
 
     monkeypatch.setattr(summarizer.model, "generate", fake_generate)
-    assert summarizer.summarize([Document.from_text("A b.")]) == [""]
+    assert summarizer.summarize([Document.from_text("A b.")], decoding=decoding) == [""]
     expected = {  # Hugging Face counts the decoder start token in both lengths
         "num_beams": 3,
         "min_length": 3,
@@ -312,8 +317,11 @@ def test_generation_options_reach_generate(bart, monkeypatch) -> None:
     assert expected.items() <= seen.items() and "attention_mask" in seen
 
 
-def _summary_token_counts(summarizer: Seq2SeqSummarizer, documents: list[Document], monkeypatch) -> list[int]:
-    """Tokens of each summary ``generate()`` made: after the decoder start token, without EOS and padding."""
+def _summary_token_counts(
+    summarizer: Seq2SeqSummarizer, documents: list[Document], monkeypatch, **decoding: int
+) -> list[int]:
+    """Tokens of each summary ``generate()`` made with ``decoding``: after the decoder start token, without
+    EOS and padding."""
     produced = []
     original = summarizer.model.generate
 
@@ -322,7 +330,7 @@ def _summary_token_counts(summarizer: Seq2SeqSummarizer, documents: list[Documen
         return produced[-1]
 
     monkeypatch.setattr(summarizer.model, "generate", recording)
-    summarizer.summarize(documents)
+    summarizer.summarize(documents, decoding=DecodingOptions(**decoding))
     ends = torch.tensor([summarizer.tokenizer.eos_token_id, summarizer.tokenizer.pad_token_id])
     return [int((~torch.isin(row[1:], ends)).sum()) for output in produced for row in output]
 
@@ -337,16 +345,15 @@ def test_a_length_means_summary_tokens(family: str, request, monkeypatch) -> Non
     eos = tokenizer.eos_token_id
     # BART forces EOS as the last token a maximum allows: that slot would not be a summary token
     model.generation_config.update(forced_eos_token_id=None, suppress_tokens=[eos])
-    endless = Seq2SeqSummarizer(model, tokenizer, num_beams=1, max_length=6)
-    assert _summary_token_counts(endless, documents, monkeypatch) == [6, 6]
+    summarizer = Seq2SeqSummarizer.from_model(model, tokenizer)
+    assert _summary_token_counts(summarizer, documents, monkeypatch, num_beams=1, max_length=6) == [6, 6]
     monkeypatch.undo()
     model.generation_config.suppress_tokens = None
     model.generation_config.sequence_bias = {(eos,): 100.0}  # EOS first, unless the minimum forbids it
-    unbounded = Seq2SeqSummarizer(model, tokenizer, num_beams=1)
-    assert _summary_token_counts(unbounded, documents, monkeypatch) == [0, 0]
+    assert _summary_token_counts(summarizer, documents, monkeypatch, num_beams=1) == [0, 0]
     monkeypatch.undo()
-    brief = Seq2SeqSummarizer(model, tokenizer, num_beams=2, min_length=4, max_length=9)
-    assert _summary_token_counts(brief, documents, monkeypatch) == [4, 4]
+    brief = {"num_beams": 2, "min_length": 4, "max_length": 9}
+    assert _summary_token_counts(summarizer, documents, monkeypatch, **brief) == [4, 4]
 
 
 @pytest.mark.parametrize("family", ["bart", "t5"])
@@ -361,29 +368,31 @@ def test_a_minimum_above_the_checkpoints_maximum_raises_it(
     model, tokenizer = load_seq2seq(request.getfixturevalue(f"{family}_dir"))
     eos = tokenizer.eos_token_id
     model.generation_config.update(forced_eos_token_id=None, suppress_tokens=[eos], **checkpoint_max)
-    unset = Seq2SeqSummarizer(model, tokenizer, num_beams=1)
-    assert _summary_token_counts(unset, documents, monkeypatch) == [5]
+    summarizer = Seq2SeqSummarizer.from_model(model, tokenizer)
+    assert _summary_token_counts(summarizer, documents, monkeypatch, num_beams=1) == [5]
     monkeypatch.undo()
-    raised = Seq2SeqSummarizer(model, tokenizer, num_beams=1, min_length=8)
-    assert _summary_token_counts(raised, documents, monkeypatch) == [8]
+    assert _summary_token_counts(summarizer, documents, monkeypatch, num_beams=1, min_length=8) == [8]
     monkeypatch.undo()
-    below = Seq2SeqSummarizer(model, tokenizer, num_beams=1, min_length=3)  # within the checkpoint's maximum
-    assert _summary_token_counts(below, documents, monkeypatch) == [5]
+    # within the checkpoint's maximum
+    assert _summary_token_counts(summarizer, documents, monkeypatch, num_beams=1, min_length=3) == [5]
 
 
 def test_hie_bart_summarizer_from_a_converted_checkpoint(hie_bart_dir: Path, scitldr_examples) -> None:
-    summarizer = Seq2SeqSummarizer.from_pretrained(hie_bart_dir, max_length=8)
+    summarizer = Seq2SeqSummarizer.from_pretrained(hie_bart_dir)
     assert isinstance(summarizer.model.config, HieBartConfig)
-    assert len(summarizer.summarize([e.document for e in scitldr_examples[:3]])) == 3
+    documents = [e.document for e in scitldr_examples[:3]]
+    assert len(summarizer.summarize(documents, decoding=DecodingOptions(max_length=8))) == 3
 
 
 def test_generation_options_are_checked(bart) -> None:
     with pytest.raises(ConfigError, match="unknown generation option"):
-        Seq2SeqSummarizer(*bart, temperature=0.5)
+        DecodingOptions.from_mapping({"temperature": 0.5})
     with pytest.raises(ConfigError, match="--min-length 9 is larger than --max-length 4"):
-        Seq2SeqSummarizer(*bart, min_length=9, max_length=4)
+        DecodingOptions(min_length=9, max_length=4)
     with pytest.raises(ConfigError, match="--num-beams must be >= 1"):
-        Seq2SeqSummarizer(*bart, num_beams=0)
+        DecodingOptions(num_beams=0)
+    with pytest.raises(ConfigError, match="'num_beams' is a decoding option: give it per call"):
+        load_summarizer("lead-3", num_beams=2)
 
 
 # ---------------------------------------------------------------------------- training
@@ -422,8 +431,8 @@ def test_training_writes_best_and_checkpoints_and_resume_is_exact(
     assert (run / "best" / "model.safetensors").is_file() and (run / "curves.png").is_file()
     latest = run / "checkpoints" / (run / "checkpoints" / "latest").read_text().strip()
     assert latest.name == "step-00000004" and (latest / "optimizer.safetensors").is_file()
-    assert Seq2SeqSummarizer.from_pretrained(run / "best", max_length=8).summarize(
-        [Document.from_text("A b.")]
+    assert Seq2SeqSummarizer.from_pretrained(run / "best").summarize(
+        [Document.from_text("A b.")], decoding=DecodingOptions(max_length=8)
     )
 
     # the same run, interrupted after step 2 (as by a kill) and resumed, ends with the same weights
@@ -548,11 +557,11 @@ def test_cli_errors_are_one_line(t5_dir: Path, bart_dir: Path, tmp_path: Path, c
 
 
 def test_single_sentence_document_runs_as_one_sentence(hie_bart_dir: Path) -> None:
-    summarizer = Seq2SeqSummarizer.from_pretrained(hie_bart_dir, max_length=6)
+    summarizer = Seq2SeqSummarizer.from_pretrained(hie_bart_dir)
     document = Document.from_text("no punctuation and no sentence boundary at all")
     ids = summarizer.inputs.encode_sources([document])[0].input_ids
     assert ids.count(summarizer.model.config.sentence_start_token_id) == 1
-    assert len(summarizer.summarize([document])) == 1
+    assert len(summarizer.summarize([document], decoding=DecodingOptions(max_length=6))) == 1
 
 
 @pytest.mark.parametrize("path", [*sorted(CONFIGS.glob("seq2seq_*.yaml")), CONFIGS / "hie_bart_cnndm.yaml"])

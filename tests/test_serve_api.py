@@ -62,7 +62,7 @@ class EchoSummarizer(FakeSummarizer):
         self.calls: list[tuple[int, list[str | None] | None]] = calls if calls is not None else []
 
     def summarize(
-        self, documents: Sequence[Document], instructions: Sequence[str | None] | None = None
+        self, documents: Sequence[Document], instructions: Sequence[str | None] | None = None, **options: Any
     ) -> list[str]:
         self.calls.append((len(documents), None if instructions is None else list(instructions)))
         instructions = instructions or [None] * len(documents)
@@ -70,7 +70,6 @@ class EchoSummarizer(FakeSummarizer):
             f"{instruction or 'plain'}: " + " ".join(s.text for s in doc.sentences[: self.k])
             for doc, instruction in zip(documents, instructions, strict=True)
         ]
-
 
     def _with_options(self, options: dict[str, Any]) -> EchoSummarizer:
         if options.get("k", 1) > 50:
@@ -87,7 +86,7 @@ class GatedSummarizer(FakeSummarizer):
         self.lock = threading.Lock()
 
     def summarize(
-        self, documents: Sequence[Document], instructions: Sequence[str | None] | None = None
+        self, documents: Sequence[Document], instructions: Sequence[str | None] | None = None, **options: Any
     ) -> list[str]:
         with self.lock:
             self.started += 1
@@ -100,7 +99,7 @@ class HierarchySummarizer(FakeSummarizer):
     """Writes a linearised question-summary hierarchy, as a model trained on QS targets does."""
 
     def summarize(
-        self, documents: Sequence[Document], instructions: Sequence[str | None] | None = None
+        self, documents: Sequence[Document], instructions: Sequence[str | None] | None = None, **options: Any
     ) -> list[str]:
         hierarchy = "The plan passed. [L↓] Who objected? [ANS] Two members. [L-] Why? [ANS] The cost."
         return [hierarchy] * len(documents)
@@ -108,7 +107,7 @@ class HierarchySummarizer(FakeSummarizer):
 
 class BrokenSummarizer(FakeSummarizer):
     def summarize(
-        self, documents: Sequence[Document], instructions: Sequence[str | None] | None = None
+        self, documents: Sequence[Document], instructions: Sequence[str | None] | None = None, **options: Any
     ) -> list[str]:
         raise RuntimeError("model exploded")
 
@@ -116,9 +115,7 @@ class BrokenSummarizer(FakeSummarizer):
 def _registry(gated: GatedSummarizer | None = None) -> ModelRegistry:
     registry = ModelRegistry()
     registry.add(describe("lead-3", load_summarizer("lead-3")))
-    registry.add(
-        ModelEntry("echo", EchoSummarizer())
-    )
+    registry.add(ModelEntry("echo", EchoSummarizer()))
     registry.add(ModelEntry("broken", BrokenSummarizer()))
     registry.add(ModelEntry("gated", gated or GatedSummarizer()))
     return registry

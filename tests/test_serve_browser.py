@@ -175,7 +175,7 @@ class GatedSummarizer(EchoSummarizer):
         self.gate = threading.Event()
 
     def summarize(
-        self, documents: Sequence[Document], instructions: Sequence[str | None] | None = None
+        self, documents: Sequence[Document], instructions: Sequence[str | None] | None = None, **options: Any
     ) -> list[str]:
         self.gate.wait(15)
         return super().summarize(documents, instructions)

@@ -40,7 +40,7 @@ class PlainSummarizer(FakeSummarizer):
 
     by_section_capable = False
 
-    def summarize(self, documents: Any, instructions: Any = None) -> list[str]:
+    def summarize(self, documents: Any, instructions: Any = None, **options: Any) -> list[str]:
         return ["plain"] * len(documents)
 
 

@@ -26,6 +26,7 @@ from fastapi.testclient import TestClient
 from helpers.fakes import FakeSummarizer
 from helpers.server import running_server, wait_for
 
+from synopsis.config import DecodingOptions
 from synopsis.document import Document
 from synopsis.errors import ConfigError
 from synopsis.serve import ModelEntry, ModelRegistry, ServeSettings, create_app, describe
@@ -51,7 +52,7 @@ class RecordingSummarizer(FakeSummarizer):
         self.lock = threading.Lock()
 
     def summarize(
-        self, documents: Sequence[Document], instructions: Sequence[str | None] | None = None
+        self, documents: Sequence[Document], instructions: Sequence[str | None] | None = None, **options: Any
     ) -> list[str]:
         with self.lock:
             self.calls.append(None if instructions is None else list(instructions))
@@ -385,7 +386,9 @@ def test_a_request_arriving_during_a_batch_waits_at_most_the_window_plus_that_ba
     window, batch = 0.1, 1.0  # a long batch: the two cases differ by far more than a loaded machine's jitter
 
     class Slow(RecordingSummarizer):
-        def summarize(self, documents: Sequence[Document], instructions: Any = None) -> list[str]:
+        def summarize(
+            self, documents: Sequence[Document], instructions: Any = None, **options: Any
+        ) -> list[str]:
             time.sleep(batch)
             return super().summarize(documents, instructions)
 
@@ -423,7 +426,9 @@ def test_batches_run_concurrently_up_to_batch_workers() -> None:
             self.active = 0
             self.most = 0
 
-        def summarize(self, documents: Sequence[Document], instructions: Any = None) -> list[str]:
+        def summarize(
+            self, documents: Sequence[Document], instructions: Any = None, **options: Any
+        ) -> list[str]:
             with self.lock:
                 self.active += 1
                 self.most = max(self.most, self.active)
@@ -489,7 +494,9 @@ def test_what_is_ready_is_split_over_the_free_workers(workers: int, sizes: list[
 
 def test_a_failing_batch_is_retried_item_by_item() -> None:
     class PickySummarizer(RecordingSummarizer):
-        def summarize(self, documents: Sequence[Document], instructions: Any = None) -> list[str]:
+        def summarize(
+            self, documents: Sequence[Document], instructions: Any = None, **options: Any
+        ) -> list[str]:
             if any("poison" in d.sentences[0].text for d in documents):
                 raise RuntimeError("bad document")
             return super().summarize(documents, instructions)
@@ -554,11 +561,15 @@ def bart_dir(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Pat
 
 @pytest.mark.slow
 def test_batched_seq2seq_summaries_equal_unbatched_ones(bart_dir: Path) -> None:
-    summarizer = load_summarizer(None, bart_dir).with_options(num_beams=2, max_length=12)  # type: ignore[attr-defined]
+    summarizer = load_summarizer(None, bart_dir)
+    decoding = DecodingOptions(num_beams=2, max_length=12)
     documents = _documents()
     instructions = [None, "Why?", None, "Who?"]
-    alone = [summarizer.summarize([d], [i])[0] for d, i in zip(documents, instructions, strict=True)]
-    assert summarizer.summarize(documents, instructions) == alone
+    alone = [
+        summarizer.summarize([d], [i], decoding=decoding)[0]
+        for d, i in zip(documents, instructions, strict=True)
+    ]
+    assert summarizer.summarize(documents, instructions, decoding=decoding) == alone
 
 
 # ----------------------------------------------------------------------------- disconnects
@@ -644,7 +655,7 @@ def test_stream_answers_ndjson_events_then_done(batching: bool) -> None:
 
 def test_stream_reports_a_failure_as_an_error_event() -> None:
     class Broken(FakeSummarizer):
-        def summarize(self, documents: Any, instructions: Any = None) -> list[str]:
+        def summarize(self, documents: Any, instructions: Any = None, **options: Any) -> list[str]:
             raise RuntimeError("model exploded")
 
     registry = ModelRegistry()
@@ -740,7 +751,9 @@ def test_the_workers_batches_even_out_over_the_items_in_flight() -> None:
             super().__init__()
             self.releases: list[threading.Event] = []
 
-        def summarize(self, documents: Sequence[Document], instructions: Any = None) -> list[str]:
+        def summarize(
+            self, documents: Sequence[Document], instructions: Any = None, **options: Any
+        ) -> list[str]:
             release = threading.Event()
             with self.lock:
                 self.releases.append(release)

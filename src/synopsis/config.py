@@ -451,23 +451,6 @@ class DecodingOptions:
         if low is not None and high is not None and low > high:
             raise ConfigError(f"--min-length {low} is larger than --max-length {high}")
 
-    def over(self, base: DecodingOptions | None) -> DecodingOptions:
-        """These options on top of ``base`` (both checked when they were built; ``None``: none): only the
-        pair of lengths, which neither held alone, is checked; no value is validated again."""
-        if base is None:
-            return self
-        merged = {
-            name: getattr(self, name)
-            if getattr(self, name) is not None
-            else getattr(base, name)
-            for name in DECODING_OPTIONS
-        }
-        self._check_lengths(merged["min_length"], merged["max_length"])
-        out = object.__new__(DecodingOptions)
-        for name, value in merged.items():
-            object.__setattr__(out, name, value)
-        return out
-
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any] | None, *, request: bool = False) -> DecodingOptions:
         """Options by name (``None`` values: unset); an unknown name is a :class:`ConfigError` naming it.
@@ -501,15 +484,6 @@ class DecodingOptions:
         """These options with ``options`` on top (``None`` values leave an option as it is), checked again."""
         return self.from_mapping({**self.given(), **{k: v for k, v in options.items() if v is not None}})
 
-
-#: The decoding backends of Hugging Face seq2seq checkpoints: ``auto`` (CTranslate2 where it writes
-#: ``generate()``'s tokens, else torch: :mod:`synopsis.summarizers.backends`), ``generate()`` (the models' own
-#: decoding) and CTranslate2 (:mod:`synopsis.summarizers.ct2`); ``--backend`` and ``options.backend``.
-BACKENDS = ("auto", "torch", "ctranslate2")
-#: What decodes a Hugging Face checkpoint when nobody says.
-DEFAULT_BACKEND = "auto"
-#: How a CTranslate2 model computes (``float32``: the same tokens as ``generate()``); ``--compute-type``.
-COMPUTE_TYPES = ("float32", "int8", "int8_float32")
 
 #: No decoding option set: every model's own defaults (one value, so that nothing builds and checks it again).
 NO_DECODING = DecodingOptions()

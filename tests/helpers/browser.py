@@ -45,7 +45,7 @@ class EchoSummarizer(FakeSummarizer):
     description = "echoes instructions"
 
     def summarize(
-        self, documents: Sequence[Document], instructions: Sequence[str | None] | None = None
+        self, documents: Sequence[Document], instructions: Sequence[str | None] | None = None, **options: Any
     ) -> list[str]:
         instructions = instructions or [None] * len(documents)
         return [

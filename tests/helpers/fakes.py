@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from synopsis.config import DecodingOptions
 from synopsis.document import Document
 from synopsis.summarizers.base import Summarizer, SummarizerInfo
 
@@ -27,7 +28,11 @@ class FakeSummarizer(Summarizer):
         return self
 
     def _summarize_batch(
-        self, documents: list[Document], instructions: list[str | None], references: Any
+        self,
+        documents: list[Document],
+        instructions: list[str | None],
+        references: Any,
+        decoding: DecodingOptions,
     ) -> list[str]:
         raise NotImplementedError(f"{type(self).__name__} overrides summarize")
 

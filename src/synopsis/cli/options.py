@@ -15,12 +15,12 @@ import typer
 from synopsis.config import (
     AT_LEAST_ONE,
     DECODING_OPTIONS,
-    DEFAULT_BACKEND,
     NON_NEGATIVE,
     Range,
     use_threads,
 )
 from synopsis.devices import DEVICE_CHOICES
+from synopsis.summarizers.decoders import AUTO_HELP, DECODERS, DEFAULT_BACKEND
 
 #: What the help of a decoding flag adds: which methods take it and what it defaults to.
 NEURAL_DEFAULT = "Neural models; default: the model's."
@@ -129,12 +129,9 @@ def set_torch_threads(threads: int | None) -> None:
     use_threads(threads, respect_caller=False, deferred=True)  # set when a model loads torch
 
 
-#: ``--backend``: how Hugging Face checkpoints decode (kept here so that ``--help`` imports no model code)
-BACKEND_HELP = (
-    "Hugging Face checkpoints: torch (generate()), ctranslate2 (stock BART/PEGASUS/T5-family checkpoints "
-    "converted once and cached beside the model; the same summaries in float32, faster on a CPU), or auto "
-    "(the default: ctranslate2 where the ct2 extra is installed and it writes generate()'s tokens for the "
-    "options asked, e.g. not n-gram blocking under beams; torch otherwise; the log says which)."
+#: ``--backend``: how Hugging Face checkpoints decode, from the table of backends
+BACKEND_HELP = "Hugging Face checkpoints: " + "; ".join(
+    [*(f"{row.name} ({row.help})" for row in DECODERS.values()), f"auto ({AUTO_HELP})"]
 )
 COMPUTE_TYPE_HELP = "--backend ctranslate2: float32 (default: the same tokens as torch), int8, int8_float32."
 

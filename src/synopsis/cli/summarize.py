@@ -166,22 +166,37 @@ def summarize(
             target = OutputTarget.from_flags(output, output_format, resume, corpus is not None)
             _check_by(by, method, outline)
             decoding = DecodingOptions.from_mapping(
-                dict(num_beams=num_beams, min_length=min_length, max_length=max_length,
-                     length_penalty=length_penalty, no_repeat_ngram_size=no_repeat_ngram_size)
-            )  # fmt: skip
+                {
+                    "num_beams": num_beams,
+                    "min_length": min_length,
+                    "max_length": max_length,
+                    "length_penalty": length_penalty,
+                    "no_repeat_ngram_size": no_repeat_ngram_size,
+                }
+            )
             model = resolve_model_option(model, revision, json_output=target.json)
             spec = ModelSpec(
-                method, model, k, max_source_length, not no_cache, dtype, threads, decoding,
-                process_device(device, shard), backend, compute_type,
-            )  # fmt: skip
+                method=method,
+                model=model,
+                k=k,
+                max_source_length=max_source_length,
+                instruction_cache=not no_cache,
+                dtype=dtype,
+                threads=threads,
+                decoding=decoding,
+                device=process_device(device, shard),
+                backend=backend,
+                compute_type=compute_type,
+            )
             run = RunSpec(
                 inputs, corpus, split, input_format, list(instruction or []), max_input_mb, skip_bad_lines,
                 _columns(text_column, summary_column, id_column), target, batch_size,
             )  # fmt: skip
             job = _prepare(shard, run, spec, Wanted(by, max_words))
             if target.path is not None:  # --resume continues only an output of the same options and input
-                info = job.runner.summarizer.describe()  # --backend auto: what it chose for these options
-                record = run_record(spec, by, max_words, run.instructions, info.method, info.backend)
+                method = job.runner.summarizer.describe().method
+                # what decodes the model with these options (--backend auto chooses per set of options)
+                record = run_record(spec, by, max_words, run.instructions, method, job.runner.backend)
                 check_resume(target, record, job.ids, write=shard.is_main)
         _write(job, target, shard, outline)
 
@@ -206,7 +221,8 @@ def _write(job: Job, target: OutputTarget, shard: Shard, outline: bool) -> None:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """Which summarizer to load, and how (``synopsis summarize``'s model options)."""
+    """Which summarizer to load, and how (``synopsis summarize``'s model options), and the decoding options
+    its calls take (checked once, when built from the flags; the runner passes them with every call)."""
 
     method: str | None
     model: Path | None
@@ -225,10 +241,16 @@ class ModelSpec:
 
         set_torch_threads(self.threads)
         return load_summarizer(
-            self.method, self.model, k=self.k, max_source_length=self.max_source_length,
-            instruction_cache=self.instruction_cache, dtype=self.dtype, decoding=self.decoding,
-            device=self.device, backend=self.backend, compute_type=self.compute_type,
-        )  # fmt: skip
+            self.method,
+            self.model,
+            k=self.k,
+            max_source_length=self.max_source_length,
+            instruction_cache=self.instruction_cache,
+            dtype=self.dtype,
+            device=self.device,
+            backend=self.backend,
+            compute_type=self.compute_type,
+        )
 
 
 def process_device(device: str, shard: Shard) -> Any:

@@ -68,8 +68,10 @@ class Job:
         return self.runner.run_items([self.request.items[i] for i in rows], hooks)
 
     def _summarize(self, documents: list[Any], instructions: Any, references: Any = None) -> list[str]:
-        # the runner's summarizer: the request's options applied (an extractive summary's --max-words)
-        return self.check_not_blank(self.runner.summarizer.summarize(documents, instructions, references))
+        # the runner's summarizer (an extractive summary's --max-words applied) and decoding options
+        runner = self.runner
+        made = runner.summarizer.summarize(documents, instructions, references, decoding=runner.decoding)
+        return self.check_not_blank(made)
 
     def check_not_blank(self, predictions: list[str]) -> list[str]:
         """An all-empty first batch from a model means untrained or corrupt weights: stop the run before it

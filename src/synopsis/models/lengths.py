@@ -31,12 +31,12 @@ def generate_kwargs(decoding: DecodingOptions, checkpoint: Any = None) -> dict[s
         kwargs.update(max_length=decoding.max_length + DECODER_START_TOKENS, max_new_tokens=None)
     if decoding.min_length is not None:
         kwargs.update(min_length=decoding.min_length + DECODER_START_TOKENS, min_new_tokens=None)
-        if decoding.max_length is None and decoding.min_length > _checkpoint_max_summary(checkpoint):
+        if decoding.max_length is None and decoding.min_length > checkpoint_max_summary(checkpoint):
             kwargs.update(max_length=kwargs["min_length"], max_new_tokens=None)
     return kwargs
 
 
-def _checkpoint_max_summary(generation_config: Any) -> int:
+def checkpoint_max_summary(generation_config: Any) -> int:
     """The most summary tokens a generation config allows: its ``max_new_tokens``, else its ``max_length``
     less the start token (Hugging Face's default ``max_length`` 20 when it sets none)."""
     if generation_config is not None and getattr(generation_config, "max_new_tokens", None) is not None:

@@ -38,8 +38,8 @@ class ParsedDocument:
         """What a summary of the whole document cites (:func:`cited_summary`): every sentence as a source
         of one window, and each source's content words; computed once, however many summaries cite it."""
         document = self.document
-        sources = [s for paragraphs in section_sources(document, self.offsets).values() for p in paragraphs
-                   for s in p]  # fmt: skip
+        by_section = section_sources(document, self.offsets).values()
+        sources = [source for paragraphs in by_section for paragraph in paragraphs for source in paragraph]
         whole = Window(0, document.root, (), sources, [s.text for s in sources])
         return whole, source_words(sources)
 

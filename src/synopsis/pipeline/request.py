@@ -43,9 +43,12 @@ def decide_by_section(by: str, summarizer: SectionReader, document: Document) ->
     log.info(
         "%s: %s words (%s tokens), longer than the model's input (%s tokens): summarizing by section (by "
         "document: one summary of the first %s tokens)",
-        document.id or "the document", f"{document.num_words():,}", f"{length:,}", f"{capacity:,}",
+        document.id or "the document",
+        f"{document.num_words():,}",
+        f"{length:,}",
         f"{capacity:,}",
-    )  # fmt: skip
+        f"{capacity:,}",
+    )
     return True
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -136,8 +137,11 @@ class SummarizeRunner:
         summarize_documents: SummarizeDocuments | None = None,
         summarize_windows: SummarizeWindows | None = None,
     ) -> None:
-        given = decoding is not None and bool(decoding.given())
-        summarizer = summarizer.with_options(decoding) if given else summarizer
+        #: the request's decoding options, checked once against the summarizer (an option it does not take,
+        #: a value its decoder cannot honour) and passed with every call
+        self.decoding = summarizer.check_decoding(decoding)
+        #: what decodes the model with them (``--backend auto`` chooses per set of options); None: no model
+        self.backend = summarizer.backend_for(self.decoding)
         # an extractive summary by document fills the same budget as a document summary by section
         self.summarizer = (
             summarizer.with_options(max_words=max_words) if "max_words" in summarizer.options else summarizer
@@ -201,7 +205,7 @@ class SummarizeRunner:
 
     def _drive(self, calls: Generator[DocumentsCall, list[str], list[Summary]]) -> list[Summary]:
         """Run a :meth:`_by_document` generator with blocking model calls."""
-        summarize = self._summarize_documents or self.summarizer.summarize
+        summarize = self._summarize_documents or partial(self.summarizer.summarize, decoding=self.decoding)
         # the runner's batch is one model call (the library's summarize() would cut it to its default)
         with batch_size_in_force(self.batch_size):
             try:
@@ -250,11 +254,17 @@ class SummarizeRunner:
         # The summarizer's own method: a summarizer may route documents (the default sends documents outside
         # its model's domain to salient sentences).
         (result,) = self.summarizer.summarize_by_section(
-            [parsed.document], None if instruction is None else [instruction],
-            max_words=self.max_words, batch_size=self.batch_size, offsets=[parsed.offsets],
-            on_section=on_section, progress=hooks.progress, summarize_windows=self._summarize_windows,
+            [parsed.document],
+            None if instruction is None else [instruction],
+            max_words=self.max_words,
+            batch_size=self.batch_size,
+            offsets=[parsed.offsets],
+            on_section=on_section,
+            progress=hooks.progress,
+            summarize_windows=self._summarize_windows,
             cancelled=hooks.cancelled,
-        )  # fmt: skip
+            decoding=self.decoding,
+        )
         ms = round(1000 * (time.perf_counter() - begin), 2)
         (result.method,) = self.summarizer.methods([parsed.document])
         summary = Summary(index, instruction, "section", result.prediction, result, ms, id=name)

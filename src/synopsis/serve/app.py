@@ -22,7 +22,6 @@ from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
 from synopsis import __version__
-from synopsis.config import DEFAULT_BACKEND
 from synopsis.serve.errors import add_error_handlers
 from synopsis.serve.middleware import RequestMiddleware
 from synopsis.serve.registry import ModelRegistry
@@ -36,6 +35,7 @@ from synopsis.serve.routes import (
 )
 from synopsis.serve.service import SummarizeService
 from synopsis.serve.settings import ServeSettings
+from synopsis.summarizers.decoders import DEFAULT_BACKEND
 
 logger = logging.getLogger("synopsis.serve")
 

@@ -48,6 +48,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
+from synopsis.config import NO_DECODING, DecodingOptions
 from synopsis.document import Document
 from synopsis.serve.pool import QueueFullError
 from synopsis.summarizers import Summarizer
@@ -74,6 +75,7 @@ class BatchItem:
     summarizer: Summarizer  # the request's copy (options applied); items of one batch share ``key``
     key: Hashable  # ``(windows, the request's RequestOptions)``: only equal keys share a call
     windows: bool = False
+    decoding: DecodingOptions = NO_DECODING  # the call's decoding options (a part of ``key``)
     #: the event loop that awaits the item and what to call there once it is done (see ``_answer``)
     wake: tuple[asyncio.AbstractEventLoop, Callable[[], None]] | None = None
     future: Future[BatchResult] = field(default_factory=Future)
@@ -130,15 +132,25 @@ class Batcher:
         key: Hashable,
         *,
         windows: bool = False,
+        decoding: DecodingOptions = NO_DECODING,
         limit: int | None = None,
         wake: tuple[asyncio.AbstractEventLoop, Callable[[], None]] | None = None,
     ) -> list[Future[BatchResult]]:
         """Queue one summary per document (per window with ``windows``), from any thread; wait on the futures
         (cancel one to withdraw its item if it has not run yet), or with ``wake`` (an event loop and a
         callback) be called on that loop when an item is done. More than ``limit`` items of the kind waiting
-        is :class:`QueueFullError`, and nothing is queued."""
+        is :class:`QueueFullError`, and nothing is queued. ``decoding``: the options every one is decoded
+        with, which ``key`` holds (items share a call only under equal keys)."""
         items = [
-            BatchItem(document, instruction, summarizer, (windows, key), windows, wake)
+            BatchItem(
+                document=document,
+                instruction=instruction,
+                summarizer=summarizer,
+                key=(windows, key),
+                windows=windows,
+                decoding=decoding,
+                wake=wake,
+            )
             for document, instruction in zip(documents, instructions, strict=True)
         ]
         with self._changed:
@@ -293,15 +305,15 @@ def _call(batch: list[BatchItem]) -> tuple[list[Any], float]:
     """One model call for ``batch``, as the runner makes it unbatched, and its wall time in ms."""
     documents: list[Any] = [item.document for item in batch]
     instructions: list[str | None] | None = [item.instruction for item in batch]
-    summarizer = batch[0].summarizer
+    summarizer, decoding = batch[0].summarizer, batch[0].decoding
     begin = time.perf_counter()
     if batch[0].windows:  # as summarize_by_section calls it: one instruction (or None) per window
-        out = summarizer.summarize_windows(documents, instructions)
+        out = summarizer.summarize_windows(documents, instructions, decoding)
     else:
         if all(instruction is None for instruction in instructions):
             instructions = None  # as the CLI passes plain summaries
         with batch_size_in_force(len(documents)):  # the batcher's batch is one model call
-            out = summarizer.summarize(documents, instructions)
+            out = summarizer.summarize(documents, instructions, decoding=decoding)
     return out, round(1000 * (time.perf_counter() - begin), 2)
 
 
@@ -320,11 +332,13 @@ class SharedCalls:
         key: Hashable,
         *,
         windows: bool = True,
+        decoding: DecodingOptions = NO_DECODING,
         limit: int | None = None,
     ) -> None:
         self._batcher = batcher
         self._summarizer = summarizer
         self._key = key
+        self._decoding = decoding
         self._windows = windows
         self._limit = limit
         self._lock = threading.Lock()
@@ -375,9 +389,15 @@ class SharedCalls:
             if self._cancelled:
                 raise CancelledError()
             self._waiting = self._batcher.submit(
-                items, wanted, self._summarizer, self._key,
-                windows=self._windows, limit=self._limit, wake=wake,
-            )  # fmt: skip
+                items,
+                wanted,
+                self._summarizer,
+                self._key,
+                windows=self._windows,
+                decoding=self._decoding,
+                limit=self._limit,
+                wake=wake,
+            )
             return self._waiting
 
     def _withdraw(self, futures: list[Future[BatchResult]]) -> None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from synopsis.config import DECODING_OPTIONS, DEFAULT_BACKEND, NO_DECODING, DecodingOptions
+from synopsis.config import DECODING_OPTIONS, NO_DECODING, DecodingOptions
 from synopsis.devices import resolve_device
 from synopsis.document import Document
 from synopsis.errors import ConfigError, SynopsisError
@@ -27,6 +27,7 @@ from synopsis.io import read_json
 from synopsis.models.names import resolve_seq2seq
 from synopsis.summarizers import Summarizer, check_backend, load_summarizer
 from synopsis.summarizers.base import SummarizerInfo
+from synopsis.summarizers.decoders import DEFAULT_BACKEND
 
 logger = logging.getLogger("synopsis.serve")
 
@@ -174,14 +175,16 @@ class ModelEntry:
         return (options.backend, options.compute_type) in self._backends
 
     def summarizer_for(self, options: RequestOptions) -> Summarizer:
-        """The summarizer of one request: a copy with its options that shares the weights
-        (:meth:`~synopsis.summarizers.Summarizer.with_options`), on its backend (loaded now, blocking, the
-        first time one is asked for: call it off the event loop unless :meth:`loaded`). A combination the
-        model refuses (``min_length`` over its own ``max_length``) is an :class:`OptionError`."""
+        """The summarizer of one request: a copy with its options (``k``, ``max_words``) that shares the
+        weights (:meth:`~synopsis.summarizers.Summarizer.with_options`), on its backend (loaded now, blocking,
+        the first time one is asked for: call it off the event loop unless :meth:`loaded`). Its decoding
+        options go with each call; one the model refuses (``min_length`` over its own ``max_length``, a
+        setting its decoder cannot honour) is an :class:`OptionError` here, before any work."""
         summarizer = self._on_backend(options.backend, options.compute_type)
         given = {**options.decoding.given(), **dict(options.others)}
-        try:  # the value travels as it is: nothing below checks it again
-            return summarizer.with_options(options.decoding if given else None, **dict(options.others))
+        try:  # the decoding value travels as it is, with each call: nothing below checks it again
+            summarizer.check_decoding(options.decoding)
+            return summarizer.with_options(**dict(options.others))
         except (ValueError, ConfigError) as err:
             raise OptionError(_named_option(given, err), str(err)) from None
 
@@ -194,7 +197,7 @@ class ModelEntry:
         """The backend a request asks for (the loaded one unless it names another), checked as the CLI checks
         ``--backend``/``--compute-type`` (:func:`~synopsis.summarizers.check_backend`)."""
         loaded, loaded_compute = self._loaded_backend()
-        if backend == "auto" and (self.loader is None or getattr(self.summarizer, "auto", None) is not None):
+        if backend == "auto" and (self.loader is None or self.info.backend == "auto"):
             backend = None  # the server's own choice already decides per request (or there is no other)
         chosen = backend or loaded
         if compute_type is None and chosen == loaded:
@@ -202,7 +205,7 @@ class ModelEntry:
         try:
             check_backend(chosen, self.method, compute_type, None)
             if chosen == "ctranslate2" and self.config is not None:  # a Hugging Face model, loaded already
-                from synopsis.summarizers.ct2 import check_convertible
+                from synopsis.summarizers.decoders.ct2_conversion import check_convertible
 
                 check_convertible(f"model '{self.name}'", self.config)
         except ConfigError as err:
@@ -414,8 +417,8 @@ def build_registry(
     :func:`~synopsis.sharding.resolve_device`), so the batcher's calls run there too; ``dtype`` (fp32, bf16,
     fp16) is the precision of the ``NAME=DIR`` Hugging Face models (the library refuses it for a
     pointer-generator; the bundled one stays as stored); ``backend``/``compute_type`` decode them with
-    ``generate()`` or CTranslate2 (:mod:`synopsis.summarizers.ct2`), by default ``auto``: CTranslate2 where it
-    writes ``generate()``'s tokens for a request's options (:mod:`synopsis.summarizers.backends`). The
+    ``generate()`` or CTranslate2 (:mod:`synopsis.summarizers.decoders`), by default ``auto``: CTranslate2
+    where it writes ``generate()``'s tokens for a request's options. The
     centrality method needs the optional embedding model (``synopsis[embeddings]``); without it the server
     starts without that entry and says so in the log.
     """

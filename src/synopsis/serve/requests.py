@@ -50,7 +50,7 @@ def final_response(
     items = sorted(summaries, key=lambda item: item["index"])
     return {
         "model": asked.entry.name,
-        "backend": asked.summarizer.describe().backend,  # --backend auto's choice for these options
+        "backend": asked.summarizer.backend_for(asked.options.decoding),  # auto's choice for these options
         "summaries": [
             {key: item[key] for key in ("instruction", "summary", "by", "structured") if key in item}
             for item in items

@@ -11,7 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from synopsis.config import BACKENDS, COMPUTE_TYPES, DECODING_OPTIONS
+from synopsis.config import DECODING_OPTIONS
+from synopsis.summarizers.decoders import BACKENDS, COMPUTE_TYPES
 
 DocumentFormat = Literal["auto", "text", "markdown", "rst", "json"]
 
@@ -272,8 +273,8 @@ class ModelInfo(BaseModel):
     dtype: str | None = Field(None, description="Its weights' precision (float32, bfloat16); null: no model.")
     backend: str | None = Field(
         None,
-        description="What decodes it with the server's options: torch (generate()) or ctranslate2 "
-        "(--backend; auto picks one per set of options), unless a request asks for the other in "
+        description="What decodes it (--backend): torch (generate()), ctranslate2, or auto (one of them per "
+        "set of options; each answer's backend says which), unless a request asks for another in "
         "options.backend; null: no model.",
     )
 

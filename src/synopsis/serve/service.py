@@ -177,9 +177,17 @@ class SummarizeService:
         if instructions and not entry.instructions:
             warnings.append(f"model '{entry.name}' ignores instructions: each summary is the plain summary")
         return ApiRequest(
-            entry, summarizer, options, body.document, body.format, tuple(instructions), body.by,
-            body.max_words, time.perf_counter(), tuple(warnings),
-        )  # fmt: skip
+            entry=entry,
+            summarizer=summarizer,
+            options=options,
+            document=body.document,
+            format=body.format,
+            instructions=tuple(instructions),
+            by=body.by,
+            max_words=body.max_words,
+            submitted=time.perf_counter(),
+            warnings=tuple(warnings),
+        )
 
     def summarize_events(self, request: Request, asked: ApiRequest) -> AsyncIterator[dict[str, Any]]:
         """The request's events from the runner, as they happen: ``parsed``, then ``section`` (by section)
@@ -258,8 +266,11 @@ class _Run:
             # --queue-size bounds the summaries waiting for a batch too (at least one full batch may wait);
             # windows are bounded by the request threads (at most one batch of each request's waits).
             limit = max(settings.queue_size, settings.max_batch)
-            self.documents = SharedCalls(queue, asked.summarizer, key, windows=False, limit=limit)
-            self.windows = SharedCalls(queue, asked.summarizer, key)
+            decoding = asked.options.decoding
+            self.documents = SharedCalls(
+                queue, asked.summarizer, key, windows=False, decoding=decoding, limit=limit
+            )
+            self.windows = SharedCalls(queue, asked.summarizer, key, decoding=decoding)
 
     def read(self, emit: Emit, emit_parsed: Emit) -> tuple[SummarizeRunner, SummarizeRequest, RunHooks]:
         """On a thread: the document read within the server's limits, the runner's request and its runner,
@@ -272,10 +283,11 @@ class _Run:
         )
         typed = self.asked.typed(parsed)
         runner = SummarizeRunner.for_request(
-            self.asked.summarizer, typed,
+            self.asked.summarizer,
+            typed,
             batch_size=self.service.settings.max_batch,  # batched or not: the most items of one model call
             summarize_windows=self.windows,
-        )  # fmt: skip
+        )
         runner.sectioned(parsed, hooks)
         return runner, typed, hooks
 

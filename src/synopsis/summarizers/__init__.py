@@ -7,18 +7,18 @@ lazily so that choosing LEAD-3 never imports transformers.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from synopsis.config import BACKENDS, COMPUTE_TYPES, DEFAULT_BACKEND, DecodingOptions, use_threads
+from synopsis.config import DECODING_OPTIONS, use_threads
 from synopsis.devices import check_device
 from synopsis.errors import ConfigError, SynopsisError
 from synopsis.io import read_json
-from synopsis.summarizers.base import Summarizer
+from synopsis.summarizers.base import Summarizer, per_call_option
+from synopsis.summarizers.decoders import AUTO, DECODERS, DEFAULT_BACKEND
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,6 @@ class LoadOptions:
     instruction_cache: bool
     dtype: str | None
     device: Any
-    decoding: DecodingOptions | None
     backend: str = DEFAULT_BACKEND
     compute_type: str | None = None
 
@@ -82,16 +81,14 @@ def _default(o: LoadOptions, m: re.Match[str]) -> Summarizer:
             "--method default uses the bundled model; for another model give --model alone "
             "(or with --method pointer-generator / seq2seq)"
         )
-    return DefaultSummarizer.from_pretrained(
-        k=o.k, device=o.device, max_source_tokens=o.max_source_length, decoding=o.decoding
-    )
+    return DefaultSummarizer.from_pretrained(k=o.k, device=o.device, max_source_tokens=o.max_source_length)
 
 
 def _pointer_generator(o: LoadOptions, m: re.Match[str]) -> Summarizer:
     from synopsis.summarizers.pointer_generator import PointerGeneratorSummarizer
 
     return PointerGeneratorSummarizer.from_pretrained(
-        o.model, device=o.device, max_source_tokens=o.max_source_length, decoding=o.decoding
+        o.model, device=o.device, max_source_tokens=o.max_source_length
     )
 
 
@@ -100,25 +97,16 @@ def _seq2seq(o: LoadOptions, m: re.Match[str]) -> Summarizer:
 
     if o.model is None:
         raise SynopsisError("--method seq2seq needs --model (a Hugging Face directory or hub id)")
-
-    def load(backend: str) -> Summarizer:
-        if backend == "ctranslate2":
-            from synopsis.summarizers.ct2 import CTranslate2Summarizer
-
-            return CTranslate2Summarizer.from_pretrained(
-                o.model, o.max_source_length, compute_type=o.compute_type, device=o.device,
-                decoding=o.decoding,
-            )  # fmt: skip
-        return Seq2SeqSummarizer.from_pretrained(
-            o.model, max_source_length=o.max_source_length, instruction_cache=o.instruction_cache,
-            dtype=o.dtype, device=o.device, decoding=o.decoding,
-        )  # fmt: skip
-
-    if o.backend == "auto" and o.dtype is None:  # --dtype is torch's: it decides
-        from synopsis.summarizers.backends import AutoBackend
-
-        return AutoBackend(o.model, load, o.decoding).summarizer()
-    return load("torch" if o.backend == "auto" else o.backend)
+    backend = "torch" if o.backend == AUTO and o.dtype is not None else o.backend  # --dtype is torch's
+    return Seq2SeqSummarizer.from_pretrained(
+        o.model,
+        backend=backend,
+        max_source_length=o.max_source_length,
+        device=o.device,
+        dtype=o.dtype,
+        compute_type=o.compute_type,
+        instruction_cache=o.instruction_cache,
+    )
 
 
 _DEFAULT_LINE = (
@@ -176,23 +164,35 @@ def _model_family(model_dir: Path) -> str:
 
 
 def check_backend(backend: str, method: str, compute_type: str | None, dtype: str | None) -> None:
-    """One line for a backend the request cannot use (before any weights are read)."""
-    if backend not in BACKENDS:
-        raise ConfigError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    if backend in ("torch", "auto"):
-        if compute_type is not None:
-            raise ConfigError("--compute-type applies to --backend ctranslate2 (torch models take --dtype)")
+    """One line for a backend the request cannot use (before any weights are read), read from the table of
+    backends (:data:`~synopsis.summarizers.decoders.DECODERS`): a precision is the option of one backend
+    (``auto`` decodes with torch when given one)."""
+    if backend != AUTO and backend not in DECODERS:
+        raise ConfigError(f"--backend must be one of {', '.join([AUTO, *DECODERS])}, got {backend!r}")
+    row = DECODERS["torch" if backend == AUTO else backend]
+    for option, value in (("dtype", dtype), ("compute_type", compute_type)):
+        if value is None:
+            continue
+        owner = next(other for other in DECODERS.values() if other.precision_option == option)
+        if owner is not row:
+            takes = _flag(row.precision_option)
+            raise ConfigError(f"{_flag(option)} applies to --backend {owner.name}; {row.name} takes {takes}")
+        if value not in owner.precisions:
+            raise ConfigError(f"{_flag(option)} must be one of {', '.join(owner.precisions)}, got {value!r}")
+    if backend == AUTO:
         return
-    if method != "seq2seq":
+    if row.stock_only and method != "seq2seq":
         raise ConfigError(
-            f"--backend ctranslate2 decodes Hugging Face seq2seq checkpoints (--model DIR), not {method}"
+            f"--backend {row.name} decodes Hugging Face seq2seq checkpoints (--model DIR), not {method}"
         )
-    if dtype is not None:
-        raise ConfigError("--dtype applies to --backend torch; CTranslate2 takes --compute-type")
-    if compute_type is not None and compute_type not in COMPUTE_TYPES:
-        raise ConfigError(f"--compute-type must be one of {', '.join(COMPUTE_TYPES)}, got {compute_type!r}")
-    if importlib.util.find_spec("ctranslate2") is None:  # an optional extra: one line, not an ImportError
-        raise ConfigError("--backend ctranslate2 needs CTranslate2, absent here: pip install 'synopsis[ct2]'")
+    if not row.installed():  # an optional extra: one line, not an ImportError
+        raise ConfigError(
+            f"--backend {row.name} needs {row.requires}, absent here: pip install 'synopsis[{row.extra}]'"
+        )
+
+
+def _flag(option: str) -> str:
+    return "--" + option.replace("_", "-")
 
 
 def load_summarizer(
@@ -205,11 +205,10 @@ def load_summarizer(
     instruction_cache: bool = True,
     dtype: str | None = None,
     device: Any = "auto",
-    decoding: DecodingOptions | None = None,
     threads: int | None = None,
     backend: str = DEFAULT_BACKEND,
     compute_type: str | None = None,
-    **generation: Any,
+    **unknown: Any,
 ) -> Summarizer:
     """Build the summarizer for ``method`` (:data:`METHOD_TABLE`); with ``model`` and no method, the
     directory's config decides.
@@ -220,8 +219,8 @@ def load_summarizer(
 
     Without either: ``default``, the bundled pointer-generator for documents in its domain (paper abstracts)
     and salient sentences for the rest, each with a note saying so (a named method or model is never
-    replaced). ``decoding`` (checked once, when it was built) or loose ``generation`` keywords (num_beams,
-    min_length, max_length, length_penalty, no_repeat_ngram_size) are the neural methods' decoding options;
+    replaced). Decoding options are not settings of a summarizer: give them per call,
+    ``summarize(documents, decoding=DecodingOptions(num_beams=4, max_length=60))``.
     ``k`` is the number of sentences for centrality and salient (per section by section);
     ``max_source_length`` truncates neural inputs (words for the pointer-generator, subword tokens for
     Hugging Face models); ``instruction_cache=False`` makes an InstructSum model encode every prompt in full;
@@ -233,8 +232,8 @@ def load_summarizer(
     threads (:func:`~synopsis.config.use_threads`). ``backend`` decodes a Hugging Face checkpoint with
     ``generate()`` (``torch``), CTranslate2 (``ctranslate2``: stock checkpoints, converted once and cached
     beside the model; ``compute_type`` float32, the default, int8 or int8_float32; see
-    :mod:`synopsis.summarizers.ct2`), or, by default (``auto``), CTranslate2 where it writes ``generate()``'s
-    tokens for the options asked and torch otherwise (:mod:`synopsis.summarizers.backends`).
+    :mod:`~.decoders.ct2`), or, by default (``auto``), CTranslate2 where it writes ``generate()``'s
+    tokens for the options asked and torch otherwise (:mod:`synopsis.summarizers.decoders.auto`).
     """
     check_device(device)  # an unusable device is refused before a model is looked up or read
     if model is not None or revision is not None:
@@ -245,8 +244,11 @@ def load_summarizer(
         model = resolve_seq2seq(model, revision)
     if method is None:
         method = _model_family(Path(model)) if model is not None else DEFAULT_METHOD
-    if generation:  # loose keywords: built into one value here, checked once
-        decoding = DecodingOptions.from_mapping(generation).over(decoding)
+    if unknown:
+        name = sorted(unknown)[0]
+        if name in DECODING_OPTIONS:
+            raise per_call_option(name)
+        raise TypeError(f"load_summarizer() got an unexpected keyword argument '{name}'")
     check_backend(backend, method, compute_type, dtype)
     if dtype is not None and method != "seq2seq":
         raise SynopsisError(f"--dtype applies to Hugging Face (seq2seq) models, not to {method}")
@@ -254,7 +256,13 @@ def load_summarizer(
     if entry.torch:
         use_threads(threads, deferred=True)  # the methods that compute with torch, when they load it
     options = LoadOptions(
-        None if model is None else Path(model), k, max_source_length, instruction_cache, dtype, device,
-        decoding, backend, compute_type,
-    )  # fmt: skip
+        model=None if model is None else Path(model),
+        k=k,
+        max_source_length=max_source_length,
+        instruction_cache=instruction_cache,
+        dtype=dtype,
+        device=device,
+        backend=backend,
+        compute_type=compute_type,
+    )
     return entry.build(options, found)

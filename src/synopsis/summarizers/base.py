@@ -1,10 +1,13 @@
 """The one contract every summarizer keeps (in the spirit of rouge_score's ``scoring.BaseScorer``).
 
-``summarize(documents, instructions=None, references=None) -> list[str]``: a batch in, one summary per
-document out, in order. ``instructions`` (one per document, ``None`` entries allowed) steer methods that take
-them and are ignored by the rest; ``references`` are read only by methods that need them (the oracle) and
-ignored by the rest. Callers never check which method they hold: they ask it (:meth:`Summarizer.describe`) and
-get a copy with other options from it (:meth:`Summarizer.with_options`).
+``summarize(documents, instructions=None, references=None, *, decoding=None) -> list[str]``: a batch in, one
+summary per document out, in order. ``instructions`` (one per document, ``None`` entries allowed) steer
+methods that take them and are ignored by the rest; ``references`` are read only by methods that need them
+(the oracle) and ignored by the rest; ``decoding`` (one :class:`~synopsis.config.DecodingOptions`, checked
+where it was built) is passed per call, as to ``generate()``, to the methods that decode
+(:attr:`Summarizer.decoding_options`): a summarizer holds no decoding settings. Callers never check which
+method they hold: they ask it (:meth:`Summarizer.describe`) and get a copy with its other options from it
+(:meth:`Summarizer.with_options`: ``k``, ``max_words``).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Self
 
-from synopsis.config import DECODING_OPTIONS, DecodingOptions
+from synopsis.config import DECODING_OPTIONS, NO_DECODING, DecodingOptions
 from synopsis.devices import resolve_device
 from synopsis.document import Document
 from synopsis.errors import ConfigError, InputError
@@ -29,6 +32,7 @@ from synopsis.summarizers.batches import (
     length_batches,
 )
 from synopsis.summarizers.citing import aligned_sentences
+from synopsis.summarizers.decoders import INFERENCE_DTYPES
 from synopsis.summarizers.schema import DocumentSummary, SummarySentence
 from synopsis.summarizers.sections import DEFAULT_MAX_WORDS, summarize_by_section
 from synopsis.summarizers.windows import Window, flat_document, window_document
@@ -104,7 +108,9 @@ class Summarizer(ModelPlacement, ABC):
     extractive: bool = False
     #: the options :meth:`with_options` takes
     options: tuple[str, ...] = ()
-    #: what decodes its model (``torch``; :mod:`~synopsis.summarizers.ct2`'s ``ctranslate2``)
+    #: the decoding options (:data:`~synopsis.config.DECODING_OPTIONS`) its calls take (``decoding=``)
+    decoding_options: tuple[str, ...] = ()
+    #: what decodes its model (``torch``; :mod:`~synopsis.summarizers.decoders` names the others)
     backend: str = "torch"
     #: the source cache it keeps across requests (InstructSum's K/V cache), for the service's metrics
     cache: Any = None
@@ -115,16 +121,19 @@ class Summarizer(ModelPlacement, ABC):
         instructions: Sequence[str | None] | None = None,
         references: Sequence[Sequence[str]] | None = None,
         *,
+        decoding: DecodingOptions | None = None,
         batch_size: int | None = None,
     ) -> list[str]:
         """One summary per document (a :class:`Document`, or plain text: read as
-        :meth:`Document.from_text` reads it); the batch is checked here, once for every method.
+        :meth:`Document.from_text` reads it); the batch is checked here, once for every method, and so is
+        ``decoding`` (an option this summarizer does not take is a :class:`ConfigError` naming it).
 
         A model reads ``batch_size`` documents per call at most (default: the batch size of an enclosing
         call, else :data:`DEFAULT_BATCH_SIZE`, ``synopsis summarize``'s batch; extractive methods: all at
         once), sorted by length (:meth:`input_length`, :func:`length_batches`), so one call of many
         documents pads each to its neighbours' length, not to the longest of all."""
         checked = self.check_batch(documents, instructions, references)
+        decoding = self.check_decoding(decoding)
         if not documents:
             return []
         if batch_size is not None and batch_size < 1:
@@ -133,22 +142,27 @@ class Summarizer(ModelPlacement, ABC):
         size = batch_size or batch_size_wanted() or (None if self.extractive else DEFAULT_BATCH_SIZE)
         if size is None or len(docs) <= size:
             with batch_size_in_force(size or len(docs)):
-                return self._summarize_batch(docs, checked, references)
+                return self._summarize_batch(docs, checked, references, decoding)
         out = [""] * len(docs)
         lengths = [self.input_length(" ".join(s.text for s in d.sentences)) for d in docs]
         for rows in length_batches(lengths, size):
             refs = None if references is None else [references[i] for i in rows]
             with batch_size_in_force(size):
-                made = self._summarize_batch([docs[i] for i in rows], [checked[i] for i in rows], refs)
+                chunk, asked = [docs[i] for i in rows], [checked[i] for i in rows]
+                made = self._summarize_batch(chunk, asked, refs, decoding)
             for row, summary in zip(rows, made, strict=True):
                 out[row] = summary
         return out
 
     @abstractmethod
     def _summarize_batch(
-        self, documents: list[Document], instructions: list[str | None], references: Any
+        self,
+        documents: list[Document],
+        instructions: list[str | None],
+        references: Any,
+        decoding: DecodingOptions,
     ) -> list[str]:
-        """One summary per document of a checked, non-empty batch."""
+        """One summary per document of a checked, non-empty batch, decoded with ``decoding`` (checked)."""
 
     # ------------------------------------------------------------------ what it is, what it takes
     @abstractmethod
@@ -160,7 +174,7 @@ class Summarizer(ModelPlacement, ABC):
         return SummarizerInfo(
             method=method,
             description=description,
-            options=tuple(self.options),
+            options=(*self.options, *self.decoding_options),
             takes_instructions=self.takes_instructions,
             needs_references=self.needs_references,
             reads_section_tree=self.reads_section_tree,
@@ -171,26 +185,37 @@ class Summarizer(ModelPlacement, ABC):
             backend=None if self.device is None else self.backend,
         )
 
-    def with_options(self, decoding: DecodingOptions | None = None, **options: Any) -> Summarizer:
-        """A summarizer with these options (``None``: unchanged) that shares this one's weights and caches;
-        this one is never changed. ``decoding`` comes checked (built at the edge: a flag, a request field);
-        loose decoding options (``num_beams=2``, a library caller's) are built into one here, checked once.
-        An option it does not take is a :class:`ConfigError` naming it. :meth:`_with_options` gets the
-        other options by name and the decoding options as one value, under ``decoding``."""
+    def with_options(self, **options: Any) -> Summarizer:
+        """A summarizer with these options (``k``, ``max_words``; ``None``: unchanged) that shares this one's
+        weights and caches; this one is never changed. An option it does not take is a :class:`ConfigError`
+        naming it; decoding options are not settings of a summarizer but of each call
+        (``summarize(..., decoding=...)``)."""
         options = {name: value for name, value in options.items() if value is not None}
-        loose = {name: options.pop(name) for name in list(options) if name in DECODING_OPTIONS}
-        if loose:
-            decoding = DecodingOptions.from_mapping(loose).over(decoding)
-        names = [*options, *(decoding.given() if decoding is not None else ())]
-        unknown = [name for name in names if name not in self.options]
+        unknown = [name for name in options if name not in self.options]
         if unknown:
+            name = unknown[0]
+            if name in DECODING_OPTIONS:
+                raise per_call_option(name)
             takes = ", ".join(self.options) or "none"
-            raise ConfigError(
-                f"{type(self).__name__} does not take option '{unknown[0]}' (it takes: {takes})"
-            )
-        if decoding is not None and decoding.given():
-            options["decoding"] = decoding
+            raise ConfigError(f"{type(self).__name__} does not take option '{name}' (it takes: {takes})")
         return self._with_options(options) if options else self
+
+    def check_decoding(self, decoding: DecodingOptions | None) -> DecodingOptions:
+        """``decoding`` (``None``: none) for this summarizer's calls: an option it does not take is a
+        :class:`ConfigError` naming it (values were checked when the value was built)."""
+        if decoding is None:
+            return NO_DECODING
+        unknown = [name for name in decoding.given() if name not in self.decoding_options]
+        if unknown:
+            takes = ", ".join(self.decoding_options) or "none"
+            name = type(self).__name__
+            raise ConfigError(f"{name} does not take option '{unknown[0]}' (it decodes with: {takes})")
+        return decoding
+
+    def backend_for(self, decoding: DecodingOptions) -> str | None:
+        """What decodes its model with ``decoding`` (``torch``, ``ctranslate2``: ``--backend auto`` chooses
+        per set of options); ``None``: no model."""
+        return None if self.device is None else self.backend
 
     def _with_options(self, options: dict[str, Any]) -> Summarizer:
         """The copy :meth:`with_options` returns, for known, non-empty ``options``."""
@@ -225,16 +250,20 @@ class Summarizer(ModelPlacement, ABC):
         return len(text.split())
 
     def summarize_windows(
-        self, windows: Sequence[Window], instructions: Sequence[str | None] | None = None
+        self,
+        windows: Sequence[Window],
+        instructions: Sequence[str | None] | None = None,
+        decoding: DecodingOptions | None = None,
     ) -> list[list[SummarySentence]]:
-        """The summary sentences of each window, each citing its window's sentences.
+        """The summary sentences of each window, each citing its window's sentences (``decoding``: as for
+        :meth:`summarize`).
 
         This default summarizes each window as a document and cites by lexical alignment; methods that know
         where their words came from (extractive selection, the pointer-generator's attention) override it. A
         subtree window (a model that reads the section tree) is given as its section's subtree."""
         documents = [window_document(w) if w.subtree else flat_document(w) for w in windows]
         with batch_size_in_force(max(1, len(documents))):  # the caller's batch of windows is one call
-            predictions = self.summarize(documents, instructions)
+            predictions = self.summarize(documents, instructions, decoding=decoding)
         out = []
         for window, prediction in zip(windows, predictions, strict=True):
             sentences = [s for line in prediction.split("\n") for s in split_sentences(line)]
@@ -279,6 +308,13 @@ class Summarizer(ModelPlacement, ABC):
         return list(instructions)
 
 
+def per_call_option(name: str) -> ConfigError:
+    """The error for a decoding option given where a summarizer is built or copied: it belongs to each
+    call (``summarize(..., decoding=DecodingOptions(...))``, as ``generate()`` takes its options)."""
+    call = f"summarize(..., decoding=DecodingOptions({name}=...))"
+    return ConfigError(f"'{name}' is a decoding option: give it per call, {call}")
+
+
 def as_documents(documents: Sequence[Document | str]) -> list[Document]:
     """A batch as Documents: plain text (``str``) is read as :meth:`Document.from_text` reads it (paragraphs
     at blank lines, sentences split, with their spans, so that a model reads the text as written), so the
@@ -305,8 +341,10 @@ def say_where_on_first_call(model: Any, message: str) -> None:
     handles.extend(module.register_forward_pre_hook(first_call) for module in model.modules())
 
 
-#: the precisions ``dtype=`` / ``--dtype`` take for inference, by name
-INFERENCE_DTYPES = ("fp32", "bf16", "fp16")
+def check_dtype(dtype: str | None) -> None:
+    """A ``--dtype`` torch cannot cast to is refused in one line (before any weights are read)."""
+    if dtype is not None and dtype not in INFERENCE_DTYPES:
+        raise ConfigError(f"--dtype must be one of {', '.join(INFERENCE_DTYPES)}, got {dtype!r}")
 
 
 def place_model(model: Any, device: Any = "auto", dtype: str | None = None) -> Any:
@@ -321,9 +359,8 @@ def place_model(model: Any, device: Any = "auto", dtype: str | None = None) -> A
     from synopsis.config import apply_deferred_threads
 
     apply_deferred_threads()
+    check_dtype(dtype)
     precisions = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-    if dtype is not None and dtype not in precisions:
-        raise ConfigError(f"--dtype must be one of {', '.join(INFERENCE_DTYPES)}, got {dtype!r}")
     target = resolve_device(device)
     model = model.to(device=target, dtype=None if dtype is None else precisions[dtype])
     weights = next(iter(model.parameters()), None)

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from synopsis.config import DECODING_OPTIONS
+from synopsis.config import DECODING_OPTIONS, DecodingOptions
 from synopsis.document import Document
 from synopsis.summarizers.base import Summarizer, SummarizerInfo
 from synopsis.summarizers.pretrained import abstractive_hint
@@ -38,8 +38,9 @@ class DefaultSummarizer(Summarizer):
     takes_instructions = True  # the extractive summaries follow them; the bundled model ignores them
     #: what a by-section run counts: by section a document is long, so far from abstracts, so extractive
     progress_unit = "sections"
-    #: the bundled model's decoding options, and the extractive summary's length
-    options = (*DECODING_OPTIONS, "max_words")
+    #: the extractive summary's length; the bundled model's decoding options come with each call
+    options = ("max_words",)
+    decoding_options = tuple(DECODING_OPTIONS)
 
     def __init__(
         self,
@@ -60,9 +61,8 @@ class DefaultSummarizer(Summarizer):
         check_device(settings.get("device", "auto"))  # an unusable device is refused now, not later
         salient = SalientSummarizer(k=k) if max_words is None else SalientSummarizer(k=k, max_words=max_words)
         summarizer = cls(lambda: _load_bundled(settings), salient)
-        decoding = settings.get("decoding")
-        if settings.get("max_source_tokens") is not None or (decoding is not None and decoding.given()):
-            _ = summarizer.bundled  # options for the bundled model: checked against it now
+        if settings.get("max_source_tokens") is not None:
+            _ = summarizer.bundled  # a setting of the bundled model: checked against it now
         return summarizer
 
     @property
@@ -116,12 +116,19 @@ class DefaultSummarizer(Summarizer):
 
     # ------------------------------------------------------------------ the contract
     def _summarize_batch(
-        self, documents: list[Document], instructions: list[str | None], references: Any
+        self,
+        documents: list[Document],
+        instructions: list[str | None],
+        references: Any,
+        decoding: DecodingOptions,
     ) -> list[str]:
         summaries: list[str] = [""] * len(documents)
         _, routes = self._routes(documents)
-        for summarizer, _, rows in routes:
-            made = summarizer.summarize([documents[i] for i in rows], [instructions[i] for i in rows])
+        for summarizer, bundled, rows in routes:
+            asked = [instructions[i] for i in rows]
+            made = summarizer.summarize(
+                [documents[i] for i in rows], asked, decoding=decoding if bundled else None
+            )
             for row, summary in zip(rows, made, strict=True):
                 summaries[row] = summary
         return summaries
@@ -162,10 +169,13 @@ class DefaultSummarizer(Summarizer):
         return [r for r in results if r is not None]
 
     def summarize_windows(
-        self, windows: Sequence[Window], instructions: Sequence[str | None] | None = None
+        self,
+        windows: Sequence[Window],
+        instructions: Sequence[str | None] | None = None,
+        decoding: DecodingOptions | None = None,
     ) -> list[list[SummarySentence]]:
         # Only in-domain documents' windows come here (summarize_by_section routes the rest).
-        return self.bundled.summarize_windows(windows, instructions)
+        return self.bundled.summarize_windows(windows, instructions, decoding)
 
     def input_capacity(self) -> int | None:
         return self._scope().reads  # deciding --by auto loads no weights
@@ -189,13 +199,16 @@ class DefaultSummarizer(Summarizer):
         )
 
     def _with_options(self, options: dict[str, Any]) -> DefaultSummarizer:
-        salient = self.salient
-        if "max_words" in options:
-            salient = salient.with_options(max_words=options.pop("max_words"))  # type: ignore[assignment]
-        if not options:
-            return type(self)(self._bundled, salient)
-        # Decoding options are the bundled model's: checked against its settings now (it is loaded for them).
-        return type(self)(self.bundled.with_options(options["decoding"]), salient)
+        salient = self.salient.with_options(max_words=options["max_words"])
+        return type(self)(self._bundled, salient)  # type: ignore[arg-type]
+
+    def check_decoding(self, decoding: DecodingOptions | None) -> DecodingOptions:
+        """The bundled model's decoding options: lengths are checked against its stored ones (loading it,
+        as a document in its domain would)."""
+        checked = super().check_decoding(decoding)
+        if checked.min_length is not None or checked.max_length is not None:
+            self.bundled.check_decoding(checked)
+        return checked
 
     def prepare(self) -> None:
         """A server loads the bundled model and the embedding model before serving."""
@@ -208,16 +221,18 @@ class DefaultSummarizer(Summarizer):
 
 def _for_rows(options: dict[str, Any], rows: list[int], shared_queue: bool) -> dict[str, Any]:
     """``summarize_by_section`` options for the documents ``rows`` of a call: per-document lists cut to them,
-    callbacks given the call's document positions back; a shared ``summarize_windows`` queue kept only for
-    the bundled model (the extractive method needs no batching)."""
+    callbacks given the call's document positions back; a shared ``summarize_windows`` queue and the
+    decoding options kept only for the bundled model (the extractive method needs no batching and decodes
+    nothing)."""
     out = dict(options)
     if out.get("offsets") is not None:
         out["offsets"] = [options["offsets"][i] for i in rows]
     if out.get("on_section") is not None:
         on_section = options["on_section"]
         out["on_section"] = lambda d, section: on_section(rows[d], section)
-    if not shared_queue:
+    if not shared_queue:  # and the decoding options are the bundled model's
         out.pop("summarize_windows", None)
+        out.pop("decoding", None)
     return out
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from synopsis.config import DecodingOptions
 from synopsis.document import Document
 from synopsis.errors import InputError, SynopsisError
 from synopsis.summarizers.base import Summarizer, SummarizerInfo
@@ -41,7 +42,11 @@ class _Selecting(Summarizer):
         return self.select(document, instruction)
 
     def _summarize_batch(
-        self, documents: list[Document], instructions: list[str | None], references: Any
+        self,
+        documents: list[Document],
+        instructions: list[str | None],
+        references: Any,
+        decoding: DecodingOptions,
     ) -> list[str]:
         return [
             _join([doc.sentences[i].text for i in self.select(doc, instruction)])
@@ -49,7 +54,10 @@ class _Selecting(Summarizer):
         ]
 
     def summarize_windows(
-        self, windows: Sequence[Window], instructions: Sequence[str | None] | None = None
+        self,
+        windows: Sequence[Window],
+        instructions: Sequence[str | None] | None = None,
+        decoding: DecodingOptions | None = None,
     ) -> list[list[SummarySentence]]:
         instructions = list(instructions or [None] * len(windows))
         out = []
@@ -151,7 +159,11 @@ class OracleSummarizer(Summarizer):
         return self._info("oracle", "the greedy ROUGE-1 + ROUGE-2 oracle (needs reference summaries)")
 
     def _summarize_batch(
-        self, documents: list[Document], instructions: list[str | None], references: Any
+        self,
+        documents: list[Document],
+        instructions: list[str | None],
+        references: Any,
+        decoding: DecodingOptions,
     ) -> list[str]:
         if references is None:
             raise InputError(

@@ -14,13 +14,13 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
-from synopsis.config import DECODING_OPTIONS, DecodingOptions
+from synopsis.config import DECODING_OPTIONS, NO_DECODING, DecodingOptions
 from synopsis.devices import resolve_device
 from synopsis.document import Document
 from synopsis.errors import CheckpointError, ConfigError, InputError
 from synopsis.generation.config import GENERATION_CONFIG_FILE, GenerationConfig
 from synopsis.io import read_json
-from synopsis.summarizers.base import Summarizer, SummarizerInfo, place_model
+from synopsis.summarizers.base import Summarizer, SummarizerInfo, per_call_option, place_model
 from synopsis.summarizers.domain import (
     Distance,
     DomainCheck,
@@ -104,28 +104,24 @@ class PointerGeneratorSummarizer(Summarizer):
         path: str | Path | None = None,
         *,
         device: Any = "auto",
-        decoding: DecodingOptions | None = None,
         **settings: Any,
     ) -> PointerGeneratorSummarizer:
         """Load a model directory (``None``: the bundled model) onto ``device`` (``auto``: a GPU when torch
-        sees one, else the CPU; :func:`~synopsis.summarizers.base.place_model`); ``settings`` override its
-        generation defaults: ``decoding`` (checked when it was built; loose decoding options are built into
-        one here) and this decoder's own (``max_source_tokens``, ``no_immediate_repeat``,
-        ``length_penalty_kind``); ``None``: the default.
+        sees one, else the CPU; :func:`~synopsis.summarizers.base.place_model`); ``settings`` override this
+        decoder's own settings in its ``generation_config.json`` (``max_source_tokens``,
+        ``no_immediate_repeat``, ``length_penalty_kind``; ``None``: as stored). Decoding options (beams,
+        lengths, ...) are given per call (``summarize(..., decoding=...)``), on top of the stored ones.
         """
         from synopsis.config import from_dict
         from synopsis.models.pointer_generator import PointerGenerator
 
-        own = {name: value for name, value in settings.items() if name not in DECODING_OPTIONS}
-        known = {f.name for f in fields(GenerationConfig)}
-        unknown = sorted(set(own) - known)
+        per_call = sorted(name for name in settings if name in DECODING_OPTIONS)
+        if per_call:
+            raise per_call_option(per_call[0])
+        known = {f.name for f in fields(GenerationConfig)} - set(DECODING_OPTIONS)
+        unknown = sorted(set(settings) - known)
         if unknown:
-            raise ConfigError(
-                f"unknown generation option(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
-            )
-        loose = {k: v for k, v in settings.items() if k in DECODING_OPTIONS and v is not None}
-        if loose:
-            decoding = DecodingOptions.from_mapping(loose).over(decoding)
+            raise ConfigError(f"unknown setting(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}")
         directory = bundled_model_dir() if path is None else Path(path)
         if path is None and not (directory / "model.safetensors").is_file():
             raise CheckpointError(
@@ -144,27 +140,32 @@ class PointerGeneratorSummarizer(Summarizer):
         generation_file = directory / GENERATION_CONFIG_FILE
         if generation_file.is_file():
             defaults = read_json(generation_file, "a generation config", CheckpointError, dict)
-        given = {name: value for name, value in own.items() if value is not None}
+        given = {name: value for name, value in settings.items() if value is not None}
         generation = from_dict(GenerationConfig, {**defaults, **given}, "generation options")
-        if decoding is not None:  # checked when it was built: mapped on, not checked again
-            generation = generation.with_options(decoding)
         return cls(model, vocab, generation, style)
 
-    options = tuple(DECODING_OPTIONS)
+    decoding_options = tuple(DECODING_OPTIONS)
 
     def describe(self) -> SummarizerInfo:
         return self._info("pointer-generator", "pointer-generator + coverage")
 
-    def _with_options(self, options: dict[str, Any]) -> PointerGeneratorSummarizer:
-        # A new wrapper around the same weights; GenerationConfig checks min <= max against the defaults too.
-        generation = self.generation.with_options(options["decoding"])
-        return type(self)(self.model, self.vocab, generation, self.style)
-
     # ------------------------------------------------------------------ decoding
-    def generate(self, articles: Sequence[Sequence[str]], min_length: int | None = None) -> list[list[str]]:
-        """Summaries as word lists for already-tokenised (lowercased) articles, all decoded in one batch.
+    def check_decoding(self, decoding: DecodingOptions | None) -> DecodingOptions:
+        checked = super().check_decoding(decoding)
+        self.generation.with_options(checked)  # min <= max against the stored lengths, before any work
+        return checked
 
-        ``min_length`` overrides the generation config's minimum summary length (in words).
+    def generate(
+        self,
+        articles: Sequence[Sequence[str]],
+        min_length: int | None = None,
+        decoding: DecodingOptions | None = None,
+    ) -> list[list[str]]:
+        """Summaries as word lists for already-tokenised (lowercased) articles, all decoded in one batch
+        with ``decoding`` on top of the stored settings (:meth:`GenerationConfig.with_options`, the one place
+        they are mapped: lengths in words).
+
+        ``min_length`` overrides the minimum summary length (in words) for these articles.
         """
         import torch
 
@@ -174,12 +175,18 @@ class PointerGeneratorSummarizer(Summarizer):
         batch = encode_batch(
             self.vocab, articles, max_source=self.generation.max_source_tokens, device=device
         )
+        generation = self.generation.with_options(decoding or NO_DECODING)
         with torch.inference_mode():
-            hypotheses = self._search(batch, min_length)
+            hypotheses = self._search(batch, generation, min_length)
         return [self.vocab.decode(h.tokens, oovs) for h, oovs in zip(hypotheses, batch.oovs, strict=True)]
 
     def _search(
-        self, batch: Any, min_length: int | None, allowed: Any = None, attention: bool = False
+        self,
+        batch: Any,
+        generation: GenerationConfig,
+        min_length: int | None,
+        allowed: Any = None,
+        attention: bool = False,
     ) -> list[Any]:
         """The best hypothesis per article of one batched search; ``allowed`` (a (B, V) mask) restricts the
         tokens each article may produce; with ``attention``, each hypothesis's ``trace`` is its (T + 1, L)
@@ -195,7 +202,7 @@ class PointerGeneratorSummarizer(Summarizer):
             greedy_search,
         )
 
-        g, vocab = self.generation, self.vocab
+        g, vocab = generation, self.vocab
         min_length = g.min_length if min_length is None else min_length
 
         def step(tokens: Any, state: Any, memory: Any) -> tuple[Any, Any]:
@@ -274,7 +281,10 @@ class PointerGeneratorSummarizer(Summarizer):
         return free
 
     def summarize_windows(
-        self, windows: Sequence[Any], instructions: Sequence[str | None] | None = None
+        self,
+        windows: Sequence[Any],
+        instructions: Sequence[str | None] | None = None,
+        decoding: DecodingOptions | None = None,
     ) -> list[list[Any]]:
         """Each window summarized in one batched search; every summary sentence cites, for each of its
         content words, the window sentence holding it with the most attention over the sentence's steps: the
@@ -307,7 +317,8 @@ class PointerGeneratorSummarizer(Summarizer):
             width = len(self.vocab) + batch.num_oovs
             ids = batch.extended_ids.masked_fill(batch.input_ids.eq(self.vocab.pad_id), self.vocab.eos_id)
             allowed = source_vocabulary_mask(ids.tolist(), self._free_ids(), width, device)
-        min_lengths = [min(len(a), self.generation.min_length) for a in articles]
+        generation = self.generation.with_options(self.check_decoding(decoding))
+        min_lengths = [min(len(a), generation.min_length) for a in articles]
         out: list[list[Any]] = [[] for _ in windows]
         with torch.inference_mode():
             for min_length in sorted(set(min_lengths)):
@@ -316,6 +327,7 @@ class PointerGeneratorSummarizer(Summarizer):
                 sub = _select_rows(batch, index)
                 hypotheses = self._search(
                     sub,
+                    generation,
                     min_length,
                     None if allowed is None else allowed.index_select(0, index),
                     attention=True,
@@ -335,34 +347,40 @@ class PointerGeneratorSummarizer(Summarizer):
         return out
 
     def _summarize_batch(
-        self, documents: list[Document], instructions: list[str | None], references: Any
+        self,
+        documents: list[Document],
+        instructions: list[str | None],
+        references: Any,
+        decoding: DecodingOptions,
     ) -> list[str]:
         """Instructions are ignored: the pointer-generator is not controllable."""
+        least = self.generation.with_options(decoding).min_length
         articles, min_lengths = [], []
         for i, document in enumerate(documents):
             name = document.id or f"document {i + 1}"
             tokens, far = self.scope.words_and_distances(document)
             if not tokens:
                 raise InputError(f"{name}: document is empty; nothing to summarize")
-            if len(tokens) < self.generation.min_length:
+            if len(tokens) < least:
                 # A summary need not be longer than its document: lower the minimum for this one only.
                 logger.warning(
                     "%s: document has %d tokens, fewer than the minimum summary length %d; "
                     "its summary may be as short as the document",
                     name,
                     len(tokens),
-                    self.generation.min_length,
+                    least,
                 )
             note = self.scope.note(far)
             if note:
                 logger.warning("%s: %s", name, note)
             articles.append(tokens)
-            min_lengths.append(min(len(tokens), self.generation.min_length))
+            min_lengths.append(min(len(tokens), least))
         summaries: list[str] = [""] * len(articles)
         # Documents that share a minimum length are decoded together (normally: all of them).
         for min_length in sorted(set(min_lengths)):
             rows = [i for i, m in enumerate(min_lengths) if m == min_length]
-            for row, words in zip(rows, self.generate([articles[i] for i in rows], min_length), strict=True):
+            made = self.generate([articles[i] for i in rows], min_length, decoding)
+            for row, words in zip(rows, made, strict=True):
                 summaries[row] = detokenize(words)
         return summaries
 

@@ -82,8 +82,13 @@ class SectionSummary:
         return out
 
     def _fields(self) -> dict[str, Any]:
-        return {"heading": self.heading, "path": list(self.path), "index": self.index,
-                "skipped": self.skipped, "summary": [s.to_dict() for s in self.summary]}  # fmt: skip
+        return {
+            "heading": self.heading,
+            "path": list(self.path),
+            "index": self.index,
+            "skipped": self.skipped,
+            "summary": [s.to_dict() for s in self.summary],
+        }
 
     def to_dict(self) -> dict[str, Any]:
         # Iterative, so a 50-level tree cannot overflow the stack (nor json's encoder, which gets dicts).

@@ -18,6 +18,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from synopsis.config import DecodingOptions
 from synopsis.document import Document
 from synopsis.errors import InputError, SynopsisError
 from synopsis.summarizers.batches import window_batches
@@ -115,8 +116,13 @@ class SectionReader(Protocol):
     ) -> list[str | None]: ...
 
     def summarize_windows(
-        self, windows: Sequence[Window], instructions: Sequence[str | None] | None = None
+        self,
+        windows: Sequence[Window],
+        instructions: Sequence[str | None] | None = None,
+        decoding: DecodingOptions | None = None,
     ) -> list[list[SummarySentence]]: ...
+
+    def check_decoding(self, decoding: DecodingOptions | None) -> DecodingOptions: ...
 
     def notes(self, documents: Sequence[Document]) -> list[str | None]: ...
 
@@ -144,6 +150,7 @@ def summarize_by_section(
     progress: Callable[[int, int], None] | None = None,
     summarize_windows: Callable[[list[Window], list[str | None]], list[list[SummarySentence]]] | None = None,
     cancelled: Callable[[], bool] | None = None,
+    decoding: DecodingOptions | None = None,
 ) -> list[DocumentSummary]:
     """Summaries by section of ``documents`` (see the module docstring), one :class:`DocumentSummary` each.
 
@@ -153,7 +160,8 @@ def summarize_by_section(
     of windows. Windows of all documents share batches of ``batch_size``; ``summarize_windows`` (default:
     the summarizer's) summarizes one batch, e.g. through a queue shared with other callers (the service).
     ``cancelled()`` is asked before every batch: when it says so, :class:`Cancelled` ends the call and the
-    windows left are never computed (the service's request timed out or its client left)."""
+    windows left are never computed (the service's request timed out or its client left). ``decoding`` is
+    every window's decoding options (a ``summarize_windows`` given here decodes with its own)."""
     if summarizer.needs_references:
         raise InputError(
             f"{type(summarizer).__name__} needs reference summaries and cannot summarize by section; "
@@ -164,7 +172,12 @@ def summarize_by_section(
     if composer not in COMPOSERS:
         raise InputError(f"unknown composition '{composer}'; choose one of: {', '.join(COMPOSERS)}")
     instructions = summarizer.check_batch(documents, instructions)
-    summarize_windows = summarize_windows or summarizer.summarize_windows
+    if summarize_windows is None:
+        checked = summarizer.check_decoding(decoding)
+
+        def summarize_windows(batch: list[Window], asked: list[str | None]) -> list[list[SummarySentence]]:
+            return summarizer.summarize_windows(batch, asked, checked)
+
     windows = _all_windows(summarizer, documents, offsets)
     trees = [_skeleton(document) for document in documents]
     # made once: rebuilt per batch it made many sections cost their square (40k sections: minutes)
@@ -234,9 +247,13 @@ def _all_windows(
     split = 0
     for d, document in enumerate(documents):
         made, pieces = plan_windows(
-            document, capacity, summarizer.input_length, d, None if offsets is None else offsets[d],
-            summarizer.reads_section_tree,
-        )  # fmt: skip
+            document,
+            capacity,
+            summarizer.input_length,
+            position=d,
+            offsets=None if offsets is None else offsets[d],
+            subtrees=summarizer.reads_section_tree,
+        )
         if not made:
             raise InputError(f"{document.id or f'document {d + 1}'}: document is empty; nothing to summarize")
         windows.extend(made)

@@ -1,112 +1,140 @@
-"""Summaries from a Hugging Face seq2seq checkpoint (BART, PEGASUS, T5, LED, ..., Hie-BART, InstructSum) with
-``generate()``.
+"""Summaries from a Hugging Face seq2seq checkpoint (BART, PEGASUS, T5, LED, ..., Hie-BART, HIBRIDS,
+InstructSum): the model's inputs (:class:`~synopsis.models.inputs.Seq2SeqInputs`) and a decoder
+(:mod:`synopsis.summarizers.decoders`: ``generate()``, InstructSum's cached source, CTranslate2, or ``auto``
+choosing per call), as OpenNMT-py keeps its translator apart from its models.
 
-An InstructSum checkpoint encodes each distinct document once: its source part goes into a byte-bounded LRU
-(:class:`~synopsis.models.instructsum.SourceCache`, shared across calls and with the service), and every
-instruction then runs only its own tokens against the cached keys and values (Nishida et al., section 3).
-``instruction_cache=False`` encodes every prompt in full with the same block mask (for checking and timing).
-HIBRIDS on InstructSum (``instructsum_hibrids_t5``) takes the same cached path, each prompt carrying its
-source's section tree.
+The decoding options come with each call (``summarize(..., decoding=DecodingOptions(...))``; the CLI's
+flags and a service request's ``options`` become one such value at the edge); a summarizer holds none, so
+one loaded model serves every request's options, and the decoder maps each distinct value once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from synopsis.config import DECODING_OPTIONS, NO_DECODING, DecodingOptions
-from synopsis.devices import resolve_device
+from synopsis.config import DECODING_OPTIONS, DecodingOptions
 from synopsis.document import Document
 from synopsis.errors import ConfigError
-from synopsis.models.inputs import Seq2SeqInputs, SourceEncoding
-from synopsis.models.instructsum import SourceCache
-from synopsis.models.lengths import generate_kwargs
-from synopsis.models.seq2seq import load_seq2seq
-from synopsis.summarizers.base import INFERENCE_DTYPES, Summarizer, SummarizerInfo, place_model
+from synopsis.summarizers.base import Summarizer, SummarizerInfo
+from synopsis.summarizers.decoders import AUTO, DECODERS
+from synopsis.summarizers.decoders.base import Decoder
 
 
 class Seq2SeqSummarizer(Summarizer):
-    """Batched abstractive summarization with beam search; unset options keep the checkpoint's defaults."""
+    """Batched abstractive summarization: ``inputs`` encodes a batch, ``decoder`` writes its summaries."""
 
-    options = tuple(DECODING_OPTIONS)
+    decoding_options = tuple(DECODING_OPTIONS)
     takes_instructions = True
-    #: under ``--backend auto``, what decides each set of options' backend (:mod:`.backends`); else None
-    auto: Any = None
 
-    def __init__(
-        self,
+    def __init__(self, inputs: Any, decoder: Decoder) -> None:
+        self.inputs = inputs
+        self.decoder = decoder
+
+    @classmethod
+    def from_model(
+        cls,
         model: Any,
         tokenizer: Any,
-        inputs: Seq2SeqInputs | None = None,
+        *,
+        max_source_length: int | None = None,
         instruction_cache: bool = True,
-        cache_bytes: int = 1 << 30,
-        decoding: DecodingOptions | None = None,
-        **generation: Any,
-    ) -> None:
-        # ``decoding`` comes checked; loose keyword options (num_beams=..., as generate() names them) are
-        # checked here, once
-        if generation:
-            decoding = DecodingOptions.from_mapping(generation).over(decoding)
-        self.decoding = decoding or NO_DECODING
-        self.model = model.eval()
-        self.tokenizer = tokenizer
-        self.inputs = inputs or Seq2SeqInputs(model.config, tokenizer)
-        self.generation = generate_kwargs(self.decoding, model.generation_config)
-        self.cache = SourceCache(cache_bytes) if instruction_cache and self.inputs.caches_source else None
+    ) -> Seq2SeqSummarizer:
+        """A loaded torch model (and its tokenizer), decoded by ``generate()`` (InstructSum: from its cached
+        source unless ``instruction_cache=False``: every prompt encoded in full with the same block mask, for
+        checking and timing)."""
+        from synopsis.models.inputs import Seq2SeqInputs
+        from synopsis.summarizers.decoders.generate import GenerateDecoder
+
+        decoder = GenerateDecoder.from_model(model, tokenizer, instruction_cache=instruction_cache)
+        return cls(Seq2SeqInputs(model.config, tokenizer, max_source_length=max_source_length), decoder)
 
     @classmethod
     def from_pretrained(
         cls,
         model_dir: str | Path,
+        *,
+        backend: str = "torch",
         max_source_length: int | None = None,
-        instruction_cache: bool = True,
-        dtype: str | None = None,
         device: Any = "auto",
-        decoding: DecodingOptions | None = None,
-        **generation_options: Any,
+        dtype: str | None = None,
+        compute_type: str | None = None,
+        instruction_cache: bool = True,
     ) -> Seq2SeqSummarizer:
-        """Load ``model_dir``; what the model is comes from its ``config.json``. ``dtype`` (fp32, bf16,
-        fp16; None: as stored) casts the weights, so the whole generation runs in that precision; ``device``
-        (``auto``: a GPU when torch sees one, else the CPU; ``cpu``, ``cuda``, ``cuda:N``) is where it runs
-        (:func:`~synopsis.summarizers.base.place_model`)."""
-        if dtype is not None and dtype not in INFERENCE_DTYPES:  # before the weights are read
-            raise ConfigError(f"--dtype must be one of {', '.join(INFERENCE_DTYPES)}, got {dtype!r}")
-        resolve_device(device)  # an unusable device is refused before the weights are read
-        model, tokenizer = load_seq2seq(model_dir)  # refuses NaN/inf weights
-        model = place_model(model, device, dtype)
-        inputs = Seq2SeqInputs(model.config, tokenizer, max_source_length=max_source_length)
-        return cls(
-            model,
-            tokenizer,
-            inputs,
-            instruction_cache=instruction_cache,
-            decoding=decoding,
-            **generation_options,
-        )
+        """Load ``model_dir`` (what it is comes from its ``config.json``) on ``backend``
+        (:data:`~synopsis.summarizers.decoders.DECODERS`, or ``auto``) onto ``device`` (``auto``: a GPU when
+        torch sees one, else the CPU; ``cpu``, ``cuda``, ``cuda:N``), in ``dtype`` (torch: fp32, bf16, fp16;
+        ``None``: as stored) or ``compute_type`` (CTranslate2: float32, int8, int8_float32)."""
+        from synopsis.models.inputs import Seq2SeqInputs
 
+        settings = {"device": device, "dtype": dtype, "compute_type": compute_type}
+
+        def load(name: str) -> Decoder:
+            row = DECODERS[name]
+            own = {row.precision_option: settings[row.precision_option]}
+            if name == "torch":
+                own["instruction_cache"] = instruction_cache
+            return row.decoder_class().from_pretrained(model_dir, device=device, **own)
+
+        if backend == AUTO:
+            from synopsis.summarizers.decoders.auto import AutoDecoder
+
+            decoder: Decoder = AutoDecoder(Path(model_dir), load)
+        elif backend in DECODERS:
+            decoder = load(backend)
+        else:
+            raise ConfigError(f"--backend must be one of {AUTO}, {', '.join(DECODERS)}, got {backend!r}")
+        inputs = Seq2SeqInputs(decoder.config, decoder.tokenizer, max_source_length=max_source_length)
+        return cls(inputs, decoder)
+
+    # ------------------------------------------------------------------ what it is
     def describe(self) -> SummarizerInfo:
-        return self._info("seq2seq", "Hugging Face seq2seq checkpoint")
+        info = self._info("seq2seq", "Hugging Face seq2seq checkpoint")
+        if self.backend == "ctranslate2":
+            info = self._info("seq2seq", f"Hugging Face seq2seq checkpoint on CTranslate2 ({self.dtype})")
+        return info
 
-    def _with_options(self, options: dict[str, Any]) -> Seq2SeqSummarizer:
-        """The same model, inputs and source cache with other decoding options (e.g. one per request); under
-        ``--backend auto`` on the backend those options go to (:mod:`synopsis.summarizers.backends`)."""
-        decoding = options["decoding"].over(self.decoding)
-        if self.auto is not None:
-            return self.auto.summarizer(decoding)
-        return self.copy_with(decoding)
+    @property
+    def tokenizer(self) -> Any:
+        return self.inputs.tokenizer
 
-    def copy_with(self, decoding: DecodingOptions) -> Seq2SeqSummarizer:
-        """This summarizer with ``decoding`` (checked, complete), sharing its weights and caches."""
-        other = type(self)(
-            self.model, self.tokenizer, self.inputs, instruction_cache=False, decoding=decoding
-        )
-        other.cache = self.cache
-        other.auto = self.auto
-        return other
+    @property
+    def model(self) -> Any:  # type: ignore[override]
+        """The torch model it computes with (``None`` on CTranslate2)."""
+        return self.decoder.model
 
+    @property
+    def cache(self) -> Any:  # type: ignore[override]
+        """InstructSum's source cache, kept across calls (the service's metrics read it); else ``None``."""
+        return self.decoder.cache
+
+    @property
+    def backend(self) -> str:  # type: ignore[override]
+        return self.decoder.backend
+
+    @property
+    def device(self) -> Any:
+        return self.decoder.device
+
+    @property
+    def dtype(self) -> Any:
+        return self.decoder.dtype
+
+    def to(self, device: Any) -> Seq2SeqSummarizer:
+        from synopsis.devices import resolve_device
+
+        self.decoder.to(resolve_device(device))
+        return self
+
+    def backend_for(self, decoding: DecodingOptions) -> str:
+        return self.decoder.backend_for(decoding)
+
+    def check_decoding(self, decoding: DecodingOptions | None) -> DecodingOptions:
+        checked = super().check_decoding(decoding)
+        self.decoder.check(checked)  # what the decoder cannot honour, before any work
+        return checked
+
+    # ------------------------------------------------------------------ inputs
     #: Room left in a window for the special tokens (BOS/EOS, section markers) the inputs add around the text.
     SPECIAL_TOKEN_ROOM = 8
 
@@ -124,25 +152,15 @@ class Seq2SeqSummarizer(Summarizer):
     def input_length(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
-    @torch.inference_mode()
+    # ------------------------------------------------------------------ the contract
     def _summarize_batch(
-        self, documents: list[Document], instructions: list[str | None], references: Any
+        self,
+        documents: list[Document],
+        instructions: list[str | None],
+        references: Any,
+        decoding: DecodingOptions,
     ) -> list[str]:
         encodings = self.inputs.encode_sources(documents, instructions)
-        if self.cache is not None:
-            return self._summarize_from_cache(encodings)
-        batch = self.inputs.collate(encodings)
-        output = self.model.generate(**self.inputs.model_inputs(batch, self.device), **self.generation)
-        return self._decode(output)
-
-    def _decode(self, output: torch.Tensor) -> list[str]:
-        texts = self.tokenizer.batch_decode(
-            output, skip_special_tokens=True, clean_up_tokenization_spaces=False
-        )
+        ids = self.decoder.decode(self.inputs, encodings, decoding)
+        texts = self.tokenizer.batch_decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
         return [text.strip() for text in texts]
-
-    def _summarize_from_cache(self, encodings: Sequence[SourceEncoding]) -> list[str]:
-        """Rows that share a source part (and, for a model that reads sections, its section tree) share one
-        cached source pass; instructions run alone."""
-        prompts = self.inputs.cached_prompts(encodings)
-        return self._decode(self.cache.generate(self.model, prompts, **self.generation))

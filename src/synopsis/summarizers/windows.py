@@ -170,10 +170,19 @@ def plan_windows(
                     while up is not None and up is not node:
                         sizes[i][0] += length(up.heading or "") + 1
                         up = up.parent
-        made, pieces = _pack(
-            paragraphs, sizes, owners, room,
-            lambda: Window(position, node, path, [], [], pseudo, [], subtree, document.source),  # noqa: B023
-        )  # fmt: skip
+        def new_window(node: Section = node, path: tuple[int, ...] = path, subtree: bool = subtree) -> Window:
+            return Window(
+                document=position,
+                section=node,
+                path=path,
+                sources=[],
+                texts=[],
+                pseudo=pseudo,
+                subtree=subtree,
+                source=document.source,
+            )
+
+        made, pieces = _pack(paragraphs, sizes, owners, room, new_window)
         windows += made
         split += pieces
     return windows, split

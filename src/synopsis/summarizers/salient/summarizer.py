@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from synopsis.config import DecodingOptions
 from synopsis.document import Document
 from synopsis.errors import SynopsisError
 from synopsis.summarizers.base import SummarizerInfo
@@ -139,7 +140,11 @@ class SalientSummarizer(_Selecting):
         return run.select([s.text for s in document.sentences], instruction, fallback)
 
     def _summarize_batch(
-        self, documents: list[Document], instructions: list[str | None], references: Any
+        self,
+        documents: list[Document],
+        instructions: list[str | None],
+        references: Any,
+        decoding: DecodingOptions,
     ) -> list[str]:
         """By document: the document summary within ``max_words`` (:meth:`DocumentRun.document_summary`),
         one sentence (or lead-in unit) a line; a document without a sentence that qualifies gets its
@@ -284,7 +289,10 @@ class DocumentRun(_Selecting):
         return self.select([s.text for s in document.sentences], instruction, fallback=False)
 
     def summarize_windows(
-        self, windows: Sequence[Window], instructions: Sequence[str | None] | None = None
+        self,
+        windows: Sequence[Window],
+        instructions: Sequence[str | None] | None = None,
+        decoding: DecodingOptions | None = None,
     ) -> list[list[SummarySentence]]:
         """Each section's chosen sentences, a lead-in read and shown with what it introduces, each citing its
         sources."""
