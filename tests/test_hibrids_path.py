@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from helpers.tiny_models import save_tiny_bart, save_tiny_led, save_tiny_t5
@@ -311,10 +312,9 @@ def test_question_inputs_are_laid_out_as_the_public_code_chunks_them(
     (encoding,) = inputs.encode_sources([document], [question])
     ids, token_chunk, parents = _public_chunks(tokenizer, question)
     assert tokenizer.convert_ids_to_tokens(encoding.input_ids) == tokenizer.convert_ids_to_tokens(ids)
-    path, level, _, _ = outside_node_relations(
-        encoding.path_lengths, encoding.level_diffs, encoding.section_depths
-    )
-    buckets = inputs.section_relations(encoding)
+    depths = np.array([s.depth for s in document.sections])
+    path, level, _, _ = outside_node_relations(*document.tree_relations(), depths)
+    buckets = encoding.section_relations
     nodes = encoding.section_ids
     for i, a in enumerate(token_chunk):
         for j, b in enumerate(token_chunk):

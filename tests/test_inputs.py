@@ -5,9 +5,7 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-import numpy as np
 import pytest
-import torch
 from helpers.tiny_models import bart_tokenizer, t5_tokenizer
 from transformers import AddedToken, BartConfig, LEDConfig, T5Config
 
@@ -71,7 +69,7 @@ def _check_maps(inputs: Seq2SeqInputs, document: Document, instruction: str | No
         cursor += len(sentence.text)
     # truncation keeps a prefix of the content (and the final special token), so offsets still line up
     specials = set(inputs.tokenizer.all_special_ids)
-    maps = (encoding.input_ids, encoding.sentence_ids, encoding.section_ids, encoding.segment_ids)
+    maps = (encoding.input_ids, encoding.sentence_ids, encoding.document_section_ids, encoding.segment_ids)
     for position, (token, sent, sec, seg) in enumerate(zip(*maps, strict=True)):
         if token in specials and token != getattr(inputs.config, "sentence_start_token_id", None):
             assert (sent, sec) == (-1, -1)
@@ -94,8 +92,6 @@ def _check_maps(inputs: Seq2SeqInputs, document: Document, instruction: str | No
         assert begin - slack <= start and end <= begin + len(sentence.text), (piece, sentence.text)
         if piece and piece != inputs.sentence_marker:
             assert piece in sentence.text
-    assert encoding.path_lengths.shape == (len(document.sections),) * 2
-    assert np.array_equal(encoding.path_lengths, document.tree_relations()[0])
 
 
 @pytest.mark.parametrize("kind", ["bart", "t5", "led"])
@@ -108,7 +104,7 @@ def test_every_token_maps_to_the_section_that_contains_it(
     _check_maps(inputs, markdown_doc, "What is measured?")
     _check_maps(inputs, scisummnet_paper)
     (encoding,) = _inputs(kind, tokenizers_dir, headings=False).encode_sources([markdown_doc])
-    sections_seen = sorted(set(encoding.section_ids) - {-1})
+    sections_seen = sorted(set(encoding.document_section_ids) - {-1})
     non_empty = sorted({s.section.index for s in markdown_doc.sentences})
     assert sections_seen == non_empty  # every section with text has tokens
 
@@ -140,7 +136,7 @@ def test_headings_are_read_before_their_sections_text_in_their_section(
         start = text.index(f"{section.heading} ")
         end = start + len(section.heading)
         labels = {
-            (encoding.sentence_ids[i], encoding.section_ids[i])
+            (encoding.sentence_ids[i], encoding.document_section_ids[i])
             for i, (a, b) in enumerate(ids["offset_mapping"])
             if b > a and start <= a and b <= end and text[a:b].strip()
         }
@@ -151,16 +147,18 @@ def test_headings_are_read_before_their_sections_text_in_their_section(
 def test_markdown_sections_in_document_order(tokenizers_dir: Path, markdown_doc: Document) -> None:
     inputs = _inputs("bart", tokenizers_dir)
     (encoding,) = inputs.encode_sources([markdown_doc])
-    ids = [s for s in encoding.section_ids if s != -1]
+    ids = [s for s in encoding.document_section_ids if s != -1]
     assert ids == sorted(ids)  # pre-order = document order
     headings = {node.index: node.heading for node in markdown_doc.sections}
     words = inputs.tokenizer.convert_ids_to_tokens(encoding.input_ids)
-    details = [w for w, s in zip(words, encoding.section_ids, strict=True) if headings.get(s) == "Details"]
+    sections = encoding.document_section_ids
+    details = [w for w, s in zip(words, sections, strict=True) if headings.get(s) == "Details"]
     # the section's heading first (issue 27 item 2), then its text
     assert "".join(details).replace("Ġ", " ").strip() == "Details The details are subtle. Very subtle indeed."
     (plain,) = _inputs("bart", tokenizers_dir, headings=False).encode_sources([markdown_doc])
     words = inputs.tokenizer.convert_ids_to_tokens(plain.input_ids)
-    details = [w for w, s in zip(words, plain.section_ids, strict=True) if headings.get(s) == "Details"]
+    sections = plain.document_section_ids
+    details = [w for w, s in zip(words, sections, strict=True) if headings.get(s) == "Details"]
     assert "".join(details).replace("Ġ", " ").strip() == "The details are subtle. Very subtle indeed."
 
 
@@ -190,7 +188,7 @@ def test_truncation_keeps_the_maps_aligned(kind: str, tokenizers_dir: Path, scis
     assert cut.input_ids[-1] == inputs.tokenizer.eos_token_id
     # the kept content is the prefix of the full encoding, with the same labels
     content = len(cut) - 1  # the final special token
-    for name in ("input_ids", "sentence_ids", "section_ids", "segment_ids"):
+    for name in ("input_ids", "sentence_ids", "document_section_ids", "segment_ids"):
         assert getattr(cut, name)[:content] == getattr(full, name)[:content]
     reference = inputs.tokenizer(
         inputs.source_text(scisummnet_paper), truncation=True, max_length=64
@@ -208,11 +206,7 @@ def test_a_batch_of_mixed_lengths_pads_every_field(tokenizers_dir: Path, markdow
     n = len(encodings[1])
     assert batch["attention_mask"][1].tolist() == [1] * n + [0] * (width - n)
     assert batch["input_ids"][1, n:].eq(inputs.tokenizer.pad_token_id).all()
-    assert batch["sentence_ids"][1, n:].eq(-1).all() and batch["section_ids"][1, n:].eq(-1).all()
+    assert batch["sentence_ids"][1, n:].eq(-1).all() and batch["document_section_ids"][1, n:].eq(-1).all()
     assert batch["segment_ids"][1, :n].tolist() == encodings[1].segment_ids
     assert INSTRUCTION_SEGMENT in encodings[1].segment_ids
-    sections = len(markdown_doc.sections)
-    assert batch["path_lengths"].shape == (2, sections, sections)
-    assert batch["section_mask"].sum(1).tolist() == [sections, 1]
-    assert torch.equal(batch["path_lengths"][0], torch.from_numpy(markdown_doc.tree_relations()[0]))
     assert set(inputs.model_inputs(batch)) == {"input_ids", "attention_mask", "labels"}

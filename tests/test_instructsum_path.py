@@ -53,7 +53,7 @@ def test_inputs_are_the_papers_prompt_with_segments(instructsum_dir: Path, token
             assert encoding.segment_ids == expected.segment_ids
             # every source sentence token knows its section; the prompt's own words belong to none
             source = [i for i, t in enumerate(encoding.segment_ids) if t == SOURCE_SEGMENT]
-            assert {encoding.section_ids[i] for i in source} == {-1, 1, 2}
+            assert {encoding.document_section_ids[i] for i in source} == {-1, 1, 2}
     text = plain.source_text(DOCUMENT, INSTRUCTIONS[0])
     assert text.startswith("Instructions: What is the method? According to the above instructions, summarize")
     assert "Title: A study of meetings Article: We train" in text

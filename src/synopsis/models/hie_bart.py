@@ -52,7 +52,7 @@ from synopsis.models.bases import (
     BartEncoderAttention,
     method_classes,
 )
-from synopsis.models.features import InputFeatures
+from synopsis.models.features import TextMarkers
 
 #: The paper's marker: every sentence starts with BART's own [BOS] ``<s>``, with its pretrained embedding.
 DEFAULT_SENTENCE_START_TOKEN = "<s>"
@@ -285,7 +285,7 @@ def convert_to_hie_bart(
     return stack_method(model, "hie_bart", word_heads=word_heads, sentence_start_token=sentence_start_token)
 
 
-class HieBartInputs(InputFeatures):
+class HieBartInputs(TextMarkers):
     """Hie-BART's input (Akiyama et al., 2021): the sentence-start token before every sentence, which the
     sentence-level heads read to find the sentences; none when every head is word-level (stock BART)."""
 

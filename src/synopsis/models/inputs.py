@@ -2,10 +2,13 @@
 
 The seq2seq models read more than token ids. Hie-BART needs sentence boundaries, HIBRIDS the section of
 every token and the section tree's relations, InstructSum which tokens are the instruction. One builder,
-:class:`Seq2SeqInputs`, makes all of them in a single tokenizer call. What a method adds (a marker, a
-prompt, section nodes, a field of the batch) comes from its input features
-(:class:`~synopsis.models.features.InputFeatures`, beside the method's code, found through
-:data:`~synopsis.models.registry.INPUT_FEATURES`); this module knows no method by name:
+:class:`Seq2SeqInputs`, makes what every model shares in a single tokenizer call: ids, the mask, and each
+token's sentence, document section and segment. What a method adds (a marker, a prompt, HIBRIDS' section
+nodes and relations, a field of the batch) comes from its input features
+(:mod:`synopsis.models.features`: a feature takes the roles its method has, beside the method's code,
+found through :data:`~synopsis.models.registry.INPUT_FEATURES`, composed as an
+:class:`~synopsis.models.features.InputFeatureList`); this module knows no method by name, and a model
+that reads no method's field computes and pads none:
 
 1. The source text is assembled from pieces (the model's prefix such as T5's ``"summarize: "``, the
    instruction and its template, then the document's sentences, with Hie-BART's sentence-start marker
@@ -20,8 +23,9 @@ prompt, section nodes, a field of the batch) comes from its input features
    how much was cut. A method whose prompt has parts with budgets of their own (InstructSum) truncates
    them itself.
 
-:meth:`Seq2SeqInputs.collate` pads every field into a batch record; :meth:`Seq2SeqInputs.model_inputs`
-keeps the fields a given model reads (stock models: ids and mask; LED also a global-attention mask).
+:meth:`Seq2SeqInputs.collate` pads the generic fields, then each feature's, into a batch record;
+:meth:`Seq2SeqInputs.model_inputs` keeps the fields a given model reads (stock models: ids and mask; the
+registry's :attr:`~synopsis.models.registry.CheckpointType.inputs` names the others).
 """
 
 from __future__ import annotations
@@ -41,11 +45,14 @@ from synopsis.errors import CheckpointError, ConfigError, InputError
 from synopsis.models.features import (
     INSTRUCTION_SEGMENT,
     SOURCE_SEGMENT,
-    InputFeatures,
+    CachedSource,
+    InputFeatureList,
     Limits,
     Piece,
-    feature_classes,
-    first,
+    TextMarkers,
+    fixed_source_length,
+    input_features,
+    pad_rows,
 )
 from synopsis.models.registry import checkpoint_type, config_setting, position_table
 
@@ -56,8 +63,8 @@ __all__ = ["INSTRUCTION_SEGMENT", "SOURCE_SEGMENT", "Seq2SeqInputs", "SourceEnco
 #: T5 has relative positions and no hard limit; its pre-training length is the default maximum.
 T5_DEFAULT_MAX_SOURCE_LENGTH = 512
 DEFAULT_MAX_INSTRUCTION_LENGTH = 128
-#: Fields of a batch record and their padding values.
-PAD_VALUES = {"sentence_ids": -1, "section_ids": -1, "segment_ids": SOURCE_SEGMENT}
+#: The generic per-token fields of a batch record and their padding values.
+PAD_VALUES = {"sentence_ids": -1, "document_section_ids": -1, "segment_ids": SOURCE_SEGMENT}
 
 
 def source_length_limits(config: Any, tokenizer: PreTrainedTokenizerBase) -> tuple[int, int]:
@@ -69,7 +76,7 @@ def source_length_limits(config: Any, tokenizer: PreTrainedTokenizerBase) -> tup
     (:attr:`~synopsis.models.registry.CheckpointType.source_length`: T5's conventional 512, LongT5's 16k),
     and a stock T5 accepts up to 1024 when asked (``longest_asked``: InstructSum's "Full" baseline at
     inference). A method that reads a fixed length says so (InstructSum's source part: the paper's 1024)."""
-    fixed = first(feature_classes(config), lambda feature: feature.fixed_source_length)
+    fixed = fixed_source_length(config)
     if fixed is not None:
         return fixed, fixed
     stated = tokenizer.model_max_length
@@ -124,26 +131,30 @@ class Truncation:
 
 @dataclass
 class SourceEncoding:
-    """One encoded source: token ids and, per token, its sentence, section and segment.
+    """One encoded source: token ids and, per token, its sentence, document section and segment; then the
+    fields its model's input features add.
 
-    ``sentence_ids`` index ``document.sentences`` (non-empty ones), ``section_ids`` index
+    ``sentence_ids`` index ``document.sentences`` (non-empty ones), ``document_section_ids`` index
     ``document.sections`` (pre-order, the root is 0); both are -1 for special tokens, the prefix and the
-    instruction. A method's input feature may number them its own way (HIBRIDS: the nodes of
-    :meth:`Seq2SeqInputs.section_relations`, tokens outside every section on nodes of their own;
-    :mod:`synopsis.models.hibrids.relations` documents the numbering). ``path_lengths``/``level_diffs``
-    are the document's (S, S) HIBRIDS relations and ``section_depths`` its (S,) depths, for every section
-    whether or not truncation kept its tokens.
+    instruction. ``fields``: what the features add by name (:meth:`~synopsis.models.features.InputFields.
+    source_fields`; HIBRIDS: ``section_ids``, each token's node of its section tree, and the tree's
+    unpadded ``section_relations``), read as attributes too, as transformers'
+    ``BatchEncoding`` reads its keys; a model without such a feature has none of them.
     """
 
     input_ids: list[int]
     sentence_ids: list[int]
-    section_ids: list[int]
+    document_section_ids: list[int]
     segment_ids: list[int]
-    path_lengths: np.ndarray
-    level_diffs: np.ndarray
-    section_depths: np.ndarray
     length_before_truncation: int = 0
-    sentence_sections: list[int] = field(default_factory=list)  # section of each sentence index
+    sentence_sections: list[int] = field(default_factory=list)  # document section of each sentence index
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    def __getattr__(self, name: str) -> Any:
+        fields = self.__dict__.get("fields") or {}
+        if name in fields:
+            return fields[name]
+        raise AttributeError(f"{type(self).__name__} has no field {name!r} (no feature of its model adds it)")
 
     @property
     def tokens_cut(self) -> int:
@@ -167,7 +178,8 @@ class Seq2SeqInputs:
     ``source_headings``, default on).
 
     What a method adds comes from its input features (:mod:`synopsis.models.features`), found through the
-    model's checkpoint type: ``features``, in the registry's order. Prompts on the T5 path follow
+    model's checkpoint type: ``features``, an :class:`~synopsis.models.features.InputFeatureList` in the
+    registry's order. Prompts on the T5 path follow
     InstructSum (Nishida et al.): an InstructSum checkpoint always, and a plain T5 given an instruction, read
     ``Instructions: {I} According to the above instructions, summarize the following article. Title: {Ti}
     Article: {S}`` (without an instruction: ``Summarize the following article. Title: ... Article: ...``).
@@ -190,9 +202,7 @@ class Seq2SeqInputs:
         self.config = model_config
         self.tokenizer = tokenizer
         # what the model's methods add (models/features.py), in the registry's order
-        self.features: list[InputFeatures] = [
-            feature(model_config, tokenizer) for feature in feature_classes(model_config)
-        ]
+        self.features: InputFeatureList = input_features(model_config, tokenizer)
         limit, maximum = source_length_limits(model_config, tokenizer)
         if max_source_length is not None and not 1 <= max_source_length <= maximum:
             raise ConfigError(
@@ -203,7 +213,7 @@ class Seq2SeqInputs:
         self.prefix = default_source_prefix(model_config) if prefix is None else prefix
         # A token alone between a question and the document (HIBRIDS on a BOS tokenizer: the public code's
         # [<s>] + question + [<s>] + document + [</s>]); any other model reads "question\ndocument".
-        self.question_start = first(self.features, lambda feature: feature.question_start)
+        self.question_start = self.features.first(TextMarkers, lambda feature: feature.question_start)
         if instruction_template is None:
             instruction_template = "{instruction}" + ("" if self.question_start else "\n") + "{source}"
         if instruction_template.count("{source}") != 1 or instruction_template.count("{instruction}") != 1:
@@ -212,7 +222,7 @@ class Seq2SeqInputs:
             )
         self.instruction_template = instruction_template
         if sentence_marker is None:
-            sentence_marker = first(self.features, lambda feature: feature.sentence_marker)
+            sentence_marker = self.features.first(TextMarkers, lambda feature: feature.sentence_marker)
         self.sentence_marker = sentence_marker
         if max_instruction_length < 1:
             raise ConfigError(f"max_instruction_length must be >= 1, got {max_instruction_length}")
@@ -224,14 +234,10 @@ class Seq2SeqInputs:
         self.headings = headings
         self.last_truncation = Truncation()
 
-    def prompt_owner(self, instruction: str | None) -> InputFeatures | None:
-        """The feature that lays out the whole input for ``instruction`` (InstructSum's prompt), if any."""
-        return next((f for f in self.features if f.owns_prompt(instruction)), None)
-
     def prompt_room(self) -> int:
         """Tokens a method's prompt takes around a document beside any instruction (InstructSum: the
         instruction's own budget and the fixed ``Title: ... Article:`` lead-in); 0 for other models."""
-        owner = self.prompt_owner(None)
+        owner = self.features.prompt_owner(None)
         return 0 if owner is None else owner.prompt_room(self.max_instruction_length)
 
     @property
@@ -240,14 +246,14 @@ class Seq2SeqInputs:
 
     # ------------------------------------------------------------------ text pieces
     def _section_marker(self, section: Any) -> str | None:
-        return first(self.features, lambda feature: feature.section_marker(section))
+        return self.features.first(TextMarkers, lambda feature: feature.section_marker(section))
 
     def _pieces(self, document: Document, instruction: str | None) -> list[Piece]:
         sentences = [s for s in document.sentences if s.text.strip()]
         if not sentences:
             where = f"document {document.id}" if document.id else "document"
             raise InputError(f"{where}: no text to summarize")
-        owner = self.prompt_owner(instruction)
+        owner = self.features.prompt_owner(instruction)
         if owner is not None:  # the prompt normalises whitespace and reads no markers
             return owner.prompt(document, self._body_pieces(document, sentences, markers=False), instruction)
         source = self._body_pieces(document, sentences, markers=True)
@@ -339,30 +345,23 @@ class Seq2SeqInputs:
             offsets = np.asarray(encoded["offset_mapping"][row], dtype=np.int64).reshape(-1, 2)
             special = np.asarray(encoded["special_tokens_mask"][row], dtype=bool)
             labels = self._token_labels(pieces, offsets, special)
-            owner = self.prompt_owner(instructions[row])
+            owner = self.features.prompt_owner(instructions[row])
             if owner is not None:
                 keep = owner.kept(special, labels[2], labels[3], self.limits)
             else:
                 keep = self._kept_positions(special, self.max_source_length)
             report.add(len(ids), int(keep.sum()))
             sentences = [s for s in document.sentences if s.text.strip()]
-            path, level = document.tree_relations()
-            sections = labels[1][keep]
-            for feature in self.features:
-                sections = feature.section_ids(sections, labels[2][keep], ids[keep])
-            out.append(
-                SourceEncoding(
-                    input_ids=ids[keep].tolist(),
-                    sentence_ids=labels[0][keep].tolist(),
-                    section_ids=sections.tolist(),
-                    segment_ids=labels[2][keep].tolist(),
-                    path_lengths=path,
-                    level_diffs=level,
-                    section_depths=np.array([s.depth for s in document.sections], dtype=np.int64),
-                    length_before_truncation=len(ids),
-                    sentence_sections=[s.section.index for s in sentences],
-                )
+            encoding = SourceEncoding(
+                input_ids=ids[keep].tolist(),
+                sentence_ids=labels[0][keep].tolist(),
+                document_section_ids=labels[1][keep].tolist(),
+                segment_ids=labels[2][keep].tolist(),
+                length_before_truncation=len(ids),
+                sentence_sections=[s.section.index for s in sentences],
             )
+            self.features.source_fields(document, encoding)  # what the model's methods read besides
+            out.append(encoding)
         if report.truncated:
             logger.warning(report.message("inputs", self.max_source_length))
         self.last_truncation = report
@@ -409,73 +408,40 @@ class Seq2SeqInputs:
         return ids
 
     # ------------------------------------------------------------------ batches
-    def section_relations(self, source: SourceEncoding) -> torch.Tensor:
-        """The unpadded relation ids between one source's section-tree nodes, as the model reads them
-        (HIBRIDS: (S+3, S+3) buckets, :meth:`synopsis.models.hibrids.inputs.HibridsInputs.relations`);
-        refused for a model that reads none."""
-        relations = first(self.features, lambda feature: feature.relations(source))
-        if relations is None:
-            raise ConfigError(f"a {self.config.model_type} model reads no section relations")
-        return relations
-
     @property
     def reads_section_tree(self) -> bool:
         """Whether the model reads the section tree's relations (HIBRIDS), so that by section it reads each
         section's subtree."""
         entry = checkpoint_type(self.config)
-        return entry is not None and "section_relations" in entry.inputs
+        return entry is not None and entry.reads_section_tree
 
     @property
     def caches_source(self) -> bool:
         """Whether the model decodes from a cached source part (InstructSum: one encoding of a document
         serves every instruction; :meth:`cached_prompts`)."""
-        entry = checkpoint_type(self.config)
-        return entry is not None and entry.instructsum
+        return bool(self.features.of(CachedSource))
 
     def cached_prompts(self, sources: Sequence[SourceEncoding]) -> list[Any]:
-        """Each source as the prompt InstructSum's source cache reads
-        (:class:`~synopsis.models.instructsum.PromptIds`: its source and instruction parts and, for a model
-        that reads sections, its section nodes and unpadded (S, S) relations, so that a source's cache entry
-        fits any batch)."""
-        owner = self.prompt_owner(None)
-        if not self.caches_source or owner is None:
+        """Each source as the prompt the model's source cache reads
+        (:meth:`~synopsis.models.features.CachedSource.cached_prompt`; InstructSum's
+        :class:`~synopsis.models.instructsum.PromptIds`)."""
+        reader = next(iter(self.features.of(CachedSource)), None)
+        if reader is None:
             raise ConfigError(f"a {self.config.model_type} model decodes from no cached source")
-        tree = self.reads_section_tree
-        return [owner.cached_prompt(s, self.section_relations(s) if tree else None) for s in sources]
+        return [reader.cached_prompt(source) for source in sources]
 
     def collate(
         self, sources: Sequence[SourceEncoding], targets: Sequence[Sequence[int]] | None = None
     ) -> dict[str, torch.Tensor]:
-        """Pad a batch record: ids, mask, per-token maps, (B, S, S) relations, then each input feature's own
-        fields (HIBRIDS' ``section_relations``, LED's ``global_attention_mask``); labels use -100 on padding.
-        """
+        """Pad a batch record: ids, mask, the per-token sentence, document section and segment, then each
+        input feature's own fields (HIBRIDS' ``section_ids`` and ``section_relations``, LED's
+        ``global_attention_mask``); labels use -100 on padding."""
         batch = dict(self.tokenizer.pad({"input_ids": [s.input_ids for s in sources]}, return_tensors="pt"))
         width = batch["input_ids"].shape[1]
         left = self.tokenizer.padding_side == "left"
         for name, value in PAD_VALUES.items():
-            rows = [getattr(s, name) for s in sources]
-            padded = torch.full((len(rows), width), value, dtype=torch.long)
-            for i, row in enumerate(rows):
-                if left:
-                    padded[i, width - len(row) :] = torch.tensor(row, dtype=torch.long)
-                else:
-                    padded[i, : len(row)] = torch.tensor(row, dtype=torch.long)
-            batch[name] = padded
-        sections = max(len(s.section_depths) for s in sources)
-        for name in ("path_lengths", "level_diffs"):
-            table = torch.zeros((len(sources), sections, sections), dtype=torch.long)
-            for i, s in enumerate(sources):
-                n = len(s.section_depths)
-                table[i, :n, :n] = torch.from_numpy(getattr(s, name))
-            batch[name] = table
-        depths = torch.zeros((len(sources), sections), dtype=torch.long)
-        section_mask = torch.zeros((len(sources), sections), dtype=torch.bool)
-        for i, s in enumerate(sources):
-            depths[i, : len(s.section_depths)] = torch.from_numpy(s.section_depths)
-            section_mask[i, : len(s.section_depths)] = True
-        batch["section_depths"], batch["section_mask"] = depths, section_mask
-        for feature in self.features:
-            feature.collate(sources, batch)
+            batch[name] = pad_rows((getattr(s, name) for s in sources), width, value, left=left)
+        self.features.batch_fields(sources, batch)
         if targets is not None:
             labels = self.tokenizer.pad({"input_ids": [list(t) for t in targets]}, return_tensors="pt")
             batch["labels"] = labels["input_ids"].masked_fill(labels["attention_mask"] == 0, -100)
@@ -483,7 +449,7 @@ class Seq2SeqInputs:
 
     def model_inputs(self, batch: dict[str, torch.Tensor], device: torch.device | str | None = None) -> dict:
         """The fields of a batch record this model reads, on ``device``."""
-        names = {"input_ids", "attention_mask", "global_attention_mask", "labels"}
+        names = {"input_ids", "attention_mask", "labels"}
         entry = checkpoint_type(self.config)
         names.update(() if entry is None else entry.inputs)
         return {k: (v if device is None else v.to(device)) for k, v in batch.items() if k in names}

@@ -20,9 +20,11 @@ INSTRUCTSUM_MODEL_TYPE = "instructsum_t5"
 SECTION_INPUTS = ("section_ids", "section_relations")
 #: Batch-record field InstructSum's block mask reads.
 SEGMENT_INPUTS = ("segment_ids",)
+#: Batch-record field LED reads: which tokens attend globally.
+GLOBAL_INPUTS = ("global_attention_mask",)
 #: The methods a checkpoint type may carry, as their papers name them.
 PAPER_NAMES = {"hie_bart": "Hie-BART", "hibrids": "HIBRIDS", "instructsum": "InstructSum"}
-#: Where each input feature (:class:`~synopsis.models.features.InputFeatures`) lives, as ``"module:Class"``,
+#: Where each input feature (:class:`~synopsis.models.features.InputFeature`) lives, as ``"module:Class"``,
 #: imported the first time a model that reads it builds its inputs (transformers' Auto mappings name their
 #: classes so). A method's feature goes under the method's name; the order is the order the input builder
 #: asks them in (the first that lays out a prompt lays it out).
@@ -56,8 +58,9 @@ class CheckpointType:
     """What a checkpoint of one ``model_type`` needs.
 
     ``family``: the Hugging Face base (``bart``, ``t5``, ``led``, ``pegasus``); ``methods``: the synopsis
-    methods stacked on it (empty for a stock checkpoint); ``inputs``: batch-record fields beyond ids and
-    masks the model reads; ``task_prefix``: the source prefix when the config names none (T5's
+    methods stacked on it (empty for a stock checkpoint); ``inputs``: batch-record fields beyond ids,
+    the attention mask and labels the model reads (each added by one of its input features); ``task_prefix``:
+    the source prefix when the config names none (T5's
     ``"summarize: "``); ``source_length``: for a family with relative positions (no position table), the
     input length its checkpoints are made for when the tokenizer names none; ``longest_asked``: the longest
     input such a model accepts when asked, when that is more (0: ``source_length``'s).
@@ -92,6 +95,11 @@ class CheckpointType:
         return "hibrids" in self.methods
 
     @property
+    def reads_section_tree(self) -> bool:
+        """Reads the section tree's relations (HIBRIDS): by section, it reads each section's subtree."""
+        return self.hibrids
+
+    @property
     def hie_bart(self) -> bool:
         """Sentence-level heads: the source carries a sentence-start marker (when the config has them)."""
         return "hie_bart" in self.methods
@@ -120,12 +128,12 @@ MODEL_TYPES: dict[str, CheckpointType] = _types(
     CheckpointType("umt5", "t5", longest_asked=T5_MAX_SOURCE_LENGTH),
     # Guo et al. (2022) read up to 16k tokens
     CheckpointType("longt5", "t5", source_length=16384, longest_asked=T5_MAX_SOURCE_LENGTH),
-    CheckpointType("led", "led"),
+    CheckpointType("led", "led", inputs=GLOBAL_INPUTS),
     CheckpointType("hie_bart", "bart", frozenset({"hie_bart"})),
     CheckpointType(INSTRUCTSUM_MODEL_TYPE, "t5", frozenset({"instructsum"}), SEGMENT_INPUTS),
     CheckpointType("hibrids_bart", "bart", frozenset({"hibrids"}), SECTION_INPUTS),
     CheckpointType("hibrids_t5", "t5", frozenset({"hibrids"}), SECTION_INPUTS, "summarize: "),
-    CheckpointType("hibrids_led", "led", frozenset({"hibrids"}), SECTION_INPUTS),
+    CheckpointType("hibrids_led", "led", frozenset({"hibrids"}), SECTION_INPUTS + GLOBAL_INPUTS),
     CheckpointType("hibrids_hie_bart", "bart", frozenset({"hibrids", "hie_bart"}), SECTION_INPUTS),
     CheckpointType(
         "instructsum_hibrids_t5", "t5", frozenset({"instructsum", "hibrids"}), SEGMENT_INPUTS + SECTION_INPUTS

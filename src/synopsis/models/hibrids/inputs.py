@@ -1,23 +1,25 @@
-"""What HIBRIDS adds to the encoder's input (Cao & Wang, 2022), as :mod:`synopsis.models.features` asks.
+"""What HIBRIDS adds to the encoder's input (Cao & Wang, 2022), in the roles :mod:`..features` defines.
 
-:class:`HibridsInputs`: every token's node of the section tree (numbered as :mod:`.relations` documents,
-the tokens outside every section on nodes of their own), a question input laid out as the authors'
-public code does on a tokenizer with a BOS (``<s> question <s> document </s>``), and the (S+3, S+3)
-relation buckets the model reads (``section_relations``).
-:class:`SectionMarkerInputs`: the SECTOK / LVLSECTOK baselines' marker before every section (paper
-section 5, "Comparisons"), for a checkpoint whose config records ``section_markers``.
+:class:`HibridsInputs` (text markers and fields): on each source, ``section_ids``, every token's node of
+the section tree (numbered as :mod:`.relations` documents, the tokens outside every section on nodes of
+their own), and ``section_relations``, the tree's unpadded (S+3, S+3) relation buckets; both padded into
+the batch, the fields the model reads; and a question input laid out as the authors' public code does on
+a tokenizer with a BOS (``<s> question <s> document </s>``). Only a HIBRIDS model computes the document's
+tree relations.
+:class:`SectionMarkerInputs` (text markers): the SECTOK / LVLSECTOK baselines' marker before every section
+(paper section 5, "Comparisons"), for a checkpoint whose config records ``section_markers``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
-from synopsis.document import Section
-from synopsis.models.features import INSTRUCTION_SEGMENT, InputFeatures
+from synopsis.document import Document, Section
+from synopsis.models.features import INSTRUCTION_SEGMENT, InputFields, TextMarkers, pad_rows
 from synopsis.models.hibrids.relations import (
     END_NODE,
     OUTSIDE_NODES,
@@ -29,6 +31,9 @@ from synopsis.models.hibrids.relations import (
     section_marker,
 )
 from synopsis.models.registry import config_setting
+
+if TYPE_CHECKING:
+    from synopsis.models.inputs import SourceEncoding
 
 
 def section_nodes(sections: np.ndarray, segments: np.ndarray, leading_bos_asks: bool = False) -> np.ndarray:
@@ -47,7 +52,7 @@ def section_nodes(sections: np.ndarray, segments: np.ndarray, leading_bos_asks: 
     return np.where(inside, sections + OUTSIDE_NODES, outside)
 
 
-class HibridsInputs(InputFeatures):
+class HibridsInputs(TextMarkers, InputFields):
     """Section-tree nodes per token and the tree's relation buckets (``hibrids_selected``: HIBRIDS-S's).
 
     ``question_start``: the token that starts the document after a question, the tokenizer's BOS when it
@@ -62,24 +67,33 @@ class HibridsInputs(InputFeatures):
         ids = tokenizer("x")["input_ids"] if bos is not None else []
         self.question_start = tokenizer.bos_token if ids and ids[0] == bos else None
 
-    def section_ids(self, sections: np.ndarray, segments: np.ndarray, input_ids: np.ndarray) -> np.ndarray:
-        leading_bos = self.question_start is not None and input_ids[0] == self.tokenizer.bos_token_id
-        return section_nodes(sections, segments, leading_bos)
+    def source_fields(self, document: Document, source: SourceEncoding) -> dict[str, Any]:
+        """``section_ids``: each kept token's node; ``section_relations``: the (S+3, S+3) bucket ids of the
+        document's section tree with the nodes of the tokens outside every section (question, start, end;
+        :func:`~synopsis.models.hibrids.relations.outside_node_relations`), for every section whether or
+        not truncation kept its tokens, unpadded."""
+        ids = source.input_ids
+        leading_bos = self.question_start is not None and bool(ids) and ids[0] == self.tokenizer.bos_token_id
+        sections = np.asarray(source.document_section_ids, dtype=np.int64)
+        segments = np.asarray(source.segment_ids, dtype=np.int64)
+        path, level = document.tree_relations()
+        depths = np.array([s.depth for s in document.sections], dtype=np.int64)
+        path, level, depth, order = outside_node_relations(path, level, depths)
+        return {
+            "section_ids": section_nodes(sections, segments, leading_bos).tolist(),
+            "section_relations": relation_buckets(path, level, depth, selected=self.selected, order=order),
+        }
 
-    def relations(self, source: Any) -> torch.Tensor:
-        """The (S+3, S+3) bucket ids of one source's section tree with the nodes of the tokens outside every
-        section (question, start, end; :func:`~synopsis.models.hibrids.relations.outside_node_relations`),
-        unpadded."""
-        path, level, depth, order = outside_node_relations(
-            source.path_lengths, source.level_diffs, source.section_depths
-        )
-        return relation_buckets(path, level, depth, selected=self.selected, order=order)
-
-    def collate(self, sources: Sequence[Any], batch: dict[str, torch.Tensor]) -> None:
-        batch["section_relations"] = pad_section_relations([self.relations(s) for s in sources])
+    def batch_fields(self, sources: Sequence[SourceEncoding], batch: dict[str, torch.Tensor]) -> dict:
+        width = batch["input_ids"].shape[1]
+        left = self.tokenizer.padding_side == "left"
+        return {
+            "section_ids": pad_rows((s.section_ids for s in sources), width, -1, left=left),
+            "section_relations": pad_section_relations([s.section_relations for s in sources]),
+        }
 
 
-class SectionMarkerInputs(InputFeatures):
+class SectionMarkerInputs(TextMarkers):
     """SECTOK (``[SEC]``) or LVLSECTOK (``[SEC-L1]``, ... up to ``section_marker_max_depth``) before the
     first sentence of every section below the root, as the config records them."""
 

@@ -1,21 +1,30 @@
-"""What InstructSum adds to the encoder's input (Nishida et al.), as :mod:`synopsis.models.features` asks.
+"""What InstructSum adds to the encoder's input (Nishida et al.), in the roles :mod:`..features` defines.
 
 The paper's prompt (section 3, Appendix B.1), split so that every sentence of the article keeps its
 labels: the instruction part (segment 1: the template's fixed words and the instruction's own, which alone
 may be cut) and the source part (segment 0: ``Title: ... Article:`` and the article). Truncation gives each
 part its own budget (:meth:`InstructSumInputs.kept`), so one cached source serves every instruction.
-:class:`InstructSumInputs` lays out every input of an InstructSum checkpoint; :class:`InstructionPromptInputs`
-the input of a plain T5 given an instruction (the paper's T5 baseline).
+:class:`InstructionPromptInputs` (prompt layout) lays out the input of a plain T5 given an instruction (the
+paper's T5 baseline); :class:`InstructSumInputs` (prompt layout and cached source) every input of an
+InstructSum checkpoint, and each source as its source cache reads it. The segments themselves are the input
+builder's (every token's segment); the registry says that an InstructSum model reads them.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from synopsis.document import Document
-from synopsis.models.features import INSTRUCTION_SEGMENT, SOURCE_SEGMENT, InputFeatures, Limits, Piece
+from synopsis.models.features import (
+    INSTRUCTION_SEGMENT,
+    SOURCE_SEGMENT,
+    CachedSource,
+    Limits,
+    Piece,
+    PromptLayout,
+)
 from synopsis.models.instructsum.cache import PromptIds
 from synopsis.models.instructsum.prompts import (
     DEFAULT_MAX_SOURCE_TOKENS,
@@ -24,14 +33,16 @@ from synopsis.models.instructsum.prompts import (
     prompt_parts,
 )
 
+if TYPE_CHECKING:
+    from synopsis.models.inputs import SourceEncoding
 
-class InstructSumInputs(InputFeatures):
-    """InstructSum's prompt for every input; the model reads the paper's first 1024 tokens."""
 
-    fixed_source_length = DEFAULT_MAX_SOURCE_TOKENS
+class InstructionPromptInputs(PromptLayout):
+    """A plain T5 (any of its family) reads InstructSum's prompt when given an instruction (the paper's T5
+    baseline), and its own input length; without one, the plain ``prefix + text``."""
 
     def owns_prompt(self, instruction: str | None) -> bool:
-        return True
+        return bool(instruction)
 
     def prompt(self, document: Document, body: list[Piece], instruction: str | None) -> list[Piece]:
         """The paper's prompt around ``body``: template words fixed, the instruction's own words cuttable."""
@@ -74,20 +85,23 @@ class InstructSumInputs(InputFeatures):
         _, lead = prompt_parts("?", None, "")
         return instruction_length + len(self.tokenizer(lead, add_special_tokens=False)["input_ids"])
 
-    def cached_prompt(self, source: Any, relations: Any = None) -> PromptIds:
-        """One encoded input as the source cache reads it (:class:`PromptIds`): its source and instruction
-        parts, and for a model that reads sections (HIBRIDS on InstructSum) its section nodes and
-        ``relations``."""
-        if relations is None:
-            return PromptIds.from_segments(source.input_ids, source.segment_ids)
-        return PromptIds.from_segments(source.input_ids, source.segment_ids, source.section_ids, relations)
 
+class InstructSumInputs(InstructionPromptInputs, CachedSource):
+    """InstructSum's prompt for every input; the model reads the paper's first 1024 tokens and decodes from
+    a cached source part."""
 
-class InstructionPromptInputs(InstructSumInputs):
-    """A plain T5 (any of its family) reads InstructSum's prompt when given an instruction (the paper's T5
-    baseline), and its own input length; without one, the plain ``prefix + text``."""
-
-    fixed_source_length = None
+    fixed_source_length = DEFAULT_MAX_SOURCE_TOKENS
 
     def owns_prompt(self, instruction: str | None) -> bool:
-        return bool(instruction)
+        return True
+
+    def cached_prompt(self, source: SourceEncoding) -> PromptIds:
+        """One encoded input as the source cache reads it (:class:`PromptIds`): its source and instruction
+        parts, and for a model that reads sections (HIBRIDS on InstructSum) its section nodes and unpadded
+        relations, so that a source's cache entry fits any batch."""
+        fields = source.fields
+        if "section_relations" not in fields:
+            return PromptIds.from_segments(source.input_ids, source.segment_ids)
+        return PromptIds.from_segments(
+            source.input_ids, source.segment_ids, fields["section_ids"], fields["section_relations"]
+        )
