@@ -476,9 +476,9 @@ def test_corpus_run_writes_as_it_goes_and_shows_progress(
     seen: list[int] = []
     original = LeadSummarizer.summarize
 
-    def recording(self, documents, instructions=None, references=None):  # noqa: ANN001, ANN202
+    def recording(self, documents, instructions=None, references=None, **options):  # noqa: ANN001, ANN003, ANN202
         seen.append(len(out.read_text().splitlines()))
-        return original(self, documents, instructions, references)
+        return original(self, documents, instructions, references, **options)
 
     monkeypatch.setattr(LeadSummarizer, "summarize", recording)
     monkeypatch.setenv("SYNOPSIS_PROGRESS_INTERVAL", "0")

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from synopsis.cli import main
+from synopsis.config import DecodingOptions
 from synopsis.document import Document, Section
 from synopsis.evaluation.corpus import evaluate_corpus
 from synopsis.evaluation.metrics import has_doubled_word
@@ -83,8 +84,8 @@ def test_a_model_that_prefers_to_repeat_no_longer_does_with_the_guards_on(
         (summary,) = summarizer.summarize([document])
         assert not has_doubled_word(summary), summary
     # Both guards together also stop "graph model graph model".
-    both = PointerGeneratorSummarizer.from_pretrained(free, no_immediate_repeat=True, no_repeat_ngram_size=2)
-    (summary,) = both.summarize([document])
+    both = PointerGeneratorSummarizer.from_pretrained(free, no_immediate_repeat=True)
+    (summary,) = both.summarize([document], decoding=DecodingOptions(no_repeat_ngram_size=2))
     tokens = summary.lower().split()
     bigrams = list(zip(tokens, tokens[1:], strict=False))
     assert len(set(bigrams)) == len(bigrams) and not has_doubled_word(summary), summary

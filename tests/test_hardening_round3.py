@@ -169,7 +169,7 @@ def _copy_model(model: Path, to: Path) -> Path:
 
 def test_a_symlinked_cache_folder_is_refused_and_its_target_untouched(t5_model: Path, tmp_path: Path) -> None:
     from synopsis.errors import ConfigError
-    from synopsis.summarizers import ct2
+    from synopsis.summarizers.decoders import ct2_conversion as ct2
 
     model = _copy_model(t5_model, tmp_path / "m")
     victim = tmp_path / "victim"
@@ -188,7 +188,7 @@ def test_only_conversions_it_made_are_removed_and_a_broken_one_is_made_again(
 ) -> None:
     import os
 
-    from synopsis.summarizers import ct2
+    from synopsis.summarizers.decoders import ct2_conversion as ct2
 
     model = _copy_model(t5_model, tmp_path / "m")
     first = ct2.converted_model(model)
@@ -218,7 +218,7 @@ def test_only_conversions_it_made_are_removed_and_a_broken_one_is_made_again(
 def test_a_hub_snapshot_is_converted_under_the_user_cache(
     t5_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from synopsis.summarizers import ct2
+    from synopsis.summarizers.decoders import ct2_conversion as ct2
 
     snapshot = _copy_model(t5_model, tmp_path / "hub" / "models--org--tiny" / "snapshots" / ("a" * 40))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user-cache"))

@@ -127,11 +127,11 @@ def test_one_source_pass_serves_many_instructions_and_equals_no_cache(instructsu
     assert first == full.summarize(documents, INSTRUCTIONS, decoding=decoding)
     assert full.model.get_encoder().full_passes == 1 and full.model.get_encoder().source_passes == 0
     # a later call with another instruction on the same document: no source pass at all
-    again = cached.summarize([DOCUMENT], ["What is the method?"])
+    again = cached.summarize([DOCUMENT], ["What is the method?"], decoding=decoding)
     assert encoder.source_passes == 1 and cached.cache.hits >= 1 and again == first[:1]
     # a changed document is encoded anew, never served from the cache
     changed = Document(Section(paragraphs=[["We train a small model on notes."]]), title=DOCUMENT.title)
-    cached.summarize([changed], ["What is the method?"])
+    cached.summarize([changed], ["What is the method?"], decoding=decoding)
     assert encoder.source_passes == 2
 
 
@@ -221,7 +221,8 @@ def test_by_section_encodes_each_window_once_for_all_instructions(instructsum_di
 
     from synopsis.summarizers.windows import plan_windows
 
-    options = {"model": instructsum_dir, "num_beams": 2, "max_length": 10, "max_source_length": 200}
+    options = {"model": instructsum_dir, "max_source_length": 200}
+    decoding = DecodingOptions(num_beams=2, max_length=10)
     cached = load_summarizer(**options)
     full = load_summarizer(**options, instruction_cache=False)
     document = long_document()
@@ -229,11 +230,15 @@ def test_by_section_encodes_each_window_once_for_all_instructions(instructsum_di
     assert len(windows) > 2
     with caplog.at_level("WARNING", logger="synopsis.models.inputs"):
         # each instruction per section: the document once per instruction; batches of 4 split them apart
-        results = cached.summarize_by_section([document] * len(INSTRUCTIONS), INSTRUCTIONS, batch_size=4)
+        results = cached.summarize_by_section(
+            [document] * len(INSTRUCTIONS), INSTRUCTIONS, batch_size=4, decoding=decoding
+        )
     encoder = cached.model.get_encoder()
     assert encoder.source_passes == len(windows) and encoder.full_passes == 0
     assert not [r for r in caplog.records if "truncated" in r.message]  # every window read whole
-    expected = full.summarize_by_section([document] * len(INSTRUCTIONS), INSTRUCTIONS, batch_size=4)
+    expected = full.summarize_by_section(
+        [document] * len(INSTRUCTIONS), INSTRUCTIONS, batch_size=4, decoding=decoding
+    )
     assert [r.to_dict() for r in results] == [r.to_dict() for r in expected]
     assert full.model.get_encoder().full_passes > 0
 
@@ -267,8 +272,9 @@ def test_summarizer_and_experiment_encode_through_the_one_cached_path(
 
     monkeypatch.setattr(SourceCache, "encode_prompts", spy_path)
     monkeypatch.setattr(cache_module, "encode_with_instruction", spy_pass)
-    summarizer = load_summarizer(model=instructsum_dir, max_length=6)
-    summaries = summarizer.summarize([DOCUMENT] * len(INSTRUCTIONS), INSTRUCTIONS)
+    summarizer = load_summarizer(model=instructsum_dir)
+    short = DecodingOptions(max_length=6)
+    summaries = summarizer.summarize([DOCUMENT] * len(INSTRUCTIONS), INSTRUCTIONS, decoding=short)
     assert callers == [len(INSTRUCTIONS)] and inside == [True]
     callers.clear()
     inside.clear()
@@ -317,8 +323,7 @@ def test_a_length_the_caller_sets_wins_over_the_checkpoints_max_new_tokens(
 
 
 def test_lengths_map_to_generate_once() -> None:
-    from synopsis.config import DecodingOptions
-    from synopsis.summarizers.seq2seq import generate_kwargs
+    from synopsis.models.lengths import generate_kwargs
 
     assert generate_kwargs(DecodingOptions(num_beams=2)) == {"num_beams": 2}  # the checkpoint's lengths stay
     given = generate_kwargs(DecodingOptions(min_length=3, max_length=8))  # + the decoder start token

@@ -823,6 +823,7 @@ def test_a_seq2seq_checkpoint_takes_generation_options(bart_dir: Path) -> None:
     registry = ModelRegistry()
     entry = registry.add(describe("bart", load_summarizer(None, bart_dir, backend="torch"), source="user"))
     assert (entry.method, entry.instructions, entry.source) == ("seq2seq", True, "user")
+    plain = entry.summarizer.summarize([TEXT])
     with TestClient(create_app(registry)) as test_client:
         ok = test_client.post(
             "/v1/summarize",
@@ -842,7 +843,7 @@ def test_a_seq2seq_checkpoint_takes_generation_options(bart_dir: Path) -> None:
             422,
         )
         assert error["field"] == "options.min_length"
-    assert entry.summarizer.generation == {}  # per-request options never touch the shared summarizer
+    assert entry.summarizer.summarize([TEXT]) == plain  # per-request options never touch the shared summarizer
 
 
 def test_a_question_summary_hierarchy_comes_back_as_an_outline() -> None:

@@ -136,11 +136,11 @@ def test_stream_by_section_sends_sections_before_the_rest_is_computed() -> None:
     calls, finished, release = [], [], threading.Event()
     windows = summarizer.summarize_windows
 
-    def gated(batch: Any, instructions: Any = None) -> Any:
+    def gated(batch: Any, instructions: Any = None, decoding: Any = None) -> Any:
         calls.append(len(batch))
         if len(calls) > 1:
             assert release.wait(30), "the client never saw a section event"
-        out = windows(batch, instructions)
+        out = windows(batch, instructions, decoding)
         finished.append(len(batch))
         return out
 
@@ -176,12 +176,12 @@ class CountingWindows:
         self.lock = threading.Lock()
         summarizer.summarize_windows = self
 
-    def __call__(self, windows: Any, instructions: Any = None) -> Any:
+    def __call__(self, windows: Any, instructions: Any = None, decoding: Any = None) -> Any:
         with self.lock:
             self.calls.append([window.texts[0] for window in windows])
         if self.gate is not None and not self.gate.wait(20):
             raise RuntimeError("the test never opened the gate")
-        return self.inner(windows, instructions)
+        return self.inner(windows, instructions, decoding)
 
 
 def _report(name: str, parts: int) -> str:

@@ -122,8 +122,7 @@ class AutoDecoder(Decoder):
                     if backend == "torch":
                         raise
                     self.refusal = f"CTranslate2 cannot load it: {err}"
-                    logger.info("--backend auto: torch (%s)", self.refusal)
-                    return self.part("torch", self.refusal)
+                    return self.part("torch", self.refusal)  # said once torch has loaded
                 if backend == "ctranslate2":
                     logger.info("--backend auto: ctranslate2 (generate()'s tokens with these settings)")
                 else:
