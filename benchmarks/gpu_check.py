@@ -42,8 +42,8 @@ from typing import Any
 
 import torch
 
+from synopsis.devices import compute_device, resolve_device
 from synopsis.document import Document
-from synopsis.sharding import compute_device, resolve_device
 from synopsis.training.distributed import PRECISIONS, Distributed
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,11 +1,11 @@
 """The floors of the package: a module imports only floors below its own (or its own package); within one
 floor only the pairs listed in ``SAME_FLOOR``.
 
-Bottom up: errors, text, io, qs, progress -> document, vocab, checkpoint, sharding, hub -> evaluation, data ->
-config -> models -> generation, training -> experiments -> summarizers -> pipeline -> cli, serve. The CLI
-and the service share the pipeline, never each other's code: the service never imports the CLI, and the CLI
-touches the service only in ``cli/serve.py``, the command that launches it. Library code logs and never
-prints.
+Bottom up: errors, text, io, qs, progress -> document, vocab, checkpoint, sharding, devices, hub ->
+evaluation, data -> config -> models -> generation, training -> experiments -> summarizers -> pipeline -> cli,
+serve. The CLI and the service share the pipeline, never each other's code: the service never imports the
+CLI, and the CLI touches the service only in ``cli/serve.py``, the command that launches it. Library code logs
+and never prints.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "synopsis"
 FLOORS = {
     "errors": 0, "text": 0, "io": 0, "qs": 0, "progress": 0,
-    "document": 1, "vocab": 1, "checkpoint": 1, "sharding": 1, "hub": 1,
+    "document": 1, "vocab": 1, "checkpoint": 1, "sharding": 1, "devices": 1, "hub": 1,
     "evaluation": 2, "data": 2,
     "config": 3,
     "models": 4,
@@ -35,6 +35,7 @@ FLOORS = {
 SAME_FLOOR = {
     ("io", "errors"): "every module raises the typed errors; errors imports nothing",
     ("qs", "errors"): "every module raises the typed errors; errors imports nothing",
+    ("devices", "sharding"): "under a launch of several processes each takes its own GPU (LOCAL_RANK)",
     ("training", "generation"): "the pointer-generator trainer decodes its dev set with the beam search",
 }
 LAUNCHER = Path("cli") / "serve.py"  # `synopsis serve` starts the service: the one allowed crossing
@@ -155,3 +156,29 @@ def test_no_import_cycle_even_under_type_checking() -> None:
 
     cycles = [c for name in sorted(graph) if (c := cycle_from(name, []))]
     assert not cycles, " -> ".join(cycles[0])
+
+
+#: Issue 59: names that said two things, each now defined once, where it belongs (module, relative to the
+#: package): the transformer's encoded source, the runner's typed request, the one document parser, the
+#: device resolver (out of sharding.py) and the method tables' names.
+ONE_DEFINITION = {
+    "SourceEncoding": "models/inputs.py",
+    "SummarizeRequest": "pipeline/request.py",
+    "parse_document": "data/readers/__init__.py",
+    "resolve_device": "devices.py",
+    "check_device": "devices.py",
+    "compute_device": "devices.py",
+}
+
+
+def test_a_name_that_said_two_things_is_defined_once() -> None:
+    defined: dict[str, list[str]] = {name: [] for name in ONE_DEFINITION}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            names = [node.name] if isinstance(node, (ast.ClassDef, ast.FunctionDef)) else []
+            if isinstance(node, ast.Assign):
+                names = [target.id for target in node.targets if isinstance(target, ast.Name)]
+            for name in names:
+                if name in defined:
+                    defined[name].append(path.relative_to(PACKAGE).as_posix())
+    assert defined == {name: [module] for name, module in ONE_DEFINITION.items()}

@@ -15,9 +15,9 @@ import torch
 from helpers.fakes import fake_gpus
 
 from synopsis.config import DecodingOptions
+from synopsis.devices import compute_device, resolve_device
 from synopsis.document import Document
 from synopsis.errors import InputError
-from synopsis.sharding import compute_device, resolve_device
 
 META = torch.device("meta")
 

@@ -35,7 +35,7 @@ def test_the_input_builder_imports_no_method_and_tests_no_name() -> None:
     synopsis_models = {name for name in imported if name.startswith("synopsis.models")}
     assert synopsis_models == {"synopsis.models.features", "synopsis.models.registry"}
     names = set(registry.MODEL_TYPES) | {t.family for t in registry.MODEL_TYPES.values()}
-    names |= set(registry.METHOD_NAMES) | set(registry.INPUT_FEATURES)
+    names |= set(registry.PAPER_NAMES) | set(registry.INPUT_FEATURES)
     strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
     docstrings = {
         ast.get_docstring(n) for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.ClassDef)

@@ -173,3 +173,31 @@ def test_by_document_a_titled_summary_is_headed_as_by_section(
     assert (record["title"], record["prediction"]) == ("Floods", "The river rose in the night.")
     # an untitled document's summary is printed alone, as it always was
     assert run_cli(capsys, "summarize", short, "--method", "lead-1")[1] == "Budget approved today.\n"
+
+
+def test_the_output_target_is_decided_once_from_the_flags(tmp_path: Path) -> None:
+    """Issue 59: ``-o``, ``--output-format``, ``--resume`` and ``--corpus`` are one frozen value, whose form,
+    JSONL-ness and line-by-line writing every part of the run reads instead of deriving them again."""
+    import dataclasses
+
+    from synopsis.cli.output import OutputTarget
+    from synopsis.errors import InputError
+
+    screen = OutputTarget.from_flags(None, None, False, False)
+    assert (screen.path, screen.form, screen.jsonl, screen.line_by_line) == (None, "text", False, False)
+    jsonl = OutputTarget.from_flags(tmp_path / "out.jsonl", None, True, False)
+    assert (jsonl.form, jsonl.jsonl, jsonl.json, jsonl.line_by_line) == ("jsonl", True, True, True)
+    flag_wins = OutputTarget.from_flags(tmp_path / "out.jsonl", "markdown", False, False)
+    assert flag_wins.form == "markdown"
+    corpus_text = OutputTarget.from_flags(tmp_path / "preds.txt", None, True, True)
+    assert corpus_text.line_by_line and not corpus_text.jsonl
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        screen.form = "json"  # type: ignore[misc]
+    with pytest.raises(InputError, match="--resume continues a run that writes --output"):
+        OutputTarget.from_flags(None, None, True, False).check()
+    with pytest.raises(InputError, match="2 processes write one file"):
+        screen.check(processes=2)
+    whole = OutputTarget.from_flags(tmp_path / "out.md", None, True, False)
+    with pytest.raises(InputError, match="holds markdown, written whole"):
+        whole.check()
+    jsonl.check(processes=4)  # a launch writes JSONL parts; --resume continues them

@@ -77,7 +77,7 @@ def test_label_smoothed_nll_is_fairseqs_and_zero_is_plain_cross_entropy() -> Non
     import torch
     from torch.nn import functional as F
 
-    from synopsis.training.seq2seq import label_smoothed_nll
+    from synopsis.training.objectives import label_smoothed_nll
 
     torch.manual_seed(0)
     logits = torch.randn(2, 5, 7)
@@ -106,7 +106,8 @@ def test_label_smoothing_forms_others_and_uniform_in_float64() -> None:
 
     from synopsis.config import load_config
     from synopsis.errors import ConfigError
-    from synopsis.training.seq2seq import Seq2SeqTrainConfig, label_smoothed_nll
+    from synopsis.training.objectives import label_smoothed_nll
+    from synopsis.training.seq2seq import Seq2SeqTrainConfig
 
     torch.manual_seed(0)
     logits = torch.randn(2, 5, 7, dtype=torch.float64) * 3
@@ -184,7 +185,8 @@ def test_trained_model_carries_the_configs_decoding_and_uses_label_smoothing(
     from synopsis.data.example import write_examples
     from synopsis.data.readers import read_corpus
     from synopsis.summarizers.seq2seq import Seq2SeqSummarizer
-    from synopsis.training.seq2seq import Seq2SeqTrainConfig, Seq2SeqTrainer, label_smoothed_nll
+    from synopsis.training.objectives import label_smoothed_nll
+    from synopsis.training.seq2seq import Seq2SeqTrainConfig, Seq2SeqTrainer
 
     examples = list(islice(read_corpus("scitldr", shared_data / "scitldr", split="train"), 8))
     write_examples(examples, tmp_path / "train.jsonl")

@@ -27,7 +27,7 @@ from synopsis.document import Document
 from synopsis.errors import ConfigError, InputError
 from synopsis.serve import ModelEntry, ModelRegistry, ServeSettings, create_app, describe, parse_model_spec
 from synopsis.serve.app import static_dir
-from synopsis.serve.documents import parse_document
+from synopsis.serve.documents import read_pasted_document
 from synopsis.serve.settings import default_batch_workers
 from synopsis.summarizers import load_summarizer
 
@@ -292,7 +292,7 @@ def test_document_json_deeper_than_the_limit_is_refused() -> None:
     for depth in range(150):
         node = {"heading": f"h{depth}", "paragraphs": [], "sections": [node]}
     with pytest.raises(InputError, match="at most 100"):
-        parse_document(json.dumps({"id": "x", "title": None, **node}), "json")
+        read_pasted_document(json.dumps({"id": "x", "title": None, **node}), "json")
 
 
 def test_one_sniffer_for_pasted_text_and_files(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ from synopsis.config import DecodingOptions
 from synopsis.document import Document
 from synopsis.errors import ConfigError
 from synopsis.serve import ModelEntry, ModelRegistry, ServeSettings, create_app, describe
-from synopsis.serve.documents import parse_document
+from synopsis.serve.documents import read_pasted_document
 from synopsis.summarizers import load_summarizer
 
 TEXT = "Rivers flooded the valley. Bridges were closed.\n\nOfficials expect them to reopen. A bakery won."
@@ -519,7 +519,7 @@ def test_a_failing_batch_is_retried_item_by_item() -> None:
 def _documents() -> list[Document]:
     paragraphs = [p for p in PAPER.split("\n\n") if p.strip()]
     texts = [PAPER, TEXT, " ".join(paragraphs[:1]), PAPER[: len(PAPER) // 2]]
-    return [parse_document(text)[0] for text in texts]
+    return [read_pasted_document(text)[0] for text in texts]
 
 
 @pytest.mark.slow
@@ -548,7 +548,7 @@ def test_batched_pointer_generator_summaries_equal_unbatched_ones() -> None:
         calls = client.app.state.batchers["default"].calls
     assert calls < len(texts)
     assert [results[i] for i in range(len(texts))] == [
-        summarizer.summarize([parse_document(t)[0]])[0] for t in texts
+        summarizer.summarize([read_pasted_document(t)[0]])[0] for t in texts
     ]
 
 

@@ -11,8 +11,8 @@ from helpers.fakes import fake_gpus
 
 from synopsis.cli import main
 from synopsis.data.example import Example, write_examples
+from synopsis.devices import resolve_device
 from synopsis.document import Document
-from synopsis.sharding import resolve_device
 from synopsis.summarizers.pointer_generator import bundled_model_dir
 
 TEXT = (

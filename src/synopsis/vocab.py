@@ -33,8 +33,10 @@ LM_SPECIALS = (UNK, LM_EOS)
 
 
 @dataclass
-class SourceEncoding:
-    """An article in the two id spaces: ``ids`` (OOV -> UNK) for the encoder, ``extended_ids`` for copying."""
+class ExtendedVocabIds:
+    """The pointer-generator's copy mechanism's view of one source: ``ids`` (OOV -> UNK) for the encoder,
+    ``extended_ids`` (each OOV -> its place after the vocabulary) for copying, and the ``oovs`` in order.
+    (A transformer's encoded source is :class:`synopsis.models.inputs.SourceEncoding`.)"""
 
     ids: list[int]
     extended_ids: list[int]
@@ -152,7 +154,7 @@ class Vocab:
         return hashlib.sha256("\n".join(self.tokens).encode("utf-8")).hexdigest()[:16]
 
     # ------------------------------------------------------------------ extended vocabulary
-    def encode_source(self, tokens: Sequence[str]) -> SourceEncoding:
+    def encode_source(self, tokens: Sequence[str]) -> ExtendedVocabIds:
         """Encoder ids (OOV -> UNK) and extended ids (OOV -> ``len(self) + k``) plus the OOV list."""
         ids, extended, oovs = [], [], []
         oov_index: dict[str, int] = {}
@@ -167,7 +169,7 @@ class Vocab:
             else:
                 ids.append(i)
                 extended.append(i)
-        return SourceEncoding(ids, extended, oovs)
+        return ExtendedVocabIds(ids, extended, oovs)
 
     def encode_target(self, tokens: Sequence[str], oovs: Sequence[str]) -> list[int]:
         """Target ids in the article's extended vocabulary: an OOV found in the article gets its copy id."""

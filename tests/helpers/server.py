@@ -39,3 +39,13 @@ def wait_for(predicate: Any, seconds: float = 5.0) -> None:
     while not predicate():
         assert time.monotonic() < deadline, "condition not reached"
         time.sleep(0.01)
+
+
+def lead3_app(**settings: Any) -> Any:
+    """The service with one model, lead-3 (no weights), under ``ServeSettings(**settings)``."""
+    from synopsis.serve import ModelRegistry, ServeSettings, create_app, describe
+    from synopsis.summarizers import load_summarizer
+
+    registry = ModelRegistry()
+    registry.add(describe("lead-3", load_summarizer("lead-3")))
+    return create_app(registry, ServeSettings(**settings))

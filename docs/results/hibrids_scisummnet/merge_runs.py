@@ -4,7 +4,7 @@ from pathlib import Path
 from synopsis.config import load_config
 from synopsis.experiments import hibrids_scisummnet as H
 from synopsis.io import write_json
-from synopsis.training.seq2seq import METRICS
+from synopsis.training.objectives import METRICS
 
 out = Path(sys.argv[1]); out.mkdir(parents=True, exist_ok=True)
 cfg = load_config(H.HibridsExperimentConfig, Path("configs/hibrids_scisummnet.yaml"))

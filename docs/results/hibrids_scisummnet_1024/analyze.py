@@ -26,7 +26,8 @@ import torch
 
 from synopsis.config import load_config
 from synopsis.io import open_for_atomic_write, write_json
-from synopsis.training.seq2seq import Seq2SeqTrainConfig, Seq2SeqTrainer, score_summaries
+from synopsis.training.objectives import score_summaries
+from synopsis.training.seq2seq import Seq2SeqTrainConfig, Seq2SeqTrainer
 
 torch.set_num_threads(1)
 runs, out = Path(sys.argv[1]), Path(sys.argv[2])

@@ -257,11 +257,21 @@ def instructsum(
 
     if articles is not None:
         _instructsum_from_articles(
-            articles, annotations, output_dir / "clusters.jsonl", stats, write, written,
-            skip_bad_lines=skip_bad_lines, ratio=ratio, min_cluster_size=min_cluster_size,
-            min_title_words=min_title_words, keep_noncontiguous=keep_noncontiguous,
-            test_category_absent=test_category_absent, dev_clusters=dev_clusters, seed=seed,
-        )  # fmt: skip
+            articles=articles,
+            annotations=annotations,
+            clusters_path=output_dir / "clusters.jsonl",
+            stats=stats,
+            write=write,
+            written=written,
+            skip_bad_lines=skip_bad_lines,
+            ratio=ratio,
+            min_cluster_size=min_cluster_size,
+            min_title_words=min_title_words,
+            keep_noncontiguous=keep_noncontiguous,
+            test_category_absent=test_category_absent,
+            dev_clusters=dev_clusters,
+            seed=seed,
+        )
     if qmsum is not None:
         examples = build.qmsum_instruction_examples(qmsum, split, queries, relevant_span_only, stats)
         if not examples:
@@ -325,10 +335,12 @@ def _instructsum_from_articles(
         stats.add(f"examples_{name}", write(chosen, f"examples_{name}.jsonl"))
         if not chosen and not (name == "dev" and dev_clusters == 0):
             logger.warning(
-                "InstructSum split %s has no annotated examples (%s)", name,
+                "InstructSum split %s has no annotated examples (%s)",
+                name,
                 "no annotated cluster lacks a " + test_category_absent + " article"
-                if name == "test" else "too few annotated clusters",
-            )  # fmt: skip
+                if name == "test"
+                else "too few annotated clusters",
+            )
 
 
 app.command("convert")(_with_reader_options(convert))

@@ -264,13 +264,33 @@ def evaluate(
     # every warning here would be the same in each process: the others print errors only
     with launched(others=logging.ERROR) as shard, errors_from_main_only(shard):
         _evaluate(
-            shard, predictions, references, sources, input_format, aggregate, mode, no_stemmer, sentences,
-            tokenizer, wordnet_exceptions, metrics, qs_lenient, bootstrap, seed, json_out, threads,
-            reference_corpus=None if corpus is None else {
-                "name": corpus, "split": split, "text_column": text_column, "summary_column": summary_column,
+            shard,
+            predictions=predictions,
+            references=references,
+            sources=sources,
+            input_format=input_format,
+            aggregate=aggregate,
+            mode=mode,
+            no_stemmer=no_stemmer,
+            sentences=sentences,
+            tokenizer=tokenizer,
+            wordnet_exceptions=wordnet_exceptions,
+            metrics=metrics,
+            qs_lenient=qs_lenient,
+            bootstrap=bootstrap,
+            seed=seed,
+            json_out=json_out,
+            threads=threads,
+            reference_corpus=None
+            if corpus is None
+            else {
+                "name": corpus,
+                "split": split,
+                "text_column": text_column,
+                "summary_column": summary_column,
                 "id_column": id_column,
             },
-        )  # fmt: skip
+        )
 
 
 def _evaluate(

@@ -173,9 +173,14 @@ def _print_memory_plan(
         f"{cfg.min_count}); target tokens = the BPTT window"
     )
     plan = memory_plan(
-        model_config, cfg.training, devices=cfg.devices, device_memory_gb=cfg.device_memory_gb,
-        groups=len(train_stream.attribute_sets), notes=notes, device_type=cfg.device_type,
-    )  # fmt: skip
+        model_config,
+        cfg.training,
+        devices=cfg.devices,
+        device_memory_gb=cfg.device_memory_gb,
+        groups=len(train_stream.attribute_sets),
+        notes=notes,
+        device_type=cfg.device_type,
+    )
     print_plan(plan, plan_json)
 
 
@@ -359,8 +364,8 @@ def domain_lm_experiment(
     dtype: str | None = shared_options.experiment_dtype_option(),
 ) -> None:
     """Leave-one-domain-out: train on the other domains, test on the unseen one; Tables 4-6 + heatmap."""
+    from synopsis.devices import compute_device
     from synopsis.experiments.domain_lm import memory_plan, run_experiment
-    from synopsis.sharding import compute_device
     from synopsis.training.distributed import default_precision
 
     set_torch_threads(threads)

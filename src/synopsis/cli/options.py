@@ -19,7 +19,7 @@ from synopsis.config import (
     Range,
     use_threads,
 )
-from synopsis.sharding import DEVICE_CHOICES
+from synopsis.devices import DEVICE_CHOICES
 from synopsis.summarizers.decoders import AUTO_HELP, DECODERS, DEFAULT_BACKEND
 
 #: What the help of a decoding flag adds: which methods take it and what it defaults to.
@@ -81,7 +81,7 @@ def threads_option() -> Any:
 
 def device_option() -> Any:
     """``--device``: the same option, default and help in every command that computes with a model; the
-    value is checked when the model is placed (:func:`synopsis.sharding.resolve_device`: a one-line
+    value is checked when the model is placed (:func:`synopsis.devices.resolve_device`: a one-line
     :class:`~synopsis.errors.InputError`, exit 2)."""
     return typer.Option("auto", "--device", help=DEVICE_HELP)
 

@@ -31,6 +31,7 @@ import sys
 import tempfile
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,74 @@ def line_by_line(form: str, corpus: bool) -> bool:
     """Whether ``form`` writes one line per summary (so that ``--resume`` and a launch's parts work): JSONL,
     and a corpus run's text."""
     return form == "jsonl" or (form == "text" and corpus)
+
+
+@dataclass(frozen=True)
+class OutputTarget:
+    """Where ``synopsis summarize`` writes and in what form, decided once from its flags
+    (:meth:`from_flags`) and passed to what writes: ``path`` (``-o``; ``None``: the screen), ``form``
+    (:data:`FORMS`), whether the run ``resume`` s what ``path`` holds, and whether it is a ``corpus`` run
+    (whose text is one prediction per line)."""
+
+    path: Path | None
+    form: str = "text"
+    resume: bool = False
+    corpus: bool = False
+
+    @classmethod
+    def from_flags(
+        cls, output: Path | None, output_format: str | None, resume: bool, corpus: bool
+    ) -> OutputTarget:
+        """``-o``, ``--output-format`` (it wins over the extension: :func:`output_form`), ``--resume``, and
+        whether ``--corpus`` was given."""
+        return cls(output, output_form(output_format, output), resume, corpus)
+
+    @property
+    def jsonl(self) -> bool:
+        """One JSON object per line (resumed by id)."""
+        return self.form == "jsonl"
+
+    @property
+    def json(self) -> bool:
+        """A JSON form (JSON or JSONL): nothing but the records goes where it is written."""
+        return self.form in ("json", "jsonl")
+
+    @property
+    def line_by_line(self) -> bool:
+        """Written one line per summary (:func:`line_by_line`): resumable, and what a launch's parts hold."""
+        return line_by_line(self.form, self.corpus)
+
+    def check(self, processes: int = 1) -> None:
+        """What the target allows a run of ``processes`` processes, before any model loads (one-line
+        :class:`InputError` s): a launch writes one file line by line, and ``--resume`` continues one."""
+        if processes > 1 and self.path is None:
+            raise InputError(
+                f"{processes} processes write one file: give --output (-o); to print summaries, run one "
+                "process"
+            )
+        if processes > 1 and not self.line_by_line:
+            raise InputError(
+                f"{processes} processes write their parts line by line: --output of JSONL (or a corpus's "
+                f"text), not {self.form}"
+            )
+        if self.resume and self.path is None:
+            raise InputError("--resume continues a run that writes --output; give the same --output")
+        if self.resume and not self.line_by_line:
+            raise InputError(
+                "--resume continues output written line by line (JSONL, or a corpus run's text); "
+                f"{self.path} holds {self.form}, written whole: run again without --resume"
+            )
+
+    def sink(self) -> PredictionWriter | Screen:
+        """The screen, or the file (kept and added to on ``--resume``; a form written whole goes to a
+        temporary file renamed over ``path`` at the end)."""
+        if self.path is None:
+            return Screen()
+        return PredictionWriter(self.path, resume=self.resume, jsonl=self.jsonl, whole=not self.line_by_line)
+
+    def writer(self, labelled: bool, outline: bool = False) -> RecordWriter:
+        """The writer of this target's form to its sink (:func:`record_writer`)."""
+        return record_writer(self.form, self.sink(), labelled, self.corpus, outline)
 
 
 def render_lines(ids: Sequence[str], predictions: Sequence[str | dict], jsonl: bool) -> list[str]:

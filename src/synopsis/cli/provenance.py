@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from synopsis.cli.output import OutputTarget
 from synopsis.errors import OutputError
 from synopsis.io import read_json, write_json
 
@@ -58,21 +59,18 @@ def _recordable(output: Path) -> bool:
 
 
 def check_resume(
-    output: Path,
-    resume: bool,
-    produced_by: Mapping[str, Any],
-    ids: Sequence[str],
-    write: bool = True,
-    jsonl: bool | None = None,
+    target: OutputTarget, produced_by: Mapping[str, Any], ids: Sequence[str], write: bool = True
 ) -> None:
-    """Record ``produced_by`` for a fresh run's ``output``; on ``--resume``, refuse an output made by other
-    options (:class:`OutputError` naming each difference) or holding ids that ``ids`` lacks. ``write``:
-    whether this process writes the sidecar (the main one of a launch; every process checks alike)."""
-    if not _recordable(output):
+    """Record ``produced_by`` for a fresh run's output file (``target.path``); on ``--resume``, refuse an
+    output made by other options (:class:`OutputError` naming each difference) or holding ids that ``ids``
+    lacks. ``write``: whether this process writes the sidecar (the main one of a launch; every process
+    checks alike)."""
+    output = target.path
+    if output is None or not _recordable(output):
         return
     sidecar = sidecar_path(output)
     produced_by = json.loads(json.dumps(dict(produced_by)))  # as it reads back: lists, not tuples
-    continuing = resume and output.exists()
+    continuing = target.resume and output.exists()
     if continuing:
         if sidecar.exists():
             recorded = read_json(sidecar, "a run record of synopsis summarize", OutputError, dict)
@@ -87,7 +85,7 @@ def check_resume(
                 "%s: no record of the options that wrote it (%s); resuming on trust", output, sidecar.name
             )
             produced_by[UNRECORDED] = _complete_lines(output)  # made by options this record cannot tell
-        _refuse_foreign_ids(output, ids, output.suffix.lower() == ".jsonl" if jsonl is None else jsonl)
+        _refuse_foreign_ids(output, ids, target.jsonl)
     if write and not (continuing and sidecar.exists()):
         write_json(sidecar, produced_by)
 

@@ -200,7 +200,7 @@ def _experiment_command(spec: _Experiment) -> Callable[..., None]:
     ) -> None:
         import importlib
 
-        from synopsis.sharding import compute_device
+        from synopsis.devices import compute_device
         from synopsis.training.distributed import default_precision
 
         experiment = importlib.import_module(f"synopsis.experiments.{module}")
@@ -250,8 +250,8 @@ def hibrids_probe_experiment(
     """HIBRIDS tree probe: write the heading path of a marked sentence; base, LVLSECTOK, HIBRIDS-ENC, +DEC."""
     from rich.console import Console
 
+    from synopsis.devices import compute_device
     from synopsis.experiments.hibrids_probe import ProbeConfig, run_probe
-    from synopsis.sharding import compute_device
 
     seed_list = [int(s) for s in seeds.split(",") if s.strip()]
     cfg = _experiment_config(ProbeConfig, None, sets, threads, seeds=seed_list, steps=steps)
@@ -322,9 +322,16 @@ def convert_hibrids(
     from synopsis.models.seq2seq import convert_checkpoint
 
     convert_checkpoint(
-        "hibrids", source, output, revision=revision, encoder=encoder, decoder=decoder, selected=selected,
-        decoder_per_head=not shared_decoder_table, global_bias=not band_only,
-    )  # fmt: skip
+        "hibrids",
+        source,
+        output,
+        revision=revision,
+        encoder=encoder,
+        decoder=decoder,
+        selected=selected,
+        decoder_per_head=not shared_decoder_table,
+        global_bias=not band_only,
+    )
     parts = [name for name, on in (("encoder", encoder), ("decoder", decoder)) if on]
     typer.echo(f"wrote HIBRIDS ({' + '.join(parts)}{', selected relations' if selected else ''}) to {output}")
 

@@ -18,9 +18,9 @@ import typer
 
 from synopsis.cli import options as flags
 from synopsis.config import NON_NEGATIVE, POSITIVE, Range
+from synopsis.devices import resolve_device
 from synopsis.errors import ConfigError, InputError
 from synopsis.io import read_text
-from synopsis.sharding import resolve_device
 
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 TOKEN_ENV = "SYNOPSIS_API_TOKEN"
@@ -230,20 +230,39 @@ def serve(
         raise ConfigError(f"--log-level must be debug, info, warning or error, got '{log_level}'")
     if workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {workers}")
-    loading = {"models": _models(model, no_builtin), "builtin": not no_builtin, "device": device,
-               "dtype": dtype, "backend": backend, "compute_type": compute_type}  # fmt: skip
+    loading = {
+        "models": _models(model, no_builtin),
+        "builtin": not no_builtin,
+        "device": device,
+        "dtype": dtype,
+        "backend": backend,
+        "compute_type": compute_type,
+    }
     # --threads is what every computing command takes: torch's intra-op threads per computation (before the
     # settings: the batch workers' default divides the cores by it).
     flags.set_torch_threads(threads)
     settings = _settings(
-        host, allowed_hosts, auth_token_file,
-        max_body_bytes=int(max_body_mb * 1024 * 1024), request_timeout_s=timeout, queue_size=queue_size,
-        max_instructions=max_instructions, batch_window_ms=batch_window_ms, max_batch=max_batch,
-        batch_workers=batch_workers, header_timeout_s=header_timeout, min_body_rate=min_body_rate,
-        keep_alive_s=keep_alive, max_connections=max_connections, inference_threads=inference_threads,
-        max_sections=max_sections, max_sentences=max_sentences, max_document_words=max_document_words,
-        max_parse_s=max_parse_seconds, max_variants=max_variants,
-    )  # fmt: skip
+        host,
+        allowed_hosts,
+        auth_token_file,
+        max_body_bytes=int(max_body_mb * 1024 * 1024),
+        request_timeout_s=timeout,
+        queue_size=queue_size,
+        max_instructions=max_instructions,
+        batch_window_ms=batch_window_ms,
+        max_batch=max_batch,
+        batch_workers=batch_workers,
+        header_timeout_s=header_timeout,
+        min_body_rate=min_body_rate,
+        keep_alive_s=keep_alive,
+        max_connections=max_connections,
+        inference_threads=inference_threads,
+        max_sections=max_sections,
+        max_sentences=max_sentences,
+        max_document_words=max_document_words,
+        max_parse_s=max_parse_seconds,
+        max_variants=max_variants,
+    )
     resolve_device(device)  # and the device (a one-line error, exit 2), before any worker starts
     _start(host, port, workers, threads, level, settings, loading, forwarded_allow_ips)
 
@@ -300,17 +319,26 @@ def _start(
     if settings.auth_token is None and not is_loopback(host):
         logger.warning(
             "listening on %s without a token: anyone who can reach port %d can use every endpoint "
-            "(set --auth-token-file FILE or $%s)", host, port, TOKEN_ENV,
-        )  # fmt: skip
+            "(set --auth-token-file FILE or $%s)",
+            host,
+            port,
+            TOKEN_ENV,
+        )
     # uvicorn makes the protocol objects itself, in every worker: the limits go by the environment
     connections, backlog = fit_to_descriptors(settings.max_connections)
     os.environ[LIMITS_ENV] = replace(settings.connection_limits, max_connections=connections).to_env()
     common = {
-        "host": host, "port": port, "log_config": config, "access_log": False, "http": PROTOCOL,
-        "timeout_keep_alive": settings.keep_alive_s, "backlog": backlog,
+        "host": host,
+        "port": port,
+        "log_config": config,
+        "access_log": False,
+        "http": PROTOCOL,
+        "timeout_keep_alive": settings.keep_alive_s,
+        "backlog": backlog,
         # uvicorn trusts X-Forwarded-For from loopback by default: only from the proxies named here
-        "proxy_headers": bool(forwarded_allow_ips), "forwarded_allow_ips": forwarded_allow_ips or "",
-    }  # fmt: skip
+        "proxy_headers": bool(forwarded_allow_ips),
+        "forwarded_allow_ips": forwarded_allow_ips or "",
+    }
     if workers == 1:
         uvicorn.run(create_app(build_registry(**loading), settings), **common)
         return

@@ -27,7 +27,7 @@ from synopsis.cli.options import (
     switch,
     threads_option,
 )
-from synopsis.cli.output import PredictionWriter, Screen, line_by_line, output_form, record_writer
+from synopsis.cli.output import OutputTarget
 from synopsis.cli.provenance import check_resume, run_record
 from synopsis.cli.runtime import refuse_to_overwrite_inputs
 from synopsis.cli.summarize_corpus import Job, run_in_batches, run_sharded
@@ -163,7 +163,7 @@ def summarize(
 
     with launched() as shard:
         with errors_from_main_only(shard):
-            form = output_form(output_format, output)
+            target = OutputTarget.from_flags(output, output_format, resume, corpus is not None)
             _check_by(by, method, outline)
             decoding = DecodingOptions.from_mapping(
                 {
@@ -174,7 +174,7 @@ def summarize(
                     "no_repeat_ngram_size": no_repeat_ngram_size,
                 }
             )
-            model = resolve_model_option(model, revision, json_output=form in ("json", "jsonl"))
+            model = resolve_model_option(model, revision, json_output=target.json)
             spec = ModelSpec(
                 method=method, model=model, k=k, max_source_length=max_source_length,
                 instruction_cache=not no_cache, dtype=dtype, threads=threads, decoding=decoding,
@@ -182,41 +182,33 @@ def summarize(
             )
             run = RunSpec(
                 inputs, corpus, split, input_format, list(instruction or []), max_input_mb, skip_bad_lines,
-                _columns(text_column, summary_column, id_column), output, resume, batch_size,
+                _columns(text_column, summary_column, id_column), target, batch_size,
             )  # fmt: skip
-            job = _prepare(shard, run, spec, Wanted(by, max_words, form))
-            if output is not None:  # --resume continues only an output of the same options and input
+            job = _prepare(shard, run, spec, Wanted(by, max_words))
+            if target.path is not None:  # --resume continues only an output of the same options and input
                 method = job.runner.summarizer.describe().method
                 # what decodes the model with these options (--backend auto chooses per set of options)
                 record = run_record(spec, by, max_words, run.instructions, method, job.runner.backend)
-                check_resume(output, resume, record, job.ids, write=shard.is_main, jsonl=form == "jsonl")
-        _write(job, output, resume, shard, outline)
+                check_resume(target, record, job.ids, write=shard.is_main)
+        _write(job, target, shard, outline)
 
 
 @dataclass(frozen=True)
 class Wanted:
-    """What a run makes of its documents: ``--by``, ``--max-words`` and the output's form."""
+    """What a run makes of its documents: ``--by`` and ``--max-words``."""
 
     by: str
     max_words: int
-    form: str
 
 
-def _write(job: Job, output: Path | None, resume: bool, shard: Shard, outline: bool) -> None:
+def _write(job: Job, target: OutputTarget, shard: Shard, outline: bool) -> None:
     """The request through the runner to its writer: a launch's part files merged in input order (or a
     one-process ``--resume`` of one), else batch by batch to the screen or ``--output``, in one form."""
-    form = job.request.output_format
-    if output is not None and line_by_line(form, job.corpus):
-        if shard.distributed or (resume and part_files(output)):
-            run_sharded(job, output, resume, shard, jsonl=form == "jsonl")
+    if target.path is not None and target.line_by_line:
+        if shard.distributed or (target.resume and part_files(target.path)):
+            run_sharded(job, target, shard)
             return
-    whole = not line_by_line(form, job.corpus)  # JSON, Markdown, a document's text: renamed in at the end
-    sink = (
-        PredictionWriter(output, resume=resume, jsonl=form == "jsonl", whole=whole)
-        if output is not None
-        else Screen()
-    )
-    run_in_batches(job, record_writer(form, sink, len(job.items) > 1, job.corpus, outline))
+    run_in_batches(job, target.writer(len(job.items) > 1, outline))
 
 
 #: The fields of a :class:`ModelSpec` that are ``load_summarizer``'s keywords of the same names.
@@ -253,7 +245,7 @@ def process_device(device: str, shard: Shard) -> Any:
     :class:`InputError`, exit 2). Under a launch of N processes each takes its own GPU (``auto`` and
     ``cuda`` mean the launcher's GPU of this process); ``cuda:N`` would put every process on one GPU and
     is refused there."""
-    from synopsis.sharding import check_device
+    from synopsis.devices import check_device
 
     if shard.distributed and shard.device is not None and device.strip().lower() in ("auto", "cuda"):
         return shard.device
@@ -278,8 +270,7 @@ class RunSpec:
     max_input_mb: float
     skip_bad_lines: bool
     columns: dict[str, str]
-    output: Path | None
-    resume: bool
+    target: OutputTarget  #: ``-o``, ``--output-format``, ``--resume``
     batch_size: int | None
 
 
@@ -303,9 +294,9 @@ def _check_by(by: str, method: str | None, outline: bool) -> None:
 def _prepare(shard: Shard, run: RunSpec, spec: ModelSpec, wanted: Wanted) -> Job:
     """Check the options, load the summarizer and read the documents (every process alike) into one
     :class:`~synopsis.pipeline.SummarizeRequest`."""
-    output, corpus = run.output, run.corpus is not None
-    _check_run(shard, run, wanted.form)
-    refuse_to_overwrite_inputs(output, [*run.inputs, spec.model], "--output")
+    target, corpus = run.target, run.corpus is not None
+    _check_run(shard, run)
+    refuse_to_overwrite_inputs(target.path, [*run.inputs, spec.model], "--output")
     _check_model_path(spec.model)
     files = None if corpus else _file_items(run)  # read and checked before any model loads
 
@@ -316,34 +307,19 @@ def _prepare(shard: Shard, run: RunSpec, spec: ModelSpec, wanted: Wanted) -> Job
     items = files if files is not None else _corpus_items(run, info)
     # A corpus by document unless asked: the papers' evaluations read what the model reads of each.
     by = "document" if corpus and wanted.by == "auto" else wanted.by
-    request = SummarizeRequest(items, by, wanted.max_words, spec.decoding, wanted.form)
+    request = SummarizeRequest(items, by, wanted.max_words, spec.decoding, target.form)
     size = run.batch_size or (1 if info.extractive else NEURAL_BATCH_SIZE)
     label = None if info.extractive else str(spec.model) if spec.model is not None else "the bundled model"
-    if output is not None and not run.resume and shard.is_main:
-        for stale in remove_parts(output):  # a fresh run: parts of an earlier run must not be resumed
+    if target.path is not None and not target.resume and shard.is_main:
+        for stale in remove_parts(target.path):  # a fresh run: parts of an earlier run must not be resumed
             log.info("removed %s, left by an earlier interrupted run", stale)
     return Job(summarizer, request, size, label, corpus)
 
 
-def _check_run(shard: Shard, run: RunSpec, form: str) -> None:
+def _check_run(shard: Shard, run: RunSpec) -> None:
     """What a run's inputs and output allow, before any model loads (one-line errors)."""
-    output, corpus = run.output, run.corpus is not None
-    if shard.distributed and output is None:
-        raise InputError(
-            f"{shard.world} processes write one file: give --output (-o); to print summaries, run one process"
-        )
-    if shard.distributed and not line_by_line(form, corpus):
-        raise InputError(
-            f"{shard.world} processes write their parts line by line: --output of JSONL (or a corpus's "
-            f"text), not {form}"
-        )
-    if run.resume and output is None:
-        raise InputError("--resume continues a run that writes --output; give the same --output")
-    if run.resume and not line_by_line(form, corpus):
-        raise InputError(
-            f"--resume continues output written line by line (JSONL, or a corpus run's text); {output} holds "
-            f"{form}, written whole: run again without --resume"
-        )
+    corpus = run.corpus is not None
+    run.target.check(shard.world)
     if corpus and len(run.inputs) != 1:
         raise InputError("--corpus takes exactly one input path")
     if corpus and len(run.instructions) > 1:

@@ -14,11 +14,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import typer
 
+from synopsis.cli.output import OutputTarget
 from synopsis.cli.runtime import reporting_interrupts, resume_command
 from synopsis.document import Document
 from synopsis.errors import CheckpointError, SynopsisError
@@ -186,8 +186,9 @@ def in_batches(
     return done
 
 
-def run_sharded(job: Job, output: Path, resume: bool, shard: Shard, jsonl: bool) -> None:
-    """A corpus run split across the processes of a launch (or a one-process ``--resume`` of one).
+def run_sharded(job: Job, target: OutputTarget, shard: Shard) -> None:
+    """A corpus run split across the processes of a launch (or a one-process ``--resume`` of one), into
+    ``target``'s file (written line by line).
 
     The main process works out what is left (:func:`_plan`); the work is cut into the batches a
     one-process run would make (``--batch-size`` examples by position in the input), and each process
@@ -200,11 +201,12 @@ def run_sharded(job: Job, output: Path, resume: bool, shard: Shard, jsonl: bool)
     from synopsis.cli.output import PartWriter
     from synopsis.sharding import count_lines, part_path
 
-    ids = job.ids
+    ids, output = job.ids, target.path
+    assert output is not None  # a launch, or a --resume, writes a file (OutputTarget.check)
     plan: Any = None
     if shard.is_main:
         try:
-            plan = _plan(ids, output, resume, shard, jsonl)
+            plan = _plan(ids, target, shard)
         except SynopsisError as err:
             plan = err
     plan = shard.broadcast(plan)
@@ -256,7 +258,7 @@ def run_sharded(job: Job, output: Path, resume: bool, shard: Shard, jsonl: bool)
             writer.close()
     with reporting_interrupts(account):
         counts = shard.gather([(done, empty)])
-        if not shard.is_main or not _merge(ids, output, kept, todo, jsonl):
+        if not shard.is_main or not _merge(ids, target, kept, todo):
             return
     made, blanks = sum(c[0] for c in counts), sum(c[1] for c in counts)
     if blanks:
@@ -265,16 +267,14 @@ def run_sharded(job: Job, output: Path, resume: bool, shard: Shard, jsonl: bool)
     log.info("wrote %d summaries to %s%s", len(ids), output, processes)
 
 
-def _plan(
-    ids: list[str], output: Path, resume: bool, shard: Shard, jsonl: bool
-) -> tuple[list[int], list[bool]]:
-    """(positions left to summarize, positions ``output`` holds already): from the output so far (kept as it
+def _plan(ids: list[str], target: OutputTarget, shard: Shard) -> tuple[list[int], list[bool]]:
+    """(positions left to summarize, positions the output holds already): from the output so far (kept as it
     is, as a one-process ``--resume`` does) and the part files of earlier runs, whatever their size."""
-    from synopsis.cli.output import PredictionWriter
     from synopsis.sharding import read_part
 
-    # A fresh run empties the output; --resume keeps it.
-    writer = PredictionWriter(output, resume=resume, jsonl=jsonl)
+    output = target.path
+    assert output is not None
+    writer = target.sink()  # a fresh run empties the output; --resume keeps it
     try:
         kept = writer.skipped(ids)
     finally:
@@ -296,12 +296,15 @@ def _plan(
     return todo, kept
 
 
-def _merge(ids: list[str], output: Path, kept: list[bool], todo: list[int], jsonl: bool) -> bool:
-    """Main process: ``output`` := what it held, then every other prediction (from the part files) in input
+def _merge(ids: list[str], target: OutputTarget, kept: list[bool], todo: list[int]) -> bool:
+    """Main process: the output := what it held, then every other prediction (from the part files) in input
     order, written atomically; then the parts are deleted. False if there was nothing to add."""
     from synopsis.cli.output import render_lines
     from synopsis.errors import OutputError
     from synopsis.sharding import read_part, remove_parts, write_in_order
+
+    output = target.path
+    assert output is not None
 
     predictions: dict[int, dict[str, Any]] = {}
     for path in part_files(output):
@@ -317,7 +320,7 @@ def _merge(ids: list[str], output: Path, kept: list[bool], todo: list[int], json
         return False
     rest = [i for i in range(len(ids)) if not kept[i]]
     head = output.read_bytes()
-    lines = render_lines([ids[i] for i in rest], [predictions[i] for i in rest], jsonl)
+    lines = render_lines([ids[i] for i in rest], [predictions[i] for i in rest], target.jsonl)
     write_in_order(output, head, lines)
     remove_parts(output)
     return True

@@ -13,7 +13,8 @@ from typing import Any, ClassVar
 
 from synopsis.config import AT_LEAST_ONE, DROPOUT, NON_NEGATIVE, POSITIVE, Checked, Range
 from synopsis.io import open_for_atomic_write, write_json
-from synopsis.training.seq2seq import METRICS, Seq2SeqTrainConfig, train_seq2seq
+from synopsis.training.objectives import METRICS
+from synopsis.training.seq2seq import Seq2SeqTrainConfig, train_seq2seq
 
 
 @dataclass(kw_only=True)

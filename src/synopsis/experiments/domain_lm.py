@@ -158,16 +158,22 @@ def memory_plan(config: ExperimentConfig, variant: str = "in_out") -> MemoryPlan
         sizes.update(embedding_dim=max(grid["embedding_dim"]), hidden_dim=max(grid["hidden_dim"]))
         bptt = max(grid["bptt"])
     model_config = DomainLMConfig(
-        vocab_size=len(vocab), variant=variant,
-        attribute_slots=attribute_slots_from(train.attribute_sets, names), **sizes,
-    )  # fmt: skip
+        vocab_size=len(vocab),
+        variant=variant,
+        attribute_slots=attribute_slots_from(train.attribute_sets, names),
+        **sizes,
+    )
     return lm_memory_plan(
-        model_config, replace(config.training, bptt=bptt), devices=config.devices,
-        device_memory_gb=config.device_memory_gb, device_type=config.device_type,
-        groups=len(domains),  # distinct attribute combinations in a batch: at most the domains
+        model_config,
+        replace(config.training, bptt=bptt),
+        devices=config.devices,
+        device_memory_gb=config.device_memory_gb,
+        device_type=config.device_type,
+        # distinct attribute combinations in a batch: at most the domains
+        groups=len(domains),
         notes=f"vocabulary of {len(vocab):,} words built from the corpus (every domain, min_count "
         f"{config.min_count}); target tokens = the BPTT window",
-    )  # fmt: skip
+    )
 
 
 @dataclass

@@ -132,8 +132,8 @@ def _run(cfg: ProbeConfig, variant: str, seed: int, tokenizer: Any, data: dict[s
     import torch
     from transformers import AutoModelForSeq2SeqLM
 
+    from synopsis.devices import resolve_device
     from synopsis.models.inputs import Seq2SeqInputs
-    from synopsis.sharding import resolve_device
 
     torch.manual_seed(seed)
     base = AutoModelForSeq2SeqLM.from_config(small_bart_config(cfg, tokenizer))
@@ -170,8 +170,14 @@ def _run(cfg: ProbeConfig, variant: str, seed: int, tokenizer: Any, data: dict[s
     scores = path_scores(predictions, [p for _, p in data["test"]])
     final_loss = loss.item()  # once, after training: the only host sync of the loss
     logger.warning("probe %s seed %d: %s (final loss %.3f)", variant, seed, scores, final_loss)
-    return {"variant": variant, "seed": seed, **scores, "final_loss": final_loss, "cpu_seconds": seconds,
-            "examples": predictions[:3]}  # fmt: skip
+    return {
+        "variant": variant,
+        "seed": seed,
+        **scores,
+        "final_loss": final_loss,
+        "cpu_seconds": seconds,
+        "examples": predictions[:3],
+    }
 
 
 def run_probe(cfg: ProbeConfig, output: str | Path, data_dir: str | Path) -> str:

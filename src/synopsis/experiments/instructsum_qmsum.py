@@ -37,7 +37,8 @@ from synopsis.errors import InputError
 from synopsis.experiments.common import Seq2SeqExperimentConfig, seq2seq_run_config
 from synopsis.io import open_for_atomic_write, write_json
 from synopsis.models.lengths import generate_kwargs
-from synopsis.training.seq2seq import METRICS, load_examples, score_summaries, train_seq2seq
+from synopsis.training.objectives import METRICS, score_summaries
+from synopsis.training.seq2seq import load_examples, train_seq2seq
 
 logger = logging.getLogger(__name__)
 
@@ -246,10 +247,10 @@ def _evaluate(
     run_dir: Path, dev: list[Example], cfg: InstructSumExperimentConfig, lead: str
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Rows for one trained model (two for InstructSum) and, for InstructSum, the cache check."""
+    from synopsis.devices import resolve_device
     from synopsis.models.inputs import Seq2SeqInputs
     from synopsis.models.instructsum import is_instructsum
     from synopsis.models.seq2seq import load_seq2seq
-    from synopsis.sharding import resolve_device
 
     model, tokenizer = load_seq2seq(run_dir / "best")
     model.to(resolve_device(None))  # experiment --device (auto: a GPU when torch sees one)

@@ -152,8 +152,10 @@ def convert_from_base(model: PreTrainedModel, model_class: type, config: PreTrai
     converted.train(model.training)
     logger.info(
         "converted %s to %s: %d new zero-initialised table parameters",
-        type(model).__name__, model_class.__name__, sum(p.numel() for n, p in tables if n in missing),
-    )  # fmt: skip
+        type(model).__name__,
+        model_class.__name__,
+        sum(p.numel() for n, p in tables if n in missing),
+    )
     return converted
 
 

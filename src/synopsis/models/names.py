@@ -15,7 +15,7 @@ from synopsis.checkpoint import CONFIG_FILE, MAX_CONFIG_BYTES, read_config
 from synopsis.errors import CheckpointError, SynopsisError
 from synopsis.hub import check_safetensors_weights, display_name, resolve_model, untrusted_repo
 from synopsis.io import read_json
-from synopsis.models.registry import METHOD_NAMES, SUPPORTED_MODEL_TYPES, checkpoint_type
+from synopsis.models.registry import PAPER_NAMES, SUPPORTED_MODEL_TYPES, checkpoint_type
 
 logger = logging.getLogger(__name__)
 
@@ -116,13 +116,18 @@ def cached_models(cache_dir: str | Path | None = None) -> tuple[list[CachedModel
                 others += 1
                 continue
             entry = checkpoint_type(model_type)
-            methods = tuple(METHOD_NAMES[m] for m in sorted(entry.methods))
+            methods = tuple(PAPER_NAMES[m] for m in sorted(entry.methods))
             runnable.append(
                 CachedModel(
-                    repo.repo_id, tuple(sorted(revision.refs)), revision.commit_hash, model_type,
-                    entry.family, methods, revision.size_on_disk,
+                    repo_id=repo.repo_id,
+                    refs=tuple(sorted(revision.refs)),
+                    commit=revision.commit_hash,
+                    model_type=model_type,
+                    family=entry.family,
+                    methods=methods,
+                    size_bytes=revision.size_on_disk,
                 )
-            )  # fmt: skip
+            )
     return runnable, others
 
 

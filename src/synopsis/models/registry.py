@@ -23,7 +23,7 @@ SEGMENT_INPUTS = ("segment_ids",)
 #: Batch-record field LED reads: which tokens attend globally.
 GLOBAL_INPUTS = ("global_attention_mask",)
 #: The methods a checkpoint type may carry, as their papers name them.
-METHOD_NAMES = {"hie_bart": "Hie-BART", "hibrids": "HIBRIDS", "instructsum": "InstructSum"}
+PAPER_NAMES = {"hie_bart": "Hie-BART", "hibrids": "HIBRIDS", "instructsum": "InstructSum"}
 #: Where each input feature (:class:`~synopsis.models.features.InputFeature`) lives, as ``"module:Class"``,
 #: imported the first time a model that reads it builds its inputs (transformers' Auto mappings name their
 #: classes so). A method's feature goes under the method's name; the order is the order the input builder
@@ -207,7 +207,7 @@ def stacked_type(config: Any, method: str) -> CheckpointType:
         families = dict.fromkeys(t.family for t in MODEL_TYPES.values() if _stacks_on(t, method) is not None)
         name = config if isinstance(config, str) else getattr(config, "model_type", None)
         raise CheckpointError(
-            f"{METHOD_NAMES[method]} needs a {' or '.join(f.upper() for f in families)} checkpoint, "
+            f"{PAPER_NAMES[method]} needs a {' or '.join(f.upper() for f in families)} checkpoint, "
             f"this one is {name!r}"
         )
     return target

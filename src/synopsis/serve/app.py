@@ -133,8 +133,11 @@ def create_app_from_env() -> FastAPI:
     logging.captureWarnings(True)  # as in the single-process server: a model's warning is one log line
     config = json.loads(os.environ[CONFIG_ENV])
     registry = build_registry(
-        config.get("models", {}), builtin=config.get("builtin", True),
-        device=config.get("device", "auto"), dtype=config.get("dtype"),
-        backend=config.get("backend", DEFAULT_BACKEND), compute_type=config.get("compute_type"),
-    )  # fmt: skip
+        config.get("models", {}),
+        builtin=config.get("builtin", True),
+        device=config.get("device", "auto"),
+        dtype=config.get("dtype"),
+        backend=config.get("backend", DEFAULT_BACKEND),
+        compute_type=config.get("compute_type"),
+    )
     return create_app(registry, ServeSettings(**config.get("settings", {})))

@@ -32,15 +32,19 @@ def read_pasted(
 def budget_of(limits: DocumentLimits, cancelled: Callable[[], bool] | None = None) -> ParseBudget:
     """What a reader may build under ``limits``; every block holds at least a sentence, so the sentence
     limit bounds the blocks (paragraphs, list items, code blocks, tables)."""
-    flags = {"sections": "--max-sections", "blocks": "--max-sentences", "words": "--max-document-words",
-             "seconds": "--max-parse-seconds"}  # fmt: skip
+    flags = {
+        "sections": "--max-sections",
+        "blocks": "--max-sentences",
+        "words": "--max-document-words",
+        "seconds": "--max-parse-seconds",
+    }
     # made on the thread that reads: its CPU time counts from here
     return ParseBudget(
         limits.sections, limits.sentences, limits.words, flags, cancelled, seconds=limits.seconds
     )
 
 
-def parse_document(
+def read_pasted_document(
     text: str,
     format: str = "auto",  # noqa: A002
     limits: DocumentLimits | None = None,

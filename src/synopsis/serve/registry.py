@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from synopsis.config import DECODING_OPTIONS, NO_DECODING, DecodingOptions
+from synopsis.devices import resolve_device
 from synopsis.document import Document
 from synopsis.errors import ConfigError, SynopsisError
 from synopsis.hub import is_hub_id
 from synopsis.io import read_json
 from synopsis.models.names import resolve_seq2seq
-from synopsis.sharding import resolve_device
 from synopsis.summarizers import Summarizer, check_backend, load_summarizer
 from synopsis.summarizers.base import SummarizerInfo
 from synopsis.summarizers.decoders import DEFAULT_BACKEND
@@ -414,7 +414,7 @@ def build_registry(
     """The server's models: the bundled default, the extractive methods, then each ``NAME=DIR``.
 
     Every model with weights computes on ``device`` (``auto``: a GPU when torch sees one, else the CPU;
-    :func:`~synopsis.sharding.resolve_device`), so the batcher's calls run there too; ``dtype`` (fp32, bf16,
+    :func:`~synopsis.devices.resolve_device`), so the batcher's calls run there too; ``dtype`` (fp32, bf16,
     fp16) is the precision of the ``NAME=DIR`` Hugging Face models (the library refuses it for a
     pointer-generator; the bundled one stays as stored); ``backend``/``compute_type`` decode them with
     ``generate()`` or CTranslate2 (:mod:`synopsis.summarizers.decoders`), by default ``auto``: CTranslate2

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, Response, StreamingResponse
 
 from synopsis import __version__
-from synopsis.serve.documents import document_stats, outline, parse_document
+from synopsis.serve.documents import document_stats, outline, read_pasted_document
 from synopsis.serve.errors import check_evaluate
 from synopsis.serve.registry import DEFAULT_MODEL
 from synopsis.serve.requests import final_response, ndjson_answer
@@ -27,7 +27,7 @@ from synopsis.serve.schemas import (
     ModelsResponse,
     OutlineRequest,
     OutlineResponse,
-    SummarizeRequest,
+    SummarizeBody,
     SummarizeResponse,
 )
 from synopsis.serve.service import SummarizeService
@@ -111,8 +111,13 @@ def api_router(service: SummarizeService, documented: Documented) -> APIRouter:
     router = APIRouter(prefix="/v1")
     registry = service.registry
 
-    @router.get("/models", response_model=ModelsResponse, responses=documented.auth_errors, tags=["models"],
-                **documented.security)  # fmt: skip
+    @router.get(
+        "/models",
+        response_model=ModelsResponse,
+        responses=documented.auth_errors,
+        tags=["models"],
+        **documented.security,
+    )
     async def models() -> dict[str, Any]:
         """The models this server offers, by name, with the options and whether they use instructions."""
         default = DEFAULT_MODEL if DEFAULT_MODEL in registry else None
@@ -134,7 +139,7 @@ def api_router(service: SummarizeService, documented: Documented) -> APIRouter:
         response_model_exclude_unset=True,
         **documented.security,
     )
-    async def summarize(body: SummarizeRequest, request: Request) -> Any:
+    async def summarize(body: SummarizeBody, request: Request) -> Any:
         """Parse the document, then summarize it once per instruction (or once without), timing each.
 
         With ``"stream": true`` the answer is NDJSON: an event per summary as it finishes, then a ``done``
@@ -166,15 +171,22 @@ def document_router(service: SummarizeService, documented: Documented) -> APIRou
     router = APIRouter(prefix="/v1")
     settings = service.settings
 
-    @router.post("/outline", response_model=OutlineResponse, responses=documented.without(404),
-                 tags=["summarize"], **documented.security)  # fmt: skip
+    @router.post(
+        "/outline",
+        response_model=OutlineResponse,
+        responses=documented.without(404),
+        tags=["summarize"],
+        **documented.security,
+    )
     async def document_outline(body: OutlineRequest, request: Request) -> dict[str, Any]:
         """The section outline of a document as the service parses it, without summarizing."""
 
         stop = threading.Event()  # set when the request ends first: the reader stops at its next block
 
         def job() -> dict[str, Any]:
-            document, used = parse_document(body.document, body.format, settings.document_limits, stop.is_set)
+            document, used = read_pasted_document(
+                body.document, body.format, settings.document_limits, stop.is_set
+            )
             return {"sections": outline(document), "document": document_stats(document, used)}
 
         return await service.run(request, job, stop)
@@ -194,10 +206,18 @@ def document_router(service: SummarizeService, documented: Documented) -> APIRou
 
         def job() -> dict[str, Any]:
             report = evaluate_corpus(
-                body.predictions, references, body.sources, metrics=body.metrics, mode=body.mode,
-                use_stemmer=body.use_stemmer, aggregate=body.aggregate, split_summaries=split,
-                wordnet_exceptions=body.wordnet_exceptions, bootstrap=body.bootstrap, seed=body.seed,
-            )  # fmt: skip
+                body.predictions,
+                references,
+                body.sources,
+                metrics=body.metrics,
+                mode=body.mode,
+                use_stemmer=body.use_stemmer,
+                aggregate=body.aggregate,
+                split_summaries=split,
+                wordnet_exceptions=body.wordnet_exceptions,
+                bootstrap=body.bootstrap,
+                seed=body.seed,
+            )
             if "rouge" in body.metrics:
                 report["settings"]["sentences"] = sentence_setting
             return report

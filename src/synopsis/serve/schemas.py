@@ -84,7 +84,14 @@ class SummarizeOptions(_Strict):
         return self.model_dump(exclude_none=True)
 
 
-class SummarizeRequest(_Strict):
+class SummarizeBody(_Strict):
+    # POST /v1/summarize's JSON body, checked at the edge; the runner's typed request built from it is
+    # synopsis.pipeline.SummarizeRequest. (No docstring: it would become the schema's OpenAPI description.)
+    # Its published name in /openapi.json (and in the clients generated from it) stays "SummarizeRequest":
+    # pydantic names a schema by the class's __qualname__ and titles it by the config's title.
+    __qualname__ = "SummarizeRequest"
+    model_config = ConfigDict(title="SummarizeRequest")
+
     document: Text = Field(
         ...,
         min_length=1,

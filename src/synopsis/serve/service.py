@@ -36,7 +36,7 @@ from synopsis.serve.metrics import ServiceMetrics
 from synopsis.serve.pool import InferencePool, QueueFullError
 from synopsis.serve.registry import ModelRegistry, OptionError, UnknownModelError
 from synopsis.serve.requests import ApiRequest
-from synopsis.serve.schemas import SummarizeRequest as SummarizeBody
+from synopsis.serve.schemas import SummarizeBody
 from synopsis.serve.settings import ServeSettings
 from synopsis.serve.streaming import (
     check_by_section,

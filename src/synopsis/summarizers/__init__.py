@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from synopsis.config import DECODING_OPTIONS, use_threads
+from synopsis.devices import check_device
 from synopsis.errors import ConfigError, SynopsisError
 from synopsis.io import read_json
-from synopsis.sharding import check_device
 from synopsis.summarizers.base import Summarizer, per_call_option
 from synopsis.summarizers.decoders import AUTO, DECODERS, DEFAULT_BACKEND
 
@@ -226,7 +226,7 @@ def load_summarizer(
     Hugging Face models); ``instruction_cache=False`` makes an InstructSum model encode every prompt in full;
     ``dtype`` (fp32, bf16, fp16) casts a Hugging Face model's weights; ``device`` is where a neural model
     computes: ``auto`` (a GPU when torch sees one, else the CPU), ``cpu``, ``cuda`` or ``cuda:N``
-    (:func:`~synopsis.sharding.resolve_device`; an unusable one is an :class:`~synopsis.errors.InputError`).
+    (:func:`~synopsis.devices.resolve_device`; an unusable one is an :class:`~synopsis.errors.InputError`).
     ``threads`` is torch's CPU threads for the methods that compute with torch; without it, the CLI's default
     (``$OMP_NUM_THREADS``, else the cores the load leaves free) unless the caller already set torch's
     threads (:func:`~synopsis.config.use_threads`). ``backend`` decodes a Hugging Face checkpoint with

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any, Self
 
 from synopsis.config import DECODING_OPTIONS, NO_DECODING, DecodingOptions
+from synopsis.devices import resolve_device
 from synopsis.document import Document
 from synopsis.errors import ConfigError, InputError
-from synopsis.sharding import resolve_device
 from synopsis.summarizers.batches import (
     DEFAULT_BATCH_SIZE,
     batch_size_in_force,
@@ -86,7 +86,7 @@ class ModelPlacement:
         return next(iter(self.model.parameters()), None)
 
     def to(self, device: Any) -> Self:
-        """Move the model (if any) to ``device`` (see :func:`~synopsis.sharding.resolve_device`), e.g. a
+        """Move the model (if any) to ``device`` (see :func:`~synopsis.devices.resolve_device`), e.g. a
         process's own GPU in a sharded run; returns self."""
         import torch
 
@@ -344,7 +344,7 @@ def check_dtype(dtype: str | None) -> None:
 
 def place_model(model: Any, device: Any = "auto", dtype: str | None = None) -> Any:
     """``model`` in ``dtype`` (fp32, bf16, fp16; ``None``: as stored) on ``device`` (``auto``: a GPU when
-    torch sees one, else the CPU; see :func:`~synopsis.sharding.resolve_device`), with one log line saying
+    torch sees one, else the CPU; see :func:`~synopsis.devices.resolve_device`), with one log line saying
     where it runs when it first computes (:func:`say_where_on_first_call`). Half precision on the CPU is
     allowed, as asked, with a warning where the CPU has no instructions for it (:func:`cpu_runs_natively`):
     there its kernels are emulated, far slower than fp32 (about 100x for bf16 generation on an AVX2 CPU),

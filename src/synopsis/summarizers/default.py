@@ -56,7 +56,7 @@ class DefaultSummarizer(Summarizer):
     def from_pretrained(cls, k: int = 3, max_words: int | None = None, **settings: Any) -> DefaultSummarizer:
         """The bundled pointer-generator with ``settings`` (see its ``from_pretrained``; the device is
         checked now, the weights read when first needed), and salient sentences, ``k`` per section."""
-        from synopsis.sharding import check_device
+        from synopsis.devices import check_device
 
         check_device(settings.get("device", "auto"))  # an unusable device is refused now, not later
         salient = SalientSummarizer(k=k) if max_words is None else SalientSummarizer(k=k, max_words=max_words)

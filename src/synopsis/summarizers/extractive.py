@@ -247,13 +247,13 @@ class CentralitySummarizer(_Selecting):
             raise SynopsisError(f"query_weight must be in [0, 1], got {query_weight}")
         self.k = k
         self.query_weight = query_weight
-        self._encoder = encoder
+        if encoder is not None:
+            self.encoder = encoder  # else the default, loaded on first use
 
-    @property
+    @cached_property
     def encoder(self) -> SentenceEncoder:
-        if self._encoder is None:
-            self._encoder = SentenceEncoder()
-        return self._encoder
+        """The sentence embeddings (default: all-MiniLM-L6-v2, loaded on first use)."""
+        return SentenceEncoder()
 
     @staticmethod
     def _normalise(x: np.ndarray) -> np.ndarray:

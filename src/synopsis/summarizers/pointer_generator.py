@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from synopsis.config import DECODING_OPTIONS, NO_DECODING, DecodingOptions
+from synopsis.devices import resolve_device
 from synopsis.document import Document
 from synopsis.errors import CheckpointError, ConfigError, InputError
 from synopsis.generation.config import GENERATION_CONFIG_FILE, GenerationConfig
 from synopsis.io import read_json
-from synopsis.sharding import resolve_device
 from synopsis.summarizers.base import Summarizer, SummarizerInfo, per_call_option, place_model
 from synopsis.summarizers.domain import (
     Distance,

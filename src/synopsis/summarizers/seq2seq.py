@@ -98,7 +98,7 @@ class Seq2SeqSummarizer(Summarizer):
     cache = property(lambda self: self.decoder.cache)  # type: ignore[assignment]
 
     def to(self, device: Any) -> Seq2SeqSummarizer:
-        from synopsis.sharding import resolve_device
+        from synopsis.devices import resolve_device
 
         self.decoder.to(resolve_device(device))
         return self

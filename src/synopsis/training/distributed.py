@@ -70,8 +70,9 @@ import numpy as np
 import torch
 
 from synopsis.checkpoint import check_finite, rng_state, set_rng_state
+from synopsis.devices import resolve_device
 from synopsis.errors import ConfigError
-from synopsis.sharding import COLLECTIVE_TIMEOUT, launched_processes, leave_process_group, resolve_device
+from synopsis.sharding import COLLECTIVE_TIMEOUT, launched_processes, leave_process_group
 
 logger = logging.getLogger(__name__)
 
@@ -369,7 +370,7 @@ class Distributed:
         from accelerate.utils import InitProcessGroupKwargs
 
         # torchrun sets no ACCELERATE_USE_CPU: without a GPU, Accelerate would run every process alone; with
-        # one, --device cpu (sharding.compute_device) keeps the run on the CPU.
+        # one, --device cpu (devices.compute_device) keeps the run on the CPU.
         device = resolve_device(None)
         seen = torch.accelerator.is_available()
         cpu = (launched_processes() > 1 and not seen) or (device.type == "cpu" and seen)

@@ -267,8 +267,10 @@ def _underlined(pending: list[Line], char: str, overline: str | None, width: int
         return None
     style = ("framed", char) if overline == char else ("underlined", char)
     number, heading = _split_number(text)
-    span = (pending[0][1] + len(pending[0][0]) - len(pending[0][0].lstrip()), pending[-1][1] + len(
-        pending[-1][0].rstrip()))  # fmt: skip
+    span = (
+        pending[0][1] + len(pending[0][0]) - len(pending[0][0].lstrip()),
+        pending[-1][1] + len(pending[-1][0].rstrip()),
+    )
     return _Heading(heading, style, span, number)
 
 

@@ -63,9 +63,15 @@ class HibridsBartEncoderAttention(BartEncoderAttention):
         values = self.v_proj(hidden_states).view(shape).transpose(1, 2)
         if self.config._attn_implementation == "sdpa" and fused_pair_bias_fits(hibrids_layout, self.head_dim):
             output = fused_section_attention(
-                self, query, keys, values, attention_mask, self.hibrids_bias.weight, hibrids_layout,
+                self,
+                query,
+                keys,
+                values,
+                attention_mask=attention_mask,
+                weight=self.hibrids_bias.weight,
+                layout=hibrids_layout,
                 scaling=self.scaling,
-            )  # fmt: skip
+            )
             return self.out_proj(output.reshape(batch, length, -1)), None
         bias = token_pair_bias(self.hibrids_bias.weight, hibrids_layout)
         output, weights = _biased_attention(

@@ -158,9 +158,11 @@ class HibridsLEDEncoderSelfAttention(LEDEncoderSelfAttention):
             else:
                 one_sided = self.one_sided_attn_window_size
                 band = window_bias(
-                    self.hibrids_bias.weight, layout.relations, state.window_index(one_sided),
+                    self.hibrids_bias.weight,
+                    layout.relations,
+                    state.window_index(one_sided),
                     hidden_states.shape[1],
-                )  # fmt: skip
+                )
                 self._band_bias = band.transpose(1, 2)  # (B, L, H, 2w+1), the layout of the band scores
         try:
             return super().forward(hidden_states, *args, **kwargs)

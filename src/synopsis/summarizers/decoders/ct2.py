@@ -202,8 +202,8 @@ class CTranslate2Decoder(Decoder):
         import torch
         from transformers import AutoConfig
 
+        from synopsis.devices import resolve_device
         from synopsis.models.seq2seq import load_tokenizer, read_model_config
-        from synopsis.sharding import resolve_device
 
         model_dir = Path(model_dir)
         check_convertible(model_dir, read_model_config(model_dir))

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from synopsis.errors import ConfigError, InputError
-from synopsis.models.registry import METHOD_NAMES, checkpoint_type
+from synopsis.models.registry import PAPER_NAMES, checkpoint_type
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ def check_convertible(model_dir: Path | str, config: Mapping[str, Any]) -> None:
     model_type = config.get("model_type")
     entry = checkpoint_type(model_type)
     if entry is not None and entry.methods:
-        names = ", ".join(sorted(METHOD_NAMES[m] for m in entry.methods))
+        names = ", ".join(sorted(PAPER_NAMES[m] for m in entry.methods))
         raise ConfigError(
             f"{model_dir}: --backend ctranslate2 runs stock checkpoints; this one carries {names}, whose "
             "attention CTranslate2 does not have (use --backend torch)"

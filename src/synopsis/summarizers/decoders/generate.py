@@ -60,8 +60,8 @@ class GenerateDecoder(Decoder):
         """Load ``model_dir`` (what it is comes from its ``config.json``; NaN/inf weights are refused) onto
         ``device`` in ``dtype`` (fp32, bf16, fp16; ``None``: as stored), so the whole generation runs there
         in that precision (:func:`~synopsis.summarizers.base.place_model`)."""
+        from synopsis.devices import resolve_device
         from synopsis.models.seq2seq import load_seq2seq
-        from synopsis.sharding import resolve_device
         from synopsis.summarizers.base import check_dtype, place_model
 
         check_dtype(dtype)  # before the weights are read

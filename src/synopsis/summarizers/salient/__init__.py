@@ -24,12 +24,10 @@ TF-IDF query match (``benchmarks/default_quality.py``).
 """
 
 from synopsis.summarizers.salient.centrality import (
-    SentenceVectors,
     TfidfVectors,
     budgeted_mmr,
     default_vectors,
     directed_centrality,
-    embeddings_installed,
     mmr,
 )
 from synopsis.summarizers.salient.relevance import is_general
@@ -41,14 +39,12 @@ __all__ = [
     "CodeSource",
     "DocumentRun",
     "SalientSummarizer",
-    "SentenceVectors",
     "TfidfVectors",
     "Weights",
     "all_sources",
     "budgeted_mmr",
     "default_vectors",
     "directed_centrality",
-    "embeddings_installed",
     "inline_code",
     "is_general",
     "is_informative",

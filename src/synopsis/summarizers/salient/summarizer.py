@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -102,22 +103,27 @@ class SalientSummarizer(_Selecting):
         self.k = k
         self.max_words = max_words
         self.weights = weights or Weights()
-        self._vectors = vectors
+        if vectors is not None:
+            self.vectors = vectors  # else the default, loaded on first use
         self.graph_vectors = graph_vectors or TfidfVectors()
 
-    @property
+    @cached_property
     def vectors(self) -> SentenceVectors:
-        """The sentence embeddings that relevance to an instruction reads (loaded on first use)."""
-        if self._vectors is None:
-            self._vectors = default_vectors()
-        return self._vectors
+        """The sentence embeddings that relevance to an instruction reads (default: loaded on first use)."""
+        return default_vectors()
+
+    @property
+    def _vectors_given(self) -> SentenceVectors | None:
+        """The sentence embeddings given or loaded so far (``None``: the default, not loaded yet)."""
+        return self.__dict__.get("vectors")
 
     @property
     def vectors_name(self) -> str:
         """Which sentence vectors an instruction is matched with (without loading the embedding model)."""
-        if self._vectors is None:
+        vectors = self._vectors_given
+        if vectors is None:
             return "all-MiniLM-L6-v2" if embeddings_installed() else TfidfVectors.name
-        return str(getattr(self._vectors, "name", type(self._vectors).__name__))
+        return str(getattr(vectors, "name", type(vectors).__name__))
 
     def for_document(
         self, document: Document, offsets: Sequence[tuple[int, int] | None] | None = None
@@ -186,7 +192,7 @@ class SalientSummarizer(_Selecting):
             k=options.get("k", self.k),
             max_words=options.get("max_words", self.max_words),
             weights=self.weights,
-            vectors=self._vectors,
+            vectors=self._vectors_given,
             graph_vectors=self.graph_vectors,
         )
 
@@ -214,7 +220,6 @@ class DocumentRun(_Selecting):
         self.cased = is_cased(document)
         self.transcript = is_transcript(document)
         self.sources = all_sources(document, offsets)
-        self._vectors: _Remembered | None = None
         units = lead_in_units(
             document, self.sources, offsets is not None, self.names, self.cased, self.transcript
         ).values()
@@ -223,12 +228,10 @@ class DocumentRun(_Selecting):
             (unit[0].path, unit[0].sentence): unit for unit in units
         }
 
-    @property
+    @cached_property
     def vectors(self) -> SentenceVectors:
         """The owner's sentence embeddings, each text encoded once in this run."""
-        if self._vectors is None:
-            self._vectors = _Remembered(self.owner.vectors)
-        return self._vectors
+        return _Remembered(self.owner.vectors)
 
     def describe(self) -> SummarizerInfo:
         return self.owner.describe()
@@ -338,9 +341,14 @@ class DocumentRun(_Selecting):
             headed = [_under_heading(sentences[i].section, t) for i, t in zip(pool, plain, strict=True)]
             turns = _turns(document, pool) if self.transcript else None
             score = relevance(
-                [shown[i] for i in pool], plain, instruction, self.vectors, headed,
-                _heading_weights(document, pool), turns,
-            )  # fmt: skip
+                texts=[shown[i] for i in pool],
+                plain=plain,
+                instruction=instruction,
+                vectors=self.vectors,
+                headed=headed,
+                heading_weight=_heading_weights(document, pool),
+                turns=turns,
+            )
         elif self.weights.opening:
             weight, first = opening(document, pool, self.names)
             score = (1 - self.weights.opening) * score + self.weights.opening * weight
