@@ -13,15 +13,8 @@ from synopsis.generation.processors import LogitsProcessorList
 
 
 def greedy_search(
-    step: StepFunction,
-    state: Any,
-    memory: Any,
-    *,
-    batch_size: int,
-    bos_id: int,
-    eos_id: int,
-    max_length: int = 100,
-    processors: LogitsProcessorList | None = None,
+    step: StepFunction, state: Any, memory: Any, *, batch_size: int, bos_id: int, eos_id: int,
+    max_length: int = 100, processors: LogitsProcessorList | None = None,
     trace: Callable[[Any, int], Any] | None = None,
 ) -> list[Hypothesis]:
     """The most probable next token at every step, for every document at once; ``trace`` as in

@@ -250,17 +250,10 @@ class ModelEntry:
             _return_freed_memory()
 
     def public(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "method": self.method,
-            "description": self.description,
-            "instructions": self.instructions,
-            "options": list(self.options),
-            "source": self.source,
-            "device": self.info.device,
-            "dtype": self.info.dtype,
-            "backend": self.info.backend,
-        }
+        """``GET /v1/models``' entry (``ModelInfo``): what the model is and takes, where and how it computes."""
+        named = {name: getattr(self, name) for name in ("name", "method", "description", "instructions", "source")}
+        placed = {name: getattr(self.info, name) for name in ("device", "dtype", "backend")}
+        return {**named, "options": list(self.options), **placed}
 
 
 def _return_freed_memory() -> None:
