@@ -250,8 +250,9 @@ class ModelEntry:
             _return_freed_memory()
 
     def public(self) -> dict[str, Any]:
-        """``GET /v1/models``' entry (``ModelInfo``): what the model is and takes, where and how it computes."""
-        named = {name: getattr(self, name) for name in ("name", "method", "description", "instructions", "source")}
+        """``GET /v1/models``' entry (``ModelInfo``): what it is and takes, where and how it computes."""
+        about = ("name", "method", "description", "instructions", "source")
+        named = {name: getattr(self, name) for name in about}
         placed = {name: getattr(self.info, name) for name in ("device", "dtype", "backend")}
         return {**named, "options": list(self.options), **placed}
 
