@@ -296,9 +296,7 @@ def test_summarizer_batches_and_honours_max_length(fixture: str, request) -> Non
 
 def test_generation_options_reach_generate(bart, monkeypatch) -> None:
     summarizer = Seq2SeqSummarizer.from_model(*bart)
-    decoding = DecodingOptions(
-        num_beams=3, min_length=2, max_length=9, length_penalty=0.5, no_repeat_ngram_size=2
-    )
+    options = dict(num_beams=3, min_length=2, max_length=9, length_penalty=0.5, no_repeat_ngram_size=2)
     seen = {}
 
     def fake_generate(**kwargs):
@@ -306,7 +304,7 @@ def test_generation_options_reach_generate(bart, monkeypatch) -> None:
         return torch.tensor([[summarizer.tokenizer.eos_token_id]])
 
     monkeypatch.setattr(summarizer.model, "generate", fake_generate)
-    assert summarizer.summarize([Document.from_text("A b.")], decoding=decoding) == [""]
+    assert summarizer.summarize([Document.from_text("A b.")], decoding=DecodingOptions(**options)) == [""]
     expected = {  # Hugging Face counts the decoder start token in both lengths
         "num_beams": 3,
         "min_length": 3,
@@ -317,9 +315,7 @@ def test_generation_options_reach_generate(bart, monkeypatch) -> None:
     assert expected.items() <= seen.items() and "attention_mask" in seen
 
 
-def _summary_token_counts(
-    summarizer: Seq2SeqSummarizer, documents: list[Document], monkeypatch, **decoding: int
-) -> list[int]:
+def _summary_token_counts(summarizer: Seq2SeqSummarizer, documents: list, patch, **decoding) -> list[int]:
     """Tokens of each summary ``generate()`` made with ``decoding``: after the decoder start token, without
     EOS and padding."""
     produced = []
@@ -329,7 +325,7 @@ def _summary_token_counts(
         produced.append(original(**kwargs))
         return produced[-1]
 
-    monkeypatch.setattr(summarizer.model, "generate", recording)
+    patch.setattr(summarizer.model, "generate", recording)
     summarizer.summarize(documents, decoding=DecodingOptions(**decoding))
     ends = torch.tensor([summarizer.tokenizer.eos_token_id, summarizer.tokenizer.pad_token_id])
     return [int((~torch.isin(row[1:], ends)).sum()) for output in produced for row in output]
