@@ -181,9 +181,11 @@ def summarize(
                 device=process_device(device, shard), backend=backend, compute_type=compute_type,
             )
             run = RunSpec(
-                inputs, corpus, split, input_format, list(instruction or []), max_input_mb, skip_bad_lines,
-                _columns(text_column, summary_column, id_column), target, batch_size,
-            )  # fmt: skip
+                inputs=inputs, corpus=corpus, split=split, input_format=input_format,
+                instructions=list(instruction or []), max_input_mb=max_input_mb,
+                skip_bad_lines=skip_bad_lines, columns=_columns(text_column, summary_column, id_column),
+                target=target, batch_size=batch_size,
+            )
             job = _prepare(shard, run, spec, Wanted(by, max_words))
             if target.path is not None:  # --resume continues only an output of the same options and input
                 method = job.runner.summarizer.describe().method
