@@ -50,8 +50,8 @@ def test_the_input_builder_imports_no_method_and_tests_no_name() -> None:
 
 
 def test_every_registered_feature_is_an_input_feature_and_every_type_names_known_ones() -> None:
+    roles = (features.TextMarkers, features.PromptLayout, features.InputFields, features.CachedSourcePrompt)
     for name in registry.INPUT_FEATURES:
-        roles = (features.TextMarkers, features.PromptLayout, features.InputFields, features.CachedSource)
         assert issubclass(features._feature_class(name), roles), name
     for entry in registry.MODEL_TYPES.values():
         assert set(entry.features) <= set(registry.INPUT_FEATURES), entry.name

@@ -37,7 +37,7 @@ from synopsis.data.lm_corpus import (
     split_train_dev,
 )
 from synopsis.errors import ConfigError, InputError
-from synopsis.experiments.domain_lm_tables import ModelSpec, build_tables, restrict, write_outputs
+from synopsis.experiments.domain_lm_tables import LMVariant, build_tables, restrict, write_outputs
 from synopsis.io import read_json, write_json
 from synopsis.models.domain_lm import (
     MODEL_VERSION,
@@ -237,10 +237,10 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
 
 
-def model_specs(config: ExperimentConfig, names: Sequence[str]) -> list[ModelSpec]:
-    specs = [ModelSpec(v, list(names)) for v in config.variants]
+def model_specs(config: ExperimentConfig, names: Sequence[str]) -> list[LMVariant]:
+    specs = [LMVariant(v, list(names)) for v in config.variants]
     if config.single_attribute_models and len(names) > 1:
-        specs += [ModelSpec("in", [n]) for n in names]
+        specs += [LMVariant("in", [n]) for n in names]
     return specs
 
 
@@ -302,7 +302,7 @@ class _ModelRun:
     """What every size setting of one model shares: the experiment, the model, its held-out data."""
 
     config: ExperimentConfig
-    spec: ModelSpec
+    spec: LMVariant
     data: HeldOutData
     combinations: list[dict[str, str]]
     resume: bool

@@ -19,7 +19,7 @@ def restrict(attributes: dict[str, str], names: Sequence[str]) -> dict[str, str]
 
 
 @dataclass
-class ModelSpec:
+class LMVariant:
     """One model of the experiment: its variant and the attribute names it sees."""
 
     variant: str
@@ -37,14 +37,14 @@ def _combo_name(attributes: dict[str, str]) -> str:
 
 
 def build_tables(
-    results: dict[str, Any], names: Sequence[str], combinations: list[dict[str, str]], specs: list[ModelSpec]
+    results: dict[str, Any], names: Sequence[str], combinations: list[dict[str, str]], specs: list[LMVariant]
 ) -> dict[str, Any]:
     """Tables 4-6 as {row: {target: perplexity}} plus the paper's three findings, counted per domain."""
     held = results["held_out"]
     targets = list(held)
     full = [s for s in specs if len(s.attribute_names) == len(names)]
     single = [s for s in specs if s.variant == "in" and len(s.attribute_names) == 1]
-    in_name = ModelSpec("in", list(names)).name
+    in_name = LMVariant("in", list(names)).name
     table4 = {s.name: {t: held[t]["models"][s.name]["test_perplexity"] for t in targets} for s in full}
     table4_known = {
         s.name: {t: held[t]["models"][s.name].get("test_perplexity_known_words", math.nan) for t in targets}
@@ -69,7 +69,7 @@ def build_tables(
         wins = [t for t in targets if table4[in_name][t] < table4["baseline"][t]]
         findings["in_beats_baseline"] = {"domains": wins, "count": len(wins), "of": len(targets)}
         for other in ("out", "in_out"):
-            other_name = ModelSpec(other, list(names)).name
+            other_name = LMVariant(other, list(names)).name
             if other_name in table4:
                 worse = [t for t in targets if table4[other_name][t] > table4["baseline"][t]]
                 findings[f"{other}_worse_than_baseline"] = {

@@ -14,7 +14,7 @@ only the roles its method has (each role is defined once, here):
   (:meth:`InputFields.source_fields`) and to the batch (:meth:`InputFields.batch_fields`): HIBRIDS' node of
   every token, its relation buckets and depths; LED's global attention on the first token
   (:class:`GlobalAttentionInputs`, here). A model that reads none of them computes and pads none of them.
-* :class:`CachedSource`: the prompt a source cache reads (InstructSum: one encoding of a document serves
+* :class:`CachedSourcePrompt`: the prompt a source cache reads (InstructSum: one encoding of a document serves
   every instruction).
 
 A model's features form an :class:`InputFeatureList`, as transformers' ``LogitsProcessorList`` composes
@@ -132,7 +132,7 @@ class InputFields(InputFeature):
         return {}
 
 
-class CachedSource(InputFeature, ABC):
+class CachedSourcePrompt(InputFeature, ABC):
     """Role: the model decodes from a cached source part (InstructSum: one encoding of a document serves
     every instruction)."""
 

@@ -45,7 +45,7 @@ from synopsis.errors import CheckpointError, ConfigError, InputError
 from synopsis.models.features import (
     INSTRUCTION_SEGMENT,
     SOURCE_SEGMENT,
-    CachedSource,
+    CachedSourcePrompt,
     InputFeatureList,
     Limits,
     Piece,
@@ -419,13 +419,13 @@ class Seq2SeqInputs:
     def caches_source(self) -> bool:
         """Whether the model decodes from a cached source part (InstructSum: one encoding of a document
         serves every instruction; :meth:`cached_prompts`)."""
-        return bool(self.features.of(CachedSource))
+        return bool(self.features.of(CachedSourcePrompt))
 
     def cached_prompts(self, sources: Sequence[SourceEncoding]) -> list[Any]:
         """Each source as the prompt the model's source cache reads
-        (:meth:`~synopsis.models.features.CachedSource.cached_prompt`; InstructSum's
+        (:meth:`~synopsis.models.features.CachedSourcePrompt.cached_prompt`; InstructSum's
         :class:`~synopsis.models.instructsum.PromptIds`)."""
-        reader = next(iter(self.features.of(CachedSource)), None)
+        reader = next(iter(self.features.of(CachedSourcePrompt)), None)
         if reader is None:
             raise ConfigError(f"a {self.config.model_type} model decodes from no cached source")
         return [reader.cached_prompt(source) for source in sources]

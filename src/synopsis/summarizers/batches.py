@@ -15,17 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Protocol
 
 from synopsis.errors import InputError
-
-
-class Window(Protocol):
-    """What :func:`window_batches` reads of a :class:`~synopsis.summarizers.windows.Window`."""
-
-    document: int
-    section: Any
-    pseudo: bool
+from synopsis.summarizers.windows import Window
 
 #: Documents per model call when the caller does not say (``synopsis summarize``'s ``--batch-size`` for a
 #: neural model, the runner's, the library's :meth:`Summarizer.summarize`).

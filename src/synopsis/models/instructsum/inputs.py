@@ -20,7 +20,7 @@ from synopsis.document import Document
 from synopsis.models.features import (
     INSTRUCTION_SEGMENT,
     SOURCE_SEGMENT,
-    CachedSource,
+    CachedSourcePrompt,
     Limits,
     Piece,
     PromptLayout,
@@ -86,7 +86,7 @@ class InstructionPromptInputs(PromptLayout):
         return instruction_length + len(self.tokenizer(lead, add_special_tokens=False)["input_ids"])
 
 
-class InstructSumInputs(InstructionPromptInputs, CachedSource):
+class InstructSumInputs(InstructionPromptInputs, CachedSourcePrompt):
     """InstructSum's prompt for every input; the model reads the paper's first 1024 tokens and decodes from
     a cached source part."""
 
