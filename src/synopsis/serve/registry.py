@@ -27,7 +27,7 @@ from synopsis.io import read_json
 from synopsis.models.names import resolve_seq2seq
 from synopsis.summarizers import Summarizer, check_backend, load_summarizer
 from synopsis.summarizers.base import SummarizerInfo
-from synopsis.summarizers.decoders import DEFAULT_BACKEND
+from synopsis.summarizers.decoders import DECODERS, DEFAULT_BACKEND
 
 logger = logging.getLogger("synopsis.serve")
 
@@ -189,9 +189,10 @@ class ModelEntry:
             raise OptionError(_named_option(given, err), str(err)) from None
 
     def _loaded_backend(self) -> tuple[str, str | None]:
-        """The backend the server loaded this model on (``torch`` for a model without one)."""
+        """The backend the server loaded this model on (``torch`` for a model without one), and its compute
+        type where the backend takes one (the ``compute_type`` of a request)."""
         backend = self.info.backend or "torch"
-        return backend, self.info.dtype if backend == "ctranslate2" else None
+        return backend, self.info.dtype if _takes_compute_type(backend) else None
 
     def _backend(self, backend: str | None, compute_type: str | None) -> tuple[str, str | None]:
         """The backend a request asks for (the loaded one unless it names another), checked as the CLI checks
@@ -204,15 +205,13 @@ class ModelEntry:
             compute_type = loaded_compute
         try:
             check_backend(chosen, self.method, compute_type, None)
-            if chosen == "ctranslate2" and self.config is not None:  # a Hugging Face model, loaded already
-                from synopsis.summarizers.decoders.ct2_conversion import check_convertible
-
-                check_convertible(f"model '{self.name}'", self.config)
+            if chosen in DECODERS and self.config is not None:  # a Hugging Face model, loaded already
+                DECODERS[chosen].decoder_class().check_checkpoint(f"model '{self.name}'", self.config)
         except ConfigError as err:
             named = "compute_type" if "--compute-type" in str(err) else "backend"
             raise OptionError(named, str(err)) from None
-        if chosen == "ctranslate2" and compute_type is None:
-            compute_type = "float32"  # CTranslate2's default: one key for it, named or not
+        if compute_type is None and _takes_compute_type(chosen):
+            compute_type = DECODERS[chosen].precisions[0]  # its default: one key for it, named or not
         return chosen, compute_type
 
     def _on_backend(self, backend: str, compute_type: str | None) -> Summarizer:
@@ -255,6 +254,11 @@ class ModelEntry:
         named = {name: getattr(self, name) for name in about}
         placed = {name: getattr(self.info, name) for name in ("device", "dtype", "backend")}
         return {**named, "options": list(self.options), **placed}
+
+
+def _takes_compute_type(backend: str) -> bool:
+    """Whether a request's ``compute_type`` is ``backend``'s precision (CTranslate2's; torch's is --dtype)."""
+    return backend in DECODERS and DECODERS[backend].precision_option == "compute_type"
 
 
 def _return_freed_memory() -> None:
@@ -460,7 +464,7 @@ def _user_model(
     the other backend too (loaded then, with the same device; ``--dtype`` is the torch backend's)."""
 
     def load(other: str, other_compute: str | None) -> Summarizer:
-        precision = dtype if other == "torch" else None
+        precision = None if _takes_compute_type(other) else dtype  # --dtype is torch's (and auto's)
         return load_summarizer(
             None, directory, device=device, dtype=precision, backend=other, compute_type=other_compute
         )

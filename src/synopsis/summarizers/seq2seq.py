@@ -61,13 +61,11 @@ class Seq2SeqSummarizer(Summarizer):
         ``None``: as stored) or ``compute_type`` (CTranslate2: float32, int8, int8_float32)."""
         from synopsis.models.inputs import Seq2SeqInputs
 
-        settings = {"device": device, "dtype": dtype, "compute_type": compute_type}
+        settings = {"dtype": dtype, "compute_type": compute_type, "instruction_cache": instruction_cache}
 
         def load(name: str) -> Decoder:
             row = DECODERS[name]
-            own = {row.precision_option: settings[row.precision_option]}
-            if name == "torch":
-                own["instruction_cache"] = instruction_cache
+            own = {option: settings[option] for option in (row.precision_option, *row.load_options)}
             return row.decoder_class().from_pretrained(model_dir, device=device, **own)
 
         if backend == AUTO:
@@ -83,10 +81,8 @@ class Seq2SeqSummarizer(Summarizer):
 
     # ------------------------------------------------------------------ what it is
     def describe(self) -> SummarizerInfo:
-        info = self._info("seq2seq", "Hugging Face seq2seq checkpoint")
-        if self.backend == "ctranslate2":
-            info = self._info("seq2seq", f"Hugging Face seq2seq checkpoint on CTranslate2 ({self.dtype})")
-        return info
+        on = self.decoder.description  # what decodes it, where worth saying (CTranslate2's compute type)
+        return self._info("seq2seq", f"Hugging Face seq2seq checkpoint {on}".strip())
 
     # What it computes with, where and in which precision, what decodes it, and the source cache it keeps
     # across calls (InstructSum's, which the service's metrics read): its decoder's (no model on CTranslate2).

@@ -37,6 +37,8 @@ class Backend:
     stock_only: bool = False
     #: what it is, for ``--backend``'s help
     help: str = ""
+    #: the load settings it takes besides the device and its precision (``instruction_cache``: torch's)
+    load_options: tuple[str, ...] = ()
 
     def decoder_class(self) -> Any:
         module, _, name = self.decoder.partition(":")
@@ -54,6 +56,7 @@ DECODERS = {
         "dtype",
         ("fp32", "bf16", "fp16"),
         help="generate(); every checkpoint and method",
+        load_options=("instruction_cache",),
     ),
     "ctranslate2": Backend(
         "ctranslate2",

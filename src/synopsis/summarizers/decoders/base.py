@@ -49,6 +49,14 @@ class Decoder(ABC):
         """Refuse, in one line, options this decoder cannot honour (before any work)."""
         self.settings(decoding)
 
+    #: what it adds to the summarizer's description (``on CTranslate2 (int8)``); empty: nothing
+    description: str = ""
+
+    @classmethod  # noqa: B027 - most backends run any checkpoint
+    def check_checkpoint(cls, name: str, config: Any) -> None:
+        """Refuse, in one line naming ``name``, a checkpoint (its ``config.json``) this backend cannot run,
+        before anything is loaded (default: it runs any)."""
+
     def backend_for(self, decoding: DecodingOptions) -> str:
         """The backend that decodes with ``decoding`` (this one's; ``auto`` chooses per set of options)."""
         return self.backend

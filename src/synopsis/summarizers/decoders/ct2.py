@@ -238,6 +238,14 @@ class CTranslate2Decoder(Decoder):
             start_token=start,
         )
 
+    @property
+    def description(self) -> str:  # type: ignore[override]
+        return f"on CTranslate2 ({self.compute_type})"
+
+    @classmethod
+    def check_checkpoint(cls, name: str, config: Any) -> None:
+        check_convertible(name, config)
+
     def map(self, decoding: DecodingOptions) -> tuple[dict[str, Any], int | None]:
         options, first = translate_options(self.generation_config, decoding, self.positions)
         if options["beam_size"] > 1 and options["no_repeat_ngram_size"] > 0:  # said once per set of options
