@@ -375,8 +375,7 @@ def test_oversized_config_and_tokenizer_files_are_refused_before_they_are_parsed
 @pytest.fixture
 def hub_cache(tmp_path: Path, bart_model: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An offline cache with org/good and, beside it, repos whose refs or snapshots reach elsewhere."""
-    from helpers.hub import put_in_cache
-    from huggingface_hub import constants
+    from helpers.hub import put_in_cache, use_offline_cache
 
     home = tmp_path / "hf"
     put_in_cache(home, "org/good", bart_model)
@@ -392,11 +391,7 @@ def hub_cache(tmp_path: Path, bart_model: Path, monkeypatch: pytest.MonkeyPatch)
 
     shutil.rmtree(linked)
     linked.symlink_to(outside)
-    monkeypatch.setenv("HF_HOME", str(home))
-    monkeypatch.setenv("HF_HUB_CACHE", str(home / "hub"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(home / "hub"))
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    use_offline_cache(monkeypatch, home)
     return home
 
 

@@ -14,7 +14,14 @@ from pathlib import Path
 import pytest
 import torch
 from helpers.cli import one_line_error, run_cli
-from helpers.hub import GENERATION, T5_PREFIX, build_hub_cache, put_in_cache, save_tiny_family
+from helpers.hub import (
+    GENERATION,
+    T5_PREFIX,
+    build_hub_cache,
+    put_in_cache,
+    save_tiny_family,
+    use_offline_cache,
+)
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from synopsis.errors import CheckpointError, InputError, SynopsisError
@@ -37,15 +44,8 @@ def hub_home(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Pat
 
 @pytest.fixture
 def hub(hub_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """``HF_HOME`` at the tiny cache, offline, for this process (huggingface_hub read its settings at import)
-    and for any it starts."""
-    from huggingface_hub import constants
-
-    monkeypatch.setenv("HF_HOME", str(hub_home))
-    monkeypatch.setenv("HF_HUB_CACHE", str(hub_home / "hub"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub_home / "hub"))
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    """``HF_HOME`` at the tiny cache, offline (:func:`helpers.hub.use_offline_cache`)."""
+    use_offline_cache(monkeypatch, hub_home)
     return hub_home
 
 

@@ -10,7 +10,7 @@ import pytest
 
 # The browser fixtures (a real uvicorn server and Debian's Chromium); the module skips where they are absent.
 # (conftest.py's browser, page, server_url and default_server_url fixtures)
-from helpers.browser import sync_api
+from helpers.browser import default_page, sync_api
 from helpers.documents import LONG_README
 
 axe_package = pytest.importorskip("axe_playwright_python", reason="pip install axe-playwright-python")
@@ -64,15 +64,9 @@ def test_the_page_with_the_default_models_note_and_the_device_has_no_serious_axe
     browser: Any, default_server_url: str
 ) -> None:
     expect = sync_api.expect
-    context = browser.new_context()
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    try:
-        page.goto(default_server_url + "/")
+    with default_page(browser, default_server_url) as page:
         expect(page.get_by_test_id("device")).to_have_text("Models compute on cpu")
         page.get_by_test_id("document").fill(LONG_README)
         page.get_by_test_id("submit").click()
         expect(page.get_by_test_id("summary-note")).to_have_count(1)
         assert serious_violations(page) == []
-    finally:
-        context.close()

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 # Skips the module without Chromium or Playwright; the fixtures (browser, page, ...) are conftest.py's.
-from helpers.browser import EchoSummarizer, echo_registry, sync_api
+from helpers.browser import EchoSummarizer, default_page, echo_registry, sync_api
 from helpers.documents import LONG_README
 from helpers.server import running_server
 
@@ -135,11 +135,7 @@ def test_the_page_says_where_the_models_compute(page: Any) -> None:
 
 def test_the_default_models_note_is_shown_above_its_summary(browser: Any, default_server_url: str) -> None:
     expect = sync_api.expect
-    context = browser.new_context()
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    try:
-        page.goto(default_server_url + "/")
+    with default_page(browser, default_server_url) as page:
         expect(page.get_by_test_id("model")).to_have_value("default")
         expect(page.locator("#model-info")).to_contain_text("It runs on cpu (float32).")
         page.get_by_test_id("document").fill(LONG_README)  # a README: out of the bundled model's domain
@@ -154,8 +150,6 @@ def test_the_default_models_note_is_shown_above_its_summary(browser: Any, defaul
         page.get_by_test_id("submit").click()
         expect(page.get_by_test_id("summary")).to_have_count(2)
         expect(note).to_have_count(1)  # a paper abstract has none: the bundled model summarized it
-    finally:
-        context.close()
 
 
 def test_api_reference_page_renders_offline(browser: Any, server_url: str) -> None:

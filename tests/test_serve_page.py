@@ -9,7 +9,7 @@ import urllib.request
 from typing import Any
 
 # Skips the module without Chromium or Playwright; the fixtures (browser, page, ...) are conftest.py's.
-from helpers.browser import sync_api
+from helpers.browser import default_page, sync_api
 
 # Emoji (some with a variation selector, U+FE0F) and a mathematical bold A (U+1D400) before, inside and after
 # sentences, in headings and in the preface: each takes two UTF-16 units and one code point.
@@ -108,11 +108,7 @@ def test_a_sentence_clicked_far_down_shows_its_source_beside_it(page: Any) -> No
 
 def test_the_default_is_named_once_and_its_note_has_no_flag(browser: Any, default_server_url: str) -> None:
     expect = sync_api.expect
-    context = browser.new_context()
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    try:
-        page.goto(default_server_url + "/")
+    with default_page(browser, default_server_url) as page:
         expect(page.get_by_test_id("model")).to_have_value("default")
         options = page.get_by_test_id("model").locator("option")
         expect(options).to_have_text(["default"])  # was "default (default)"
@@ -121,8 +117,6 @@ def test_the_default_is_named_once_and_its_note_has_no_flag(browser: Any, defaul
         note = page.get_by_test_id("summary-note")
         expect(note).to_contain_text("facebook/bart-large-cnn")
         assert "--" not in note.inner_text()  # no command-line flag told to a web user
-    finally:
-        context.close()
 
 
 def test_the_method_that_wrote_a_summary_is_shown_when_the_api_names_it(page: Any) -> None:

@@ -88,6 +88,19 @@ def chromium() -> Iterator[Any]:
 
 
 @contextmanager
+def default_page(browser: Any, server_url: str) -> Iterator[Any]:
+    """A fresh page on the default server's page (its model is the bundled one: slower, so 30 s a wait)."""
+    context = browser.new_context()
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    page.goto(server_url + "/")
+    try:
+        yield page
+    finally:
+        context.close()
+
+
+@contextmanager
 def echo_page(browser: Any, server_url: str) -> Iterator[Any]:
     """A fresh page on the echo server's page, once its model list has arrived from /v1/models."""
     context = browser.new_context(accept_downloads=True)

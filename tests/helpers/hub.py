@@ -11,6 +11,7 @@ import hashlib
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import torch
 import transformers
@@ -25,6 +26,18 @@ GENERATION = {
 }  # fmt: skip
 #: The task prefix the tiny T5's config carries (task_specific_params.summarization.prefix).
 T5_PREFIX = "summarize briefly: "
+
+
+def use_offline_cache(monkeypatch: Any, hf_home: Path) -> None:
+    """``HF_HOME`` at ``hf_home``, offline, for this process (huggingface_hub read its settings at import)
+    and for any it starts."""
+    from huggingface_hub import constants
+
+    monkeypatch.setenv("HF_HOME", str(hf_home))
+    monkeypatch.setenv("HF_HUB_CACHE", str(hf_home / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hf_home / "hub"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
 
 
 def put_in_cache(hf_home: Path, repo_id: str, files: Path, revision: str = "main") -> Path:

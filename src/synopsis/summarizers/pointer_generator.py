@@ -7,6 +7,7 @@ Without a path, the model bundled in ``synopsis/resources/pointer_generator/`` i
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Sequence
@@ -21,6 +22,7 @@ from synopsis.errors import CheckpointError, ConfigError, InputError
 from synopsis.generation.config import GENERATION_CONFIG_FILE, GenerationConfig
 from synopsis.io import read_json
 from synopsis.summarizers.base import Summarizer, SummarizerInfo, per_call_option, place_model
+from synopsis.summarizers.decoders.base import MAPPED_VALUES
 from synopsis.summarizers.domain import (
     Distance,
     DomainCheck,
@@ -85,6 +87,8 @@ class PointerGeneratorSummarizer(Summarizer):
         self.model = model.eval()
         self.vocab = vocab
         self.generation = generation or GenerationConfig()
+        #: the stored settings with a call's decoding options on top, mapped once per distinct value
+        self.generation_for = functools.lru_cache(maxsize=MAPPED_VALUES)(self.generation.with_options)
         self.style = style
         self._free: Any = None  # the (V,) mask of _free_ids, built on first use
         profile = model.config.source_profile
@@ -152,7 +156,7 @@ class PointerGeneratorSummarizer(Summarizer):
     # ------------------------------------------------------------------ decoding
     def check_decoding(self, decoding: DecodingOptions | None) -> DecodingOptions:
         checked = super().check_decoding(decoding)
-        self.generation.with_options(checked)  # min <= max against the stored lengths, before any work
+        self.generation_for(checked)  # min <= max against the stored lengths, before any work
         return checked
 
     def generate(
@@ -175,7 +179,7 @@ class PointerGeneratorSummarizer(Summarizer):
         batch = encode_batch(
             self.vocab, articles, max_source=self.generation.max_source_tokens, device=device
         )
-        generation = self.generation.with_options(decoding or NO_DECODING)
+        generation = self.generation_for(decoding or NO_DECODING)
         with torch.inference_mode():
             hypotheses = self._search(batch, generation, min_length)
         return [self.vocab.decode(h.tokens, oovs) for h, oovs in zip(hypotheses, batch.oovs, strict=True)]
@@ -317,7 +321,7 @@ class PointerGeneratorSummarizer(Summarizer):
             width = len(self.vocab) + batch.num_oovs
             ids = batch.extended_ids.masked_fill(batch.input_ids.eq(self.vocab.pad_id), self.vocab.eos_id)
             allowed = source_vocabulary_mask(ids.tolist(), self._free_ids(), width, device)
-        generation = self.generation.with_options(self.check_decoding(decoding))
+        generation = self.generation_for(self.check_decoding(decoding))
         min_lengths = [min(len(a), generation.min_length) for a in articles]
         out: list[list[Any]] = [[] for _ in windows]
         with torch.inference_mode():
@@ -351,7 +355,7 @@ class PointerGeneratorSummarizer(Summarizer):
         decoding: DecodingOptions,
     ) -> list[str]:
         """Instructions are ignored: the pointer-generator is not controllable."""
-        least = self.generation.with_options(decoding).min_length
+        least = self.generation_for(decoding).min_length
         articles, min_lengths = [], []
         for i, document in enumerate(documents):
             name = document.id or f"document {i + 1}"

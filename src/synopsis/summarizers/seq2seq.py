@@ -15,7 +15,6 @@ from typing import Any
 
 from synopsis.config import DECODING_OPTIONS, DecodingOptions
 from synopsis.document import Document
-from synopsis.errors import ConfigError
 from synopsis.summarizers.base import Summarizer, SummarizerInfo
 from synopsis.summarizers.decoders import AUTO, DECODERS
 from synopsis.summarizers.decoders.base import Decoder
@@ -60,7 +59,9 @@ class Seq2SeqSummarizer(Summarizer):
         torch sees one, else the CPU; ``cpu``, ``cuda``, ``cuda:N``), in ``dtype`` (torch: fp32, bf16, fp16;
         ``None``: as stored) or ``compute_type`` (CTranslate2: float32, int8, int8_float32)."""
         from synopsis.models.inputs import Seq2SeqInputs
+        from synopsis.summarizers import check_backend
 
+        check_backend(backend, "seq2seq", compute_type, dtype)  # before any weights are read
         settings = {"dtype": dtype, "compute_type": compute_type, "instruction_cache": instruction_cache}
 
         def load(name: str) -> Decoder:
@@ -72,10 +73,8 @@ class Seq2SeqSummarizer(Summarizer):
             from synopsis.summarizers.decoders.auto import AutoDecoder
 
             decoder: Decoder = AutoDecoder(Path(model_dir), load)
-        elif backend in DECODERS:
-            decoder = load(backend)
         else:
-            raise ConfigError(f"--backend must be one of {AUTO}, {', '.join(DECODERS)}, got {backend!r}")
+            decoder = load(backend)
         inputs = Seq2SeqInputs(decoder.config, decoder.tokenizer, max_source_length=max_source_length)
         return cls(inputs, decoder)
 

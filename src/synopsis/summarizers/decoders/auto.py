@@ -56,6 +56,7 @@ class AutoDecoder(Decoder):
         self.load = load
         self._loaded: dict[str, Decoder] = {}
         self._lock = threading.RLock()
+        self._generation: tuple[Any, int | None] | None = None  # the checkpoint's, read on first need
         self.refusal = self._refusal()  # what keeps the checkpoint off CTranslate2 whatever the options
         first = self.part(*self.settings(NO_DECODING))  # the checkpoint's own options' backend, now
         self.config, self.tokenizer = first.config, first.tokenizer
@@ -98,8 +99,6 @@ class AutoDecoder(Decoder):
                 self._generation = (generation, getattr(config, "max_position_embeddings", None))
         generation, positions = self._generation
         return differs_from_generate(generation, decoding, positions)
-
-    _generation: tuple[Any, int | None] | None = None
 
     def backend_for(self, decoding: DecodingOptions) -> str:
         backend, _ = self.settings(decoding)

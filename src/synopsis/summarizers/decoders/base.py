@@ -9,12 +9,15 @@ service answering many requests with the same options maps them once; what it ca
 
 from __future__ import annotations
 
-import threading
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from synopsis.config import DecodingOptions
+
+#: How many distinct option values a decoder keeps mapped (least recently used dropped first).
+MAPPED_VALUES = 256
 
 
 class Decoder(ABC):
@@ -31,19 +34,12 @@ class Decoder(ABC):
     cache: Any = None
 
     def __init__(self) -> None:
-        self._settings: dict[DecodingOptions, Any] = {}
-        self._settings_lock = threading.Lock()
+        # a service sees few distinct option sets; bounded anyway
+        self._mapped = functools.lru_cache(maxsize=MAPPED_VALUES)(self.map)
 
     def settings(self, decoding: DecodingOptions) -> Any:
         """``decoding`` as this decoder's own settings (:meth:`map`), mapped once per distinct value."""
-        known = self._settings.get(decoding)
-        if known is None:
-            known = self.map(decoding)
-            with self._settings_lock:
-                if len(self._settings) > 256:  # a service sees few distinct option sets; bound it anyway
-                    self._settings.clear()
-                self._settings[decoding] = known
-        return known
+        return self._mapped(decoding)
 
     def check(self, decoding: DecodingOptions) -> None:
         """Refuse, in one line, options this decoder cannot honour (before any work)."""
